@@ -1,0 +1,238 @@
+// Package config reads triage's runtime settings from the environment.
+//
+// The three Lambda functions and `triage dev` read the same variables, so a
+// setting means the same thing locally and in AWS. The CDK construct in
+// infra/ sets these variables on the functions. AWS endpoints are never set
+// here: the SDK reads its standard AWS_ENDPOINT_URL* variables itself.
+package config
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/triagehq/triage/internal/spec"
+	"github.com/triagehq/triage/internal/task"
+)
+
+// Environment variable names.
+const (
+	EnvPrefix          = "TRIAGE_PREFIX"               // resource name prefix (default "triage")
+	EnvTable           = "TRIAGE_TABLE"                // table name (default from the spec)
+	EnvQueueURLPrefix  = "TRIAGE_QUEUE_URL_"           // + HIGH|MEDIUM|LOW: queue URL (default: looked up by name)
+	EnvDLQURLPrefix    = "TRIAGE_DLQ_URL_"             // + HIGH|MEDIUM|LOW: DLQ URL (default: looked up by name)
+	EnvAddr            = "TRIAGE_ADDR"                 // local listen address (default 127.0.0.1:8080)
+	EnvToken           = "TRIAGE_TOKEN"                // local admin token
+	EnvTokens          = "TRIAGE_TOKENS"               // extra local tokens: "token:scope+scope,token:scope"
+	EnvTokensSecretARN = "TRIAGE_TOKENS_SECRET_ARN"    // Secrets Manager secret holding tokens (AWS)
+	EnvWeights         = "TRIAGE_WEIGHTS"              // "high=6,medium=3,low=1"
+	EnvStrict          = "TRIAGE_STRICT"               // "true": always take the highest non-empty queue
+	EnvConcurrency     = "TRIAGE_CONCURRENCY"          // worker slots per consumer (default 8)
+	EnvReservedHigh    = "TRIAGE_RESERVED_HIGH"        // slots only high tasks may use (default 1)
+	EnvPollWait        = "TRIAGE_POLL_WAIT"            // long-poll wait when every queue is empty (default 1s)
+	EnvLowAfter        = "TRIAGE_PROMOTE_LOW_AFTER"    // low -> medium after queued this long (default 10m)
+	EnvMediumAfter     = "TRIAGE_PROMOTE_MEDIUM_AFTER" // medium -> high after this long at medium (default 20m)
+	EnvPromoteInterval = "TRIAGE_PROMOTE_INTERVAL"     // promoter period (default 1m)
+	EnvRetention       = "TRIAGE_RETENTION"            // TTL of terminal tasks (default 168h)
+	EnvRoutes          = "TRIAGE_ROUTES"               // "type=arn:aws:lambda:...,type2=https://hook"
+	EnvWebhookSecret   = "TRIAGE_WEBHOOK_SECRET"       // HMAC key for webhook signatures
+	EnvConsumerARN     = "TRIAGE_CONSUMER_FUNCTION"    // consumer function the promoter may fan out to
+	EnvLogLevel        = "TRIAGE_LOG_LEVEL"            // debug|info|warn|error (default info)
+)
+
+// Config is the parsed environment.
+type Config struct {
+	Spec            spec.Spec
+	QueueURLs       map[task.Priority]string // empty entries are looked up by name
+	DLQURLs         map[task.Priority]string
+	Addr            string
+	Token           string
+	Tokens          string
+	TokensSecretARN string
+	Weights         map[task.Priority]int
+	Strict          bool
+	Concurrency     int
+	ReservedHigh    int
+	PollWait        time.Duration
+	LowAfter        time.Duration
+	MediumAfter     time.Duration
+	PromoteInterval time.Duration
+	Retention       time.Duration
+	Routes          map[string]string
+	WebhookSecret   string
+	ConsumerARN     string
+	LogLevel        string
+}
+
+// Defaults.
+const (
+	DefaultAddr            = "127.0.0.1:8080"
+	DefaultConcurrency     = 8
+	DefaultReservedHigh    = 1
+	DefaultPollWait        = time.Second
+	DefaultLowAfter        = 10 * time.Minute
+	DefaultMediumAfter     = 20 * time.Minute
+	DefaultPromoteInterval = time.Minute
+	DefaultRetention       = 7 * 24 * time.Hour
+)
+
+// DefaultWeights are the weighted-polling shares: high 6, medium 3, low 1.
+func DefaultWeights() map[task.Priority]int {
+	return map[task.Priority]int{task.High: 6, task.Medium: 3, task.Low: 1}
+}
+
+// FromEnv reads the configuration through getenv (os.Getenv in production).
+// Every malformed value is an error naming its variable.
+func FromEnv(getenv func(string) string) (Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	c := Config{
+		Spec:            spec.New(getenv(EnvPrefix)),
+		QueueURLs:       map[task.Priority]string{},
+		DLQURLs:         map[task.Priority]string{},
+		Addr:            orDefault(getenv(EnvAddr), DefaultAddr),
+		Token:           getenv(EnvToken),
+		Tokens:          getenv(EnvTokens),
+		TokensSecretARN: getenv(EnvTokensSecretARN),
+		WebhookSecret:   getenv(EnvWebhookSecret),
+		ConsumerARN:     getenv(EnvConsumerARN),
+		LogLevel:        orDefault(getenv(EnvLogLevel), "info"),
+	}
+	if t := getenv(EnvTable); t != "" {
+		c.Spec.Table.Name = t
+	}
+	for _, p := range task.Priorities() {
+		up := strings.ToUpper(string(p))
+		c.QueueURLs[p] = getenv(EnvQueueURLPrefix + up)
+		c.DLQURLs[p] = getenv(EnvDLQURLPrefix + up)
+	}
+	var err error
+	if c.Weights, err = ParseWeights(getenv(EnvWeights)); err != nil {
+		return c, fmt.Errorf("%s: %w", EnvWeights, err)
+	}
+	if c.Strict, err = parseBool(getenv(EnvStrict)); err != nil {
+		return c, fmt.Errorf("%s: %w", EnvStrict, err)
+	}
+	ints := []struct {
+		name string
+		dst  *int
+		def  int
+	}{
+		{EnvConcurrency, &c.Concurrency, DefaultConcurrency},
+		{EnvReservedHigh, &c.ReservedHigh, DefaultReservedHigh},
+	}
+	for _, v := range ints {
+		if *v.dst, err = parseInt(getenv(v.name), v.def); err != nil {
+			return c, fmt.Errorf("%s: %w", v.name, err)
+		}
+	}
+	if c.ReservedHigh >= c.Concurrency {
+		return c, fmt.Errorf("%s (%d) must be less than %s (%d)", EnvReservedHigh, c.ReservedHigh, EnvConcurrency, c.Concurrency)
+	}
+	durs := []struct {
+		name string
+		dst  *time.Duration
+		def  time.Duration
+	}{
+		{EnvPollWait, &c.PollWait, DefaultPollWait},
+		{EnvLowAfter, &c.LowAfter, DefaultLowAfter},
+		{EnvMediumAfter, &c.MediumAfter, DefaultMediumAfter},
+		{EnvPromoteInterval, &c.PromoteInterval, DefaultPromoteInterval},
+		{EnvRetention, &c.Retention, DefaultRetention},
+	}
+	for _, v := range durs {
+		if *v.dst, err = parseDuration(getenv(v.name), v.def); err != nil {
+			return c, fmt.Errorf("%s: %w", v.name, err)
+		}
+	}
+	if c.Routes, err = ParseRoutes(getenv(EnvRoutes)); err != nil {
+		return c, fmt.Errorf("%s: %w", EnvRoutes, err)
+	}
+	return c, nil
+}
+
+// ParseWeights parses "high=6,medium=3,low=1". Missing priorities keep their default.
+func ParseWeights(s string) (map[task.Priority]int, error) {
+	w := DefaultWeights()
+	if strings.TrimSpace(s) == "" {
+		return w, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not priority=weight", part)
+		}
+		p, err := task.ParsePriority(strings.TrimSpace(k))
+		if err != nil {
+			return nil, err
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("weight of %s must be a whole number >= 0, got %q", p, v)
+		}
+		w[p] = n
+	}
+	if w[task.High]+w[task.Medium]+w[task.Low] == 0 {
+		return nil, fmt.Errorf("at least one weight must be positive")
+	}
+	return w, nil
+}
+
+// ParseRoutes parses "type=target,type2=target2" where a target is a Lambda
+// ARN (arn:aws:lambda:...) or an http(s) URL.
+func ParseRoutes(s string) (map[string]string, error) {
+	r := map[string]string{}
+	if strings.TrimSpace(s) == "" {
+		return r, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || k == "" || v == "" {
+			return nil, fmt.Errorf("%q is not type=target", part)
+		}
+		if !strings.HasPrefix(v, "arn:") && !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
+			return nil, fmt.Errorf("route %s: target %q is neither a Lambda ARN nor an http(s) URL", k, v)
+		}
+		r[k] = v
+	}
+	return r, nil
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func parseBool(s string) (bool, error) {
+	if s == "" {
+		return false, nil
+	}
+	return strconv.ParseBool(s)
+}
+
+func parseInt(s string, def int) (int, error) {
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("want a whole number >= 0, got %q", s)
+	}
+	return n, nil
+}
+
+func parseDuration(s string, def time.Duration) (time.Duration, error) {
+	if s == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("want a positive duration such as 30s or 10m, got %q", s)
+	}
+	return d, nil
+}

@@ -1,0 +1,84 @@
+package task
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Status is a task's place in its lifecycle.
+type Status string
+
+// The task states of DESIGN.md §4.
+const (
+	Scheduled  Status = "scheduled"
+	Queued     Status = "queued"
+	Executing  Status = "executing"
+	Retrying   Status = "retrying"
+	Completed  Status = "completed"
+	Cancelled  Status = "cancelled"
+	DeadLetter Status = "dead_letter"
+)
+
+// Statuses lists every status.
+func Statuses() []Status {
+	return []Status{Scheduled, Queued, Executing, Retrying, Completed, Cancelled, DeadLetter}
+}
+
+// ParseStatus returns the status named s.
+func ParseStatus(s string) (Status, error) {
+	for _, st := range Statuses() {
+		if string(st) == s {
+			return st, nil
+		}
+	}
+	return "", fmt.Errorf("unknown status %q", s)
+}
+
+// Terminal reports whether no automatic transition leaves s.
+func (s Status) Terminal() bool {
+	return s == Completed || s == Cancelled || s == DeadLetter
+}
+
+// Claimable reports whether a consumer may claim a task in s.
+func (s Status) Claimable() bool { return s == Queued || s == Retrying }
+
+// ErrInvalidTransition is returned for a transition the state machine forbids.
+var ErrInvalidTransition = errors.New("invalid transition")
+
+// TransitionError names the forbidden move.
+type TransitionError struct {
+	From, To Status
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("invalid transition %s -> %s", e.From, e.To)
+}
+
+// Unwrap lets errors.Is match ErrInvalidTransition.
+func (e *TransitionError) Unwrap() error { return ErrInvalidTransition }
+
+// CanTransition reports whether the state machine allows from -> to.
+// A queued task may also move to queued: that is a promotion or a re-dispatch.
+func CanTransition(from, to Status) bool {
+	switch from {
+	case Scheduled:
+		return to == Queued || to == Cancelled
+	case Queued:
+		return to == Executing || to == Cancelled || to == Queued
+	case Executing:
+		return to == Completed || to == Retrying || to == DeadLetter || to == Queued || to == Cancelled
+	case Retrying:
+		return to == Executing || to == Cancelled || to == Queued
+	case DeadLetter:
+		return to == Queued
+	}
+	return false
+}
+
+// CheckTransition returns a *TransitionError when from -> to is not allowed.
+func CheckTransition(from, to Status) error {
+	if !CanTransition(from, to) {
+		return &TransitionError{From: from, To: to}
+	}
+	return nil
+}

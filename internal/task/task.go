@@ -1,0 +1,169 @@
+// Package task defines a triage task, its priorities and its state machine.
+//
+// It is the vocabulary every other package shares: the store persists a
+// Task, the queue carries a Message that points at one, the dispatcher moves
+// it through the states defined here, and the API renders it. Nothing in this
+// package talks to AWS.
+package task
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Priority is a task's scheduling class. Each priority has its own SQS queue.
+type Priority string
+
+// The three priorities, highest first.
+const (
+	High   Priority = "high"
+	Medium Priority = "medium"
+	Low    Priority = "low"
+)
+
+// Priorities lists every priority, highest first.
+func Priorities() []Priority { return []Priority{High, Medium, Low} }
+
+// ParsePriority returns the priority named s, or an error naming the allowed values.
+func ParsePriority(s string) (Priority, error) {
+	switch p := Priority(s); p {
+	case High, Medium, Low:
+		return p, nil
+	}
+	return "", fmt.Errorf("unknown priority %q: want high, medium or low", s)
+}
+
+// Rank orders priorities: high is 0, medium 1, low 2.
+func (p Priority) Rank() int {
+	switch p {
+	case High:
+		return 0
+	case Medium:
+		return 1
+	default:
+		return 2
+	}
+}
+
+// Next returns the priority one step higher, and false if p is already high.
+func (p Priority) Next() (Priority, bool) {
+	switch p {
+	case Low:
+		return Medium, true
+	case Medium:
+		return High, true
+	}
+	return p, false
+}
+
+// Error is the failure recorded on a task.
+type Error struct {
+	Message   string `json:"message" dynamodbav:"message"`
+	Retriable bool   `json:"retriable" dynamodbav:"retriable"`
+}
+
+// Attempt is one entry of a task's capped attempt history.
+type Attempt struct {
+	Attempt    int       `json:"attempt" dynamodbav:"attempt"`
+	WorkerID   string    `json:"worker_id" dynamodbav:"worker_id"`
+	StartedAt  time.Time `json:"started_at" dynamodbav:"started_at"`
+	FinishedAt time.Time `json:"finished_at" dynamodbav:"finished_at"`
+	Error      string    `json:"error,omitempty" dynamodbav:"error,omitempty"`
+}
+
+// MaxHistory caps the attempt history kept on a task.
+const MaxHistory = 10
+
+// Task is one unit of work. Its JSON form is the API's task object; its
+// dynamodbav form is the DynamoDB item (the store adds the keys).
+type Task struct {
+	ID                string          `json:"id" dynamodbav:"id"`
+	Type              string          `json:"type" dynamodbav:"type"`
+	Payload           json.RawMessage `json:"payload" dynamodbav:"payload,omitempty"`
+	Priority          Priority        `json:"priority" dynamodbav:"priority"`
+	EffectivePriority Priority        `json:"effective_priority" dynamodbav:"effective_priority"`
+	Status            Status          `json:"status" dynamodbav:"status"`
+	Attempts          int             `json:"attempts" dynamodbav:"attempts"`
+	MaxAttempts       int             `json:"max_attempts" dynamodbav:"max_attempts"`
+	TimeoutSeconds    int             `json:"timeout_seconds" dynamodbav:"timeout_seconds"`
+	RunAt             *time.Time      `json:"run_at,omitempty" dynamodbav:"run_at,omitempty"`
+	CreatedAt         time.Time       `json:"created_at" dynamodbav:"created_at"`
+	EnqueuedAt        *time.Time      `json:"enqueued_at,omitempty" dynamodbav:"enqueued_at,omitempty"`
+	StartedAt         *time.Time      `json:"started_at,omitempty" dynamodbav:"started_at,omitempty"`
+	CompletedAt       *time.Time      `json:"completed_at,omitempty" dynamodbav:"completed_at,omitempty"`
+	Result            json.RawMessage `json:"result,omitempty" dynamodbav:"result,omitempty"`
+	Error             *Error          `json:"error,omitempty" dynamodbav:"error,omitempty"`
+	IdempotencyKey    string          `json:"idempotency_key,omitempty" dynamodbav:"idempotency_key,omitempty"`
+	TraceID           string          `json:"trace_id,omitempty" dynamodbav:"trace_id,omitempty"`
+	History           []Attempt       `json:"history,omitempty" dynamodbav:"history,omitempty"`
+	CancelRequested   bool            `json:"cancel_requested,omitempty" dynamodbav:"cancel_requested,omitempty"`
+
+	// Internal bookkeeping, not part of the API object.
+
+	// Version goes up by one on every transition; every write is conditional on it.
+	Version int64 `json:"-" dynamodbav:"version"`
+	// DispatchVersion is the version carried by the task's live SQS message.
+	// A message whose version differs is stale and is dropped on receive.
+	// Zero means the task has no live message of ours (adopted direct sends use 0).
+	DispatchVersion int64 `json:"-" dynamodbav:"dispatch_version"`
+	// WaitingSince is when the task entered its current status and effective
+	// priority; aging thresholds are measured from it.
+	WaitingSince time.Time  `json:"-" dynamodbav:"waiting_since"`
+	LeaseUntil   *time.Time `json:"-" dynamodbav:"lease_until,omitempty"`
+	WorkerID     string     `json:"-" dynamodbav:"worker_id,omitempty"`
+	RetryAt      *time.Time `json:"retry_at,omitempty" dynamodbav:"retry_at,omitempty"`
+	ExpiresAt    int64      `json:"-" dynamodbav:"expires_at,omitempty"`
+}
+
+// NewID returns a new ULID: unique, and sortable by creation time.
+func NewID(now time.Time) string {
+	return ulid.MustNew(ulid.Timestamp(now), rand.Reader).String()
+}
+
+// Clone returns a deep copy of t, so a caller can build the next state
+// without touching the snapshot it read.
+func (t *Task) Clone() *Task {
+	c := *t
+	c.Payload = append(json.RawMessage(nil), t.Payload...)
+	c.Result = append(json.RawMessage(nil), t.Result...)
+	if t.Error != nil {
+		e := *t.Error
+		c.Error = &e
+	}
+	c.History = append([]Attempt(nil), t.History...)
+	c.RunAt = cloneTime(t.RunAt)
+	c.EnqueuedAt = cloneTime(t.EnqueuedAt)
+	c.StartedAt = cloneTime(t.StartedAt)
+	c.CompletedAt = cloneTime(t.CompletedAt)
+	c.LeaseUntil = cloneTime(t.LeaseUntil)
+	c.RetryAt = cloneTime(t.RetryAt)
+	return &c
+}
+
+func cloneTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := *t
+	return &v
+}
+
+// AddAttempt appends an attempt to the history, keeping the newest MaxHistory.
+func (t *Task) AddAttempt(a Attempt) {
+	t.History = append(t.History, a)
+	if n := len(t.History); n > MaxHistory {
+		t.History = append([]Attempt(nil), t.History[n-MaxHistory:]...)
+	}
+}
+
+// Message is the small SQS body of a task dispatched by triage: the payload
+// and state stay in DynamoDB.
+type Message struct {
+	ID       string   `json:"id"`
+	Version  int64    `json:"v"`
+	Priority Priority `json:"p"`
+}
