@@ -1,0 +1,57 @@
+// Package resourcespec exposes triage's resource spec and configuration
+// variable names to code outside this module, chiefly the CDK app in infra/
+// (a separate module, which Go does not allow to import internal packages).
+//
+// Everything here is an alias of internal/spec and internal/config, so the
+// deployed stack and the local bootstrap are built from one definition.
+package resourcespec
+
+import (
+	"github.com/triagehq/triage/internal/config"
+	"github.com/triagehq/triage/internal/spec"
+)
+
+// Types of the resource spec.
+type (
+	Spec  = spec.Spec
+	Table = spec.Table
+	Queue = spec.Queue
+	Index = spec.Index
+)
+
+// New returns the spec for a deployment whose resource names start with prefix.
+func New(prefix string) Spec { return spec.New(prefix) }
+
+// Attribute and index names of the table.
+const (
+	AttrPK        = spec.AttrPK
+	AttrGSI1PK    = spec.AttrGSI1PK
+	AttrGSI1SK    = spec.AttrGSI1SK
+	AttrGSI2PK    = spec.AttrGSI2PK
+	AttrGSI2SK    = spec.AttrGSI2SK
+	AttrTTL       = spec.AttrTTL
+	IndexByStatus = spec.IndexByStatus
+	IndexByType   = spec.IndexByType
+)
+
+// Environment variables the functions read (see internal/config).
+const (
+	EnvPrefix          = config.EnvPrefix
+	EnvTable           = config.EnvTable
+	EnvQueueURLPrefix  = config.EnvQueueURLPrefix
+	EnvDLQURLPrefix    = config.EnvDLQURLPrefix
+	EnvTokensSecretARN = config.EnvTokensSecretARN
+	EnvWeights         = config.EnvWeights
+	EnvStrict          = config.EnvStrict
+	EnvConcurrency     = config.EnvConcurrency
+	EnvReservedHigh    = config.EnvReservedHigh
+	EnvPollWait        = config.EnvPollWait
+	EnvLowAfter        = config.EnvLowAfter
+	EnvMediumAfter     = config.EnvMediumAfter
+	EnvPromoteInterval = config.EnvPromoteInterval
+	EnvRetention       = config.EnvRetention
+	EnvRoutes          = config.EnvRoutes
+	EnvWebhookSecret   = config.EnvWebhookSecret
+	EnvConsumerARN     = config.EnvConsumerARN
+	EnvLogLevel        = config.EnvLogLevel
+)
