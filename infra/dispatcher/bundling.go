@@ -1,0 +1,244 @@
+package dispatcher
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3assets"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// RootModule is the module path of the repository whose functions/ the
+// construct builds. FindRepoRoot looks for the go.mod that declares it.
+const RootModule = "github.com/triagehq/triage"
+
+// Build settings of every Lambda bootstrap. They are part of the asset hash,
+// so changing them redeploys the functions.
+var (
+	// buildEnv cross-compiles a static binary for the arm64 Lambda runtime.
+	buildEnv = []string{"GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0"}
+	// buildFlags make the binary reproducible (-trimpath, no build id, no VCS
+	// stamp) and drop the RPC shim that provided.al2023 does not need.
+	buildFlags = []string{"-tags", "lambda.norpc", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid="}
+)
+
+// goBundler builds one function's bootstrap with the local Go toolchain. It
+// implements awscdk.ILocalBundling, so synth needs no Docker.
+type goBundler struct {
+	root string    // repository root, where `go build` runs
+	pkg  string    // package to build, relative to root: "./functions/api"
+	log  io.Writer // where the bootstrap size is reported
+}
+
+// TryBundle builds <outputDir>/bootstrap. It panics on failure because the
+// interface can only answer true or false, and false would make the CDK fall
+// back to Docker bundling with a placeholder image, which hides the compiler's
+// message. jsii turns the panic into an exception, and the CDK reports it as
+// "Failed to bundle asset <path>: <our error>".
+func (b *goBundler) TryBundle(outputDir *string, _ *awscdk.BundlingOptions) *bool {
+	if outputDir == nil {
+		panic(errors.New("bundling: no output directory"))
+	}
+	if err := b.build(*outputDir); err != nil {
+		panic(err)
+	}
+	return jsii.Bool(true)
+}
+
+// build runs `go build` from the repository root and reports the binary size.
+func (b *goBundler) build(outputDir string) error {
+	out := filepath.Join(outputDir, "bootstrap")
+	args := append([]string{"build"}, buildFlags...)
+	args = append(args, "-o", out, b.pkg)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = b.root
+	cmd.Env = append(os.Environ(), buildEnv...)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", b.pkg, err, msg)
+	}
+	st, err := os.Stat(out)
+	if err != nil {
+		return fmt.Errorf("go build %s: %w", b.pkg, err)
+	}
+	fmt.Fprintf(b.log, "bundled %s: bootstrap %.1f MiB\n", strings.TrimPrefix(b.pkg, "./"), float64(st.Size())/(1<<20))
+	return nil
+}
+
+// goCode returns the Lambda code of the package pkg (e.g. "./functions/api"),
+// built by goBundler. The asset hash is computed from exactly the inputs of
+// the build (see SourceHash), so it is the same on every synth of the same
+// sources and changes whenever the binary could.
+func goCode(root, pkg string, log io.Writer) (awslambda.Code, error) {
+	hash, err := SourceHash(root, pkg)
+	if err != nil {
+		return nil, err
+	}
+	return awslambda.Code_FromAsset(jsii.String(root), &awss3assets.AssetOptions{
+		AssetHashType: awscdk.AssetHashType_CUSTOM,
+		AssetHash:     jsii.String(hash),
+		Bundling: &awscdk.BundlingOptions{
+			// Required by the API but never used: local bundling always
+			// succeeds or fails loudly before the CDK would try Docker.
+			Image: awscdk.DockerImage_FromRegistry(jsii.String("none")),
+			Local: &goBundler{root: root, pkg: pkg, log: log},
+			// Not run (no Docker); it documents the build and, because the
+			// CDK mixes the bundling options into a custom hash, keeps the
+			// three functions' hashes apart even for identical sources.
+			Command: jsii.Strings(append(append([]string{"go", "build"}, buildFlags...), "-o", "/asset-output/bootstrap", pkg)...),
+		},
+	}), nil
+}
+
+// listedPackage is the part of `go list -json` output SourceHash reads.
+type listedPackage struct {
+	ImportPath string
+	Dir        string
+	Standard   bool
+	Module     *struct {
+		Path    string
+		Version string
+		Main    bool
+		Replace *struct {
+			Path    string
+			Version string
+		}
+	}
+	GoFiles, CgoFiles, CFiles, CXXFiles, MFiles, HFiles, SFiles, SysoFiles, EmbedFiles []string
+}
+
+// SourceHash fingerprints everything `go build` reads to produce pkg's
+// binary: the Go version, the build settings, the files of every package of
+// the root module (and of locally replaced modules) that pkg depends on,
+// including embedded files, and the version of every other module it uses.
+//
+// It asks `go list -deps` rather than walking the tree, so tests, docs,
+// infra/ and cdk.out never change a function's hash, while a change to any
+// source the function imports always does.
+func SourceHash(root, pkg string) (string, error) {
+	goVersion, err := goOutput(root, "env", "GOVERSION")
+	if err != nil {
+		return "", err
+	}
+	args := append([]string{"list", "-deps", "-json"}, buildFlags[:2]...) // the build tags select files
+	listing, err := goOutput(root, append(args, pkg)...)
+	if err != nil {
+		return "", err
+	}
+	var pkgs []listedPackage
+	dec := json.NewDecoder(strings.NewReader(listing))
+	for dec.More() {
+		var p listedPackage
+		if err := dec.Decode(&p); err != nil {
+			return "", fmt.Errorf("go list %s: decode: %w", pkg, err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	sort.Slice(pkgs, func(i, j int) bool { return pkgs[i].ImportPath < pkgs[j].ImportPath })
+
+	h := sha256.New()
+	fmt.Fprintf(h, "go %s\nenv %q\nflags %q\npkg %s\n", strings.TrimSpace(goVersion), buildEnv, buildFlags, pkg)
+	for _, p := range pkgs {
+		switch {
+		case p.Standard || p.Module == nil:
+			// Fixed by the Go version above.
+		case p.Module.Main || (p.Module.Replace != nil && p.Module.Replace.Version == ""):
+			if err := hashPackageFiles(h, root, p); err != nil {
+				return "", err
+			}
+		default:
+			m := p.Module
+			v := m.Version
+			if m.Replace != nil {
+				v = m.Replace.Path + "@" + m.Replace.Version
+			}
+			fmt.Fprintf(h, "dep %s %s@%s\n", p.ImportPath, m.Path, v)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// hashPackageFiles adds the name (relative to root) and content of each file
+// of p that the compiler or go:embed reads.
+func hashPackageFiles(h io.Writer, root string, p listedPackage) error {
+	rel, err := filepath.Rel(root, p.Dir)
+	if err != nil {
+		return fmt.Errorf("package %s: %w", p.ImportPath, err)
+	}
+	var files []string
+	for _, list := range [][]string{p.GoFiles, p.CgoFiles, p.CFiles, p.CXXFiles, p.MFiles, p.HFiles, p.SFiles, p.SysoFiles, p.EmbedFiles} {
+		files = append(files, list...)
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(p.Dir, f))
+		if err != nil {
+			return fmt.Errorf("package %s: %w", p.ImportPath, err)
+		}
+		sum := sha256.Sum256(b)
+		fmt.Fprintf(h, "file %s %x\n", filepath.ToSlash(filepath.Join(rel, f)), sum)
+	}
+	return nil
+}
+
+// goOutput runs the go command in dir with the build environment and returns
+// its standard output.
+func goOutput(dir string, args ...string) (string, error) {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), buildEnv...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go %s (in %s): %w: %s", strings.Join(args, " "), dir, err, strings.TrimSpace(stderr.String()))
+	}
+	return string(out), nil
+}
+
+// FindRepoRoot returns the nearest directory at or above start whose go.mod
+// declares RootModule. The CDK app runs from infra/ (cdk.json says
+// `cd infra && go run .`) and tests run from infra/dispatcher, so neither can
+// assume the working directory is the root.
+func FindRepoRoot(start string) (string, error) {
+	dir, err := filepath.Abs(start)
+	if err != nil {
+		return "", fmt.Errorf("find repository root: %w", err)
+	}
+	for {
+		if isRootModule(filepath.Join(dir, "go.mod")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("find repository root: no go.mod declaring module %s at or above %s", RootModule, start)
+		}
+		dir = parent
+	}
+}
+
+// isRootModule reports whether the go.mod at path declares RootModule.
+func isRootModule(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "module" {
+			return strings.Trim(f[1], `"`) == RootModule
+		}
+	}
+	return false
+}

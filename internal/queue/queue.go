@@ -1,0 +1,322 @@
+// Package queue sends and receives triage's messages on SQS: one standard
+// queue per priority, each with its own dead-letter queue.
+//
+// It knows queue URLs and message plumbing, nothing about task state. Batch
+// calls split their input into SQS's limit of ten entries per request.
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/triagehq/triage/internal/spec"
+	"github.com/triagehq/triage/internal/task"
+)
+
+// SQS is the part of the SQS client the queues use.
+type SQS interface {
+	GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, opts ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, opts ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
+// MaxBatch is SQS's limit of entries per batch request and messages per receive.
+const MaxBatch = 10
+
+// MaxDelay is SQS's longest DelaySeconds.
+const MaxDelay = 15 * time.Minute
+
+// MaxVisibility is SQS's longest visibility timeout.
+const MaxVisibility = 12 * time.Hour
+
+// ReasonAttribute is the message attribute that says why a message is in a DLQ.
+const ReasonAttribute = "triage-reason"
+
+// Queues addresses the three priority queues and their DLQs.
+type Queues struct {
+	sqs  SQS
+	urls map[task.Priority]string
+	dlqs map[task.Priority]string
+}
+
+// Resolve returns queues for the spec. URLs given in urls and dlqs are used
+// as they are; the rest are looked up by name with GetQueueUrl.
+func Resolve(ctx context.Context, client SQS, s spec.Spec, urls, dlqs map[task.Priority]string) (*Queues, error) {
+	q := &Queues{sqs: client, urls: map[task.Priority]string{}, dlqs: map[task.Priority]string{}}
+	for _, qs := range s.Queues {
+		for _, pair := range []struct {
+			given map[task.Priority]string
+			name  string
+			dst   map[task.Priority]string
+		}{{urls, qs.Name, q.urls}, {dlqs, qs.DLQName, q.dlqs}} {
+			if u := pair.given[qs.Priority]; u != "" {
+				pair.dst[qs.Priority] = u
+				continue
+			}
+			out, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(pair.name)})
+			if err != nil {
+				return nil, fmt.Errorf("look up queue %s: %w", pair.name, err)
+			}
+			pair.dst[qs.Priority] = aws.ToString(out.QueueUrl)
+		}
+	}
+	return q, nil
+}
+
+// URL is the queue URL of priority p.
+func (q *Queues) URL(p task.Priority) string { return q.urls[p] }
+
+// DLQURL is the dead-letter queue URL of priority p.
+func (q *Queues) DLQURL(p task.Priority) string { return q.dlqs[p] }
+
+// Outgoing is one message to send.
+type Outgoing struct {
+	ID    string // batch entry id; must be unique within a batch
+	Body  string
+	Delay time.Duration
+}
+
+// Send sends one message to priority p's queue and returns its message id.
+func (q *Queues) Send(ctx context.Context, p task.Priority, body string, delay time.Duration) (string, error) {
+	out, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: aws.String(q.urls[p]), MessageBody: aws.String(body), DelaySeconds: delaySeconds(delay),
+	})
+	if err != nil {
+		return "", fmt.Errorf("send to %s queue: %w", p, err)
+	}
+	return aws.ToString(out.MessageId), nil
+}
+
+// BatchError lists the entries a batch request could not handle.
+type BatchError struct {
+	Failed map[string]string // entry id -> reason
+}
+
+func (e *BatchError) Error() string {
+	return fmt.Sprintf("%d batch entries failed", len(e.Failed))
+}
+
+// SendBatch sends msgs to priority p's queue, ten per request. When some
+// entries fail, it returns a *BatchError naming them; the others were sent.
+func (q *Queues) SendBatch(ctx context.Context, p task.Priority, msgs []Outgoing) error {
+	failed := map[string]string{}
+	for start := 0; start < len(msgs); start += MaxBatch {
+		chunk := msgs[start:min(start+MaxBatch, len(msgs))]
+		entries := make([]types.SendMessageBatchRequestEntry, len(chunk))
+		for i, m := range chunk {
+			entries[i] = types.SendMessageBatchRequestEntry{
+				Id: aws.String(m.ID), MessageBody: aws.String(m.Body), DelaySeconds: delaySeconds(m.Delay),
+			}
+		}
+		out, err := q.sqs.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.urls[p]), Entries: entries})
+		if err != nil {
+			for _, m := range chunk {
+				failed[m.ID] = err.Error()
+			}
+			continue
+		}
+		for _, f := range out.Failed {
+			failed[aws.ToString(f.Id)] = aws.ToString(f.Message)
+		}
+	}
+	if len(failed) > 0 {
+		return &BatchError{Failed: failed}
+	}
+	return nil
+}
+
+func delaySeconds(d time.Duration) int32 {
+	if d <= 0 {
+		return 0
+	}
+	d = min(d, MaxDelay)
+	return int32((d + time.Second - 1) / time.Second)
+}
+
+// Received is a message taken from a queue.
+type Received struct {
+	Priority      task.Priority
+	MessageID     string
+	ReceiptHandle string
+	Body          string
+	ReceiveCount  int
+	SentAt        time.Time
+	Reason        string // set on DLQ messages triage moved there
+}
+
+// Receive takes up to n messages (at most ten) from priority p's queue,
+// waiting up to wait for the first one (0 returns at once), and hides them
+// for visibility (0 keeps the queue's default).
+func (q *Queues) Receive(ctx context.Context, p task.Priority, n int, wait, visibility time.Duration) ([]Received, error) {
+	return q.receive(ctx, p, q.urls[p], n, wait, visibility)
+}
+
+// ReceiveDLQ takes messages from priority p's dead-letter queue.
+func (q *Queues) ReceiveDLQ(ctx context.Context, p task.Priority, n int, wait, visibility time.Duration) ([]Received, error) {
+	return q.receive(ctx, p, q.dlqs[p], n, wait, visibility)
+}
+
+func (q *Queues) receive(ctx context.Context, p task.Priority, url string, n int, wait, visibility time.Duration) ([]Received, error) {
+	in := &sqs.ReceiveMessageInput{
+		QueueUrl:                    aws.String(url),
+		MaxNumberOfMessages:         int32(min(max(n, 1), MaxBatch)),
+		WaitTimeSeconds:             int32(wait / time.Second),
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount, types.MessageSystemAttributeNameSentTimestamp},
+		MessageAttributeNames:       []string{ReasonAttribute},
+	}
+	if visibility > 0 {
+		in.VisibilityTimeout = int32(min(visibility, MaxVisibility) / time.Second)
+	}
+	out, err := q.sqs.ReceiveMessage(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("receive from %s: %w", url, err)
+	}
+	msgs := make([]Received, 0, len(out.Messages))
+	for _, m := range out.Messages {
+		r := Received{
+			Priority: p, MessageID: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
+		}
+		r.ReceiveCount, _ = strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+		if ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
+			r.SentAt = time.UnixMilli(ms)
+		}
+		if a, ok := m.MessageAttributes[ReasonAttribute]; ok {
+			r.Reason = aws.ToString(a.StringValue)
+		}
+		msgs = append(msgs, r)
+	}
+	return msgs, nil
+}
+
+// Delete removes a received message from priority p's queue.
+func (q *Queues) Delete(ctx context.Context, p task.Priority, receipt string) error {
+	_, err := q.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(q.urls[p]), ReceiptHandle: aws.String(receipt)})
+	if err != nil {
+		return fmt.Errorf("delete from %s queue: %w", p, err)
+	}
+	return nil
+}
+
+// DeleteDLQ removes a received message from priority p's DLQ.
+func (q *Queues) DeleteDLQ(ctx context.Context, p task.Priority, receipt string) error {
+	_, err := q.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(q.dlqs[p]), ReceiptHandle: aws.String(receipt)})
+	if err != nil {
+		return fmt.Errorf("delete from %s DLQ: %w", p, err)
+	}
+	return nil
+}
+
+// DeleteBatch removes received messages from priority p's queue, ten per
+// request, and returns a *BatchError naming the receipt handles that failed.
+func (q *Queues) DeleteBatch(ctx context.Context, p task.Priority, receipts []string) error {
+	failed := map[string]string{}
+	for start := 0; start < len(receipts); start += MaxBatch {
+		chunk := receipts[start:min(start+MaxBatch, len(receipts))]
+		entries := make([]types.DeleteMessageBatchRequestEntry, len(chunk))
+		for i, r := range chunk {
+			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(r)}
+		}
+		out, err := q.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(q.urls[p]), Entries: entries})
+		if err != nil {
+			for _, r := range chunk {
+				failed[r] = err.Error()
+			}
+			continue
+		}
+		for _, f := range out.Failed {
+			if i, err := strconv.Atoi(aws.ToString(f.Id)); err == nil && i < len(chunk) {
+				failed[chunk[i]] = aws.ToString(f.Message)
+			}
+		}
+	}
+	if len(failed) > 0 {
+		return &BatchError{Failed: failed}
+	}
+	return nil
+}
+
+// ChangeVisibility hides a received message for d from now (0 releases it at once).
+func (q *Queues) ChangeVisibility(ctx context.Context, p task.Priority, receipt string, d time.Duration) error {
+	_, err := q.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl: aws.String(q.urls[p]), ReceiptHandle: aws.String(receipt),
+		VisibilityTimeout: int32(min(max(d, 0), MaxVisibility) / time.Second),
+	})
+	if err != nil {
+		return fmt.Errorf("change visibility on %s queue: %w", p, err)
+	}
+	return nil
+}
+
+// SendDLQ puts body on priority p's dead-letter queue with reason attached.
+func (q *Queues) SendDLQ(ctx context.Context, p task.Priority, body, reason string) error {
+	if reason == "" {
+		reason = "unspecified"
+	}
+	if len(reason) > 1024 {
+		reason = reason[:1024]
+	}
+	_, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: aws.String(q.dlqs[p]), MessageBody: aws.String(body),
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			ReasonAttribute: {DataType: aws.String("String"), StringValue: aws.String(reason)},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("send to %s DLQ: %w", p, err)
+	}
+	return nil
+}
+
+// Depth is a queue's approximate message counts.
+type Depth struct {
+	Visible  int // ready to receive
+	InFlight int // received, not yet deleted
+	Delayed  int // sent with a delay that has not passed
+	DLQ      int // visible in the dead-letter queue
+}
+
+// Depth reads priority p's queue and DLQ counts.
+func (q *Queues) Depth(ctx context.Context, p task.Priority) (Depth, error) {
+	names := []types.QueueAttributeName{
+		types.QueueAttributeNameApproximateNumberOfMessages,
+		types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+		types.QueueAttributeNameApproximateNumberOfMessagesDelayed,
+	}
+	main, err := q.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q.urls[p]), AttributeNames: names})
+	if err != nil {
+		return Depth{}, fmt.Errorf("attributes of %s queue: %w", p, err)
+	}
+	dlq, err := q.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q.dlqs[p]), AttributeNames: names[:1]})
+	if err != nil {
+		return Depth{}, fmt.Errorf("attributes of %s DLQ: %w", p, err)
+	}
+	atoi := func(m map[string]string, n types.QueueAttributeName) int {
+		v, _ := strconv.Atoi(m[string(n)])
+		return v
+	}
+	return Depth{
+		Visible:  atoi(main.Attributes, names[0]),
+		InFlight: atoi(main.Attributes, names[1]),
+		Delayed:  atoi(main.Attributes, names[2]),
+		DLQ:      atoi(dlq.Attributes, names[0]),
+	}, nil
+}
+
+// IsGone reports whether err means the receipt handle or message no longer exists.
+func IsGone(err error) bool {
+	var rh *types.ReceiptHandleIsInvalid
+	var mnf *types.MessageNotInflight
+	return errors.As(err, &rh) || errors.As(err, &mnf)
+}

@@ -1,0 +1,278 @@
+// Package store keeps tasks in DynamoDB.
+//
+// Every change to a task is one conditional UpdateItem on (status, version):
+// the caller hands over the snapshot it read and says what the next state is,
+// the store writes only the attributes that differ, bumps the version and
+// refuses the write when anybody else changed the task in between. That one
+// rule is what keeps a stale worker from overwriting a result.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/triagehq/triage/internal/spec"
+	"github.com/triagehq/triage/internal/task"
+)
+
+// Sentinel errors; match them with errors.Is.
+var (
+	ErrNotFound = errors.New("task not found")
+	// ErrConflict means the task was not in the status and version the
+	// caller read: someone else changed it first.
+	ErrConflict = errors.New("task changed concurrently")
+)
+
+// ConflictError is returned when a conditional write fails. Current is the
+// item as it is now (nil if it no longer exists).
+type ConflictError struct {
+	ID      string
+	Current *task.Task
+}
+
+func (e *ConflictError) Error() string {
+	if e.Current == nil {
+		return fmt.Sprintf("task %s: %v (it no longer exists)", e.ID, ErrConflict)
+	}
+	return fmt.Sprintf("task %s: %v (now %s, version %d)", e.ID, ErrConflict, e.Current.Status, e.Current.Version)
+}
+
+// Unwrap lets errors.Is match ErrConflict.
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// DynamoDB is the part of the DynamoDB client the store uses.
+type DynamoDB interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// Store reads and writes tasks in one table.
+type Store struct {
+	db        DynamoDB
+	table     string
+	log       *slog.Logger
+	now       func() time.Time
+	retention time.Duration
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithLogger sets the logger that records every transition.
+func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
+
+// WithClock sets the time source (tests).
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// WithRetention sets how long a terminal task is kept before DynamoDB's TTL
+// removes it. Zero keeps tasks forever.
+func WithRetention(d time.Duration) Option { return func(s *Store) { s.retention = d } }
+
+// DefaultRetention is the TTL of terminal tasks when none is configured.
+const DefaultRetention = 7 * 24 * time.Hour
+
+// New returns a store on table.
+func New(db DynamoDB, table string, opts ...Option) *Store {
+	s := &Store{db: db, table: table, log: slog.New(slog.DiscardHandler), now: time.Now, retention: DefaultRetention}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Table is the table name.
+func (s *Store) Table() string { return s.table }
+
+// Now is the store's clock.
+func (s *Store) Now() time.Time { return s.now() }
+
+func taskKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{spec.AttrPK: &types.AttributeValueMemberS{Value: "TASK#" + id}}
+}
+
+// SortableTime formats t so that strings sort in time order (fixed width, UTC).
+func SortableTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000000Z") }
+
+// item marshals t with its key and GSI attributes.
+func item(t *task.Task) (map[string]types.AttributeValue, error) {
+	av, err := attributevalue.MarshalMap(t)
+	if err != nil {
+		return nil, fmt.Errorf("marshal task %s: %w", t.ID, err)
+	}
+	av[spec.AttrPK] = &types.AttributeValueMemberS{Value: "TASK#" + t.ID}
+	av[spec.AttrGSI1PK] = &types.AttributeValueMemberS{Value: StatusPartition(t.Status, t.EffectivePriority)}
+	av[spec.AttrGSI1SK] = &types.AttributeValueMemberS{Value: SortableTime(t.WaitingSince) + "#" + t.ID}
+	av[spec.AttrGSI2PK] = &types.AttributeValueMemberS{Value: t.Type}
+	av[spec.AttrGSI2SK] = &types.AttributeValueMemberS{Value: SortableTime(t.CreatedAt) + "#" + t.ID}
+	return av, nil
+}
+
+// StatusPartition is the by-status-priority index's partition key.
+func StatusPartition(st task.Status, p task.Priority) string { return string(st) + "#" + string(p) }
+
+func unmarshal(av map[string]types.AttributeValue) (*task.Task, error) {
+	var t task.Task
+	if err := attributevalue.UnmarshalMap(av, &t); err != nil {
+		return nil, fmt.Errorf("unmarshal task: %w", err)
+	}
+	return &t, nil
+}
+
+// Get reads a task with a strongly consistent read.
+func (s *Store) Get(ctx context.Context, id string) (*task.Task, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: taskKey(id), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("get task %s: %w", id, err)
+	}
+	if len(out.Item) == 0 {
+		return nil, fmt.Errorf("get task %s: %w", id, ErrNotFound)
+	}
+	return unmarshal(out.Item)
+}
+
+// Transition moves cur to status to. apply edits the next state (a copy of
+// cur); the store then sets status, bumps the version, stamps waiting_since
+// when the status or effective priority changes, and sets expires_at when
+// the new status is terminal. It fails with a *TransitionError if the state
+// machine forbids the move and a *ConflictError if cur is stale.
+func (s *Store) Transition(ctx context.Context, cur *task.Task, to task.Status, apply func(next *task.Task)) (*task.Task, error) {
+	if err := task.CheckTransition(cur.Status, to); err != nil {
+		return nil, fmt.Errorf("task %s: %w", cur.ID, err)
+	}
+	return s.write(ctx, cur, to, apply)
+}
+
+// Touch writes a change that keeps the status (a heartbeat extending the
+// lease, a cancel request), under the same (status, version) condition.
+func (s *Store) Touch(ctx context.Context, cur *task.Task, apply func(next *task.Task)) (*task.Task, error) {
+	return s.write(ctx, cur, cur.Status, apply)
+}
+
+func (s *Store) write(ctx context.Context, cur *task.Task, to task.Status, apply func(next *task.Task)) (*task.Task, error) {
+	now := s.now()
+	next := cur.Clone()
+	if apply != nil {
+		apply(next)
+	}
+	next.Status = to
+	next.Version = cur.Version + 1
+	if to != cur.Status || next.EffectivePriority != cur.EffectivePriority {
+		next.WaitingSince = now
+	}
+	if to.Terminal() && s.retention > 0 {
+		next.ExpiresAt = now.Add(s.retention).Unix()
+	}
+	before, err := item(cur)
+	if err != nil {
+		return nil, err
+	}
+	after, err := item(next)
+	if err != nil {
+		return nil, err
+	}
+	var upd expression.UpdateBuilder
+	changed := false
+	for k, v := range after {
+		if k == spec.AttrPK {
+			continue
+		}
+		if old, ok := before[k]; !ok || !reflect.DeepEqual(old, v) {
+			upd = upd.Set(expression.Name(k), expression.Value(v))
+			changed = true
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			upd = upd.Remove(expression.Name(k))
+			changed = true
+		}
+	}
+	if !changed {
+		return cur, nil
+	}
+	cond := expression.Name("status").Equal(expression.Value(string(cur.Status))).
+		And(expression.Name("version").Equal(expression.Value(cur.Version)))
+	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return nil, fmt.Errorf("build update of task %s: %w", cur.ID, err)
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           &s.table,
+		Key:                                 taskKey(cur.ID),
+		UpdateExpression:                    expr.Update(),
+		ConditionExpression:                 expr.Condition(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		return nil, s.conflict(cur.ID, err)
+	}
+	saved, err := unmarshal(out.Attributes)
+	if err != nil {
+		return nil, err
+	}
+	if to != cur.Status {
+		s.log.LogAttrs(ctx, slog.LevelInfo, "task transition",
+			slog.String("task_id", saved.ID), slog.String("type", saved.Type),
+			slog.String("priority", string(saved.Priority)), slog.String("effective_priority", string(saved.EffectivePriority)),
+			slog.String("from", string(cur.Status)), slog.String("to", string(to)),
+			slog.Int64("version", saved.Version), slog.Int("attempts", saved.Attempts),
+			slog.String("trace_id", saved.TraceID))
+	}
+	return saved, nil
+}
+
+// conflict turns a failed conditional write into a *ConflictError carrying
+// the current item; other errors are wrapped as they are.
+func (s *Store) conflict(id string, err error) error {
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return fmt.Errorf("write task %s: %w", id, err)
+	}
+	ce := &ConflictError{ID: id}
+	if len(ccf.Item) > 0 {
+		if t, uerr := unmarshal(ccf.Item); uerr == nil {
+			ce.Current = t
+		}
+	}
+	return ce
+}
+
+// Delete removes a task, conditional on the status and version read.
+func (s *Store) Delete(ctx context.Context, cur *task.Task) error {
+	cond := expression.Name("status").Equal(expression.Value(string(cur.Status))).
+		And(expression.Name("version").Equal(expression.Value(cur.Version)))
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return err
+	}
+	_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: &s.table, Key: taskKey(cur.ID),
+		ConditionExpression:                 expr.Condition(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		return s.conflict(cur.ID, err)
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "task deleted", slog.String("task_id", cur.ID), slog.String("status", string(cur.Status)))
+	return nil
+}

@@ -1,0 +1,164 @@
+package localstack
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Emulators is a running pair of emulators. Stop ends exactly the processes
+// Start began, by PID.
+type Emulators struct {
+	SQSEndpoint      string // http://127.0.0.1:<port>
+	DynamoDBEndpoint string
+
+	procs []*exec.Cmd
+	once  sync.Once
+}
+
+// Start installs the emulators if needed, starts both on free loopback
+// ports and waits until each is listening.
+func Start(ctx context.Context, root string) (*Emulators, error) {
+	dir, err := Install(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	e := &Emulators{}
+	sqsCmd := exec.Command("node", filepath.Join(dir, "sqs-loopback.mjs"), "0")
+	sqsCmd.Dir = dir
+	line, err := e.launch(ctx, sqsCmd, "LISTENING ")
+	if err != nil {
+		e.Stop()
+		return nil, fmt.Errorf("start SQS emulator: %w", err)
+	}
+	e.SQSEndpoint = strings.TrimSpace(strings.TrimPrefix(line, "LISTENING "))
+
+	port, err := freePort()
+	if err != nil {
+		e.Stop()
+		return nil, err
+	}
+	ddbCmd := exec.Command("java",
+		"-Djava.library.path="+filepath.Join(dir, dynamoLibDir, "DynamoDBLocal_lib"),
+		"-Xmx512m",
+		"-cp", filepath.Join(dir, "classes")+string(os.PathListSeparator)+classpath(dir),
+		"DynamoDBLoopback",
+		"-inMemory", "-sharedDb", "-disableTelemetry", "-port", fmt.Sprint(port))
+	ddbCmd.Dir = dir
+	if _, err := e.launch(ctx, ddbCmd, "LISTENING"); err != nil {
+		e.Stop()
+		return nil, fmt.Errorf("start DynamoDB Local: %w", err)
+	}
+	e.DynamoDBEndpoint = fmt.Sprintf("http://127.0.0.1:%d", port)
+	return e, nil
+}
+
+// Env returns the SDK's standard endpoint variables for these emulators,
+// plus the static credentials and region they accept.
+func (e *Emulators) Env() map[string]string {
+	return map[string]string{
+		"AWS_ENDPOINT_URL_SQS":      e.SQSEndpoint,
+		"AWS_ENDPOINT_URL_DYNAMODB": e.DynamoDBEndpoint,
+		"AWS_ACCESS_KEY_ID":         "test",
+		"AWS_SECRET_ACCESS_KEY":     "test",
+		"AWS_REGION":                "us-east-1",
+	}
+}
+
+// launch starts cmd and waits for a stdout line starting with ready.
+func (e *Emulators) launch(ctx context.Context, cmd *exec.Cmd, ready string) (string, error) {
+	// Pdeathsig ends the emulator if the process that started it dies, so a
+	// killed test run leaves nothing behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &limitedWriter{w: &stderr, n: 8 << 10}
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	e.procs = append(e.procs, cmd)
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if l := sc.Text(); strings.HasPrefix(l, ready) {
+				lines <- l
+				break
+			}
+		}
+		close(lines)
+		io.Copy(io.Discard, stdout) //nolint:errcheck // drain so the child never blocks
+	}()
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	select {
+	case l, ok := <-lines:
+		if !ok {
+			return "", fmt.Errorf("%s exited before it was ready: %s", cmd.Path, stderr.String())
+		}
+		return l, nil
+	case <-ctx.Done():
+		return "", fmt.Errorf("%s not ready: %w: %s", cmd.Path, ctx.Err(), stderr.String())
+	}
+}
+
+// Stop ends the emulators: SIGTERM, then SIGKILL after 5 s.
+func (e *Emulators) Stop() {
+	e.once.Do(func() {
+		for _, c := range e.procs {
+			if c.Process == nil {
+				continue
+			}
+			_ = c.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { _ = c.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				_ = c.Process.Kill()
+				<-done
+			}
+		}
+	})
+}
+
+type limitedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+	n  int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n > 0 {
+		k := min(len(p), l.n)
+		l.n -= k
+		_, _ = l.w.Write(p[:k])
+	}
+	return len(p), nil
+}
+
+var errNoPort = errors.New("no free loopback port")
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", errNoPort, err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

