@@ -24,15 +24,21 @@ import (
 // construct builds. FindRepoRoot looks for the go.mod that declares it.
 const RootModule = "github.com/triagehq/triage"
 
-// Build settings of every Lambda bootstrap. They are part of the asset hash,
-// so changing them redeploys the functions.
-var (
-	// buildEnv cross-compiles a static binary for the arm64 Lambda runtime.
-	buildEnv = []string{"GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0"}
-	// buildFlags make the binary reproducible (-trimpath, no build id, no VCS
-	// stamp) and drop the RPC shim that provided.al2023 does not need.
-	buildFlags = []string{"-tags", "lambda.norpc", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid="}
-)
+// buildEnv cross-compiles a static binary for the arm64 Lambda runtime. It is
+// part of the asset hash, so changing it redeploys the functions.
+func buildEnv() []string {
+	return []string{"GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0"}
+}
+
+// buildTags drops the RPC shim of aws-lambda-go, which provided.al2023 does
+// not need. go list gets them too, since tags select files.
+func buildTags() []string { return []string{"-tags", "lambda.norpc"} }
+
+// buildFlags make the binary small and reproducible (-trimpath, no build id,
+// no VCS stamp). They are part of the asset hash too.
+func buildFlags() []string {
+	return append(buildTags(), "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=")
+}
 
 // goBundler builds one function's bootstrap with the local Go toolchain. It
 // implements awscdk.ILocalBundling, so synth needs no Docker.
@@ -60,11 +66,11 @@ func (b *goBundler) TryBundle(outputDir *string, _ *awscdk.BundlingOptions) *boo
 // build runs `go build` from the repository root and reports the binary size.
 func (b *goBundler) build(outputDir string) error {
 	out := filepath.Join(outputDir, "bootstrap")
-	args := append([]string{"build"}, buildFlags...)
+	args := append([]string{"build"}, buildFlags()...)
 	args = append(args, "-o", out, b.pkg)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = b.root
-	cmd.Env = append(os.Environ(), buildEnv...)
+	cmd.Env = append(os.Environ(), buildEnv()...)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %w\n%s", b.pkg, err, msg)
 	}
@@ -96,7 +102,7 @@ func goCode(root, pkg string, log io.Writer) (awslambda.Code, error) {
 			// Not run (no Docker); it documents the build and, because the
 			// CDK mixes the bundling options into a custom hash, keeps the
 			// three functions' hashes apart even for identical sources.
-			Command: jsii.Strings(append(append([]string{"go", "build"}, buildFlags...), "-o", "/asset-output/bootstrap", pkg)...),
+			Command: jsii.Strings(append(append([]string{"go", "build"}, buildFlags()...), "-o", "/asset-output/bootstrap", pkg)...),
 		},
 	}), nil
 }
@@ -131,7 +137,7 @@ func SourceHash(root, pkg string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	args := append([]string{"list", "-deps", "-json"}, buildFlags[:2]...) // the build tags select files
+	args := append([]string{"list", "-deps", "-json"}, buildTags()...)
 	listing, err := goOutput(root, append(args, pkg)...)
 	if err != nil {
 		return "", err
@@ -148,7 +154,7 @@ func SourceHash(root, pkg string) (string, error) {
 	sort.Slice(pkgs, func(i, j int) bool { return pkgs[i].ImportPath < pkgs[j].ImportPath })
 
 	h := sha256.New()
-	fmt.Fprintf(h, "go %s\nenv %q\nflags %q\npkg %s\n", strings.TrimSpace(goVersion), buildEnv, buildFlags, pkg)
+	fmt.Fprintf(h, "go %s\nenv %q\nflags %q\npkg %s\n", strings.TrimSpace(goVersion), buildEnv(), buildFlags(), pkg)
 	for _, p := range pkgs {
 		switch {
 		case p.Standard || p.Module == nil:
@@ -197,7 +203,7 @@ func hashPackageFiles(h io.Writer, root string, p listedPackage) error {
 func goOutput(dir string, args ...string) (string, error) {
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), buildEnv...)
+	cmd.Env = append(os.Environ(), buildEnv()...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -111,4 +111,3 @@ func (s *Store) CountWaiting(ctx context.Context, st task.Status, p task.Priorit
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
 }
-

@@ -108,7 +108,8 @@ type Task struct {
 	Version int64 `json:"-" dynamodbav:"version"`
 	// DispatchVersion is the version carried by the task's live SQS message.
 	// A message whose version differs is stale and is dropped on receive.
-	// Zero means the task has no live message of ours (adopted direct sends use 0).
+	// Adopted direct sends use 0 (their producer's message carries no
+	// version); NoMessage means the task has no live message at all.
 	DispatchVersion int64 `json:"-" dynamodbav:"dispatch_version"`
 	// WaitingSince is when the task entered its current status and effective
 	// priority; aging thresholds are measured from it.
@@ -118,6 +119,10 @@ type Task struct {
 	RetryAt      *time.Time `json:"retry_at,omitempty" dynamodbav:"retry_at,omitempty"`
 	ExpiresAt    int64      `json:"-" dynamodbav:"expires_at,omitempty"`
 }
+
+// NoMessage is the DispatchVersion of a task with no live message: a
+// scheduled task, or a retry whose wait is longer than SQS can hide a message.
+const NoMessage int64 = -1
 
 // NewID returns a new ULID: unique, and sortable by creation time.
 func NewID(now time.Time) string {

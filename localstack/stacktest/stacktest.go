@@ -12,7 +12,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
@@ -112,4 +115,37 @@ func (e *Env) Getenv(extra map[string]string) func(string) string {
 		}
 		return os.Getenv(k)
 	}
+}
+
+// App assembles a full app.App on this env's resources. extra sets
+// configuration variables (config.Env*) for this app only.
+func (e *Env) App(t testing.TB, extra map[string]string) *app.App {
+	t.Helper()
+	cfg, err := config.FromEnv(e.Getenv(extra))
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a, err := app.New(ctx, cfg, testLogger(t))
+	if err != nil {
+		t.Fatalf("app: %v", err)
+	}
+	return a
+}
+
+// testLogger writes JSON logs to the test log when TRIAGE_TEST_LOG is set,
+// and nowhere otherwise.
+func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("TRIAGE_TEST_LOG") == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewJSONHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

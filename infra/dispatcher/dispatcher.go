@@ -1,0 +1,509 @@
+// Package dispatcher is the CDK construct of a triage deployment: the task
+// table, one queue and dead-letter queue per priority, the HTTP API, the
+// consumer and promoter functions with their schedules, least-privilege
+// roles, alarms and stack outputs.
+//
+// Table and queue shapes come from resourcespec.New, the same spec the local
+// bootstrap uses, and function settings travel as the environment variables
+// internal/config reads, so the deployed stack and `triage dev` cannot drift
+// apart.
+package dispatcher
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/triagehq/triage/resourcespec"
+)
+
+// Dispatcher is one triage deployment. Its fields expose the resources so a
+// stack can extend them (extra grants, dashboards) and tests can find them.
+type Dispatcher struct {
+	constructs.Construct
+
+	// Spec is the resource spec the table and queues were declared from.
+	Spec resourcespec.Spec
+	// Table is the single task table.
+	Table awsdynamodb.Table
+	// Queues holds each priority's queue and DLQ, in the spec's order.
+	Queues []PriorityQueues
+	// API, Consumer and Promoter are the three functions.
+	API, Consumer, Promoter awslambda.Function
+	// HTTPAPI fronts the API function.
+	HTTPAPI awsapigatewayv2.HttpApi
+	// TokensSecret holds the API's bearer tokens (given or created).
+	TokensSecret awssecretsmanager.ISecret
+	// PromoterSchedule runs the promoter every PromoteInterval.
+	PromoterSchedule awsevents.Rule
+	// ConsumerSchedules start FanOut consumers every minute (five targets
+	// per rule, EventBridge's limit).
+	ConsumerSchedules []awsevents.Rule
+	// Alarms are all the alarms, in creation order.
+	Alarms []awscloudwatch.Alarm
+}
+
+// PriorityQueues is one priority's queue pair.
+type PriorityQueues struct {
+	Priority string // "high", "medium" or "low"
+	Spec     resourcespec.Queue
+	Queue    awssqs.Queue
+	DLQ      awssqs.Queue
+}
+
+// New declares a triage deployment under scope. It returns an error for
+// invalid props or when the function sources cannot be listed; errors raised
+// inside the CDK itself (and bundling failures) surface as panics, as in any
+// CDK app.
+func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, error) {
+	p, err := props.resolved()
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher %s: %w", id, err)
+	}
+	s := resourcespec.New(p.Prefix)
+	if err := checkWeights(p.Weights, s); err != nil {
+		return nil, fmt.Errorf("dispatcher %s: %w", id, err)
+	}
+	d := &Dispatcher{Construct: constructs.NewConstruct(scope, jsii.String(id)), Spec: s}
+
+	d.Table = newTable(d, s.Table, p.RemovalPolicy)
+	for _, q := range s.Queues {
+		d.Queues = append(d.Queues, newQueuePair(d, q))
+	}
+	d.TokensSecret = p.TokensSecret
+	if d.TokensSecret == nil {
+		d.TokensSecret = awssecretsmanager.NewSecret(d, jsii.String("TokensSecret"), &awssecretsmanager.SecretProps{
+			Description: jsii.String("triage API bearer tokens (" + p.Prefix + ")"),
+			GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+				PasswordLength:     jsii.Number(48),
+				ExcludePunctuation: jsii.Bool(true),
+			},
+			RemovalPolicy: p.RemovalPolicy,
+		})
+	}
+
+	code := map[string]awslambda.Code{}
+	for _, name := range []string{"api", "consumer", "promoter"} {
+		if code[name], err = goCode(p.SourceRoot, "./functions/"+name, p.BuildLog); err != nil {
+			return nil, fmt.Errorf("dispatcher %s: function %s: %w", id, name, err)
+		}
+	}
+	common := d.commonEnv(p)
+	d.API = d.newFunction("Api", p, p.API, code["api"], merge(common, map[string]string{
+		resourcespec.EnvTokensSecretARN: *d.TokensSecret.SecretArn(),
+	}), false)
+	d.Consumer = d.newFunction("Consumer", p, p.Consumer, code["consumer"], merge(common, consumerEnv(p)), true)
+	d.Promoter = d.newFunction("Promoter", p, p.Promoter, code["promoter"], merge(common, map[string]string{
+		resourcespec.EnvLowAfter:        durationEnv(p.PromoteLowAfter),
+		resourcespec.EnvMediumAfter:     durationEnv(p.PromoteMediumAfter),
+		resourcespec.EnvPromoteInterval: p.PromoteInterval.String(),
+		resourcespec.EnvConsumerARN:     *d.Consumer.FunctionArn(),
+	}), true)
+
+	d.grant(p)
+	d.HTTPAPI = d.newHTTPAPI(p)
+	d.schedule(p)
+	d.alarms(p)
+	d.outputs()
+	return d, nil
+}
+
+// newTable declares the on-demand task table from the spec.
+func newTable(scope constructs.Construct, t resourcespec.Table, removal awscdk.RemovalPolicy) awsdynamodb.Table {
+	table := awsdynamodb.NewTable(scope, jsii.String("Table"), &awsdynamodb.TableProps{
+		TableName:    jsii.String(t.Name),
+		PartitionKey: stringKey(t.PartitionKey),
+		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(true),
+		},
+		TimeToLiveAttribute: jsii.String(t.TTLAttribute),
+		RemovalPolicy:       removal,
+	})
+	for _, ix := range t.Indexes {
+		gsi := &awsdynamodb.GlobalSecondaryIndexProps{
+			IndexName:      jsii.String(ix.Name),
+			PartitionKey:   stringKey(ix.PartitionKey),
+			ProjectionType: awsdynamodb.ProjectionType_ALL,
+		}
+		if ix.SortKey != "" {
+			gsi.SortKey = stringKey(ix.SortKey)
+		}
+		table.AddGlobalSecondaryIndex(gsi)
+	}
+	return table
+}
+
+func stringKey(name string) *awsdynamodb.Attribute {
+	return &awsdynamodb.Attribute{Name: jsii.String(name), Type: awsdynamodb.AttributeType_STRING}
+}
+
+// newQueuePair declares one priority's DLQ and the queue that redrives to it.
+// Both use SQS-managed encryption and refuse plain-HTTP access.
+func newQueuePair(scope constructs.Construct, q resourcespec.Queue) PriorityQueues {
+	prio := string(q.Priority)
+	dlq := awssqs.NewQueue(scope, jsii.String("DeadLetterQueue"+title(prio)), &awssqs.QueueProps{
+		QueueName:       jsii.String(q.DLQName),
+		RetentionPeriod: seconds(q.DLQRetention),
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+	})
+	queue := awssqs.NewQueue(scope, jsii.String("Queue"+title(prio)), &awssqs.QueueProps{
+		QueueName:         jsii.String(q.Name),
+		VisibilityTimeout: seconds(q.VisibilityTimeout),
+		RetentionPeriod:   seconds(q.RetentionPeriod),
+		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:        jsii.Bool(true),
+		DeadLetterQueue: &awssqs.DeadLetterQueue{
+			Queue:           dlq,
+			MaxReceiveCount: jsii.Number(float64(q.MaxReceiveCount)),
+		},
+	})
+	return PriorityQueues{Priority: prio, Spec: q, Queue: queue, DLQ: dlq}
+}
+
+// commonEnv is the environment every function gets: where the table and
+// queues are, and settings that shape every function's behaviour.
+func (d *Dispatcher) commonEnv(p Props) map[string]string {
+	env := map[string]string{
+		resourcespec.EnvPrefix:    p.Prefix,
+		resourcespec.EnvTable:     *d.Table.TableName(),
+		resourcespec.EnvRetention: durationEnv(p.Retention),
+		resourcespec.EnvLogLevel:  p.LogLevel,
+	}
+	for _, q := range d.Queues {
+		up := strings.ToUpper(q.Priority)
+		env[resourcespec.EnvQueueURLPrefix+up] = *q.Queue.QueueUrl()
+		env[resourcespec.EnvDLQURLPrefix+up] = *q.DLQ.QueueUrl()
+	}
+	return env
+}
+
+// consumerEnv is the consumer's polling and handler configuration.
+func consumerEnv(p Props) map[string]string {
+	env := map[string]string{
+		resourcespec.EnvConcurrency:  intEnv(p.Concurrency),
+		resourcespec.EnvReservedHigh: intEnv(p.ReservedHigh),
+		resourcespec.EnvPollWait:     durationEnv(p.PollWait),
+		resourcespec.EnvRoutes:       routesEnv(p.Routes),
+		resourcespec.EnvWeights:      weightsEnv(p.Weights),
+	}
+	if p.Strict {
+		env[resourcespec.EnvStrict] = "true"
+	}
+	if p.WebhookSecret != nil {
+		// A Secrets Manager value stays a dynamic reference in the template;
+		// CloudFormation resolves it at deploy time.
+		env[resourcespec.EnvWebhookSecret] = *p.WebhookSecret.UnsafeUnwrap()
+	}
+	return env
+}
+
+// newFunction declares one Go function with its own log group. Empty
+// environment values are left out, so the function applies its own default.
+// Scheduled functions get no async retries: the next tick comes soon anyway,
+// and a retried poll would only overlap it.
+func (d *Dispatcher) newFunction(id string, p Props, f FunctionProps, code awslambda.Code, env map[string]string, scheduled bool) awslambda.Function {
+	logs := awslogs.NewLogGroup(d, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
+		Retention: p.LogRetention,
+		// Logs are operational data of a function that no longer exists
+		// once the stack is gone.
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	vars := map[string]*string{}
+	for k, v := range env {
+		if v != "" {
+			vars[k] = jsii.String(v)
+		}
+	}
+	props := &awslambda.FunctionProps{
+		FunctionName: jsii.String(p.Prefix + "-" + strings.ToLower(id)),
+		Description:  jsii.String("triage " + strings.ToLower(id) + " (" + p.Prefix + ")"),
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		Code:         code,
+		MemorySize:   jsii.Number(float64(f.MemoryMiB)),
+		Timeout:      awscdk.Duration_Seconds(jsii.Number(f.Timeout.Seconds())),
+		Environment:  &vars,
+		LogGroup:     logs,
+	}
+	if scheduled {
+		props.RetryAttempts = jsii.Number(0)
+	}
+	return awslambda.NewFunction(d, jsii.String(id), props)
+}
+
+// grant gives each function exactly the access its job needs.
+func (d *Dispatcher) grant(p Props) {
+	var queues, dlqs []string
+	for _, q := range d.Queues {
+		queues = append(queues, *q.Queue.QueueArn())
+		dlqs = append(dlqs, *q.DLQ.QueueArn())
+	}
+
+	// All three read and write tasks; the grant covers the table and its indexes.
+	for _, fn := range []awslambda.Function{d.API, d.Consumer, d.Promoter} {
+		d.Table.GrantReadWriteData(fn)
+	}
+
+	// API: enqueue and report depths; read, replay and purge-by-receive the
+	// DLQs; read its tokens.
+	allow(d.API, queues, "sqs:SendMessage", "sqs:GetQueueAttributes")
+	allow(d.API, dlqs, "sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:SendMessage", "sqs:DeleteMessage")
+	allow(d.API, []string{secretPolicyARN(d.TokensSecret)}, "secretsmanager:GetSecretValue")
+	if key := d.TokensSecret.EncryptionKey(); key != nil {
+		key.GrantDecrypt(d.API)
+	}
+
+	// Consumer: work the queues, dead-letter into the DLQs, invoke the
+	// routed Lambda handlers. No access to the tokens secret.
+	allow(d.Consumer, queues, "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:SendMessage", "sqs:GetQueueAttributes")
+	allow(d.Consumer, dlqs, "sqs:SendMessage")
+	var handlers []string
+	for _, typ := range sortedKeys(p.Routes) {
+		if t := p.Routes[typ]; isLambdaTarget(t) {
+			handlers = append(handlers, t)
+		}
+	}
+	if len(handlers) > 0 {
+		allow(d.Consumer, handlers, "lambda:InvokeFunction")
+	}
+
+	// Promoter: re-send promoted and scheduled tasks, reconcile the DLQs,
+	// start more consumers.
+	allow(d.Promoter, queues, "sqs:SendMessage", "sqs:GetQueueAttributes")
+	allow(d.Promoter, dlqs, "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes")
+	d.Consumer.GrantInvoke(d.Promoter)
+}
+
+// allow adds one statement to fn's role.
+func allow(fn awslambda.Function, resources []string, actions ...string) {
+	fn.AddToRolePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings(actions...),
+		Resources: jsii.Strings(resources...),
+	}))
+}
+
+// secretPolicyARN is the ARN to grant on. A secret imported by name has no
+// random suffix in its ARN, so the policy must match any suffix, as the
+// CDK's own grantRead does.
+func secretPolicyARN(s awssecretsmanager.ISecret) string {
+	if full := s.SecretFullArn(); full != nil {
+		return *full
+	}
+	return *s.SecretArn() + "-??????"
+}
+
+// newHTTPAPI routes /api/v1/* and the dashboard at / to the API function.
+// Bearer tokens are checked inside the function; IAMAuth adds SigV4 in front.
+func (d *Dispatcher) newHTTPAPI(p Props) awsapigatewayv2.HttpApi {
+	props := &awsapigatewayv2.HttpApiProps{
+		ApiName:     jsii.String(p.Prefix + "-api"),
+		Description: jsii.String("triage task API (" + p.Prefix + ")"),
+	}
+	if p.IAMAuth {
+		props.DefaultAuthorizer = awsapigatewayv2authorizers.NewHttpIamAuthorizer()
+	}
+	api := awsapigatewayv2.NewHttpApi(d, jsii.String("HttpApi"), props)
+	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ApiIntegration"), d.API, nil)
+	api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path:        jsii.String("/api/v1/{proxy+}"),
+		Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_ANY},
+		Integration: integration,
+	})
+	api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		Path:        jsii.String("/"),
+		Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
+		Integration: integration,
+	})
+	return api
+}
+
+// schedule runs the promoter every PromoteInterval and starts FanOut
+// consumers every minute.
+func (d *Dispatcher) schedule(p Props) {
+	d.PromoterSchedule = awsevents.NewRule(d, jsii.String("PromoterSchedule"), &awsevents.RuleProps{
+		Description: jsii.String("triage promoter: aging, scheduled tasks, DLQ reconciliation"),
+		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(p.PromoteInterval.Minutes()))),
+		Targets:     &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(d.Promoter, nil)},
+	})
+	const perRule = 5 // EventBridge's limit of targets per rule
+	for start := 0; start < p.FanOut; start += perRule {
+		var targets []awsevents.IRuleTarget
+		for i := start; i < p.FanOut && i < start+perRule; i++ {
+			targets = append(targets, awseventstargets.NewLambdaFunction(d.Consumer, nil))
+		}
+		id := "ConsumerSchedule"
+		if start > 0 {
+			id += strconv.Itoa(start/perRule + 1)
+		}
+		d.ConsumerSchedules = append(d.ConsumerSchedules, awsevents.NewRule(d, jsii.String(id), &awsevents.RuleProps{
+			Description: jsii.String(fmt.Sprintf("triage consumer polling: %d of %d instances every minute", len(targets), p.FanOut)),
+			Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
+			Targets:     &targets,
+		}))
+	}
+}
+
+// alarms declares, per priority, a DLQ depth and an oldest-message-age alarm,
+// and per function an errors and a throttles alarm.
+func (d *Dispatcher) alarms(p Props) {
+	a := p.Alarms
+	period := awscdk.Duration_Minutes(jsii.Number(a.Period.Minutes()))
+	add := func(id, desc string, m awscloudwatch.Metric, threshold float64) {
+		alarm := m.CreateAlarm(d, jsii.String(id), &awscloudwatch.CreateAlarmOptions{
+			AlarmDescription:   jsii.String(desc),
+			Threshold:          jsii.Number(threshold),
+			EvaluationPeriods:  jsii.Number(1),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
+			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
+		})
+		if a.Topic != nil {
+			action := awscloudwatchactions.NewSnsAction(a.Topic)
+			alarm.AddAlarmAction(action)
+			alarm.AddOkAction(action)
+		}
+		d.Alarms = append(d.Alarms, alarm)
+	}
+	maxOver := &awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: period}
+	sumOver := &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: period}
+	for _, q := range d.Queues {
+		t := title(q.Priority)
+		add("DeadLetters"+t,
+			fmt.Sprintf("%s DLQ holds more than %v messages: tasks that crashed the consumer %d times", q.Spec.DLQName, a.DLQDepthThreshold, q.Spec.MaxReceiveCount),
+			q.DLQ.MetricApproximateNumberOfMessagesVisible(maxOver), a.DLQDepthThreshold)
+		add("OldestMessage"+t,
+			fmt.Sprintf("%s: oldest message older than %s; consumers are not keeping up", q.Spec.Name, a.OldestMessageAge),
+			q.Queue.MetricApproximateAgeOfOldestMessage(maxOver), a.OldestMessageAge.Seconds())
+	}
+	for _, f := range []struct {
+		id string
+		fn awslambda.Function
+	}{{"Api", d.API}, {"Consumer", d.Consumer}, {"Promoter", d.Promoter}} {
+		add(f.id+"Errors", "triage "+strings.ToLower(f.id)+" function errors", f.fn.MetricErrors(sumOver), 0)
+		add(f.id+"Throttles", "triage "+strings.ToLower(f.id)+" function throttles", f.fn.MetricThrottles(sumOver), 0)
+	}
+}
+
+// outputs exports what clients and operators need. The logical ids are fixed
+// ("ApiUrl", "QueueUrlHigh", ...) so scripts can read them by name; that
+// limits a stack to one Dispatcher, which the fixed resource names do anyway.
+func (d *Dispatcher) outputs() {
+	out := func(id, desc string, value *string) {
+		o := awscdk.NewCfnOutput(d, jsii.String(id), &awscdk.CfnOutputProps{Value: value, Description: jsii.String(desc)})
+		o.OverrideLogicalId(jsii.String(id))
+	}
+	url := d.HTTPAPI.Url()
+	if url == nil {
+		url = d.HTTPAPI.ApiEndpoint()
+	}
+	out("ApiUrl", "Base URL of the triage HTTP API", url)
+	out("TableName", "DynamoDB task table", d.Table.TableName())
+	out("TokensSecretArn", "Secrets Manager secret holding the API bearer tokens", d.TokensSecret.SecretArn())
+	for _, q := range d.Queues {
+		t := title(q.Priority)
+		out("QueueUrl"+t, q.Priority+" priority queue", q.Queue.QueueUrl())
+		out("DlqUrl"+t, q.Priority+" priority dead-letter queue", q.DLQ.QueueUrl())
+	}
+}
+
+// checkWeights rejects weights for priorities the spec does not have and
+// weights that would leave every queue unpolled.
+func checkWeights(w map[string]int, s resourcespec.Spec) error {
+	if len(w) == 0 {
+		return nil
+	}
+	known := map[string]bool{}
+	for _, q := range s.Queues {
+		known[string(q.Priority)] = true
+	}
+	total, given := 0, 0
+	for prio, n := range w {
+		if !known[prio] {
+			return fmt.Errorf("Weights: unknown priority %q", prio)
+		}
+		total += n
+		given++
+	}
+	if given == len(known) && total == 0 {
+		return fmt.Errorf("Weights: at least one weight must be positive")
+	}
+	return nil
+}
+
+// sortedKeys returns m's keys in order, so maps render the same on every synth.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// weightsEnv encodes weights as TRIAGE_WEIGHTS expects, in a fixed order.
+func weightsEnv(w map[string]int) string {
+	parts := make([]string, 0, len(w))
+	for _, prio := range sortedKeys(w) {
+		parts = append(parts, fmt.Sprintf("%s=%d", prio, w[prio]))
+	}
+	return strings.Join(parts, ",")
+}
+
+func merge(a, b map[string]string) map[string]string {
+	m := make(map[string]string, len(a)+len(b))
+	for k, v := range a {
+		m[k] = v
+	}
+	for k, v := range b {
+		m[k] = v
+	}
+	return m
+}
+
+// durationEnv renders d for time.ParseDuration; zero means unset.
+func durationEnv(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
+
+// intEnv renders n; zero means unset.
+func intEnv(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}
+
+func seconds(d time.Duration) awscdk.Duration {
+	return awscdk.Duration_Seconds(jsii.Number(d.Seconds()))
+}
+
+func title(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}

@@ -1,0 +1,780 @@
+package dispatcher_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/triagehq/triage/infra/dispatcher"
+	"github.com/triagehq/triage/resourcespec"
+)
+
+// testEnv is shared by every test of this binary: synthesizing runs jsii and
+// three arm64 `go build`s, so it happens once (see stackUnderTest) and the
+// table-driven tests read the same template.
+type testEnv struct {
+	root   string // repository root (SourceRoot)
+	outDir string // removed by TestMain
+	once   sync.Once
+	fix    *fixture
+	err    error
+}
+
+var env testEnv
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		dir, err := os.MkdirTemp("", "triage-infra-test-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		env.outDir = dir
+		env.root = os.Getenv("XXX_DEV_ROOT") // TEMP
+		if env.root == "" {
+			env.root, err = dispatcher.FindRepoRoot(".")
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer jsii.Close()
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// fixture is one synthesized TriageStack-like stack.
+type fixture struct {
+	stack     awscdk.Stack
+	d         *dispatcher.Dispatcher
+	tmpl      assertions.Template
+	resources map[string]resource // logical id -> resource, from the template JSON
+	outputs   map[string]any
+}
+
+type resource struct {
+	Type           string
+	Properties     map[string]any
+	DeletionPolicy string
+}
+
+// stackUnderTest synthesizes the default deployment once per test binary.
+func stackUnderTest(t *testing.T) *fixture {
+	t.Helper()
+	env.once.Do(func() {
+		start := time.Now()
+		env.fix, env.err = synth(filepath.Join(env.outDir, "a"), true, nil)
+		fmt.Fprintf(os.Stderr, "synth with bundling took %s\n", time.Since(start).Round(100*time.Millisecond))
+	})
+	if env.err != nil {
+		t.Fatal(env.err)
+	}
+	return env.fix
+}
+
+// synth builds a stack in a new app whose outdir is dir. bundle=false sets
+// the context the CLI uses to skip bundling, for tests that only need the
+// template.
+func synth(dir string, bundle bool, props *dispatcher.Props) (*fixture, error) {
+	ctx, err := cdkContext()
+	if err != nil {
+		return nil, err
+	}
+	if !bundle {
+		ctx["aws:cdk:bundling-stacks"] = []string{}
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(dir), Context: &ctx})
+	stack := awscdk.NewStack(app, jsii.String("TriageStack"), nil)
+	if props == nil {
+		props = &dispatcher.Props{}
+	}
+	props.SourceRoot = env.root
+	d, err := dispatcher.New(stack, "Dispatcher", props)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := assertions.Template_FromStack(stack, nil)
+	raw, err := json.Marshal(tmpl.ToJSON())
+	if err != nil {
+		return nil, fmt.Errorf("template to JSON: %w", err)
+	}
+	var doc struct {
+		Resources map[string]resource
+		Outputs   map[string]any
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("decode template: %w", err)
+	}
+	return &fixture{stack: stack, d: d, tmpl: tmpl, resources: doc.Resources, outputs: doc.Outputs}, nil
+}
+
+// cdkContext returns the context of the repository's cdk.json, so the tests
+// see the same feature flags as `cdk synth`.
+func cdkContext() (map[string]any, error) {
+	b, err := os.ReadFile(filepath.Join(env.root, "cdk.json"))
+	if err != nil {
+		return nil, fmt.Errorf("read cdk.json: %w", err)
+	}
+	var c struct{ Context map[string]any }
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("parse cdk.json: %w", err)
+	}
+	if c.Context == nil {
+		c.Context = map[string]any{}
+	}
+	return c.Context, nil
+}
+
+// id returns the logical id of construct c's CloudFormation resource.
+func (f *fixture) id(c constructs.IConstruct) string {
+	return *f.stack.GetLogicalId(c.Node().DefaultChild().(awscdk.CfnElement))
+}
+
+func (f *fixture) ofType(typ string) map[string]resource {
+	m := map[string]resource{}
+	for id, r := range f.resources {
+		if r.Type == typ {
+			m[id] = r
+		}
+	}
+	return m
+}
+
+// check runs an assertions call, which panics on mismatch, as a test error.
+func check(t *testing.T, what string, fn func()) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("%s: %v", what, r)
+		}
+	}()
+	fn()
+}
+
+func getAtt(id, attr string) map[string]any { return map[string]any{"Fn::GetAtt": []any{id, attr}} }
+func ref(id string) map[string]any          { return map[string]any{"Ref": id} }
+
+// normalize round-trips v through JSON so Go literals compare with decoded template values.
+func normalize(t *testing.T, v any) any {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func equalJSON(t *testing.T, what string, got, want any) {
+	t.Helper()
+	if g, w := normalize(t, got), normalize(t, want); !reflect.DeepEqual(g, w) {
+		gb, _ := json.Marshal(g)
+		wb, _ := json.Marshal(w)
+		t.Errorf("%s:\n got %s\nwant %s", what, gb, wb)
+	}
+}
+
+func TestResourceCounts(t *testing.T) {
+	f := stackUnderTest(t)
+	s := resourcespec.New("")
+	for _, c := range []struct {
+		typ  string
+		want int
+	}{
+		{"AWS::DynamoDB::Table", 1},
+		{"AWS::SQS::Queue", 2 * len(s.Queues)},
+		{"AWS::SQS::QueuePolicy", 2 * len(s.Queues)}, // EnforceSSL
+		{"AWS::Lambda::Function", 3},
+		{"AWS::Logs::LogGroup", 3},
+		{"AWS::Events::Rule", 2}, // promoter + one consumer rule at fan-out 1
+		{"AWS::CloudWatch::Alarm", 2*len(s.Queues) + 2*3},
+		{"AWS::ApiGatewayV2::Api", 1},
+		{"AWS::ApiGatewayV2::Route", 2},
+		{"AWS::ApiGatewayV2::Authorizer", 0},
+		{"AWS::SecretsManager::Secret", 1},
+		{"AWS::Lambda::EventInvokeConfig", 2}, // no async retries for the scheduled functions
+	} {
+		t.Run(c.typ, func(t *testing.T) {
+			check(t, c.typ, func() { f.tmpl.ResourceCountIs(jsii.String(c.typ), jsii.Number(c.want)) })
+		})
+	}
+}
+
+func TestTableFollowsSpec(t *testing.T) {
+	f := stackUnderTest(t)
+	tbl := f.d.Spec.Table
+	r, ok := f.resources[f.id(f.d.Table)]
+	if !ok {
+		t.Fatal("table resource not found")
+	}
+	if r.DeletionPolicy != "Retain" {
+		t.Errorf("DeletionPolicy = %q, want Retain", r.DeletionPolicy)
+	}
+
+	// Derive every expected value from the spec.
+	keys := func(pk, sk string) []map[string]string {
+		k := []map[string]string{{"AttributeName": pk, "KeyType": "HASH"}}
+		if sk != "" {
+			k = append(k, map[string]string{"AttributeName": sk, "KeyType": "RANGE"})
+		}
+		return k
+	}
+	attrs := map[string]bool{tbl.PartitionKey: true}
+	var gsis []map[string]any
+	for _, ix := range tbl.Indexes {
+		attrs[ix.PartitionKey] = true
+		if ix.SortKey != "" {
+			attrs[ix.SortKey] = true
+		}
+		gsis = append(gsis, map[string]any{
+			"IndexName":  ix.Name,
+			"KeySchema":  keys(ix.PartitionKey, ix.SortKey),
+			"Projection": map[string]string{"ProjectionType": "ALL"},
+		})
+	}
+	var defs []map[string]string
+	for _, a := range sortedKeys(attrs) {
+		defs = append(defs, map[string]string{"AttributeName": a, "AttributeType": "S"})
+	}
+
+	p := r.Properties
+	gotDefs, _ := p["AttributeDefinitions"].([]any)
+	sort.Slice(gotDefs, func(i, j int) bool {
+		return fmt.Sprint(gotDefs[i].(map[string]any)["AttributeName"]) < fmt.Sprint(gotDefs[j].(map[string]any)["AttributeName"])
+	})
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"TableName", p["TableName"], tbl.Name},
+		{"KeySchema", p["KeySchema"], keys(tbl.PartitionKey, "")},
+		{"AttributeDefinitions", gotDefs, defs},
+		{"GlobalSecondaryIndexes", p["GlobalSecondaryIndexes"], gsis},
+		{"TimeToLiveSpecification", p["TimeToLiveSpecification"], map[string]any{"AttributeName": tbl.TTLAttribute, "Enabled": true}},
+		{"BillingMode", p["BillingMode"], "PAY_PER_REQUEST"},
+		{"PointInTimeRecovery", p["PointInTimeRecoverySpecification"], map[string]any{"PointInTimeRecoveryEnabled": true}},
+	} {
+		t.Run(c.name, func(t *testing.T) { equalJSON(t, c.name, c.got, c.want) })
+	}
+	// The same through the assertions library, as a cross-check of the matcher path.
+	check(t, "HasResourceProperties", func() {
+		f.tmpl.HasResourceProperties(jsii.String("AWS::DynamoDB::Table"), map[string]any{
+			"TableName":               tbl.Name,
+			"TimeToLiveSpecification": map[string]any{"AttributeName": tbl.TTLAttribute, "Enabled": true},
+		})
+	})
+}
+
+func TestQueuesRedriveToOwnDLQ(t *testing.T) {
+	f := stackUnderTest(t)
+	if len(f.d.Queues) != len(f.d.Spec.Queues) {
+		t.Fatalf("%d queue pairs, spec has %d", len(f.d.Queues), len(f.d.Spec.Queues))
+	}
+	for i, q := range f.d.Queues {
+		sq := f.d.Spec.Queues[i]
+		t.Run(string(sq.Priority), func(t *testing.T) {
+			qid, dlqID := f.id(q.Queue), f.id(q.DLQ)
+			queue, dlq := f.resources[qid].Properties, f.resources[dlqID].Properties
+			equalJSON(t, "RedrivePolicy", queue["RedrivePolicy"], map[string]any{
+				"deadLetterTargetArn": getAtt(dlqID, "Arn"),
+				"maxReceiveCount":     sq.MaxReceiveCount,
+			})
+			equalJSON(t, "QueueName", queue["QueueName"], sq.Name)
+			equalJSON(t, "VisibilityTimeout", queue["VisibilityTimeout"], sq.VisibilityTimeout.Seconds())
+			equalJSON(t, "MessageRetentionPeriod", queue["MessageRetentionPeriod"], sq.RetentionPeriod.Seconds())
+			equalJSON(t, "SqsManagedSseEnabled", queue["SqsManagedSseEnabled"], true)
+			equalJSON(t, "DLQ QueueName", dlq["QueueName"], sq.DLQName)
+			equalJSON(t, "DLQ MessageRetentionPeriod", dlq["MessageRetentionPeriod"], sq.DLQRetention.Seconds())
+			equalJSON(t, "DLQ SqsManagedSseEnabled", dlq["SqsManagedSseEnabled"], true)
+			if _, ok := dlq["RedrivePolicy"]; ok {
+				t.Error("the DLQ itself has a RedrivePolicy")
+			}
+		})
+	}
+}
+
+func TestFunctions(t *testing.T) {
+	f := stackUnderTest(t)
+	tokens := f.id(f.d.TokensSecret.(awssecretsmanager.Secret))
+	for _, c := range []struct {
+		name        string
+		fn          awslambda.Function
+		wantEnv     []string
+		withoutEnv  []string
+		wantSecret  bool
+		wantAsyncNo bool
+	}{
+		{"api", f.d.API, []string{resourcespec.EnvTokensSecretARN}, []string{resourcespec.EnvConsumerARN, resourcespec.EnvWebhookSecret}, true, false},
+		{"consumer", f.d.Consumer, nil, []string{resourcespec.EnvTokensSecretARN, resourcespec.EnvConsumerARN}, false, true},
+		{"promoter", f.d.Promoter, []string{resourcespec.EnvConsumerARN, resourcespec.EnvPromoteInterval}, []string{resourcespec.EnvTokensSecretARN}, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := f.resources[f.id(c.fn)].Properties
+			equalJSON(t, "Runtime", p["Runtime"], "provided.al2023")
+			equalJSON(t, "Architectures", p["Architectures"], []string{"arm64"})
+			equalJSON(t, "Handler", p["Handler"], "bootstrap")
+			logs, _ := p["LoggingConfig"].(map[string]any)
+			if lg, _ := logs["LogGroup"].(map[string]any); lg["Ref"] == nil {
+				t.Errorf("LoggingConfig = %v, want the function's own log group", p["LoggingConfig"])
+			}
+
+			vars, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+			want := map[string]any{resourcespec.EnvTable: ref(f.id(f.d.Table))}
+			for _, q := range f.d.Queues {
+				up := strings.ToUpper(q.Priority)
+				want[resourcespec.EnvQueueURLPrefix+up] = ref(f.id(q.Queue))
+				want[resourcespec.EnvDLQURLPrefix+up] = ref(f.id(q.DLQ))
+			}
+			for k, v := range want {
+				equalJSON(t, "env "+k, vars[k], v)
+			}
+			for _, k := range c.wantEnv {
+				if _, ok := vars[k]; !ok {
+					t.Errorf("env %s missing", k)
+				}
+			}
+			for _, k := range c.withoutEnv {
+				if _, ok := vars[k]; ok {
+					t.Errorf("env %s set, should not be", k)
+				}
+			}
+			if c.wantSecret {
+				equalJSON(t, "env "+resourcespec.EnvTokensSecretARN, vars[resourcespec.EnvTokensSecretARN], ref(tokens))
+			}
+		})
+	}
+}
+
+// policyStatements returns the statements of every inline policy attached to
+// fn's role.
+func (f *fixture) policyStatements(t *testing.T, fn awslambda.Function) []map[string]any {
+	t.Helper()
+	roleRef := normalize(t, ref(f.id(fn.Role())))
+	var out []map[string]any
+	for _, r := range f.ofType("AWS::IAM::Policy") {
+		roles, _ := r.Properties["Roles"].([]any)
+		attached := false
+		for _, x := range roles {
+			attached = attached || reflect.DeepEqual(x, roleRef)
+		}
+		if !attached {
+			continue
+		}
+		doc, _ := r.Properties["PolicyDocument"].(map[string]any)
+		stmts, _ := doc["Statement"].([]any)
+		for _, s := range stmts {
+			out = append(out, s.(map[string]any))
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no policy attached to the role of %s", *fn.Node().Path())
+	}
+	return out
+}
+
+// allows reports whether some Allow statement grants action on resource.
+func allows(t *testing.T, stmts []map[string]any, action string, resource any) bool {
+	t.Helper()
+	want := normalize(t, resource)
+	for _, s := range stmts {
+		if s["Effect"] != "Allow" || !contains(asList(s["Action"]), action) {
+			continue
+		}
+		for _, r := range asList(s["Resource"]) {
+			if reflect.DeepEqual(r, want) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func asList(v any) []any {
+	if l, ok := v.([]any); ok {
+		return l
+	}
+	return []any{v}
+}
+
+func contains(list []any, v any) bool {
+	for _, x := range list {
+		if reflect.DeepEqual(x, v) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestLeastPrivilege(t *testing.T) {
+	f := stackUnderTest(t)
+	secretID := f.id(f.d.TokensSecret.(awssecretsmanager.Secret))
+	tableArn := getAtt(f.id(f.d.Table), "Arn")
+	api, consumer, promoter := f.policyStatements(t, f.d.API), f.policyStatements(t, f.d.Consumer), f.policyStatements(t, f.d.Promoter)
+
+	type grant struct {
+		stmts    []map[string]any
+		action   string
+		resource any
+	}
+	var must, mustNot []grant
+	for _, q := range f.d.Queues {
+		queue, dlq := getAtt(f.id(q.Queue), "Arn"), getAtt(f.id(q.DLQ), "Arn")
+		for _, a := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:SendMessage", "sqs:GetQueueAttributes"} {
+			must = append(must, grant{consumer, a, queue})
+		}
+		must = append(must, grant{consumer, "sqs:SendMessage", dlq})
+		mustNot = append(mustNot, grant{consumer, "sqs:ReceiveMessage", dlq}, grant{consumer, "sqs:DeleteMessage", dlq})
+
+		must = append(must, grant{api, "sqs:SendMessage", queue}, grant{api, "sqs:GetQueueAttributes", queue})
+		for _, a := range []string{"sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:SendMessage", "sqs:DeleteMessage"} {
+			must = append(must, grant{api, a, dlq})
+		}
+		mustNot = append(mustNot, grant{api, "sqs:ReceiveMessage", queue}, grant{api, "sqs:DeleteMessage", queue})
+
+		must = append(must, grant{promoter, "sqs:SendMessage", queue})
+		for _, a := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"} {
+			must = append(must, grant{promoter, a, dlq})
+		}
+		mustNot = append(mustNot, grant{promoter, "sqs:ReceiveMessage", queue})
+	}
+	for _, s := range [][]map[string]any{api, consumer, promoter} {
+		must = append(must, grant{s, "dynamodb:UpdateItem", tableArn}, grant{s, "dynamodb:Query", tableArn})
+	}
+	must = append(must,
+		grant{api, "secretsmanager:GetSecretValue", ref(secretID)},
+		grant{promoter, "lambda:InvokeFunction", getAtt(f.id(f.d.Consumer), "Arn")},
+	)
+	for i, g := range must {
+		if !allows(t, g.stmts, g.action, g.resource) {
+			t.Errorf("grant %d: %s on %v is missing", i, g.action, g.resource)
+		}
+	}
+	for i, g := range mustNot {
+		if allows(t, g.stmts, g.action, g.resource) {
+			t.Errorf("grant %d: %s on %v should not be allowed", i, g.action, g.resource)
+		}
+	}
+
+	t.Run("consumer has no secret access", func(t *testing.T) {
+		for _, s := range consumer {
+			for _, a := range asList(s["Action"]) {
+				if strings.HasPrefix(fmt.Sprint(a), "secretsmanager:") || fmt.Sprint(a) == "*" {
+					t.Errorf("consumer statement allows %v", a)
+				}
+			}
+			if b, _ := json.Marshal(s); strings.Contains(string(b), secretID) {
+				t.Errorf("consumer statement references the tokens secret: %s", b)
+			}
+		}
+	})
+	t.Run("no lambda invoke without routes", func(t *testing.T) {
+		for _, s := range consumer {
+			if contains(asList(s["Action"]), "lambda:InvokeFunction") {
+				t.Errorf("consumer may invoke %v with no routes configured", s["Resource"])
+			}
+		}
+	})
+}
+
+func TestSchedules(t *testing.T) {
+	f := stackUnderTest(t)
+	rules := f.ofType("AWS::Events::Rule")
+	targets := func(fn awslambda.Function) (rate string, n int) {
+		arn := normalize(t, getAtt(f.id(fn), "Arn"))
+		for _, r := range rules {
+			ts, _ := r.Properties["Targets"].([]any)
+			for _, x := range ts {
+				if reflect.DeepEqual(x.(map[string]any)["Arn"], arn) {
+					rate = fmt.Sprint(r.Properties["ScheduleExpression"])
+					n++
+				}
+			}
+		}
+		return rate, n
+	}
+	if rate, n := targets(f.d.Promoter); rate != "rate(1 minute)" || n != 1 {
+		t.Errorf("promoter: %d targets, schedule %q; want 1 at rate(1 minute)", n, rate)
+	}
+	if rate, n := targets(f.d.Consumer); rate != "rate(1 minute)" || n != 1 {
+		t.Errorf("consumer: %d targets, schedule %q; want 1 (fan-out 1) at rate(1 minute)", n, rate)
+	}
+	// EventBridge must be allowed to invoke both.
+	for _, fn := range []awslambda.Function{f.d.Promoter, f.d.Consumer} {
+		found := false
+		for _, p := range f.ofType("AWS::Lambda::Permission") {
+			found = found || (p.Properties["Principal"] == "events.amazonaws.com" &&
+				reflect.DeepEqual(p.Properties["FunctionName"], normalize(t, getAtt(f.id(fn), "Arn"))))
+		}
+		if !found {
+			t.Errorf("no events.amazonaws.com permission on %s", *fn.Node().Path())
+		}
+	}
+}
+
+func TestHTTPAPI(t *testing.T) {
+	f := stackUnderTest(t)
+	var keys []string
+	for _, r := range f.ofType("AWS::ApiGatewayV2::Route") {
+		keys = append(keys, fmt.Sprint(r.Properties["RouteKey"]))
+		if at := r.Properties["AuthorizationType"]; at != nil && at != "NONE" {
+			t.Errorf("route %v: AuthorizationType %v without IAMAuth", r.Properties["RouteKey"], at)
+		}
+	}
+	sort.Strings(keys)
+	equalJSON(t, "route keys", keys, []string{"ANY /api/v1/{proxy+}", "GET /"})
+	check(t, "integration", func() {
+		f.tmpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Integration"), map[string]any{
+			"IntegrationType":      "AWS_PROXY",
+			"IntegrationUri":       getAtt(f.id(f.d.API), "Arn"),
+			"PayloadFormatVersion": "2.0",
+		})
+	})
+}
+
+func TestAlarms(t *testing.T) {
+	f := stackUnderTest(t)
+	alarms := f.ofType("AWS::CloudWatch::Alarm")
+	type want struct {
+		name, namespace, metric, dimension string
+		value                              any
+		threshold                          float64
+	}
+	var wants []want
+	for _, q := range f.d.Queues {
+		wants = append(wants,
+			want{q.Priority + " DLQ depth", "AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", getAtt(f.id(q.DLQ), "QueueName"), 0},
+			want{q.Priority + " oldest message", "AWS/SQS", "ApproximateAgeOfOldestMessage", "QueueName", getAtt(f.id(q.Queue), "QueueName"), (30 * time.Minute).Seconds()},
+		)
+	}
+	for name, fn := range map[string]awslambda.Function{"api": f.d.API, "consumer": f.d.Consumer, "promoter": f.d.Promoter} {
+		for _, m := range []string{"Errors", "Throttles"} {
+			wants = append(wants, want{name + " " + m, "AWS/Lambda", m, "FunctionName", ref(f.id(fn)), 0})
+		}
+	}
+	if len(alarms) != len(wants) {
+		t.Errorf("%d alarms, want %d", len(alarms), len(wants))
+	}
+	for _, w := range wants {
+		t.Run(w.name, func(t *testing.T) {
+			dims := normalize(t, []map[string]any{{"Name": w.dimension, "Value": w.value}})
+			for _, a := range alarms {
+				p := a.Properties
+				if p["Namespace"] == w.namespace && p["MetricName"] == w.metric && reflect.DeepEqual(p["Dimensions"], dims) {
+					equalJSON(t, "Threshold", p["Threshold"], w.threshold)
+					equalJSON(t, "ComparisonOperator", p["ComparisonOperator"], "GreaterThanThreshold")
+					return
+				}
+			}
+			t.Errorf("no %s/%s alarm on %v", w.namespace, w.metric, w.value)
+		})
+	}
+}
+
+func TestOutputs(t *testing.T) {
+	f := stackUnderTest(t)
+	want := []string{"ApiUrl", "TableName", "TokensSecretArn"}
+	for _, q := range f.d.Queues {
+		want = append(want, "QueueUrl"+title(q.Priority), "DlqUrl"+title(q.Priority))
+	}
+	for _, name := range want {
+		if _, ok := f.outputs[name]; !ok {
+			t.Errorf("output %s missing (have %v)", name, sortedKeys(f.outputs))
+		}
+	}
+	equalJSON(t, "TableName output", f.outputs["TableName"].(map[string]any)["Value"], ref(f.id(f.d.Table)))
+}
+
+// TestDeterministicAssets synthesizes a second, independent app (new outdir,
+// so it bundles again) and compares each function's asset hash.
+func TestDeterministicAssets(t *testing.T) {
+	a := stackUnderTest(t)
+	start := time.Now()
+	b, err := synth(filepath.Join(env.outDir, "b"), true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("second synth with bundling took %s", time.Since(start).Round(100*time.Millisecond))
+	keys := map[any]string{}
+	for id, r := range a.ofType("AWS::Lambda::Function") {
+		ka := r.Properties["Code"].(map[string]any)["S3Key"]
+		kb := b.resources[id].Properties["Code"].(map[string]any)["S3Key"]
+		if ka == nil || !reflect.DeepEqual(ka, kb) {
+			t.Errorf("%s: S3Key %v, then %v", id, ka, kb)
+		}
+		if other, dup := keys[ka]; dup {
+			t.Errorf("%s and %s share asset %v", id, other, ka)
+		}
+		keys[ka] = id
+	}
+	for _, dir := range []string{"a", "b"} {
+		matches, _ := filepath.Glob(filepath.Join(env.outDir, dir, "asset.*", "bootstrap"))
+		if len(matches) != 3 {
+			t.Errorf("%s: %d bundled bootstraps, want 3", dir, len(matches))
+		}
+	}
+}
+
+// TestVariants checks the props that change the shape of the stack. It skips
+// bundling (as `cdk deploy OtherStack` would), so it costs one synth without builds.
+func TestVariants(t *testing.T) {
+	stackUnderTest(t) // serialize with the shared synth; jsii is single-threaded anyway
+	const handler = "arn:aws:lambda:eu-west-1:123456789012:function:resize"
+	f, err := synth(filepath.Join(env.outDir, "variants"), false, &dispatcher.Props{
+		Prefix:          "acme",
+		FanOut:          7,
+		IAMAuth:         true,
+		PromoteInterval: 90 * time.Second,
+		Weights:         map[string]int{"high": 8, "low": 2},
+		Routes:          map[string]string{"resize": handler, "notify": "https://hooks.example.com/triage"},
+		Alarms:          dispatcher.AlarmProps{DLQDepthThreshold: 5},
+		RemovalPolicy:   awscdk.RemovalPolicy_DESTROY,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("names use the prefix", func(t *testing.T) {
+		s := resourcespec.New("acme")
+		equalJSON(t, "table", f.resources[f.id(f.d.Table)].Properties["TableName"], s.Table.Name)
+		if f.resources[f.id(f.d.Table)].DeletionPolicy != "Delete" {
+			t.Errorf("table DeletionPolicy %q, want Delete", f.resources[f.id(f.d.Table)].DeletionPolicy)
+		}
+		for i, q := range f.d.Queues {
+			equalJSON(t, "queue", f.resources[f.id(q.Queue)].Properties["QueueName"], s.Queues[i].Name)
+		}
+	})
+	t.Run("fan-out splits into rules of five", func(t *testing.T) {
+		if len(f.d.ConsumerSchedules) != 2 {
+			t.Fatalf("%d consumer rules, want 2", len(f.d.ConsumerSchedules))
+		}
+		total := 0
+		for _, r := range f.d.ConsumerSchedules {
+			total += len(f.resources[f.id(r)].Properties["Targets"].([]any))
+		}
+		if total != 7 {
+			t.Errorf("%d consumer targets, want 7", total)
+		}
+	})
+	t.Run("promote interval rounds up to whole minutes", func(t *testing.T) {
+		equalJSON(t, "schedule", f.resources[f.id(f.d.PromoterSchedule)].Properties["ScheduleExpression"], "rate(2 minutes)")
+		vars := f.resources[f.id(f.d.Promoter)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+		equalJSON(t, "env", vars[resourcespec.EnvPromoteInterval], "2m0s")
+	})
+	t.Run("consumer settings", func(t *testing.T) {
+		vars := f.resources[f.id(f.d.Consumer)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+		equalJSON(t, "weights", vars[resourcespec.EnvWeights], "high=8,low=2")
+		equalJSON(t, "routes", vars[resourcespec.EnvRoutes], "notify=https://hooks.example.com/triage,resize="+handler)
+	})
+	t.Run("routes grant invoke on Lambda handlers only", func(t *testing.T) {
+		stmts := f.policyStatements(t, f.d.Consumer)
+		if !allows(t, stmts, "lambda:InvokeFunction", handler) {
+			t.Error("consumer cannot invoke the routed handler")
+		}
+		for _, s := range stmts {
+			if b, _ := json.Marshal(s); strings.Contains(string(b), "hooks.example.com") {
+				t.Errorf("webhook URL in a policy: %s", b)
+			}
+		}
+	})
+	t.Run("IAM authorization on every route", func(t *testing.T) {
+		routes := f.ofType("AWS::ApiGatewayV2::Route")
+		if len(routes) != 2 {
+			t.Fatalf("%d routes", len(routes))
+		}
+		for _, r := range routes {
+			equalJSON(t, fmt.Sprint(r.Properties["RouteKey"]), r.Properties["AuthorizationType"], "AWS_IAM")
+		}
+	})
+	t.Run("alarm threshold", func(t *testing.T) {
+		check(t, "DLQ alarm", func() {
+			f.tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+				"MetricName": "ApproximateNumberOfMessagesVisible",
+				"Threshold":  5,
+			})
+		})
+	})
+}
+
+func TestGivenTokensSecret(t *testing.T) {
+	stackUnderTest(t)
+	dir := filepath.Join(env.outDir, "given-secret")
+	ctx, err := cdkContext()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx["aws:cdk:bundling-stacks"] = []string{}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(dir), Context: &ctx})
+	stack := awscdk.NewStack(app, jsii.String("TriageStack"), nil)
+	secret := awssecretsmanager.Secret_FromSecretNameV2(stack, jsii.String("Tokens"), jsii.String("shared/triage-tokens"))
+	d, err := dispatcher.New(stack, "Dispatcher", &dispatcher.Props{SourceRoot: env.root, TokensSecret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := assertions.Template_FromStack(stack, nil)
+	check(t, "no secret created", func() { tmpl.ResourceCountIs(jsii.String("AWS::SecretsManager::Secret"), jsii.Number(0)) })
+	// An imported-by-name ARN has no random suffix, so the grant must match any.
+	check(t, "grant matches the suffix", func() {
+		tmpl.HasResourceProperties(jsii.String("AWS::IAM::Policy"), map[string]any{
+			"Roles": []any{map[string]any{"Ref": *stack.GetLogicalId(d.API.Role().Node().DefaultChild().(awscdk.CfnElement))}},
+			"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{
+				assertions.Match_ObjectLike(&map[string]any{
+					"Action":   "secretsmanager:GetSecretValue",
+					"Resource": assertions.Match_StringLikeRegexp(jsii.String(`secret:shared/triage-tokens-\?\?\?\?\?\?$`)),
+				}),
+			})},
+		})
+	})
+}
+
+func TestInvalidProps(t *testing.T) {
+	stackUnderTest(t)
+	for name, p := range map[string]dispatcher.Props{
+		"fan-out":          {FanOut: dispatcher.MaxFanOut + 1},
+		"reserved":         {Concurrency: 4, ReservedHigh: 4},
+		"unknown priority": {Weights: map[string]int{"urgent": 1}},
+		"zero weights":     {Weights: map[string]int{"high": 0, "medium": 0, "low": 0}},
+		"route target":     {Routes: map[string]string{"x": "ftp://nope"}},
+		"route type":       {Routes: map[string]string{"a,b": "https://x"}},
+		"log level":        {LogLevel: "loud"},
+		"memory":           {Consumer: dispatcher.FunctionProps{MemoryMiB: 64}},
+		"timeout":          {API: dispatcher.FunctionProps{Timeout: time.Hour}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(env.outDir, "invalid"))})
+			stack := awscdk.NewStack(app, jsii.String("S"), nil)
+			p.SourceRoot = env.root
+			if _, err := dispatcher.New(stack, "Dispatcher", &p); err == nil {
+				t.Error("New accepted invalid props")
+			}
+		})
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func title(s string) string { return strings.ToUpper(s[:1]) + s[1:] }

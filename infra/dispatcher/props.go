@@ -1,0 +1,295 @@
+package dispatcher
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+)
+
+// Props configures a Dispatcher. The zero value is a working deployment
+// named "triage".
+//
+// Settings the functions read from the environment (weights, thresholds,
+// concurrency, ...) are only set when given: zero means "the function's own
+// default" from internal/config, so the defaults live in one place and the
+// construct never disagrees with `triage dev`.
+type Props struct {
+	// Prefix starts every resource name: the table, the queues, the
+	// functions and the API. Default "triage" (the spec's default).
+	Prefix string
+
+	// Weights are the weighted-polling shares by priority name ("high",
+	// "medium", "low"). Missing priorities keep the consumer's default
+	// (high 6, medium 3, low 1).
+	Weights map[string]int
+	// Strict makes the consumer always take the highest non-empty queue.
+	Strict bool
+
+	// PromoteLowAfter is how long a task waits at low before it moves to
+	// medium (consumer default 10m).
+	PromoteLowAfter time.Duration
+	// PromoteMediumAfter is how long a task waits at medium before it moves
+	// to high (default 20m).
+	PromoteMediumAfter time.Duration
+	// PromoteInterval is the promoter's schedule. EventBridge rates are whole
+	// minutes, so it is rounded up to one; default and minimum 1m. It is also
+	// passed to the promoter so its guarantee (thresholds plus one interval)
+	// is computed from the real period.
+	PromoteInterval time.Duration
+
+	// Retention is how long terminal tasks are kept before DynamoDB's TTL
+	// removes them (function default 168h).
+	Retention time.Duration
+
+	// Concurrency is the number of worker slots per consumer invocation
+	// (default 8) and ReservedHigh how many of them only high-priority tasks
+	// may use (default 1). ReservedHigh must stay below Concurrency.
+	Concurrency  int
+	ReservedHigh int
+	// PollWait is the consumer's long-poll wait when every queue is empty
+	// (default 1s).
+	PollWait time.Duration
+	// FanOut is how many consumer instances the every-minute schedule
+	// starts (default 1, at most MaxFanOut). The promoter may start more
+	// when the backlog grows.
+	FanOut int
+
+	// Routes map a task type to its handler: a Lambda function ARN (a
+	// literal "arn:..." or a token such as fn.FunctionArn()) or an http(s)
+	// webhook URL. The consumer may invoke exactly these Lambda ARNs.
+	Routes map[string]string
+	// WebhookSecret is the HMAC key that signs webhook bodies. Prefer
+	// awscdk.SecretValue_SecretsManager, which the template carries as a
+	// dynamic reference rather than as plain text. Optional.
+	WebhookSecret awscdk.SecretValue
+	// TokensSecret holds the API's bearer tokens. When nil the construct
+	// creates one with a generated token.
+	TokensSecret awssecretsmanager.ISecret
+	// IAMAuth puts AWS IAM (SigV4) authorization on every API route, in
+	// front of the function's bearer-token check.
+	IAMAuth bool
+
+	// Alarms tunes the CloudWatch alarms.
+	Alarms AlarmProps
+
+	// LogLevel is the functions' log level: debug, info, warn or error
+	// (function default info).
+	LogLevel string
+	// LogRetention is how long the functions' logs are kept. Default one month.
+	LogRetention awslogs.RetentionDays
+	// RemovalPolicy applies to the table and the generated tokens secret,
+	// the two resources holding state. Default RETAIN.
+	RemovalPolicy awscdk.RemovalPolicy
+
+	// API, Consumer and Promoter size the three functions.
+	API, Consumer, Promoter FunctionProps
+
+	// SourceRoot is the repository root, where `go build ./functions/<name>`
+	// runs. Default: the nearest directory above the working directory whose
+	// go.mod declares RootModule.
+	SourceRoot string
+	// BuildLog receives one line per built function with its size. Default
+	// os.Stderr.
+	BuildLog io.Writer
+}
+
+// FunctionProps sizes one Lambda function.
+type FunctionProps struct {
+	// MemoryMiB is the memory size, which also sets the CPU share.
+	MemoryMiB int
+	// Timeout is the function timeout. The consumer polls until shortly
+	// before it, so a task whose own timeout is longer cannot run on Lambda.
+	Timeout time.Duration
+}
+
+// AlarmProps tunes the CloudWatch alarms.
+type AlarmProps struct {
+	// DLQDepthThreshold: a DLQ alarm fires when the DLQ holds more than this
+	// many visible messages. Default 0, so any dead letter alarms.
+	DLQDepthThreshold float64
+	// OldestMessageAge: a queue alarm fires when its oldest message is older
+	// than this. Default 30m, beyond the default low->medium->high promotion
+	// path (10m + 20m), so a healthy backlog does not page anyone.
+	OldestMessageAge time.Duration
+	// Period is the evaluation period of every alarm. Default 5m.
+	Period time.Duration
+	// Topic, when set, receives every alarm's ALARM and OK notifications.
+	Topic awssns.ITopic
+}
+
+// Limits and defaults the construct itself owns (the rest belong to the
+// functions, see Props).
+const (
+	// MaxFanOut bounds the consumer schedule's fan-out. EventBridge allows
+	// five targets per rule, so the construct makes one rule per five.
+	MaxFanOut               = 50
+	defaultPrefix           = "triage"
+	defaultPromoteInterval  = time.Minute
+	defaultOldestMessageAge = 30 * time.Minute
+	defaultAlarmPeriod      = 5 * time.Minute
+)
+
+// defaultFunctions returns the functions' default sizes. The API sits behind
+// API Gateway, whose integration timeout is 30 s. The consumer runs up to
+// five minutes, so with one started every minute up to five overlap per
+// fan-out slot, and tasks of up to about five minutes fit.
+func defaultFunctions() (api, consumer, promoter FunctionProps) {
+	return FunctionProps{MemoryMiB: 256, Timeout: 29 * time.Second},
+		FunctionProps{MemoryMiB: 512, Timeout: 5 * time.Minute},
+		FunctionProps{MemoryMiB: 256, Timeout: time.Minute}
+}
+
+// resolved returns a copy of p with every default filled in, or an error
+// naming the first invalid setting.
+func (p *Props) resolved() (Props, error) {
+	var r Props
+	if p != nil {
+		r = *p
+	}
+	if r.Prefix == "" {
+		r.Prefix = defaultPrefix
+	}
+	if r.PromoteInterval == 0 {
+		r.PromoteInterval = defaultPromoteInterval
+	}
+	if r.PromoteInterval < 0 {
+		return r, fmt.Errorf("PromoteInterval %s: must be positive", r.PromoteInterval)
+	}
+	if m := r.PromoteInterval.Round(time.Minute); m < r.PromoteInterval {
+		r.PromoteInterval = m + time.Minute
+	} else {
+		r.PromoteInterval = m
+	}
+	if r.FanOut == 0 {
+		r.FanOut = 1
+	}
+	if r.FanOut < 1 || r.FanOut > MaxFanOut {
+		return r, fmt.Errorf("FanOut %d: must be between 1 and %d", r.FanOut, MaxFanOut)
+	}
+	for name, d := range map[string]time.Duration{
+		"PromoteLowAfter": r.PromoteLowAfter, "PromoteMediumAfter": r.PromoteMediumAfter,
+		"Retention": r.Retention, "PollWait": r.PollWait,
+	} {
+		if d < 0 {
+			return r, fmt.Errorf("%s %s: must be positive", name, d)
+		}
+	}
+	if r.Concurrency < 0 || r.ReservedHigh < 0 {
+		return r, fmt.Errorf("Concurrency %d, ReservedHigh %d: must not be negative", r.Concurrency, r.ReservedHigh)
+	}
+	if r.Concurrency > 0 && r.ReservedHigh >= r.Concurrency {
+		return r, fmt.Errorf("ReservedHigh (%d) must be less than Concurrency (%d)", r.ReservedHigh, r.Concurrency)
+	}
+	for prio, w := range r.Weights {
+		if w < 0 {
+			return r, fmt.Errorf("Weights[%s] = %d: must not be negative", prio, w)
+		}
+	}
+	if err := validateRoutes(r.Routes); err != nil {
+		return r, err
+	}
+	switch r.LogLevel {
+	case "", "debug", "info", "warn", "error":
+	default:
+		return r, fmt.Errorf("LogLevel %q: want debug, info, warn or error", r.LogLevel)
+	}
+	if r.LogRetention == "" {
+		r.LogRetention = awslogs.RetentionDays_ONE_MONTH
+	}
+	if r.RemovalPolicy == "" {
+		r.RemovalPolicy = awscdk.RemovalPolicy_RETAIN
+	}
+	var err error
+	defaultAPI, defaultConsumer, defaultPromoter := defaultFunctions()
+	if r.API, err = r.API.withDefaults("API", defaultAPI); err != nil {
+		return r, err
+	}
+	if r.Consumer, err = r.Consumer.withDefaults("Consumer", defaultConsumer); err != nil {
+		return r, err
+	}
+	if r.Promoter, err = r.Promoter.withDefaults("Promoter", defaultPromoter); err != nil {
+		return r, err
+	}
+	if r.Alarms.DLQDepthThreshold < 0 {
+		return r, fmt.Errorf("Alarms.DLQDepthThreshold %v: must not be negative", r.Alarms.DLQDepthThreshold)
+	}
+	if r.Alarms.OldestMessageAge == 0 {
+		r.Alarms.OldestMessageAge = defaultOldestMessageAge
+	}
+	if r.Alarms.Period == 0 {
+		r.Alarms.Period = defaultAlarmPeriod
+	}
+	if r.Alarms.Period < time.Minute || r.Alarms.Period%time.Minute != 0 {
+		return r, fmt.Errorf("Alarms.Period %s: must be a whole number of minutes", r.Alarms.Period)
+	}
+	if r.BuildLog == nil {
+		r.BuildLog = os.Stderr
+	}
+	if r.SourceRoot == "" {
+		if r.SourceRoot, err = FindRepoRoot("."); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// withDefaults fills the zero fields of f from def and checks Lambda's limits.
+func (f FunctionProps) withDefaults(name string, def FunctionProps) (FunctionProps, error) {
+	if f.MemoryMiB == 0 {
+		f.MemoryMiB = def.MemoryMiB
+	}
+	if f.Timeout == 0 {
+		f.Timeout = def.Timeout
+	}
+	if f.MemoryMiB < 128 || f.MemoryMiB > 10240 {
+		return f, fmt.Errorf("%s.MemoryMiB %d: Lambda allows 128 to 10240", name, f.MemoryMiB)
+	}
+	if f.Timeout < time.Second || f.Timeout > 15*time.Minute || f.Timeout%time.Second != 0 {
+		return f, fmt.Errorf("%s.Timeout %s: Lambda allows whole seconds from 1s to 15m", name, f.Timeout)
+	}
+	return f, nil
+}
+
+// validateRoutes checks what can be checked at synth time: type names and
+// targets must survive the "type=target,..." encoding, and literal targets
+// must be a Lambda ARN or an http(s) URL.
+func validateRoutes(routes map[string]string) error {
+	for typ, target := range routes {
+		if typ == "" || strings.ContainsAny(typ, ",= ") {
+			return fmt.Errorf("route %q: a task type must be non-empty without ',', '=' or spaces", typ)
+		}
+		if target == "" || strings.Contains(target, ",") {
+			return fmt.Errorf("route %s: target %q must be non-empty without ','", typ, target)
+		}
+		if *awscdk.Token_IsUnresolved(target) {
+			continue
+		}
+		if !strings.HasPrefix(target, "arn:") && !strings.HasPrefix(target, "http://") && !strings.HasPrefix(target, "https://") {
+			return fmt.Errorf("route %s: target %q is neither a Lambda ARN nor an http(s) URL", typ, target)
+		}
+	}
+	return nil
+}
+
+// isLambdaTarget reports whether a route target is a Lambda ARN: a literal
+// ARN or a token (a construct's FunctionArn), which can only be an ARN here.
+func isLambdaTarget(target string) bool {
+	return strings.HasPrefix(target, "arn:") || *awscdk.Token_IsUnresolved(target)
+}
+
+// routesEnv encodes routes as TRIAGE_ROUTES expects, sorted by type so the
+// template does not change from one synth to the next.
+func routesEnv(routes map[string]string) string {
+	parts := make([]string, 0, len(routes))
+	for _, t := range sortedKeys(routes) {
+		parts = append(parts, t+"="+routes[t])
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,136 @@
+// Command infra is the CDK app of triage: one stack, TriageStack, holding a
+// dispatcher.Dispatcher. cdk.json at the repository root runs it as
+// `cd infra && go run .`.
+//
+// A few settings can be given as CDK context (`cdk synth -c key=value` or
+// cdk.json's "context"):
+//
+//	prefix         resource name prefix (default "triage")
+//	fanOut         consumers started every minute (default 1)
+//	iamAuth        "true" puts IAM authorization on the API routes
+//	routes         task type handlers, "type=arn:aws:lambda:...,type2=https://hook"
+//	alarmTopicArn  SNS topic that receives alarm notifications
+//	removalPolicy  "destroy" deletes the table and tokens secret with the stack (default "retain")
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/triagehq/triage/infra/dispatcher"
+)
+
+// StackName is the name of the one stack this app defines.
+const StackName = "TriageStack"
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "infra:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	defer jsii.Close()
+	root, err := dispatcher.FindRepoRoot(".")
+	if err != nil {
+		return err
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(outDir(root, os.Getenv("CDK_OUTDIR")))})
+	if _, err := NewStack(app, StackName, root); err != nil {
+		return err
+	}
+	app.Synth(nil)
+	return nil
+}
+
+// outDir anchors a relative CDK_OUTDIR at the repository root. The CDK CLI
+// runs from the root (where cdk.json is) and may pass "cdk.out", but the app
+// runs in infra/, where that would name infra/cdk.out and the CLI would find
+// no cloud assembly.
+func outDir(root, env string) string {
+	switch {
+	case env == "":
+		return filepath.Join(root, "cdk.out")
+	case filepath.IsAbs(env):
+		return env
+	default:
+		return filepath.Join(root, env)
+	}
+}
+
+// NewStack declares TriageStack in app from the context settings. The stack
+// is environment-agnostic unless the CLI provides an account and region.
+func NewStack(app constructs.Construct, name, root string) (awscdk.Stack, error) {
+	var env *awscdk.Environment
+	if acct, region := os.Getenv("CDK_DEFAULT_ACCOUNT"), os.Getenv("CDK_DEFAULT_REGION"); acct != "" && region != "" {
+		env = &awscdk.Environment{Account: jsii.String(acct), Region: jsii.String(region)}
+	}
+	stack := awscdk.NewStack(app, jsii.String(name), &awscdk.StackProps{
+		Env:         env,
+		Description: jsii.String("triage: serverless priority task dispatcher"),
+	})
+	props, err := propsFromContext(stack, func(key string) string {
+		if v := stack.Node().TryGetContext(jsii.String(key)); v != nil {
+			return fmt.Sprint(v)
+		}
+		return ""
+	})
+	if err != nil {
+		return nil, err
+	}
+	props.SourceRoot = root
+	if _, err := dispatcher.New(stack, "Dispatcher", props); err != nil {
+		return nil, err
+	}
+	return stack, nil
+}
+
+// propsFromContext reads the settings documented on the package through get,
+// which returns "" for a missing key.
+func propsFromContext(scope constructs.Construct, get func(string) string) (*dispatcher.Props, error) {
+	p := &dispatcher.Props{Prefix: get("prefix")}
+	if v := get("fanOut"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, fmt.Errorf("context fanOut: want a whole number, got %q", v)
+		}
+		p.FanOut = n
+	}
+	if v := get("iamAuth"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("context iamAuth: want true or false, got %q", v)
+		}
+		p.IAMAuth = b
+	}
+	if v := get("routes"); v != "" {
+		p.Routes = map[string]string{}
+		for _, part := range strings.Split(v, ",") {
+			typ, target, ok := strings.Cut(strings.TrimSpace(part), "=")
+			if !ok {
+				return nil, fmt.Errorf("context routes: %q is not type=target", part)
+			}
+			p.Routes[typ] = target
+		}
+	}
+	if v := get("alarmTopicArn"); v != "" {
+		p.Alarms.Topic = awssns.Topic_FromTopicArn(scope, jsii.String("AlarmTopic"), jsii.String(v))
+	}
+	switch v := strings.ToLower(get("removalPolicy")); v {
+	case "", "retain":
+	case "destroy":
+		p.RemovalPolicy = awscdk.RemovalPolicy_DESTROY
+	default:
+		return nil, fmt.Errorf("context removalPolicy: want retain or destroy, got %q", v)
+	}
+	return p, nil
+}

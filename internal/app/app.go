@@ -1,0 +1,116 @@
+// Package app assembles triage's parts from configuration: the AWS clients,
+// the store, the queues, the API, the consumer and the promoter.
+//
+// The three Lambda mains and `triage dev` all build their parts here, so a
+// setting behaves the same in every place triage runs.
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/triagehq/triage/internal/api"
+	"github.com/triagehq/triage/internal/auth"
+	"github.com/triagehq/triage/internal/config"
+	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/store"
+)
+
+// App holds the assembled parts.
+type App struct {
+	Config   config.Config
+	Log      *slog.Logger
+	DynamoDB *dynamodb.Client
+	SQS      *sqs.Client
+	Store    *store.Store
+	Queues   *queue.Queues
+	Enqueuer *enqueue.Enqueuer
+}
+
+// New loads the AWS configuration the standard way (environment, shared
+// files, instance roles; endpoints from AWS_ENDPOINT_URL*), then builds the
+// store and resolves the queues.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error) {
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS config: %w", err)
+	}
+	a := &App{Config: cfg, Log: log, DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg)}
+	a.Store = store.New(a.DynamoDB, cfg.Spec.Table.Name, store.WithLogger(log), store.WithRetention(cfg.Retention))
+	a.Queues, err = queue.Resolve(ctx, a.SQS, cfg.Spec, cfg.QueueURLs, cfg.DLQURLs)
+	if err != nil {
+		return nil, err
+	}
+	a.Enqueuer = enqueue.New(a.Store, a.Queues)
+	return a, nil
+}
+
+// Tokens returns the API tokens from the configuration: TRIAGE_TOKEN as an
+// admin token plus TRIAGE_TOKENS.
+func (a *App) Tokens() (*auth.Tokens, error) {
+	toks, err := auth.Parse(a.Config.Tokens)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", config.EnvTokens, err)
+	}
+	if a.Config.Token != "" {
+		toks.Add(a.Config.Token, auth.Admin)
+	}
+	return toks, nil
+}
+
+// API returns the HTTP API handler.
+func (a *App) API(tokens *auth.Tokens, opt api.Options) http.Handler {
+	if opt.Logger == nil {
+		opt.Logger = a.Log
+	}
+	return api.New(a.Store, a.Enqueuer, tokens, opt)
+}
+
+// Consumer returns a consumer running handlers from reg, with the polling
+// settings of the configuration unless opt sets them.
+func (a *App) Consumer(reg *handler.Registry, opt dispatch.Options) *dispatch.Consumer {
+	if opt.Weights == nil {
+		opt.Weights = a.Config.Weights
+	}
+	opt.Strict = opt.Strict || a.Config.Strict
+	if opt.Concurrency == 0 {
+		opt.Concurrency = a.Config.Concurrency
+		if opt.ReservedHigh == 0 {
+			opt.ReservedHigh = a.Config.ReservedHigh
+		}
+	}
+	if opt.PollWait == 0 {
+		opt.PollWait = a.Config.PollWait
+	}
+	if opt.Logger == nil {
+		opt.Logger = a.Log
+	}
+	return dispatch.New(a.Store, a.Queues, a.Enqueuer, reg, opt)
+}
+
+// NewLogger returns a JSON logger at level ("debug", "info", "warn", "error").
+func NewLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	switch strings.ToLower(level) {
+	case "debug":
+		l = slog.LevelDebug
+	case "warn":
+		l = slog.LevelWarn
+	case "error":
+		l = slog.LevelError
+	default:
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}

@@ -1,0 +1,106 @@
+// Package auth checks bearer tokens and their scopes.
+//
+// A token grants one or more scopes: submit (create tasks), read (get, list,
+// stats) and admin (everything). Tokens are compared in constant time.
+package auth
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Scope is a permission a token grants.
+type Scope string
+
+// The scopes. Admin implies the others.
+const (
+	Submit Scope = "submit"
+	Read   Scope = "read"
+	Admin  Scope = "admin"
+)
+
+// Sentinel errors.
+var (
+	ErrUnauthenticated = errors.New("missing or unknown bearer token")
+	ErrForbidden       = errors.New("token lacks the scope")
+)
+
+type entry struct {
+	hash   [32]byte
+	scopes map[Scope]bool
+}
+
+// Tokens is a set of tokens with their scopes.
+type Tokens struct {
+	entries []entry
+}
+
+// Add grants scopes to token.
+func (t *Tokens) Add(token string, scopes ...Scope) {
+	e := entry{hash: sha256.Sum256([]byte(token)), scopes: map[Scope]bool{}}
+	for _, s := range scopes {
+		e.scopes[s] = true
+	}
+	t.entries = append(t.entries, e)
+}
+
+// Len is the number of tokens.
+func (t *Tokens) Len() int { return len(t.entries) }
+
+// Parse reads "token:scope+scope,token2:scope" (a token with no scopes is admin).
+func Parse(s string) (*Tokens, error) {
+	t := &Tokens{}
+	if strings.TrimSpace(s) == "" {
+		return t, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		tok, scopes, _ := strings.Cut(strings.TrimSpace(part), ":")
+		if tok == "" {
+			return nil, fmt.Errorf("empty token in %q", part)
+		}
+		var ss []Scope
+		if scopes == "" {
+			ss = []Scope{Admin}
+		}
+		for _, sc := range strings.Split(scopes, "+") {
+			if sc == "" {
+				continue
+			}
+			switch s := Scope(sc); s {
+			case Submit, Read, Admin:
+				ss = append(ss, s)
+			default:
+				return nil, fmt.Errorf("unknown scope %q (want submit, read or admin)", sc)
+			}
+		}
+		t.Add(tok, ss...)
+	}
+	return t, nil
+}
+
+// Check verifies that the Authorization header value carries a known token
+// with scope need. Every stored token is compared, so timing does not
+// reveal which one matched.
+func (t *Tokens) Check(header string, need Scope) error {
+	tok, ok := strings.CutPrefix(header, "Bearer ")
+	if !ok || tok == "" {
+		return ErrUnauthenticated
+	}
+	h := sha256.Sum256([]byte(tok))
+	var found *entry
+	for i := range t.entries {
+		if subtle.ConstantTimeCompare(h[:], t.entries[i].hash[:]) == 1 {
+			found = &t.entries[i]
+		}
+	}
+	if found == nil {
+		return ErrUnauthenticated
+	}
+	if found.scopes[Admin] || found.scopes[need] {
+		return nil
+	}
+	return fmt.Errorf("%w %q", ErrForbidden, need)
+}

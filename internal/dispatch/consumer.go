@@ -1,0 +1,335 @@
+// Package dispatch is the consumer: it polls the three priority queues with
+// weights, claims each task in DynamoDB, runs the handler for its type and
+// records the outcome.
+//
+// Correctness rests on the store's conditional writes. A claim succeeds only
+// for the message that matches the task's dispatch version while the task is
+// claimable; every later write is conditional on the claim's version, so a
+// worker whose lease was lost writes nothing. SQS's receive count is never
+// used for retry accounting: attempts in DynamoDB is.
+package dispatch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/task"
+)
+
+// Store is the part of the task store the consumer uses.
+type Store interface {
+	Get(ctx context.Context, id string) (*task.Task, error)
+	Create(ctx context.Context, t *task.Task) (*task.Task, bool, error)
+	Transition(ctx context.Context, cur *task.Task, to task.Status, apply func(*task.Task)) (*task.Task, error)
+	Touch(ctx context.Context, cur *task.Task, apply func(*task.Task)) (*task.Task, error)
+	Now() time.Time
+}
+
+// Queues is the part of the SQS queues the consumer uses.
+type Queues interface {
+	Receive(ctx context.Context, p task.Priority, n int, wait, visibility time.Duration) ([]queue.Received, error)
+	DeleteBatch(ctx context.Context, p task.Priority, receipts []string) error
+	ChangeVisibility(ctx context.Context, p task.Priority, receipt string, d time.Duration) error
+	SendDLQ(ctx context.Context, p task.Priority, body, reason string) error
+}
+
+// Redispatcher sends a task a fresh message when its own is gone.
+type Redispatcher interface {
+	Redispatch(ctx context.Context, cur *task.Task, to task.Status, p task.Priority, delay time.Duration, apply func(*task.Task)) (*task.Task, error)
+}
+
+// Handlers finds the handler of a task type.
+type Handlers interface {
+	Lookup(typ string) (handler.Handler, error)
+}
+
+// Options tunes a Consumer. Zero values take the defaults in parentheses.
+type Options struct {
+	Weights      map[task.Priority]int // shares of weighted polling (6/3/1)
+	Strict       bool                  // always take the highest non-empty queue
+	Concurrency  int                   // tasks run at once (8)
+	ReservedHigh int                   // of those, slots only high tasks may use (0)
+	// PollWait is the long-poll wait used when every queue looked empty (1 s).
+	PollWait time.Duration
+	// EmptyBackoff is how long a queue that returned nothing is skipped (1 s).
+	EmptyBackoff time.Duration
+	// Lease is how long a claim holds a task before it must be renewed by a
+	// heartbeat (60 s, or the task timeout if shorter). A consumer that dies
+	// loses its tasks to others after Lease plus LeaseMargin.
+	Lease       time.Duration
+	LeaseMargin time.Duration // slack on leases and visibility (5 s)
+	// DrainTimeout is how long Run waits for running tasks after its context
+	// ends before it cancels them and hands them back to the queue (30 s).
+	DrainTimeout time.Duration
+	Backoff      map[task.Priority]Backoff // retry waits (DefaultBackoff)
+	WorkerID     string                    // names this consumer in claims (host-random)
+	Rand         *mrand.Rand               // source for weighted picks and jitter
+	Logger       *slog.Logger
+	// Gate, if set, is asked before each claim (pause, rate and concurrency controls).
+	Gate Gate
+}
+
+// Gate decides whether a task may start now. When it may not, the message
+// is hidden for the returned delay and tried again then. release is called
+// when an admitted task ends.
+type Gate interface {
+	Admit(ctx context.Context, t *task.Task) (release func(), delay time.Duration, err error)
+}
+
+func (o *Options) defaults() {
+	if o.Weights == nil {
+		o.Weights = map[task.Priority]int{task.High: 6, task.Medium: 3, task.Low: 1}
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 8
+	}
+	if o.ReservedHigh >= o.Concurrency {
+		o.ReservedHigh = o.Concurrency - 1
+	}
+	if o.PollWait <= 0 {
+		o.PollWait = time.Second
+	}
+	if o.EmptyBackoff <= 0 {
+		o.EmptyBackoff = time.Second
+	}
+	if o.Lease <= 0 {
+		o.Lease = 60 * time.Second
+	}
+	if o.LeaseMargin <= 0 {
+		o.LeaseMargin = 5 * time.Second
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 30 * time.Second
+	}
+	if o.Backoff == nil {
+		o.Backoff = DefaultBackoff()
+	}
+	if o.WorkerID == "" {
+		o.WorkerID = NewWorkerID()
+	}
+	if o.Rand == nil {
+		o.Rand = mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64()))
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// NewWorkerID returns "<hostname>-<random>", unique per consumer instance.
+func NewWorkerID() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return host + "-" + hex.EncodeToString(b)
+}
+
+// Consumer polls, claims and runs tasks.
+type Consumer struct {
+	store    Store
+	queues   Queues
+	redisp   Redispatcher
+	handlers Handlers
+	opt      Options
+	log      *slog.Logger
+	slots    *slots
+	del      *deleter
+
+	rngMu  sync.Mutex
+	picker picker
+
+	emptyMu    sync.Mutex
+	emptyUntil map[task.Priority]time.Time
+}
+
+// New returns a consumer.
+func New(s Store, q Queues, r Redispatcher, h Handlers, opt Options) *Consumer {
+	opt.defaults()
+	c := &Consumer{
+		store: s, queues: q, redisp: r, handlers: h, opt: opt, log: opt.Logger,
+		slots:      newSlots(opt.Concurrency, opt.ReservedHigh),
+		emptyUntil: map[task.Priority]time.Time{},
+	}
+	c.picker = picker{weights: opt.Weights, strict: opt.Strict, rng: opt.Rand}
+	c.del = newDeleter(q, c.log)
+	return c
+}
+
+// WorkerID names this consumer in the claims it makes.
+func (c *Consumer) WorkerID() string { return c.opt.WorkerID }
+
+// Run polls until ctx ends, then stops receiving and waits up to
+// DrainTimeout for running tasks. Tasks still running then are cancelled
+// and handed back to their queue, with the attempt counted. Run returns
+// once every task it started has been recorded.
+func (c *Consumer) Run(ctx context.Context) error {
+	work, stopWork := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopWork(nil)
+	delCtx, stopDel := context.WithCancel(context.WithoutCancel(ctx))
+	delDone := make(chan struct{})
+	go func() { c.del.run(delCtx); close(delDone) }()
+
+	var wg sync.WaitGroup
+	for ctx.Err() == nil {
+		c.pollOnce(ctx, work, &wg)
+	}
+
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(c.opt.DrainTimeout):
+		stopWork(errShutdown)
+		<-done
+	}
+	stopDel()
+	<-delDone
+	return nil
+}
+
+// pollOnce waits for a free slot, receives from one queue and starts what it got.
+func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
+	gen, res, released := c.slots.free()
+	if gen+res == 0 {
+		select {
+		case <-released:
+		case <-ctx.Done():
+		}
+		return
+	}
+	eligible := task.Priorities()
+	if gen == 0 {
+		eligible = []task.Priority{task.High}
+	}
+	cands := c.nonEmpty(eligible)
+	if len(cands) == 0 {
+		c.idlePoll(ctx, work, wg, eligible)
+		return
+	}
+	c.rngMu.Lock()
+	p := c.picker.pick(cands)
+	c.rngMu.Unlock()
+	n := gen
+	if p == task.High {
+		n += res
+	}
+	msgs, err := c.queues.Receive(ctx, p, min(n, queue.MaxBatch), 0, c.visibility())
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("receive failed", "priority", p, "error", err)
+			sleep(ctx, time.Second)
+		}
+		return
+	}
+	if len(msgs) == 0 {
+		c.markEmpty(p)
+		return
+	}
+	c.start(ctx, work, wg, msgs)
+}
+
+// idlePoll long-polls every eligible queue at once, one message each, so a
+// new task on any queue is seen within one round trip. Messages beyond the
+// free slots are handed back at once, lowest priority first.
+func (c *Consumer) idlePoll(ctx, work context.Context, wg *sync.WaitGroup, eligible []task.Priority) {
+	var mu sync.Mutex
+	var got []queue.Received
+	var pwg sync.WaitGroup
+	for _, p := range eligible {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			msgs, err := c.queues.Receive(ctx, p, 1, c.opt.PollWait, c.visibility())
+			if err != nil {
+				if ctx.Err() == nil {
+					c.log.Warn("receive failed", "priority", p, "error", err)
+					sleep(ctx, time.Second)
+				}
+				return
+			}
+			if len(msgs) == 0 {
+				c.markEmpty(p)
+				return
+			}
+			c.clearEmpty(p)
+			mu.Lock()
+			got = append(got, msgs...)
+			mu.Unlock()
+		}()
+	}
+	pwg.Wait()
+	// Highest priority first, so strict order holds when slots are short.
+	slicesSortByRank(got)
+	c.start(ctx, work, wg, got)
+}
+
+// start takes a slot for each message and processes it in its own
+// goroutine; a message with no slot left is made visible again at once.
+func (c *Consumer) start(ctx, work context.Context, wg *sync.WaitGroup, msgs []queue.Received) {
+	for _, m := range msgs {
+		kind, ok := c.slots.take(m.Priority)
+		if !ok {
+			if err := c.queues.ChangeVisibility(context.WithoutCancel(ctx), m.Priority, m.ReceiptHandle, 0); err != nil {
+				c.log.Warn("release message", "priority", m.Priority, "error", err)
+			}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.slots.release(kind)
+			c.process(work, m)
+		}()
+	}
+}
+
+func (c *Consumer) visibility() time.Duration { return c.opt.Lease + 2*c.opt.LeaseMargin }
+
+func (c *Consumer) nonEmpty(eligible []task.Priority) []task.Priority {
+	c.emptyMu.Lock()
+	defer c.emptyMu.Unlock()
+	now := time.Now()
+	var out []task.Priority
+	for _, p := range eligible {
+		if now.After(c.emptyUntil[p]) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (c *Consumer) markEmpty(p task.Priority) {
+	c.emptyMu.Lock()
+	c.emptyUntil[p] = time.Now().Add(c.opt.EmptyBackoff)
+	c.emptyMu.Unlock()
+}
+
+func (c *Consumer) clearEmpty(p task.Priority) {
+	c.emptyMu.Lock()
+	delete(c.emptyUntil, p)
+	c.emptyMu.Unlock()
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+var (
+	errShutdown        = errors.New("consumer shutting down")
+	errCancelRequested = errors.New("cancel requested")
+	errLeaseLost       = errors.New("lease lost to another worker")
+)
+

@@ -1,0 +1,251 @@
+package dispatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/localstack/stacktest"
+)
+
+func TestMain(m *testing.M) { stacktest.Main(m) }
+
+// submit records and sends n tasks of type typ at priority p.
+func submit(t *testing.T, a *app.App, typ string, p task.Priority, n int, payload string) []string {
+	t.Helper()
+	ts := make([]*task.Task, n)
+	for i := range ts {
+		r := task.Request{Type: typ, Priority: string(p), Payload: json.RawMessage(payload)}
+		ts[i] = r.NewTask(time.Now().UTC(), 15*time.Minute)
+	}
+	ids := make([]string, n)
+	for i, res := range a.Enqueuer.SubmitBatch(context.Background(), ts) {
+		if res.Err != nil {
+			t.Fatalf("submit: %v", res.Err)
+		}
+		ids[i] = res.Task.ID
+	}
+	return ids
+}
+
+// run starts a consumer and returns a function that stops it and waits.
+func run(t *testing.T, c *dispatch.Consumer) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(ctx); close(done) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Errorf("consumer did not stop within 30 s")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func registry(typ string, h handler.Handler) *handler.Registry {
+	r := handler.NewRegistry()
+	r.Register(typ, h)
+	return r
+}
+
+func fastOptions() dispatch.Options {
+	return dispatch.Options{PollWait: time.Second, EmptyBackoff: 200 * time.Millisecond, Lease: 5 * time.Second, LeaseMargin: time.Second}
+}
+
+// waitStatus polls until task id reaches status want.
+func waitStatus(t *testing.T, a *app.App, id string, want task.Status, timeout time.Duration) *task.Task {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last *task.Task
+	for time.Now().Before(deadline) {
+		tk, err := a.Store.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last = tk; tk.Status == want {
+			return tk
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("task %s is %s after %v, want %s (error %+v)", id, last.Status, timeout, want, last.Error)
+	return nil
+}
+
+func TestStrictModeRunsEveryHighBeforeAnyLow(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	low := submit(t, a, "rec", task.Low, 30, `{}`)
+	high := submit(t, a, "rec", task.High, 10, `{}`)
+
+	l := newLedger()
+	opt := fastOptions()
+	opt.Strict, opt.Concurrency, opt.ReservedHigh = true, 1, 0
+	stop := run(t, a.Consumer(registry("rec", l), opt))
+	l.waitEnds(t, 40, 60*time.Second)
+	stop()
+
+	l.checkOnce(t, append(low, high...))
+	var lastHighEnd, firstLowStart time.Time
+	for _, e := range l.ends {
+		if e.priority == task.High && e.at.After(lastHighEnd) {
+			lastHighEnd = e.at
+		}
+	}
+	for _, e := range l.starts {
+		if e.priority == task.Low && (firstLowStart.IsZero() || e.at.Before(firstLowStart)) {
+			firstLowStart = e.at
+		}
+	}
+	for i, e := range l.starts[:10] {
+		if e.priority != task.High {
+			t.Fatalf("start %d was a %s task; want the 10 high tasks first", i, e.priority)
+		}
+	}
+	if !lastHighEnd.Before(firstLowStart) {
+		t.Fatalf("last high task ended at %v, after the first low task started at %v", lastHighEnd, firstLowStart)
+	}
+	// Completion is recorded before the slot frees, so the table agrees.
+	for _, id := range high {
+		tk, err := a.Store.Get(context.Background(), id)
+		if err != nil || tk.Status != task.Completed || tk.CompletedAt.After(firstLowStart) {
+			t.Fatalf("high task %s: %+v, %v", id, tk, err)
+		}
+	}
+}
+
+func TestWeightedModeShares(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	const perQueue = 1000
+	var all []string
+	for _, p := range task.Priorities() {
+		all = append(all, submit(t, a, "rec", p, perQueue, `{}`)...)
+	}
+	l := newLedger()
+	opt := fastOptions()
+	opt.Concurrency, opt.ReservedHigh = 1, 0
+	opt.Rand = rand.New(rand.NewPCG(42, 7))
+	stop := run(t, a.Consumer(registry("rec", l), opt))
+	const draws = 1000
+	l.waitEnds(t, draws, 3*time.Minute)
+	stop()
+
+	// With 1 slot each poll receives one message from the queue the picker
+	// chose, and no queue can run dry within 1,000 draws.
+	got := map[task.Priority]int{}
+	for _, e := range l.starts[:draws] {
+		got[e.priority]++
+	}
+	want := map[task.Priority]float64{task.High: 60, task.Medium: 30, task.Low: 10}
+	for p, w := range want {
+		share := 100 * float64(got[p]) / draws
+		t.Logf("%s: %d of %d draws = %.1f%% (want %.0f%% ± 5)", p, got[p], draws, share, w)
+		if share < w-5 || share > w+5 {
+			t.Errorf("%s share %.1f%%, want %.0f%% ± 5", p, share, w)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.overlap) > 0 {
+		t.Errorf("overlapping runs: %v", l.overlap)
+	}
+	for id, n := range l.runs {
+		if n != 1 {
+			t.Errorf("task %s ran %d times", id, n)
+		}
+	}
+}
+
+func TestDuplicateMessagesRunOnce(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	ids := submit(t, a, "rec", task.Medium, 1, `{}`)
+	tk, err := a.Store.Get(context.Background(), ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second copy of the same message, as SQS's at-least-once delivery may produce.
+	if _, err := a.Queues.Send(context.Background(), task.Medium, enqueue.Body(tk, tk.DispatchVersion), 0); err != nil {
+		t.Fatal(err)
+	}
+	l := newLedger()
+	l.work = func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
+		time.Sleep(300 * time.Millisecond) // long enough for the copy to arrive mid-run
+		return json.RawMessage(`1`), nil
+	}
+	opt := fastOptions()
+	opt.Concurrency = 4
+	stop := run(t, a.Consumer(registry("rec", l), opt))
+	waitStatus(t, a, ids[0], task.Completed, 20*time.Second)
+	// Give the copy time to be received and dropped.
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		d, err := a.Queues.Depth(context.Background(), task.Medium)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Visible+d.InFlight+d.Delayed == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stop()
+	l.checkOnce(t, ids)
+	d, _ := a.Queues.Depth(context.Background(), task.Medium)
+	if d.Visible+d.InFlight != 0 {
+		t.Fatalf("queue still holds %+v; both copies should be gone", d)
+	}
+}
+
+func TestConcurrentConsumersRunEachTaskOnce(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	var ids []string
+	for _, p := range task.Priorities() {
+		n := 167
+		if p == task.Low {
+			n = 166
+		}
+		ids = append(ids, submit(t, a, "rec", p, n, `{}`)...)
+	}
+	l := newLedger()
+	for range 3 {
+		opt := fastOptions()
+		opt.Concurrency = 4
+		run(t, a.Consumer(registry("rec", l), opt))
+	}
+	l.waitEnds(t, len(ids), 3*time.Minute)
+	l.checkOnce(t, ids)
+	for _, id := range ids {
+		tk, err := a.Store.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk.Status != task.Completed || tk.Attempts != 1 || string(tk.Result) != `{"ok":true}` {
+			t.Fatalf("task %s: status %s attempts %d result %s", id, tk.Status, tk.Attempts, tk.Result)
+		}
+	}
+	workers := map[string]bool{}
+	for _, id := range ids[:50] {
+		tk, _ := a.Store.Get(context.Background(), id)
+		workers[tk.History[0].WorkerID] = true
+	}
+	if len(workers) < 2 {
+		t.Errorf("only %d consumer(s) did work; want the load spread", len(workers))
+	}
+}

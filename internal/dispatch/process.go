@@ -1,0 +1,518 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/internal/task"
+)
+
+func slicesSortByRank(ms []queue.Received) {
+	slices.SortStableFunc(ms, func(a, b queue.Received) int { return a.Priority.Rank() - b.Priority.Rank() })
+}
+
+// job is one claimed task being run. mu guards cur, which the heartbeat
+// replaces as it renews the lease.
+type job struct {
+	msg queue.Received
+	mu  sync.Mutex
+	cur *task.Task
+}
+
+func (j *job) snapshot() *task.Task {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.cur
+}
+
+func (j *job) set(t *task.Task) {
+	j.mu.Lock()
+	j.cur = t
+	j.mu.Unlock()
+}
+
+// process handles one received message from start to finish.
+func (c *Consumer) process(ctx context.Context, m queue.Received) {
+	t, release, ok := c.claim(ctx, m)
+	if !ok {
+		return
+	}
+	defer release()
+	c.execute(ctx, &job{msg: m, cur: t})
+}
+
+// probe reads just enough of a body to tell our messages from direct sends.
+type probe struct {
+	ID      string          `json:"id"`
+	Version *int64          `json:"v"`
+	Type    json.RawMessage `json:"type"`
+}
+
+// claim turns a message into a claimed task, or disposes of the message:
+// poison to the DLQ, stale deleted, early or busy hidden for later.
+func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, func(), bool) {
+	var pb probe
+	if err := json.Unmarshal([]byte(m.Body), &pb); err != nil {
+		c.poison(ctx, m, fmt.Sprintf("body is not a JSON object: %v", err))
+		return nil, nil, false
+	}
+	var msg task.Message
+	switch {
+	case pb.ID != "" && pb.Version != nil:
+		msg = task.Message{ID: pb.ID, Version: *pb.Version, Priority: m.Priority}
+	case pb.ID == "" && len(pb.Type) > 0:
+		t, err := c.adopt(ctx, m)
+		if err != nil {
+			var fe *task.FieldError
+			if errors.As(err, &fe) {
+				c.poison(ctx, m, "direct send rejected: "+fe.Error())
+			} else {
+				c.log.Warn("adopt direct send failed; it will be retried", "message_id", m.MessageID, "error", err)
+			}
+			return nil, nil, false
+		}
+		msg = task.Message{ID: t.ID, Version: 0, Priority: m.Priority}
+	default:
+		c.poison(ctx, m, `body has neither "id" and "v" (a triage message) nor "type" (a direct send)`)
+		return nil, nil, false
+	}
+
+	t, err := c.store.Get(ctx, msg.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		c.log.Info("dropping message for a task that no longer exists", "task_id", msg.ID)
+		c.del.add(m.Priority, m.ReceiptHandle)
+		return nil, nil, false
+	}
+	if err != nil {
+		c.log.Warn("read task failed; the message will come back", "task_id", msg.ID, "error", err)
+		return nil, nil, false
+	}
+	for range 5 {
+		now := c.store.Now()
+		switch {
+		case msg.Version > t.Version:
+			// Sent by a re-dispatch whose record write has not landed yet.
+			c.hide(ctx, m, 2*time.Second)
+			return nil, nil, false
+		case msg.Version != t.DispatchVersion:
+			c.log.Debug("dropping stale message", "task_id", t.ID, "message_version", msg.Version, "dispatch_version", t.DispatchVersion, "status", t.Status)
+			c.del.add(m.Priority, m.ReceiptHandle)
+			return nil, nil, false
+		}
+		switch t.Status {
+		case task.Queued, task.Retrying:
+			release := func() {}
+			if c.opt.Gate != nil {
+				rel, delay, err := c.opt.Gate.Admit(ctx, t)
+				if err != nil {
+					c.log.Warn("control check failed; the message will come back", "task_id", t.ID, "error", err)
+					c.hide(ctx, m, time.Second)
+					return nil, nil, false
+				}
+				if rel == nil {
+					c.hide(ctx, m, delay)
+					return nil, nil, false
+				}
+				release = rel
+			}
+			claimed, err := c.store.Transition(ctx, t, task.Executing, func(n *task.Task) {
+				n.Attempts++
+				n.WorkerID = c.opt.WorkerID
+				lease := now.Add(c.leaseFor(t))
+				n.LeaseUntil = &lease
+				n.StartedAt = &now
+				n.RetryAt = nil
+			})
+			if err == nil {
+				return claimed, release, true
+			}
+			release()
+			if t = c.current(err); t == nil {
+				c.log.Warn("claim failed; the message will come back", "task_id", msg.ID, "error", err)
+				return nil, nil, false
+			}
+		case task.Executing:
+			if t.LeaseUntil != nil && now.Before(*t.LeaseUntil) {
+				// Someone holds it: look again when the lease ends.
+				c.hide(ctx, m, t.LeaseUntil.Sub(now)+c.opt.LeaseMargin)
+				return nil, nil, false
+			}
+			reclaimed, err := c.reclaim(ctx, t, m)
+			if err == nil && reclaimed == nil {
+				return nil, nil, false
+			}
+			if err == nil {
+				t = reclaimed
+				continue
+			}
+			if t = c.current(err); t == nil {
+				c.log.Warn("reclaim failed; the message will come back", "task_id", msg.ID, "error", err)
+				return nil, nil, false
+			}
+		default:
+			// Scheduled, or finished: nothing to run for this message.
+			c.del.add(m.Priority, m.ReceiptHandle)
+			return nil, nil, false
+		}
+	}
+	c.hide(ctx, m, time.Second)
+	return nil, nil, false
+}
+
+// current returns the task as it is now after a lost conditional write, or
+// nil when err is not a conflict.
+func (c *Consumer) current(err error) *task.Task {
+	var ce *store.ConflictError
+	if errors.As(err, &ce) && ce.Current != nil {
+		return ce.Current
+	}
+	return nil
+}
+
+// reclaim takes back a task whose worker's lease expired. The lost attempt
+// stays counted. It returns (nil, nil) when the task had no attempts left
+// and went to the DLQ instead.
+func (c *Consumer) reclaim(ctx context.Context, t *task.Task, m queue.Received) (*task.Task, error) {
+	lost := task.Attempt{Attempt: t.Attempts, WorkerID: t.WorkerID, FinishedAt: c.store.Now(), Error: "lease expired: the worker stopped renewing it"}
+	if t.StartedAt != nil {
+		lost.StartedAt = *t.StartedAt
+	}
+	c.log.Warn("reclaiming task whose lease expired", "task_id", t.ID, "previous_worker", t.WorkerID, "attempts", t.Attempts)
+	if t.Attempts >= t.MaxAttempts {
+		j := &job{msg: m, cur: t}
+		c.deadLetter(ctx, j, lost, &task.Error{Message: "lease expired on the last attempt (worker lost)", Retriable: true})
+		return nil, nil
+	}
+	return c.store.Transition(ctx, t, task.Queued, func(n *task.Task) {
+		n.WorkerID, n.LeaseUntil = "", nil
+		n.AddAttempt(lost)
+	})
+}
+
+// adopt creates the task record of a message a producer sent straight to
+// SQS, keyed by the message id so a redelivery finds the same task.
+func (c *Consumer) adopt(ctx context.Context, m queue.Received) (*task.Task, error) {
+	var r task.Request
+	dec := json.NewDecoder(bytes.NewReader([]byte(m.Body)))
+	if err := dec.Decode(&r); err != nil {
+		return nil, &task.FieldError{Field: "body", Message: err.Error()}
+	}
+	if r.Priority == "" {
+		r.Priority = string(m.Priority)
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	if r.IdempotencyKey == "" {
+		r.IdempotencyKey = "sqs:" + m.MessageID
+	}
+	r.RunAt, r.DelaySeconds = nil, nil // the message is already here
+	t := r.NewTask(c.store.Now(), 0)
+	t.EffectivePriority = m.Priority
+	t.DispatchVersion = 0
+	saved, created, err := c.store.Create(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		c.log.Info("adopted direct send", "task_id", saved.ID, "message_id", m.MessageID, "type", saved.Type)
+	}
+	return saved, nil
+}
+
+// leaseFor is the lease a claim of t takes: Lease, or t's timeout if shorter,
+// plus the margin.
+func (c *Consumer) leaseFor(t *task.Task) time.Duration {
+	return min(c.opt.Lease, time.Duration(t.TimeoutSeconds)*time.Second) + c.opt.LeaseMargin
+}
+
+func (c *Consumer) hide(ctx context.Context, m queue.Received, d time.Duration) {
+	if err := c.queues.ChangeVisibility(context.WithoutCancel(ctx), m.Priority, m.ReceiptHandle, d); err != nil && !queue.IsGone(err) {
+		c.log.Warn("change visibility failed", "priority", m.Priority, "error", err)
+	}
+}
+
+// poison moves an unusable message to its priority's DLQ with the reason.
+func (c *Consumer) poison(ctx context.Context, m queue.Received, reason string) {
+	ctx = context.WithoutCancel(ctx)
+	c.log.Warn("poison message moved to DLQ", "priority", m.Priority, "message_id", m.MessageID, "reason", reason)
+	if err := c.queues.SendDLQ(ctx, m.Priority, m.Body, reason); err != nil {
+		c.log.Error("move poison message to DLQ failed; it stays on its queue", "message_id", m.MessageID, "error", err)
+		return
+	}
+	c.del.add(m.Priority, m.ReceiptHandle)
+}
+
+// execute runs a claimed task's handler under its timeout, with a heartbeat,
+// then records the outcome.
+func (c *Consumer) execute(ctx context.Context, j *job) {
+	t := j.snapshot()
+	started := c.store.Now()
+	timeout := time.Duration(t.TimeoutSeconds) * time.Second
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	runCtx, cancelTimeout := context.WithTimeoutCause(runCtx, timeout, fmt.Errorf("timeout: the handler ran longer than timeout_seconds=%d", t.TimeoutSeconds))
+	defer cancelTimeout()
+
+	hbDone := make(chan struct{})
+	hbStop := make(chan struct{})
+	go func() { defer close(hbDone); c.heartbeat(ctx, j, started.Add(timeout), cancel, hbStop) }()
+
+	var result json.RawMessage
+	h, err := c.handlers.Lookup(t.Type)
+	if err == nil {
+		result, err = c.safeHandle(runCtx, h, handler.Request{
+			ID: t.ID, Type: t.Type, Payload: t.Payload, Priority: t.Priority,
+			Attempt: t.Attempts, MaxAttempts: t.MaxAttempts, TraceID: t.TraceID,
+		})
+	} else {
+		err = handler.Permanent(err)
+	}
+	close(hbStop)
+	<-hbDone
+
+	cause := context.Cause(runCtx)
+	if errors.Is(cause, errLeaseLost) {
+		c.log.Warn("lease lost while running; outcome discarded", "task_id", t.ID, "worker_id", c.opt.WorkerID)
+		return
+	}
+	attempt := task.Attempt{Attempt: t.Attempts, WorkerID: c.opt.WorkerID, StartedAt: started, FinishedAt: c.store.Now()}
+	wctx := context.WithoutCancel(ctx)
+	if err == nil {
+		// A result that arrived wins over a cancel request or shutdown.
+		if result != nil && !json.Valid(result) {
+			err = handler.Permanent(fmt.Errorf("handler returned a result that is not valid JSON"))
+		} else if len(result) > task.MaxPayloadBytes {
+			err = handler.Permanent(fmt.Errorf("result is %d bytes; the limit is %d", len(result), task.MaxPayloadBytes))
+		} else {
+			c.complete(wctx, j, attempt, result)
+			return
+		}
+	}
+	switch {
+	case errors.Is(cause, errCancelRequested):
+		attempt.Error = "cancelled on request"
+		c.finishCancelled(wctx, j, attempt)
+	case errors.Is(cause, errShutdown):
+		attempt.Error = "interrupted: consumer shut down"
+		c.handBack(wctx, j, attempt)
+	default:
+		if runCtx.Err() != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause // the timeout, named
+		}
+		attempt.Error = err.Error()
+		retriable := handler.Retriable(err)
+		if retriable && t.Attempts < t.MaxAttempts {
+			c.retry(wctx, j, attempt, err.Error())
+			return
+		}
+		msg := err.Error()
+		if retriable {
+			msg = fmt.Sprintf("%s (attempt %d of %d, none left)", msg, t.Attempts, t.MaxAttempts)
+		}
+		c.deadLetter(wctx, j, attempt, &task.Error{Message: msg, Retriable: retriable})
+	}
+}
+
+// safeHandle runs h, turning a panic into a permanent error so one bad
+// handler cannot crash the consumer.
+func (c *Consumer) safeHandle(ctx context.Context, h handler.Handler, r handler.Request) (res json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("handler panicked", "task_id", r.ID, "type", r.Type, "panic", fmt.Sprint(p))
+			err = handler.Permanent(fmt.Errorf("handler panicked: %v", p))
+		}
+	}()
+	return h.Handle(ctx, r)
+}
+
+// heartbeat renews the lease and the message's visibility every third of a
+// lease, and cancels the run when it sees a cancel request or loses the lease.
+func (c *Consumer) heartbeat(ctx context.Context, j *job, deadline time.Time, cancel context.CancelCauseFunc, stop <-chan struct{}) {
+	every := c.opt.Lease / 3
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		now := c.store.Now()
+		until := now.Add(c.opt.Lease)
+		if until.After(deadline) {
+			until = deadline
+		}
+		until = until.Add(c.opt.LeaseMargin)
+		next, err := c.write(context.WithoutCancel(ctx), j, func(cur *task.Task) (*task.Task, error) {
+			return c.store.Touch(context.WithoutCancel(ctx), cur, func(n *task.Task) { n.LeaseUntil = &until })
+		})
+		if err != nil {
+			if errors.Is(err, errLeaseLost) {
+				cancel(errLeaseLost)
+				return
+			}
+			c.log.Warn("heartbeat failed", "task_id", j.msg.MessageID, "error", err)
+			continue
+		}
+		c.hide(ctx, j.msg, until.Sub(now)+c.opt.LeaseMargin)
+		if next.CancelRequested {
+			cancel(errCancelRequested)
+		}
+	}
+}
+
+// write applies a conditional write to the job's snapshot. When it loses
+// the race to a change that kept the claim ours (a cancel request), it
+// adopts the new state and tries once more; when the claim is gone it
+// returns errLeaseLost.
+func (c *Consumer) write(ctx context.Context, j *job, w func(cur *task.Task) (*task.Task, error)) (*task.Task, error) {
+	for range 3 {
+		cur := j.snapshot()
+		next, err := w(cur)
+		if err == nil {
+			j.set(next)
+			return next, nil
+		}
+		now := c.current(err)
+		if now == nil {
+			if errors.Is(err, store.ErrConflict) {
+				return nil, errLeaseLost // the task is gone
+			}
+			return nil, err
+		}
+		if now.Status != task.Executing || now.WorkerID != c.opt.WorkerID || now.Attempts != cur.Attempts {
+			return nil, errLeaseLost
+		}
+		j.set(now)
+	}
+	return nil, fmt.Errorf("task %s kept changing under its worker", j.snapshot().ID)
+}
+
+// finishWrite runs w through write and logs a lost lease.
+func (c *Consumer) finishWrite(ctx context.Context, j *job, what string, w func(cur *task.Task) (*task.Task, error)) bool {
+	_, err := c.write(ctx, j, w)
+	if err == nil {
+		return true
+	}
+	t := j.snapshot()
+	if errors.Is(err, errLeaseLost) {
+		c.log.Warn("lease lost before "+what+"; outcome discarded", "task_id", t.ID, "worker_id", c.opt.WorkerID)
+	} else {
+		c.log.Error(what+" failed; the message will come back and the task will be retried", "task_id", t.ID, "error", err)
+	}
+	return false
+}
+
+func (c *Consumer) complete(ctx context.Context, j *job, a task.Attempt, result json.RawMessage) {
+	now := c.store.Now()
+	if c.finishWrite(ctx, j, "completion", func(cur *task.Task) (*task.Task, error) {
+		return c.store.Transition(ctx, cur, task.Completed, func(n *task.Task) {
+			n.Result, n.Error = result, nil
+			n.CompletedAt = &now
+			n.WorkerID, n.LeaseUntil = "", nil
+			n.AddAttempt(a)
+		})
+	}) {
+		c.del.add(j.msg.Priority, j.msg.ReceiptHandle)
+	}
+}
+
+func (c *Consumer) finishCancelled(ctx context.Context, j *job, a task.Attempt) {
+	now := c.store.Now()
+	if c.finishWrite(ctx, j, "cancellation", func(cur *task.Task) (*task.Task, error) {
+		return c.store.Transition(ctx, cur, task.Cancelled, func(n *task.Task) {
+			n.CompletedAt = &now
+			n.WorkerID, n.LeaseUntil = "", nil
+			n.AddAttempt(a)
+		})
+	}) {
+		c.del.add(j.msg.Priority, j.msg.ReceiptHandle)
+	}
+}
+
+// handBack returns an interrupted task to its queue at once.
+func (c *Consumer) handBack(ctx context.Context, j *job, a task.Attempt) {
+	if c.finishWrite(ctx, j, "hand-back", func(cur *task.Task) (*task.Task, error) {
+		return c.store.Transition(ctx, cur, task.Queued, func(n *task.Task) {
+			n.WorkerID, n.LeaseUntil = "", nil
+			n.AddAttempt(a)
+		})
+	}) {
+		c.hide(ctx, j.msg, 0)
+	}
+}
+
+// retry records a retriable failure and hides the message for the backoff.
+func (c *Consumer) retry(ctx context.Context, j *job, a task.Attempt, msg string) {
+	t := j.snapshot()
+	c.rngMu.Lock()
+	wait := c.opt.Backoff[t.Priority].Wait(t.Attempts, c.opt.Rand)
+	c.rngMu.Unlock()
+	now := c.store.Now()
+	at := now.Add(wait)
+	noMessage := wait > queue.MaxVisibility
+	if !c.finishWrite(ctx, j, "retry", func(cur *task.Task) (*task.Task, error) {
+		return c.store.Transition(ctx, cur, task.Retrying, func(n *task.Task) {
+			n.Error = &task.Error{Message: msg, Retriable: true}
+			n.RetryAt = &at
+			n.WorkerID, n.LeaseUntil = "", nil
+			n.AddAttempt(a)
+			if noMessage {
+				n.DispatchVersion = task.NoMessage // the promoter sends it when due
+			}
+		})
+	}) {
+		return
+	}
+	c.log.LogAttrs(ctx, slog.LevelInfo, "task will retry", slog.String("task_id", t.ID), slog.Duration("wait", wait), slog.Int("attempt", t.Attempts), slog.String("error", msg))
+	if noMessage {
+		c.del.add(j.msg.Priority, j.msg.ReceiptHandle)
+		return
+	}
+	err := c.queues.ChangeVisibility(ctx, j.msg.Priority, j.msg.ReceiptHandle, wait)
+	if err == nil {
+		return
+	}
+	// The message is gone (its visibility ran out and someone deleted it as
+	// busy, or SQS lost the receipt): give the task a new one.
+	c.log.Warn("could not delay the message; sending a new one", "task_id", t.ID, "error", err)
+	if _, err := c.redisp.Redispatch(ctx, j.snapshot(), task.Queued, t.EffectivePriority, min(wait, queue.MaxDelay), nil); err != nil {
+		c.log.Error("re-send for retry failed; the promoter will re-send it", "task_id", t.ID, "error", err)
+	}
+}
+
+// deadLetter records a terminal failure and moves the message to the DLQ.
+func (c *Consumer) deadLetter(ctx context.Context, j *job, a task.Attempt, e *task.Error) {
+	t := j.snapshot()
+	now := c.store.Now()
+	if a.Error == "" {
+		a.Error = e.Message
+	}
+	if !c.finishWrite(ctx, j, "dead-letter", func(cur *task.Task) (*task.Task, error) {
+		return c.store.Transition(ctx, cur, task.DeadLetter, func(n *task.Task) {
+			n.Error = e
+			n.CompletedAt = &now
+			n.WorkerID, n.LeaseUntil = "", nil
+			n.AddAttempt(a)
+		})
+	}) {
+		return
+	}
+	dead := j.snapshot()
+	if err := c.queues.SendDLQ(ctx, j.msg.Priority, enqueue.Body(dead, dead.Version), e.Message); err != nil {
+		c.log.Error("copy to DLQ failed; the task is dead_letter in the table", "task_id", t.ID, "error", err)
+	}
+	c.del.add(j.msg.Priority, j.msg.ReceiptHandle)
+}

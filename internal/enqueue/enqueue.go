@@ -1,0 +1,155 @@
+// Package enqueue hands tasks to their SQS queues.
+//
+// It is the one place that sends a task's message, so the rule that keeps
+// messages and task records consistent lives here: a task's record names the
+// version of its one live message (dispatch_version), and any other message
+// for it is stale. A new task's record is written before its message; a
+// re-dispatch sends the new message before the record points at it, so a
+// crash in between leaves a stale message, never a task without one.
+package enqueue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/task"
+)
+
+// Store is the part of the task store enqueueing needs.
+type Store interface {
+	Create(ctx context.Context, t *task.Task) (*task.Task, bool, error)
+	Discard(ctx context.Context, t *task.Task) error
+	Transition(ctx context.Context, cur *task.Task, to task.Status, apply func(*task.Task)) (*task.Task, error)
+	Now() time.Time
+}
+
+// Sender is the part of the queues enqueueing needs.
+type Sender interface {
+	Send(ctx context.Context, p task.Priority, body string, delay time.Duration) (string, error)
+	SendBatch(ctx context.Context, p task.Priority, msgs []queue.Outgoing) error
+}
+
+// Enqueuer creates and (re)dispatches tasks.
+type Enqueuer struct {
+	store  Store
+	queues Sender
+}
+
+// New returns an Enqueuer.
+func New(s Store, q Sender) *Enqueuer { return &Enqueuer{store: s, queues: q} }
+
+// ErrNotSent means a new task's message could not be sent; the task was
+// not accepted and nothing of it remains.
+var ErrNotSent = errors.New("task message not sent")
+
+// Body is the SQS body of t's message at dispatch version v.
+func Body(t *task.Task, v int64) string {
+	b, _ := json.Marshal(task.Message{ID: t.ID, Version: v, Priority: t.EffectivePriority})
+	return string(b)
+}
+
+// Submit records a new task and, unless it is scheduled, sends its message
+// (with a delay when run_at is near). created is false when the task's
+// idempotency key was already used: the existing task is returned and
+// nothing is sent.
+func (e *Enqueuer) Submit(ctx context.Context, t *task.Task) (*task.Task, bool, error) {
+	saved, created, err := e.store.Create(ctx, t)
+	if err != nil || !created {
+		return saved, created, err
+	}
+	if saved.Status != task.Queued {
+		return saved, true, nil
+	}
+	if _, err := e.queues.Send(ctx, saved.EffectivePriority, Body(saved, saved.DispatchVersion), e.delay(saved)); err != nil {
+		if derr := e.store.Discard(context.WithoutCancel(ctx), saved); derr != nil {
+			return nil, false, fmt.Errorf("%w: %v; and the record could not be removed: %v", ErrNotSent, err, derr)
+		}
+		return nil, false, fmt.Errorf("%w: %v", ErrNotSent, err)
+	}
+	return saved, true, nil
+}
+
+// Result is the outcome of one task of a batch.
+type Result struct {
+	Task    *task.Task
+	Created bool
+	Err     error
+}
+
+// SubmitBatch records and sends many tasks, batching the sends per priority.
+func (e *Enqueuer) SubmitBatch(ctx context.Context, ts []*task.Task) []Result {
+	res := make([]Result, len(ts))
+	byPrio := map[task.Priority][]int{}
+	for i, t := range ts {
+		saved, created, err := e.store.Create(ctx, t)
+		res[i] = Result{Task: saved, Created: created, Err: err}
+		if err == nil && created && saved.Status == task.Queued {
+			byPrio[saved.EffectivePriority] = append(byPrio[saved.EffectivePriority], i)
+		}
+	}
+	for p, idx := range byPrio {
+		msgs := make([]queue.Outgoing, len(idx))
+		for j, i := range idx {
+			t := res[i].Task
+			msgs[j] = queue.Outgoing{ID: fmt.Sprint(j), Body: Body(t, t.DispatchVersion), Delay: e.delay(t)}
+		}
+		err := e.queues.SendBatch(ctx, p, msgs)
+		if err == nil {
+			continue
+		}
+		var be *queue.BatchError
+		if !errors.As(err, &be) {
+			be = &queue.BatchError{Failed: map[string]string{}}
+			for j := range idx {
+				be.Failed[fmt.Sprint(j)] = err.Error()
+			}
+		}
+		for j, i := range idx {
+			reason, failed := be.Failed[fmt.Sprint(j)]
+			if !failed {
+				continue
+			}
+			if derr := e.store.Discard(context.WithoutCancel(ctx), res[i].Task); derr != nil {
+				reason += "; and the record could not be removed: " + derr.Error()
+			}
+			res[i] = Result{Err: fmt.Errorf("%w: %s", ErrNotSent, reason)}
+		}
+	}
+	return res
+}
+
+func (e *Enqueuer) delay(t *task.Task) time.Duration {
+	if t.RunAt == nil {
+		return 0
+	}
+	return t.RunAt.Sub(e.store.Now())
+}
+
+// Redispatch moves cur to status to (queued or retrying) with a fresh
+// message on priority p's queue, visible after delay. apply may edit the
+// next state further. The message is sent first and then the record is
+// pointed at it; if the record write loses a race, the message is stale and
+// the consumer drops it.
+func (e *Enqueuer) Redispatch(ctx context.Context, cur *task.Task, to task.Status, p task.Priority, delay time.Duration, apply func(*task.Task)) (*task.Task, error) {
+	v := cur.Version + 1
+	next := cur.Clone()
+	next.EffectivePriority = p
+	if _, err := e.queues.Send(ctx, p, Body(next, v), delay); err != nil {
+		return nil, fmt.Errorf("redispatch task %s: %w", cur.ID, err)
+	}
+	now := e.store.Now()
+	return e.store.Transition(ctx, cur, to, func(n *task.Task) {
+		n.EffectivePriority = p
+		n.DispatchVersion = v
+		if to == task.Queued {
+			n.EnqueuedAt = &now
+		}
+		if apply != nil {
+			apply(n)
+		}
+	})
+}
