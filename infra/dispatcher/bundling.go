@@ -116,6 +116,7 @@ type listedPackage struct {
 		Path    string
 		Version string
 		Main    bool
+		GoMod   string // its go.mod: the go line and godebug settings change the binary
 		Replace *struct {
 			Path    string
 			Version string
@@ -155,6 +156,7 @@ func SourceHash(root, pkg string) (string, error) {
 
 	h := sha256.New()
 	fmt.Fprintf(h, "go %s\nenv %q\nflags %q\npkg %s\n", strings.TrimSpace(goVersion), buildEnv(), buildFlags(), pkg)
+	goMods := map[string]bool{}
 	for _, p := range pkgs {
 		switch {
 		case p.Standard || p.Module == nil:
@@ -162,6 +164,12 @@ func SourceHash(root, pkg string) (string, error) {
 		case p.Module.Main || (p.Module.Replace != nil && p.Module.Replace.Version == ""):
 			if err := hashPackageFiles(h, root, p); err != nil {
 				return "", err
+			}
+			if m := p.Module.GoMod; m != "" && !goMods[m] {
+				goMods[m] = true
+				if err := hashFile(h, root, m); err != nil {
+					return "", err
+				}
 			}
 		default:
 			m := p.Module
@@ -178,23 +186,31 @@ func SourceHash(root, pkg string) (string, error) {
 // hashPackageFiles adds the name (relative to root) and content of each file
 // of p that the compiler or go:embed reads.
 func hashPackageFiles(h io.Writer, root string, p listedPackage) error {
-	rel, err := filepath.Rel(root, p.Dir)
-	if err != nil {
-		return fmt.Errorf("package %s: %w", p.ImportPath, err)
-	}
 	var files []string
 	for _, list := range [][]string{p.GoFiles, p.CgoFiles, p.CFiles, p.CXXFiles, p.MFiles, p.HFiles, p.SFiles, p.SysoFiles, p.EmbedFiles} {
 		files = append(files, list...)
 	}
 	sort.Strings(files)
 	for _, f := range files {
-		b, err := os.ReadFile(filepath.Join(p.Dir, f))
-		if err != nil {
+		if err := hashFile(h, root, filepath.Join(p.Dir, f)); err != nil {
 			return fmt.Errorf("package %s: %w", p.ImportPath, err)
 		}
-		sum := sha256.Sum256(b)
-		fmt.Fprintf(h, "file %s %x\n", filepath.ToSlash(filepath.Join(rel, f)), sum)
 	}
+	return nil
+}
+
+// hashFile adds path's name relative to root (so the hash does not depend on
+// where the repository is checked out) and the digest of its content.
+func hashFile(h io.Writer, root, path string) error {
+	rel, err := filepath.Rel(root, path)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(h, "file %s %x\n", filepath.ToSlash(rel), sha256.Sum256(b))
 	return nil
 }
 

@@ -38,6 +38,9 @@ import (
 
 // Dispatcher is one triage deployment. Its fields expose the resources so a
 // stack can extend them (extra grants, dashboards) and tests can find them.
+//
+// To add constructs under it, use d.Construct as their scope, not d: jsii
+// cannot pass a Go struct that embeds a construct back to the CDK.
 type Dispatcher struct {
 	constructs.Construct
 
@@ -85,13 +88,13 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 	}
 	d := &Dispatcher{Construct: constructs.NewConstruct(scope, jsii.String(id)), Spec: s}
 
-	d.Table = newTable(d, s.Table, p.RemovalPolicy)
+	d.Table = newTable(d.Construct, s.Table, p.RemovalPolicy)
 	for _, q := range s.Queues {
-		d.Queues = append(d.Queues, newQueuePair(d, q))
+		d.Queues = append(d.Queues, newQueuePair(d.Construct, q))
 	}
 	d.TokensSecret = p.TokensSecret
 	if d.TokensSecret == nil {
-		d.TokensSecret = awssecretsmanager.NewSecret(d, jsii.String("TokensSecret"), &awssecretsmanager.SecretProps{
+		d.TokensSecret = awssecretsmanager.NewSecret(d.Construct, jsii.String("TokensSecret"), &awssecretsmanager.SecretProps{
 			Description: jsii.String("triage API bearer tokens (" + p.Prefix + ")"),
 			GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
 				PasswordLength:     jsii.Number(48),
@@ -223,7 +226,7 @@ func consumerEnv(p Props) map[string]string {
 // Scheduled functions get no async retries: the next tick comes soon anyway,
 // and a retried poll would only overlap it.
 func (d *Dispatcher) newFunction(id string, p Props, f FunctionProps, code awslambda.Code, env map[string]string, scheduled bool) awslambda.Function {
-	logs := awslogs.NewLogGroup(d, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
+	logs := awslogs.NewLogGroup(d.Construct, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
 		Retention: p.LogRetention,
 		// Logs are operational data of a function that no longer exists
 		// once the stack is gone.
@@ -250,7 +253,7 @@ func (d *Dispatcher) newFunction(id string, p Props, f FunctionProps, code awsla
 	if scheduled {
 		props.RetryAttempts = jsii.Number(0)
 	}
-	return awslambda.NewFunction(d, jsii.String(id), props)
+	return awslambda.NewFunction(d.Construct, jsii.String(id), props)
 }
 
 // grant gives each function exactly the access its job needs.
@@ -324,7 +327,7 @@ func (d *Dispatcher) newHTTPAPI(p Props) awsapigatewayv2.HttpApi {
 	if p.IAMAuth {
 		props.DefaultAuthorizer = awsapigatewayv2authorizers.NewHttpIamAuthorizer()
 	}
-	api := awsapigatewayv2.NewHttpApi(d, jsii.String("HttpApi"), props)
+	api := awsapigatewayv2.NewHttpApi(d.Construct, jsii.String("HttpApi"), props)
 	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ApiIntegration"), d.API, nil)
 	api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
 		Path:        jsii.String("/api/v1/{proxy+}"),
@@ -342,7 +345,7 @@ func (d *Dispatcher) newHTTPAPI(p Props) awsapigatewayv2.HttpApi {
 // schedule runs the promoter every PromoteInterval and starts FanOut
 // consumers every minute.
 func (d *Dispatcher) schedule(p Props) {
-	d.PromoterSchedule = awsevents.NewRule(d, jsii.String("PromoterSchedule"), &awsevents.RuleProps{
+	d.PromoterSchedule = awsevents.NewRule(d.Construct, jsii.String("PromoterSchedule"), &awsevents.RuleProps{
 		Description: jsii.String("triage promoter: aging, scheduled tasks, DLQ reconciliation"),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(p.PromoteInterval.Minutes()))),
 		Targets:     &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(d.Promoter, nil)},
@@ -357,7 +360,7 @@ func (d *Dispatcher) schedule(p Props) {
 		if start > 0 {
 			id += strconv.Itoa(start/perRule + 1)
 		}
-		d.ConsumerSchedules = append(d.ConsumerSchedules, awsevents.NewRule(d, jsii.String(id), &awsevents.RuleProps{
+		d.ConsumerSchedules = append(d.ConsumerSchedules, awsevents.NewRule(d.Construct, jsii.String(id), &awsevents.RuleProps{
 			Description: jsii.String(fmt.Sprintf("triage consumer polling: %d of %d instances every minute", len(targets), p.FanOut)),
 			Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
 			Targets:     &targets,
@@ -371,7 +374,7 @@ func (d *Dispatcher) alarms(p Props) {
 	a := p.Alarms
 	period := awscdk.Duration_Minutes(jsii.Number(a.Period.Minutes()))
 	add := func(id, desc string, m awscloudwatch.Metric, threshold float64) {
-		alarm := m.CreateAlarm(d, jsii.String(id), &awscloudwatch.CreateAlarmOptions{
+		alarm := m.CreateAlarm(d.Construct, jsii.String(id), &awscloudwatch.CreateAlarmOptions{
 			AlarmDescription:   jsii.String(desc),
 			Threshold:          jsii.Number(threshold),
 			EvaluationPeriods:  jsii.Number(1),
@@ -410,7 +413,7 @@ func (d *Dispatcher) alarms(p Props) {
 // limits a stack to one Dispatcher, which the fixed resource names do anyway.
 func (d *Dispatcher) outputs() {
 	out := func(id, desc string, value *string) {
-		o := awscdk.NewCfnOutput(d, jsii.String(id), &awscdk.CfnOutputProps{Value: value, Description: jsii.String(desc)})
+		o := awscdk.NewCfnOutput(d.Construct, jsii.String(id), &awscdk.CfnOutputProps{Value: value, Description: jsii.String(desc)})
 		o.OverrideLogicalId(jsii.String(id))
 	}
 	url := d.HTTPAPI.Url()

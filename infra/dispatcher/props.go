@@ -104,8 +104,9 @@ type Props struct {
 type FunctionProps struct {
 	// MemoryMiB is the memory size, which also sets the CPU share.
 	MemoryMiB int
-	// Timeout is the function timeout. The consumer polls until shortly
-	// before it, so a task whose own timeout is longer cannot run on Lambda.
+	// Timeout is the function timeout. The consumer polls until 40 s before
+	// it and then drains, so it must be at least 1m, and a task whose own
+	// timeout is longer than the consumer's cannot run on Lambda.
 	Timeout time.Duration
 }
 
@@ -134,6 +135,9 @@ const (
 	defaultPromoteInterval  = time.Minute
 	defaultOldestMessageAge = 30 * time.Minute
 	defaultAlarmPeriod      = 5 * time.Minute
+	// minConsumerTimeout leaves the consumer time to poll: it stops 40 s
+	// before its deadline (app.LambdaConsumerReserve) to drain.
+	minConsumerTimeout = time.Minute
 )
 
 // defaultFunctions returns the functions' default sizes. The API sits behind
@@ -216,6 +220,9 @@ func (p *Props) resolved() (Props, error) {
 	}
 	if r.Promoter, err = r.Promoter.withDefaults("Promoter", defaultPromoter); err != nil {
 		return r, err
+	}
+	if r.Consumer.Timeout < minConsumerTimeout {
+		return r, fmt.Errorf("Consumer.Timeout %s: must be at least %s, since the consumer stops polling well before its deadline to drain", r.Consumer.Timeout, minConsumerTimeout)
 	}
 	if r.Alarms.DLQDepthThreshold < 0 {
 		return r, fmt.Errorf("Alarms.DLQDepthThreshold %v: must not be negative", r.Alarms.DLQDepthThreshold)

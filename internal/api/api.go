@@ -128,7 +128,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	t, err := s.store.Get(r.Context(), r.PathValue("id"))
 	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, "not_found", "id", fmt.Sprintf("no task %q", r.PathValue("id")))
+		writeError(w, http.StatusNotFound, "not_found", "id", fmt.Sprintf("no task with id %q", r.PathValue("id")))
 		return
 	}
 	if err != nil {

@@ -332,4 +332,3 @@ var (
 	errCancelRequested = errors.New("cancel requested")
 	errLeaseLost       = errors.New("lease lost to another worker")
 )
-

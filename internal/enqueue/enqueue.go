@@ -135,21 +135,70 @@ func (e *Enqueuer) delay(t *task.Task) time.Duration {
 // pointed at it; if the record write loses a race, the message is stale and
 // the consumer drops it.
 func (e *Enqueuer) Redispatch(ctx context.Context, cur *task.Task, to task.Status, p task.Priority, delay time.Duration, apply func(*task.Task)) (*task.Task, error) {
-	v := cur.Version + 1
-	next := cur.Clone()
-	next.EffectivePriority = p
-	if _, err := e.queues.Send(ctx, p, Body(next, v), delay); err != nil {
+	moved, err := e.RedispatchBatch(ctx, to, p, []Move{{Task: cur, Delay: delay, Apply: apply}})
+	if err != nil {
 		return nil, fmt.Errorf("redispatch task %s: %w", cur.ID, err)
 	}
+	return moved[0], nil
+}
+
+// Move is one task of a batch re-dispatch.
+type Move struct {
+	Task  *task.Task
+	Delay time.Duration
+	Apply func(*task.Task)
+}
+
+// RedispatchBatch re-dispatches many tasks to priority p's queue in status
+// to: one batched send for the lot, then one conditional write per task.
+// It returns the tasks moved; a task whose send or write failed is left as
+// it was (its message, if sent, is stale and will be dropped).
+func (e *Enqueuer) RedispatchBatch(ctx context.Context, to task.Status, p task.Priority, moves []Move) ([]*task.Task, error) {
+	if len(moves) == 0 {
+		return nil, nil
+	}
+	msgs := make([]queue.Outgoing, len(moves))
+	for i, m := range moves {
+		next := m.Task.Clone()
+		next.EffectivePriority = p
+		msgs[i] = queue.Outgoing{ID: fmt.Sprint(i), Body: Body(next, m.Task.Version+1), Delay: m.Delay}
+	}
+	failed := map[string]string{}
+	if err := e.queues.SendBatch(ctx, p, msgs); err != nil {
+		var be *queue.BatchError
+		if !errors.As(err, &be) {
+			return nil, fmt.Errorf("redispatch batch to %s: %w", p, err)
+		}
+		failed = be.Failed
+	}
+	var moved []*task.Task
+	var firstErr error
 	now := e.store.Now()
-	return e.store.Transition(ctx, cur, to, func(n *task.Task) {
-		n.EffectivePriority = p
-		n.DispatchVersion = v
-		if to == task.Queued {
-			n.EnqueuedAt = &now
+	for i, m := range moves {
+		if _, bad := failed[fmt.Sprint(i)]; bad {
+			continue
 		}
-		if apply != nil {
-			apply(n)
+		v := m.Task.Version + 1
+		t, err := e.store.Transition(ctx, m.Task, to, func(n *task.Task) {
+			n.EffectivePriority = p
+			n.DispatchVersion = v
+			if to == task.Queued && m.Task.Status != task.Queued {
+				n.EnqueuedAt = &now
+			}
+			if m.Apply != nil {
+				m.Apply(n)
+			}
+		})
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
 		}
-	})
+		moved = append(moved, t)
+	}
+	if len(failed) > 0 && firstErr == nil {
+		firstErr = fmt.Errorf("redispatch batch to %s: %d sends failed", p, len(failed))
+	}
+	return moved, firstErr
 }

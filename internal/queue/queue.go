@@ -202,18 +202,17 @@ func (q *Queues) receive(ctx context.Context, p task.Priority, url string, n int
 
 // Delete removes a received message from priority p's queue.
 func (q *Queues) Delete(ctx context.Context, p task.Priority, receipt string) error {
-	_, err := q.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(q.urls[p]), ReceiptHandle: aws.String(receipt)})
-	if err != nil {
-		return fmt.Errorf("delete from %s queue: %w", p, err)
-	}
-	return nil
+	return q.delete(ctx, q.urls[p], receipt)
 }
 
 // DeleteDLQ removes a received message from priority p's DLQ.
 func (q *Queues) DeleteDLQ(ctx context.Context, p task.Priority, receipt string) error {
-	_, err := q.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(q.dlqs[p]), ReceiptHandle: aws.String(receipt)})
-	if err != nil {
-		return fmt.Errorf("delete from %s DLQ: %w", p, err)
+	return q.delete(ctx, q.dlqs[p], receipt)
+}
+
+func (q *Queues) delete(ctx context.Context, url, receipt string) error {
+	if _, err := q.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: aws.String(receipt)}); err != nil {
+		return fmt.Errorf("delete from %s: %w", url, err)
 	}
 	return nil
 }
@@ -249,12 +248,21 @@ func (q *Queues) DeleteBatch(ctx context.Context, p task.Priority, receipts []st
 
 // ChangeVisibility hides a received message for d from now (0 releases it at once).
 func (q *Queues) ChangeVisibility(ctx context.Context, p task.Priority, receipt string, d time.Duration) error {
+	return q.changeVisibility(ctx, q.urls[p], receipt, d)
+}
+
+// ChangeVisibilityDLQ does the same for a message received from priority p's DLQ.
+func (q *Queues) ChangeVisibilityDLQ(ctx context.Context, p task.Priority, receipt string, d time.Duration) error {
+	return q.changeVisibility(ctx, q.dlqs[p], receipt, d)
+}
+
+func (q *Queues) changeVisibility(ctx context.Context, url, receipt string, d time.Duration) error {
 	_, err := q.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
-		QueueUrl: aws.String(q.urls[p]), ReceiptHandle: aws.String(receipt),
+		QueueUrl: aws.String(url), ReceiptHandle: aws.String(receipt),
 		VisibilityTimeout: int32(min(max(d, 0), MaxVisibility) / time.Second),
 	})
 	if err != nil {
-		return fmt.Errorf("change visibility on %s queue: %w", p, err)
+		return fmt.Errorf("change visibility on %s: %w", url, err)
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ import (
 const (
 	AttrPK     = "pk"
 	AttrGSI1PK = "gsi1pk" // "<status>#<effective_priority>"
-	AttrGSI1SK = "gsi1sk" // "<waiting_since RFC3339Nano>#<id>"
+	AttrGSI1SK = "gsi1sk" // "<due time, fixed-width UTC>#<id>": see task.Task.DueAt
 	AttrGSI2PK = "gsi2pk" // "<type>"
 	AttrGSI2SK = "gsi2sk" // "<created_at RFC3339Nano>#<id>"
 	AttrTTL    = "expires_at"

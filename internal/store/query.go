@@ -20,8 +20,9 @@ type Page struct {
 	Next  map[string]types.AttributeValue
 }
 
-// WaitingQuery selects tasks in one status and effective priority that have
-// waited since before Before, oldest first, through the by-status-priority index.
+// WaitingQuery selects tasks in one status and effective priority whose due
+// time (task.Task.DueAt) is before Before, earliest first, through the
+// by-status-priority index.
 type WaitingQuery struct {
 	Status   task.Status
 	Priority task.Priority

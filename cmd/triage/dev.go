@@ -1,0 +1,39 @@
+package main
+
+import (
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/triagehq/triage/internal/devserver"
+	"github.com/triagehq/triage/localstack"
+)
+
+func (c *cli) devCmd() *cobra.Command {
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run the API, consumer, promoter and dashboard locally, on emulators",
+		Long: `Run all of triage in one process against a local AWS stack.
+
+Unless AWS_ENDPOINT_URL (or both AWS_ENDPOINT_URL_SQS and
+AWS_ENDPOINT_URL_DYNAMODB) is set, it installs and starts the emulators
+itself, on free 127.0.0.1 ports, and stops them on exit. It listens on
+TRIAGE_ADDR (default 127.0.0.1:8080) and uses TRIAGE_TOKEN as the admin
+token, or prints a generated one.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			wd, _ := os.Getwd()
+			root, err := localstack.FindRoot(wd)
+			if err != nil {
+				return err
+			}
+			return devserver.Run(cmd.Context(), devserver.Options{
+				Root: root, PromoteInterval: interval, Out: c.out, Logs: c.err,
+			})
+		},
+	}
+	cmd.Flags().DurationVar(&interval, "promote-interval", 0, "promoter period (default TRIAGE_PROMOTE_INTERVAL or 5s)")
+	return cmd
+}

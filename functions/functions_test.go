@@ -1,0 +1,182 @@
+// Package functions_test runs the three Lambda functions as built
+// `bootstrap` binaries against a stand-in for the Lambda Runtime API, with
+// real event JSON, on the local stack.
+package functions_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/localstack/stacktest"
+)
+
+func TestMain(m *testing.M) { stacktest.Main(m) }
+
+// runtimeAPI is a minimal Lambda Runtime API: it hands out one event, then
+// records the function's response or error.
+type runtimeAPI struct {
+	event    []byte
+	deadline time.Time
+	mu       sync.Mutex
+	served   bool
+	result   chan outcome
+}
+
+type outcome struct {
+	kind string // "response" or "error"
+	body []byte
+}
+
+func (r *runtimeAPI) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	switch {
+	case req.Method == "GET" && req.URL.Path == "/2018-06-01/runtime/invocation/next":
+		r.mu.Lock()
+		first := !r.served
+		r.served = true
+		r.mu.Unlock()
+		if !first {
+			<-req.Context().Done() // no second event: block like the real service
+			return
+		}
+		w.Header().Set("Lambda-Runtime-Aws-Request-Id", "req-1")
+		w.Header().Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(r.deadline.UnixMilli(), 10))
+		w.Header().Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:us-east-1:123456789012:function:triage")
+		w.Header().Set("Lambda-Runtime-Trace-Id", "Root=1-5759e988-bd862e3fe1be46a994272793")
+		_, _ = w.Write(r.event)
+	case req.Method == "POST" && strings.HasSuffix(req.URL.Path, "/response"):
+		b, _ := io.ReadAll(req.Body)
+		r.result <- outcome{"response", b}
+		w.WriteHeader(http.StatusAccepted)
+	case req.Method == "POST" && strings.HasSuffix(req.URL.Path, "/error"):
+		b, _ := io.ReadAll(req.Body)
+		r.result <- outcome{"error", b}
+		w.WriteHeader(http.StatusAccepted)
+	default:
+		http.NotFound(w, req)
+	}
+}
+
+// invoke builds functions/<name> as a bootstrap, runs it against a runtime
+// stand-in with event, and returns the function's response.
+func invoke(t *testing.T, name string, event []byte, deadline time.Duration, env map[string]string) outcome {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "bootstrap")
+	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", bin, "./"+name)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", name, err, out)
+	}
+	rt := &runtimeAPI{event: event, deadline: time.Now().Add(deadline), result: make(chan outcome, 1)}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: rt}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "AWS_LAMBDA_RUNTIME_API="+ln.Addr().String(), "AWS_LAMBDA_FUNCTION_NAME=triage-"+name, "_HANDLER=bootstrap")
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	select {
+	case o := <-rt.result:
+		return o
+	case <-time.After(deadline + 30*time.Second):
+		t.Fatalf("%s gave no response; stderr:\n%s", name, stderr.String())
+	}
+	return outcome{}
+}
+
+func TestAPIFunction(t *testing.T) {
+	env := stacktest.New(t)
+	event, err := os.ReadFile("testdata/apigw-v2-submit.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := invoke(t, "api", event, 30*time.Second, map[string]string{"TRIAGE_PREFIX": env.Prefix, "TRIAGE_TOKEN": "lambda-token"})
+	if o.kind != "response" {
+		t.Fatalf("function error: %s", o.body)
+	}
+	var resp struct {
+		StatusCode int    `json:"statusCode"`
+		Body       string `json:"body"`
+	}
+	if err := json.Unmarshal(o.body, &resp); err != nil {
+		t.Fatalf("response %s: %v", o.body, err)
+	}
+	if resp.StatusCode != 201 || !strings.Contains(resp.Body, `"priority":"low"`) {
+		t.Fatalf("response %d %s", resp.StatusCode, resp.Body)
+	}
+}
+
+func TestConsumerFunction(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	r := task.Request{Type: "echo", Payload: json.RawMessage(`{"n":7}`), Priority: "high"}
+	tk, _, err := a.Enqueuer.Submit(context.Background(), r.NewTask(time.Now().UTC(), time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	event, err := os.ReadFile("testdata/eventbridge-scheduled.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A deadline 45 s out leaves 5 s of polling before the 40 s reserve.
+	o := invoke(t, "consumer", event, 45*time.Second, map[string]string{"TRIAGE_PREFIX": env.Prefix})
+	if o.kind != "response" || !strings.Contains(string(o.body), "worker_id") {
+		t.Fatalf("consumer returned %s %s", o.kind, o.body)
+	}
+	got, err := a.Store.Get(context.Background(), tk.ID)
+	if err != nil || got.Status != task.Completed || string(got.Result) != `{"n":7}` {
+		t.Fatalf("task after the consumer ran: %+v %v", got, err)
+	}
+}
+
+func TestPromoterFunction(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	// A low task that has waited past a 1 s threshold gets promoted.
+	r := task.Request{Type: "echo", Priority: "low"}
+	tk, _, err := a.Enqueuer.Submit(context.Background(), r.NewTask(time.Now().UTC(), time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	event, err := os.ReadFile("testdata/eventbridge-scheduled.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := invoke(t, "promoter", event, 30*time.Second, map[string]string{"TRIAGE_PREFIX": env.Prefix, "TRIAGE_PROMOTE_LOW_AFTER": "1s"})
+	if o.kind != "response" {
+		t.Fatalf("promoter error: %s", o.body)
+	}
+	var rep struct {
+		Promoted map[string]int `json:"promoted"`
+	}
+	if err := json.Unmarshal(o.body, &rep); err != nil || rep.Promoted["medium"] != 1 {
+		t.Fatalf("report %s (%v)", o.body, err)
+	}
+	got, err := a.Store.Get(context.Background(), tk.ID)
+	if err != nil || got.EffectivePriority != task.Medium {
+		t.Fatalf("task after promotion: %+v %v", got, err)
+	}
+}

@@ -1,0 +1,21 @@
+// Command promoter is the promoter Lambda function: an EventBridge schedule
+// invokes it every interval to age, release, reconcile and recover tasks.
+package main
+
+import (
+	"context"
+	"log"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/promote"
+)
+
+func main() {
+	a, err := app.FromEnvironment(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	lambda.Start(promote.LambdaHandler(a.Promoter(promote.Options{})))
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+)
+
+func TestOutDirAnchorsRelativePathsAtRoot(t *testing.T) {
+	root := filepath.FromSlash("/repo")
+	for _, c := range []struct{ env, want string }{
+		{"", filepath.Join(root, "cdk.out")},
+		{"cdk.out", filepath.Join(root, "cdk.out")},
+		{"build/assembly", filepath.Join(root, "build", "assembly")},
+		{filepath.FromSlash("/tmp/out"), filepath.FromSlash("/tmp/out")},
+	} {
+		if got := outDir(root, c.env); got != c.want {
+			t.Errorf("outDir(%q, %q) = %q, want %q", root, c.env, got, c.want)
+		}
+	}
+}
+
+func TestPropsFromContext(t *testing.T) {
+	ctx := map[string]string{
+		"prefix":        "acme",
+		"fanOut":        "3",
+		"iamAuth":       "true",
+		"routes":        "resize=arn:aws:lambda:eu-west-1:123456789012:function:resize, notify=https://hooks.example.com/x",
+		"removalPolicy": "destroy",
+	}
+	p, err := propsFromContext(nil, func(k string) string { return ctx[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Prefix != "acme" || p.FanOut != 3 || !p.IAMAuth || p.RemovalPolicy != awscdk.RemovalPolicy_DESTROY {
+		t.Errorf("props = %+v", p)
+	}
+	if len(p.Routes) != 2 || p.Routes["notify"] != "https://hooks.example.com/x" {
+		t.Errorf("routes = %v", p.Routes)
+	}
+
+	for key, bad := range map[string]string{"fanOut": "many", "iamAuth": "perhaps", "routes": "nonsense", "removalPolicy": "snapshot"} {
+		if _, err := propsFromContext(nil, func(k string) string {
+			if k == key {
+				return bad
+			}
+			return ""
+		}); err == nil {
+			t.Errorf("context %s=%q accepted", key, bad)
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"github.com/triagehq/triage/internal/api"
+	"github.com/triagehq/triage/internal/config"
+	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/handler/demo"
+	"github.com/triagehq/triage/internal/promote"
+)
+
+// FromEnvironment builds the app the way a Lambda function does: settings
+// from the process environment, JSON logs to stderr.
+func FromEnvironment(ctx context.Context) (*App, error) {
+	cfg, err := config.FromEnv(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	return New(ctx, cfg, NewLogger(os.Stderr, cfg.LogLevel))
+}
+
+// Handlers returns the handler registry: the demo handlers, then the
+// configured routes (which win on a name clash).
+func (a *App) Handlers() (*handler.Registry, error) {
+	reg := handler.NewRegistry()
+	demo.Register(reg)
+	for typ, target := range a.Config.Routes {
+		h, err := a.routeHandler(target)
+		if err != nil {
+			return nil, fmt.Errorf("route %s: %w", typ, err)
+		}
+		reg.Register(typ, h)
+	}
+	return reg, nil
+}
+
+// Promoter returns the promoter with the configured thresholds.
+func (a *App) Promoter(opt promote.Options) *promote.Promoter {
+	if opt.LowAfter == 0 {
+		opt.LowAfter = a.Config.LowAfter
+	}
+	if opt.MediumAfter == 0 {
+		opt.MediumAfter = a.Config.MediumAfter
+	}
+	if opt.Logger == nil {
+		opt.Logger = a.Log
+	}
+	return promote.New(a.Store, a.Enqueuer, a.Queues, opt)
+}
+
+// LambdaConsumerReserve is how long before its deadline the consumer
+// function stops polling: the drain timeout plus time to record outcomes.
+const LambdaConsumerReserve = 40 * time.Second
+
+// LambdaConsumer returns the consumer function's consumer.
+func (a *App) LambdaConsumer() (*dispatch.Consumer, error) {
+	reg, err := a.Handlers()
+	if err != nil {
+		return nil, err
+	}
+	return a.Consumer(reg, dispatch.Options{DrainTimeout: LambdaConsumerReserve - 10*time.Second}), nil
+}
+
+// LambdaAPI returns the API function's handler: API Gateway HTTP API
+// (payload v2) events in, through the same http.Handler `triage dev` serves.
+func (a *App) LambdaAPI(ctx context.Context) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
+	tokens, err := a.Tokens()
+	if err != nil {
+		return nil, err
+	}
+	return httpadapter.NewV2(a.API(tokens, api.Options{})).ProxyWithContext, nil
+}
