@@ -20,6 +20,7 @@ import (
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/config"
+	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/handler"
@@ -36,6 +37,7 @@ type App struct {
 	Store    *store.Store
 	Queues   *queue.Queues
 	Enqueuer *enqueue.Enqueuer
+	Controls *control.Controls
 }
 
 // New loads the AWS configuration the standard way (environment, shared
@@ -53,6 +55,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 		return nil, err
 	}
 	a.Enqueuer = enqueue.New(a.Store, a.Queues)
+	a.Controls = control.New(a.DynamoDB, cfg.Spec.Table.Name, control.DefaultCacheTTL)
 	return a, nil
 }
 
@@ -95,6 +98,12 @@ func (a *App) Consumer(reg *handler.Registry, opt dispatch.Options) *dispatch.Co
 	}
 	if opt.Logger == nil {
 		opt.Logger = a.Log
+	}
+	if opt.Gate == nil {
+		opt.Gate = a.Controls
+	}
+	if opt.MaxReceiveCount == 0 && len(a.Config.Spec.Queues) > 0 {
+		opt.MaxReceiveCount = a.Config.Spec.Queues[0].MaxReceiveCount
 	}
 	return dispatch.New(a.Store, a.Queues, a.Enqueuer, reg, opt)
 }

@@ -39,6 +39,7 @@ type Queues interface {
 	Receive(ctx context.Context, p task.Priority, n int, wait, visibility time.Duration) ([]queue.Received, error)
 	DeleteBatch(ctx context.Context, p task.Priority, receipts []string) error
 	ChangeVisibility(ctx context.Context, p task.Priority, receipt string, d time.Duration) error
+	Send(ctx context.Context, p task.Priority, body string, delay time.Duration) (string, error)
 	SendDLQ(ctx context.Context, p task.Priority, body, reason string) error
 }
 
@@ -76,6 +77,10 @@ type Options struct {
 	Logger       *slog.Logger
 	// Gate, if set, is asked before each claim (pause, rate and concurrency controls).
 	Gate Gate
+	// MaxReceiveCount is the queues' redrive threshold. A message put off
+	// (paused, throttled, busy) that has been received one time short of it
+	// is replaced by a fresh copy, so waiting never sends a task to the DLQ.
+	MaxReceiveCount int
 }
 
 // Gate decides whether a task may start now. When it may not, the message
@@ -148,6 +153,8 @@ type Consumer struct {
 
 	emptyMu    sync.Mutex
 	emptyUntil map[task.Priority]time.Time
+	polling    map[task.Priority]bool // queues with an idle long-poll under way
+	pollNews   chan struct{}          // an idle long-poll ended
 }
 
 // New returns a consumer.
@@ -157,6 +164,8 @@ func New(s Store, q Queues, r Redispatcher, h Handlers, opt Options) *Consumer {
 		store: s, queues: q, redisp: r, handlers: h, opt: opt, log: opt.Logger,
 		slots:      newSlots(opt.Concurrency, opt.ReservedHigh),
 		emptyUntil: map[task.Priority]time.Time{},
+		polling:    map[task.Priority]bool{},
+		pollNews:   make(chan struct{}, 8),
 	}
 	c.picker = picker{weights: opt.Weights, strict: opt.Strict, rng: opt.Rand}
 	c.del = newDeleter(q, c.log)
@@ -237,38 +246,58 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 }
 
 // idlePoll long-polls every eligible queue at once, one message each, so a
-// new task on any queue is seen within one round trip. Messages beyond the
-// free slots are handed back at once, lowest priority first.
+// new task on any queue starts within one round trip. Each poller starts
+// what it receives itself (a message beyond the free slots is handed back
+// at once); idlePoll returns at the first poller's news, and a queue that is
+// still being long-polled is not polled twice.
 func (c *Consumer) idlePoll(ctx, work context.Context, wg *sync.WaitGroup, eligible []task.Priority) {
-	var mu sync.Mutex
-	var got []queue.Received
-	var pwg sync.WaitGroup
 	for _, p := range eligible {
-		pwg.Add(1)
+		if !c.beginPoll(p) {
+			continue
+		}
+		wg.Add(1)
 		go func() {
-			defer pwg.Done()
+			defer wg.Done()
+			defer c.endPoll(p)
 			msgs, err := c.queues.Receive(ctx, p, 1, c.opt.PollWait, c.visibility())
-			if err != nil {
+			switch {
+			case err != nil:
 				if ctx.Err() == nil {
 					c.log.Warn("receive failed", "priority", p, "error", err)
 					sleep(ctx, time.Second)
 				}
-				return
-			}
-			if len(msgs) == 0 {
+			case len(msgs) == 0:
 				c.markEmpty(p)
-				return
+			default:
+				c.clearEmpty(p)
+				c.start(ctx, work, wg, msgs)
 			}
-			c.clearEmpty(p)
-			mu.Lock()
-			got = append(got, msgs...)
-			mu.Unlock()
 		}()
 	}
-	pwg.Wait()
-	// Highest priority first, so strict order holds when slots are short.
-	slicesSortByRank(got)
-	c.start(ctx, work, wg, got)
+	select {
+	case <-c.pollNews:
+	case <-ctx.Done():
+	}
+}
+
+func (c *Consumer) beginPoll(p task.Priority) bool {
+	c.emptyMu.Lock()
+	defer c.emptyMu.Unlock()
+	if c.polling[p] {
+		return false
+	}
+	c.polling[p] = true
+	return true
+}
+
+func (c *Consumer) endPoll(p task.Priority) {
+	c.emptyMu.Lock()
+	delete(c.polling, p)
+	c.emptyMu.Unlock()
+	select {
+	case c.pollNews <- struct{}{}:
+	default:
+	}
 }
 
 // start takes a slot for each message and processes it in its own

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -17,10 +16,6 @@ import (
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 )
-
-func slicesSortByRank(ms []queue.Received) {
-	slices.SortStableFunc(ms, func(a, b queue.Received) int { return a.Priority.Rank() - b.Priority.Rank() })
-}
 
 // job is one claimed task being run. mu guards cur, which the heartbeat
 // replaces as it renews the lease.
@@ -103,7 +98,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, fun
 		switch {
 		case msg.Version > t.Version:
 			// Sent by a re-dispatch whose record write has not landed yet.
-			c.hide(ctx, m, 2*time.Second)
+			c.putOff(ctx, m, msg, 2*time.Second)
 			return nil, nil, false
 		case msg.Version != t.DispatchVersion:
 			c.log.Debug("dropping stale message", "task_id", t.ID, "message_version", msg.Version, "dispatch_version", t.DispatchVersion, "status", t.Status)
@@ -117,11 +112,11 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, fun
 				rel, delay, err := c.opt.Gate.Admit(ctx, t)
 				if err != nil {
 					c.log.Warn("control check failed; the message will come back", "task_id", t.ID, "error", err)
-					c.hide(ctx, m, time.Second)
+					c.putOff(ctx, m, msg, time.Second)
 					return nil, nil, false
 				}
 				if rel == nil {
-					c.hide(ctx, m, delay)
+					c.putOff(ctx, m, msg, delay)
 					return nil, nil, false
 				}
 				release = rel
@@ -145,7 +140,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, fun
 		case task.Executing:
 			if t.LeaseUntil != nil && now.Before(*t.LeaseUntil) {
 				// Someone holds it: look again when the lease ends.
-				c.hide(ctx, m, t.LeaseUntil.Sub(now)+c.opt.LeaseMargin)
+				c.putOff(ctx, m, msg, t.LeaseUntil.Sub(now)+c.opt.LeaseMargin)
 				return nil, nil, false
 			}
 			reclaimed, err := c.reclaim(ctx, t, m)
@@ -166,8 +161,26 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, fun
 			return nil, nil, false
 		}
 	}
-	c.hide(ctx, m, time.Second)
+	c.putOff(ctx, m, msg, time.Second)
 	return nil, nil, false
+}
+
+// putOff hides a message it cannot act on yet for d. A message that is one
+// receive short of the redrive threshold is replaced by a fresh copy
+// instead, so pauses, throttles and busy tasks never push a task to the DLQ.
+func (c *Consumer) putOff(ctx context.Context, m queue.Received, msg task.Message, d time.Duration) {
+	if c.opt.MaxReceiveCount <= 0 || m.ReceiveCount < c.opt.MaxReceiveCount-1 {
+		c.hide(ctx, m, d)
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	body, _ := json.Marshal(msg)
+	if _, err := c.queues.Send(ctx, m.Priority, string(body), min(d, queue.MaxDelay)); err != nil {
+		c.log.Warn("refresh of a put-off message failed; hiding it instead", "task_id", msg.ID, "error", err)
+		c.hide(ctx, m, d)
+		return
+	}
+	c.del.add(m.Priority, m.ReceiptHandle)
 }
 
 // current returns the task as it is now after a lost conditional write, or

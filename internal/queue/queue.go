@@ -141,9 +141,12 @@ func delaySeconds(d time.Duration) int32 {
 	if d <= 0 {
 		return 0
 	}
-	d = min(d, MaxDelay)
-	return int32((d + time.Second - 1) / time.Second)
+	return wholeSeconds(min(d, MaxDelay))
 }
+
+// wholeSeconds rounds d up to SQS's granularity of whole seconds, so a
+// short wait is never rounded down to no wait at all.
+func wholeSeconds(d time.Duration) int32 { return int32((d + time.Second - 1) / time.Second) }
 
 // Received is a message taken from a queue.
 type Received struct {
@@ -259,7 +262,7 @@ func (q *Queues) ChangeVisibilityDLQ(ctx context.Context, p task.Priority, recei
 func (q *Queues) changeVisibility(ctx context.Context, url, receipt string, d time.Duration) error {
 	_, err := q.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
 		QueueUrl: aws.String(url), ReceiptHandle: aws.String(receipt),
-		VisibilityTimeout: int32(min(max(d, 0), MaxVisibility) / time.Second),
+		VisibilityTimeout: wholeSeconds(min(max(d, 0), MaxVisibility)),
 	})
 	if err != nil {
 		return fmt.Errorf("change visibility on %s: %w", url, err)

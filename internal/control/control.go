@@ -1,0 +1,326 @@
+// Package control keeps triage's operator controls in DynamoDB and enforces
+// them for the consumer: pause and resume (global and per task type), a
+// per-type rate limit and a per-type concurrency limit.
+//
+// The limits hold across every consumer instance because the state is in
+// the table, not in a process: the rate limit counts starts in one item per
+// type and second, and the concurrency limit is a set of slot items that
+// each carry a lease, so a consumer that crashes frees its slots when the
+// lease runs out. Settings are read through a short cache.
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/triagehq/triage/internal/spec"
+	"github.com/triagehq/triage/internal/task"
+)
+
+// DynamoDB is the part of the DynamoDB client controls use.
+type DynamoDB interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// Settings are the controls of one scope: "" for global, else a task type.
+type Settings struct {
+	Type               string  `json:"type,omitempty" dynamodbav:"type,omitempty"`
+	Paused             bool    `json:"paused" dynamodbav:"paused"`
+	RateLimitPerSecond float64 `json:"rate_limit_per_second,omitempty" dynamodbav:"rate_limit_per_second,omitempty"`
+	MaxConcurrency     int     `json:"max_concurrency,omitempty" dynamodbav:"max_concurrency,omitempty"`
+}
+
+// Controls reads and writes settings and enforces them.
+type Controls struct {
+	db    DynamoDB
+	table string
+	now   func() time.Time
+	ttl   time.Duration
+
+	mu    sync.Mutex
+	cache map[string]cached
+}
+
+type cached struct {
+	s  Settings
+	at time.Time
+}
+
+// DefaultCacheTTL is how long the consumer trusts settings it read.
+const DefaultCacheTTL = time.Second
+
+// New returns controls on table. cacheTTL bounds how stale a consumer's
+// view of the settings may be (DefaultCacheTTL when zero).
+func New(db DynamoDB, table string, cacheTTL time.Duration) *Controls {
+	if cacheTTL <= 0 {
+		cacheTTL = DefaultCacheTTL
+	}
+	return &Controls{db: db, table: table, now: time.Now, ttl: cacheTTL, cache: map[string]cached{}}
+}
+
+func settingsKey(typ string) string {
+	if typ == "" {
+		return "CTRL#global"
+	}
+	return "CTRL#type#" + typ
+}
+
+func key(pk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{spec.AttrPK: &types.AttributeValueMemberS{Value: pk}}
+}
+
+// Get reads the settings of scope typ ("" for global), uncached.
+func (c *Controls) Get(ctx context.Context, typ string) (Settings, error) {
+	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &c.table, Key: key(settingsKey(typ)), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return Settings{}, fmt.Errorf("read controls of %q: %w", typ, err)
+	}
+	s := Settings{Type: typ}
+	if len(out.Item) > 0 {
+		if err := attributevalue.UnmarshalMap(out.Item, &s); err != nil {
+			return Settings{}, fmt.Errorf("decode controls of %q: %w", typ, err)
+		}
+	}
+	return s, nil
+}
+
+// List returns the global settings and those of every type that has any.
+func (c *Controls) List(ctx context.Context) ([]Settings, error) {
+	global, err := c.Get(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	out := []Settings{global}
+	// Type settings are few; a filtered read of their items by key prefix
+	// would need a scan, so they are kept in a registry item.
+	reg, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &c.table, Key: key("CTRL#types"), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("read control registry: %w", err)
+	}
+	if ss, ok := reg.Item["types"].(*types.AttributeValueMemberSS); ok {
+		for _, typ := range ss.Value {
+			s, err := c.Get(ctx, typ)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// SetPaused pauses or resumes scope typ ("" for global).
+func (c *Controls) SetPaused(ctx context.Context, typ string, paused bool) (Settings, error) {
+	return c.update(ctx, typ, expression.Set(expression.Name("paused"), expression.Value(paused)))
+}
+
+// SetLimits sets a type's rate limit (starts per second, 0 for none) and
+// concurrency limit (0 for none).
+func (c *Controls) SetLimits(ctx context.Context, typ string, ratePerSecond float64, maxConcurrency int) (Settings, error) {
+	if typ == "" {
+		return Settings{}, errors.New("limits are per task type")
+	}
+	if ratePerSecond < 0 || maxConcurrency < 0 {
+		return Settings{}, errors.New("limits must not be negative")
+	}
+	upd := expression.Set(expression.Name("paused"), expression.IfNotExists(expression.Name("paused"), expression.Value(false)))
+	upd = setOrRemove(upd, "rate_limit_per_second", ratePerSecond)
+	upd = setOrRemove(upd, "max_concurrency", float64(maxConcurrency))
+	return c.update(ctx, typ, upd)
+}
+
+func setOrRemove(u expression.UpdateBuilder, name string, v float64) expression.UpdateBuilder {
+	if v == 0 {
+		return u.Remove(expression.Name(name))
+	}
+	return u.Set(expression.Name(name), expression.Value(v))
+}
+
+func (c *Controls) update(ctx context.Context, typ string, upd expression.UpdateBuilder) (Settings, error) {
+	if typ != "" {
+		upd = upd.Set(expression.Name("type"), expression.Value(typ))
+	}
+	expr, err := expression.NewBuilder().WithUpdate(upd).Build()
+	if err != nil {
+		return Settings{}, err
+	}
+	out, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &c.table, Key: key(settingsKey(typ)),
+		UpdateExpression: expr.Update(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if err != nil {
+		return Settings{}, fmt.Errorf("write controls of %q: %w", typ, err)
+	}
+	if typ != "" {
+		_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: &c.table, Key: key("CTRL#types"),
+			UpdateExpression:          aws.String("ADD #t :t"),
+			ExpressionAttributeNames:  map[string]string{"#t": "types"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberSS{Value: []string{typ}}},
+		})
+		if err != nil {
+			return Settings{}, fmt.Errorf("register controls of %q: %w", typ, err)
+		}
+	}
+	s := Settings{Type: typ}
+	if err := attributevalue.UnmarshalMap(out.Attributes, &s); err != nil {
+		return Settings{}, err
+	}
+	c.mu.Lock()
+	delete(c.cache, typ)
+	c.mu.Unlock()
+	return s, nil
+}
+
+// cachedGet reads settings through the cache.
+func (c *Controls) cachedGet(ctx context.Context, typ string) (Settings, error) {
+	now := c.now()
+	c.mu.Lock()
+	e, ok := c.cache[typ]
+	c.mu.Unlock()
+	if ok && now.Sub(e.at) < c.ttl {
+		return e.s, nil
+	}
+	s, err := c.Get(ctx, typ)
+	if err != nil {
+		return Settings{}, err
+	}
+	c.mu.Lock()
+	c.cache[typ] = cached{s: s, at: now}
+	c.mu.Unlock()
+	return s, nil
+}
+
+// Retry delays the Gate asks for.
+const (
+	PausedRecheck      = 2 * time.Second
+	ConcurrencyRecheck = time.Second
+)
+
+// Admit implements the consumer's gate: it refuses a start while the task's
+// type or everything is paused, while the type's rate limit for the current
+// second is used up, or while all of the type's concurrency slots are held.
+// When it admits a task with a concurrency limit it returns a release that
+// frees the slot.
+func (c *Controls) Admit(ctx context.Context, t *task.Task) (func(), time.Duration, error) {
+	global, err := c.cachedGet(ctx, "")
+	if err != nil {
+		return nil, 0, err
+	}
+	typ, err := c.cachedGet(ctx, t.Type)
+	if err != nil {
+		return nil, 0, err
+	}
+	if global.Paused || typ.Paused {
+		return nil, PausedRecheck, nil
+	}
+	if typ.RateLimitPerSecond > 0 {
+		ok, wait, err := c.takeRate(ctx, t.Type, typ.RateLimitPerSecond)
+		if err != nil || !ok {
+			return nil, wait, err
+		}
+	}
+	if typ.MaxConcurrency > 0 {
+		lease := time.Duration(t.TimeoutSeconds)*time.Second + 30*time.Second
+		release, err := c.takeSlot(ctx, t, typ.MaxConcurrency, lease)
+		if err != nil || release == nil {
+			return nil, ConcurrencyRecheck, err
+		}
+		return release, 0, nil
+	}
+	return func() {}, 0, nil
+}
+
+// takeRate counts one start in the type's item for the current second,
+// conditional on the count staying within the limit. A fractional limit
+// (0.5/s) is applied over a window long enough to hold one whole start.
+func (c *Controls) takeRate(ctx context.Context, typ string, perSecond float64) (bool, time.Duration, error) {
+	window := time.Second
+	limit := int(perSecond)
+	if limit < 1 {
+		window = time.Duration(float64(time.Second) / perSecond)
+		limit = 1
+	}
+	now := c.now()
+	slot := now.Truncate(window)
+	pk := "RATE#" + typ + "#" + strconv.FormatInt(slot.UnixNano(), 10)
+	_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &c.table, Key: key(pk),
+		UpdateExpression:         aws.String("ADD #n :one SET #e = :exp"),
+		ConditionExpression:      aws.String("attribute_not_exists(#n) OR #n < :limit"),
+		ExpressionAttributeNames: map[string]string{"#n": "starts", "#e": spec.AttrTTL},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":one":   &types.AttributeValueMemberN{Value: "1"},
+			":limit": &types.AttributeValueMemberN{Value: strconv.Itoa(limit)},
+			":exp":   &types.AttributeValueMemberN{Value: strconv.FormatInt(slot.Add(time.Hour).Unix(), 10)},
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		// Retry just after the window turns, spread a little so waiting
+		// consumers do not all come back at the same instant.
+		wait := slot.Add(window).Sub(now) + time.Duration(rand.Int64N(int64(200*time.Millisecond)))
+		return false, wait, nil
+	}
+	if err != nil {
+		return false, time.Second, fmt.Errorf("rate limit of %q: %w", typ, err)
+	}
+	return true, 0, nil
+}
+
+// takeSlot claims one of the type's n concurrency slots for t, trying them
+// in random order. A slot is free when it has no holder or its lease ended.
+func (c *Controls) takeSlot(ctx context.Context, t *task.Task, n int, lease time.Duration) (func(), error) {
+	now := c.now()
+	for _, i := range rand.Perm(n) {
+		pk := "CONC#" + t.Type + "#" + strconv.Itoa(i)
+		_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: &c.table, Key: key(pk),
+			UpdateExpression:         aws.String("SET #h = :id, #l = :until"),
+			ConditionExpression:      aws.String("attribute_not_exists(#h) OR #l < :now"),
+			ExpressionAttributeNames: map[string]string{"#h": "holder", "#l": "lease_until"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":id":    &types.AttributeValueMemberS{Value: t.ID},
+				":until": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(lease).UnixMilli(), 10)},
+				":now":   &types.AttributeValueMemberN{Value: strconv.FormatInt(now.UnixMilli(), 10)},
+			},
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("concurrency slot %s: %w", pk, err)
+		}
+		return func() { c.freeSlot(pk, t.ID) }, nil
+	}
+	return nil, nil
+}
+
+func (c *Controls) freeSlot(pk, holder string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Only the holder frees its slot; if its lease ran out and another task
+	// took the slot, this does nothing.
+	_, _ = c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &c.table, Key: key(pk),
+		UpdateExpression:          aws.String("REMOVE #h, #l"),
+		ConditionExpression:       aws.String("#h = :id"),
+		ExpressionAttributeNames:  map[string]string{"#h": "holder", "#l": "lease_until"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberS{Value: holder}},
+	})
+}

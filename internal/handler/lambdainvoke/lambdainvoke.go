@@ -1,0 +1,251 @@
+// Package lambdainvoke is the handler kind that runs a task by invoking an
+// AWS Lambda function synchronously, so handlers can be written in any
+// language Lambda runs, and deployed and scaled apart from the dispatcher.
+//
+// The function's event is the handler.Request as JSON (id, type, payload,
+// priority, attempt, max_attempts, trace_id); what it returns is the task's
+// result. A return value that is not JSON (which Lambda allows for some
+// runtimes) is wrapped as a JSON string.
+//
+// Failures are sorted into retriable and permanent (handler.Permanent):
+//
+//   - The function failed (the X-Amz-Function-Error header, "Unhandled" or
+//     "Handled"): retriable, because crashes, timeouts and out-of-memory
+//     kills are often transient. A function marks a failure as permanent by
+//     raising an error whose type (Lambda's errorType) is "Permanent" or ends
+//     in "PermanentError" — for example a Python class PermanentError, a Go
+//     type *PermanentError, or a Java com.example.PermanentError.
+//   - Lambda refused the call: throttling (429 TooManyRequestsException),
+//     service and 5xx errors, and functions not ready yet are retriable; a
+//     missing function, a bad or oversized request and denied access (the
+//     other 4xx) are permanent, since retrying the same call cannot help.
+//   - The task deadline (the context passed to Handle) or a network failure:
+//     retriable; a deadline is reported as a timeout.
+//
+// The Lambda client is built the usual way (config.LoadDefaultConfig), so
+// the SDK's AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_LAMBDA variables redirect
+// it without code changes. LocalStack runs real Lambda functions in Docker
+// containers, so on a machine with Docker this handler kind can be exercised
+// end to end by pointing those variables at LocalStack. The package's own
+// tests use a loopback server that speaks the Invoke wire protocol instead.
+package lambdainvoke
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/triagehq/triage/internal/handler"
+)
+
+// Invoker is the part of *lambda.Client the handler uses; tests can supply
+// their own.
+type Invoker interface {
+	Invoke(ctx context.Context, in *lambda.InvokeInput, optFns ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
+}
+
+// PermanentErrorType is the errorType a function raises to say retrying
+// cannot help; any errorType ending in "PermanentError" says the same.
+const PermanentErrorType = "Permanent"
+
+// maxMessage bounds how much of an unparseable error payload goes into an
+// error message.
+const maxMessage = 512
+
+// Handler runs tasks by invoking one Lambda function.
+type Handler struct {
+	client Invoker
+	arn    string
+}
+
+// New returns a handler that invokes functionARN (a function name, a full
+// or partial ARN, optionally with a version or alias qualifier) with client.
+func New(client Invoker, functionARN string) *Handler {
+	return &Handler{client: client, arn: functionARN}
+}
+
+// Handle invokes the function with r as its event and waits for the result.
+func (h *Handler) Handle(ctx context.Context, r handler.Request) (json.RawMessage, error) {
+	if h.client == nil {
+		return nil, handler.Permanent(fmt.Errorf("invoke %s: no Lambda client", h.arn))
+	}
+	if h.arn == "" {
+		return nil, handler.Permanent(errors.New("invoke: empty function name"))
+	}
+	payload, err := json.Marshal(r)
+	if err != nil {
+		return nil, handler.Permanent(fmt.Errorf("invoke %s: encode request: %w", h.arn, err))
+	}
+	out, err := h.client.Invoke(ctx, &lambda.InvokeInput{
+		FunctionName:   &h.arn,
+		InvocationType: types.InvocationTypeRequestResponse,
+		Payload:        payload,
+	})
+	if err != nil {
+		return nil, h.callError(ctx, err)
+	}
+	if out == nil {
+		return nil, fmt.Errorf("invoke %s: no output", h.arn)
+	}
+	if out.FunctionError != nil {
+		fe := parseFunctionError(*out.FunctionError, out.Payload)
+		err := fmt.Errorf("invoke %s: %w", h.arn, fe)
+		if fe.Permanent() {
+			return nil, handler.Permanent(err)
+		}
+		return nil, err
+	}
+	return result(out.Payload), nil
+}
+
+// FunctionError is the failure of an invocation that ran the function:
+// Lambda's {"errorMessage", "errorType"} payload.
+type FunctionError struct {
+	Kind    string // X-Amz-Function-Error: "Unhandled" or "Handled"
+	Type    string // errorType; empty if the payload had none
+	Message string // errorMessage, or the start of an unparseable payload
+}
+
+func (e *FunctionError) Error() string {
+	var b strings.Builder
+	b.WriteString("function error")
+	if e.Kind != "" {
+		b.WriteString(" (" + e.Kind + ")")
+	}
+	if e.Type != "" {
+		b.WriteString(" " + e.Type)
+	}
+	if e.Message != "" {
+		b.WriteString(": " + e.Message)
+	}
+	return b.String()
+}
+
+// Permanent reports whether the function marked the error as not worth
+// retrying (see PermanentErrorType).
+func (e *FunctionError) Permanent() bool {
+	return e.Type == PermanentErrorType || strings.HasSuffix(e.Type, "PermanentError")
+}
+
+func parseFunctionError(kind string, payload []byte) *FunctionError {
+	fe := &FunctionError{Kind: kind}
+	var body struct {
+		ErrorMessage string `json:"errorMessage"`
+		ErrorType    string `json:"errorType"`
+	}
+	if err := json.Unmarshal(payload, &body); err == nil && (body.ErrorMessage != "" || body.ErrorType != "") {
+		fe.Type, fe.Message = body.ErrorType, body.ErrorMessage
+		return fe
+	}
+	fe.Message = truncate(string(bytes.TrimSpace(payload)))
+	return fe
+}
+
+// Error codes Lambda's Invoke returns, sorted by whether a later attempt can
+// succeed. Codes in neither set are decided by their HTTP status.
+var (
+	retriableCodes = map[string]bool{
+		"TooManyRequestsException":             true, // 429 throttled
+		"ThrottlingException":                  true,
+		"ServiceException":                     true, // 500
+		"ResourceNotReadyException":            true, // function still being created
+		"ResourceConflictException":            true, // 409: an update is in progress
+		"EC2ThrottledException":                true,
+		"ENILimitReachedException":             true,
+		"SubnetIPAddressLimitReachedException": true,
+		"EFSMountConnectivityException":        true,
+		"EFSMountTimeoutException":             true,
+		"EFSIOException":                       true,
+		"SnapStartNotReadyException":           true,
+		"SnapStartTimeoutException":            true,
+		"RequestTimeout":                       true,
+		"RequestTimeoutException":              true,
+	}
+	permanentCodes = map[string]bool{
+		"ResourceNotFoundException":                 true, // 404
+		"InvalidRequestContentException":            true, // 400
+		"InvalidParameterValueException":            true, // 400
+		"RequestTooLargeException":                  true, // 413
+		"SerializedRequestEntityTooLargeException":  true,
+		"UnsupportedMediaTypeException":             true,
+		"RecursiveInvocationException":              true,
+		"AccessDeniedException":                     true,
+		"AccessDenied":                              true,
+		"UnrecognizedClientException":               true,
+		"InvalidSignatureException":                 true,
+		"InvalidRuntimeException":                   true, // 502, but a configuration fault
+		"InvalidZipFileException":                   true,
+		"KMSAccessDeniedException":                  true,
+		"EC2AccessDeniedException":                  true,
+		"CodeArtifactUserDeletedException":          true,
+		"DurableExecutionAlreadyStartedException":   true,
+		"NoPublishedVersionException":               true,
+		"InvalidSecurityGroupIDException":           true,
+		"InvalidSubnetIDException":                  true,
+		"KMSNotFoundException":                      true,
+		"KMSDisabledException":                      true,
+		"SnapStartRegenerationFailureException":     true,
+		"ProvisionedConcurrencyConfigNotFoundException": true,
+	}
+)
+
+// callError sorts an error from the Invoke call itself.
+func (h *Handler) callError(ctx context.Context, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("invoke %s: timeout: %w", h.arn, err)
+	}
+	var apiErr smithy.APIError
+	code := ""
+	if errors.As(err, &apiErr) {
+		code = apiErr.ErrorCode()
+	}
+	var withStatus interface{ HTTPStatusCode() int }
+	status := 0
+	if errors.As(err, &withStatus) {
+		status = withStatus.HTTPStatusCode()
+	}
+	wrapped := fmt.Errorf("invoke %s: %w", h.arn, err)
+	switch {
+	case retriableCodes[code]:
+		return wrapped
+	case permanentCodes[code]:
+		return handler.Permanent(wrapped)
+	case status == 408 || status == 429 || status >= 500:
+		return wrapped
+	case status >= 400:
+		return handler.Permanent(wrapped)
+	}
+	return wrapped // network failures and the like
+}
+
+// result turns a successful invocation's payload into the task result.
+func result(payload []byte) json.RawMessage {
+	trimmed := bytes.TrimSpace(payload)
+	if len(trimmed) == 0 {
+		return json.RawMessage("null")
+	}
+	if json.Valid(trimmed) {
+		return json.RawMessage(trimmed)
+	}
+	s, _ := json.Marshal(string(payload)) // a string always marshals
+	return s
+}
+
+func truncate(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	s = s[:maxMessage]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…(truncated)"
+}
