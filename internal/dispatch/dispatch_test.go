@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +17,13 @@ import (
 	"github.com/triagehq/triage/localstack/stacktest"
 )
 
-func TestMain(m *testing.M) { stacktest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		runChildConsumer() // the crash test's victim process
+		return
+	}
+	stacktest.Main(m)
+}
 
 // submit records and sends n tasks of type typ at priority p.
 func submit(t *testing.T, a *app.App, typ string, p task.Priority, n int, payload string) []string {

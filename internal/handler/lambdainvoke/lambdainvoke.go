@@ -149,53 +149,62 @@ func parseFunctionError(kind string, payload []byte) *FunctionError {
 	return fe
 }
 
-// Error codes Lambda's Invoke returns, sorted by whether a later attempt can
-// succeed. Codes in neither set are decided by their HTTP status.
-var (
-	retriableCodes = map[string]bool{
-		"TooManyRequestsException":             true, // 429 throttled
-		"ThrottlingException":                  true,
-		"ServiceException":                     true, // 500
-		"ResourceNotReadyException":            true, // function still being created
-		"ResourceConflictException":            true, // 409: an update is in progress
-		"EC2ThrottledException":                true,
-		"ENILimitReachedException":             true,
-		"SubnetIPAddressLimitReachedException": true,
-		"EFSMountConnectivityException":        true,
-		"EFSMountTimeoutException":             true,
-		"EFSIOException":                       true,
-		"SnapStartNotReadyException":           true,
-		"SnapStartTimeoutException":            true,
-		"RequestTimeout":                       true,
-		"RequestTimeoutException":              true,
+// retriableCode reports whether a Lambda error code means a later attempt
+// can succeed.
+func retriableCode(code string) bool {
+	switch code {
+	case "TooManyRequestsException", // 429: throttled
+		"ThrottlingException",
+		"ServiceException",          // 500
+		"ResourceNotReadyException", // the function is still being created
+		"ResourceConflictException", // 409: an update is in progress
+		"EC2ThrottledException",
+		"ENILimitReachedException",
+		"SubnetIPAddressLimitReachedException",
+		"EFSMountConnectivityException",
+		"EFSMountTimeoutException",
+		"EFSIOException",
+		"SnapStartNotReadyException",
+		"SnapStartTimeoutException",
+		"RequestTimeout",
+		"RequestTimeoutException":
+		return true
 	}
-	permanentCodes = map[string]bool{
-		"ResourceNotFoundException":                 true, // 404
-		"InvalidRequestContentException":            true, // 400
-		"InvalidParameterValueException":            true, // 400
-		"RequestTooLargeException":                  true, // 413
-		"SerializedRequestEntityTooLargeException":  true,
-		"UnsupportedMediaTypeException":             true,
-		"RecursiveInvocationException":              true,
-		"AccessDeniedException":                     true,
-		"AccessDenied":                              true,
-		"UnrecognizedClientException":               true,
-		"InvalidSignatureException":                 true,
-		"InvalidRuntimeException":                   true, // 502, but a configuration fault
-		"InvalidZipFileException":                   true,
-		"KMSAccessDeniedException":                  true,
-		"EC2AccessDeniedException":                  true,
-		"CodeArtifactUserDeletedException":          true,
-		"DurableExecutionAlreadyStartedException":   true,
-		"NoPublishedVersionException":               true,
-		"InvalidSecurityGroupIDException":           true,
-		"InvalidSubnetIDException":                  true,
-		"KMSNotFoundException":                      true,
-		"KMSDisabledException":                      true,
-		"SnapStartRegenerationFailureException":     true,
-		"ProvisionedConcurrencyConfigNotFoundException": true,
+	return false
+}
+
+// permanentCode reports whether a Lambda error code means the same call will
+// keep failing. Codes that are neither retriable nor permanent are decided
+// by their HTTP status.
+func permanentCode(code string) bool {
+	switch code {
+	case "ResourceNotFoundException", // 404
+		"InvalidRequestContentException", // 400
+		"InvalidParameterValueException", // 400
+		"RequestTooLargeException",       // 413
+		"SerializedRequestEntityTooLargeException",
+		"UnsupportedMediaTypeException",
+		"RecursiveInvocationException",
+		"AccessDeniedException",
+		"AccessDenied",
+		"UnrecognizedClientException",
+		"InvalidSignatureException",
+		// The rest are 502s, but they are faults in the function's
+		// configuration that no retry fixes.
+		"InvalidRuntimeException",
+		"InvalidZipFileException",
+		"InvalidSecurityGroupIDException",
+		"InvalidSubnetIDException",
+		"KMSAccessDeniedException",
+		"KMSDisabledException",
+		"KMSNotFoundException",
+		"EC2AccessDeniedException",
+		"NoPublishedVersionException",
+		"DurableExecutionAlreadyStartedException":
+		return true
 	}
-)
+	return false
+}
 
 // callError sorts an error from the Invoke call itself.
 func (h *Handler) callError(ctx context.Context, err error) error {
@@ -214,9 +223,9 @@ func (h *Handler) callError(ctx context.Context, err error) error {
 	}
 	wrapped := fmt.Errorf("invoke %s: %w", h.arn, err)
 	switch {
-	case retriableCodes[code]:
+	case retriableCode(code):
 		return wrapped
-	case permanentCodes[code]:
+	case permanentCode(code):
 		return handler.Permanent(wrapped)
 	case status == 408 || status == 429 || status >= 500:
 		return wrapped

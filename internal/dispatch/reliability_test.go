@@ -1,0 +1,534 @@
+package dispatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/triagehq/triage/internal/api"
+	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/auth"
+	"github.com/triagehq/triage/internal/config"
+	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/handler/demo"
+	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/localstack/stacktest"
+)
+
+// submitOne records and sends one task built from r.
+func submitOne(t *testing.T, a *app.App, r task.Request) *task.Task {
+	t.Helper()
+	tk, _, err := a.Enqueuer.Submit(context.Background(), r.NewTask(time.Now().UTC(), 15*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+func intp(n int) *int { return &n }
+
+func demoRegistry() *handler.Registry {
+	r := handler.NewRegistry()
+	demo.Register(r)
+	return r
+}
+
+// dlqMessages drains up to n messages from priority p's DLQ.
+func dlqMessages(t *testing.T, a *app.App, p task.Priority, n int) []queue.Received {
+	t.Helper()
+	var out []queue.Received
+	deadline := time.Now().Add(10 * time.Second)
+	for len(out) < n && time.Now().Before(deadline) {
+		msgs, err := a.Queues.ReceiveDLQ(context.Background(), p, 10, time.Second, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, msgs...)
+	}
+	return out
+}
+
+func TestRetriesBackOffThenComplete(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "high", Payload: json.RawMessage(`{"times":2}`), MaxAttempts: intp(3)})
+	opt := fastOptions()
+	opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: 2 * time.Second, Max: time.Minute, Jitter: 0.25}}
+	run(t, a.Consumer(demoRegistry(), opt))
+	done := waitStatus(t, a, tk.ID, task.Completed, 40*time.Second)
+	if done.Attempts != 3 || len(done.History) != 3 {
+		t.Fatalf("attempts %d, history %d, want 3 and 3", done.Attempts, len(done.History))
+	}
+	gap1 := done.History[1].StartedAt.Sub(done.History[0].StartedAt)
+	gap2 := done.History[2].StartedAt.Sub(done.History[1].StartedAt)
+	t.Logf("gaps between attempts: %v, %v", gap1, gap2)
+	if gap1 < 1500*time.Millisecond || gap2 <= gap1 {
+		t.Fatalf("gaps %v then %v: want at least the base delay, then growing", gap1, gap2)
+	}
+	if done.History[0].Error == "" || done.History[2].Error != "" || string(done.Result) != `{"succeeded_on_attempt":3}` {
+		t.Fatalf("history %+v result %s", done.History, done.Result)
+	}
+}
+
+func TestNonRetriableErrorGoesStraightToDLQ(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "medium", Payload: json.RawMessage(`{"times":9,"permanent":true,"message":"card declined"}`), MaxAttempts: intp(5)})
+	run(t, a.Consumer(demoRegistry(), fastOptions()))
+	dead := waitStatus(t, a, tk.ID, task.DeadLetter, 20*time.Second)
+	if dead.Attempts != 1 || dead.Error == nil || dead.Error.Message != "card declined" || dead.Error.Retriable {
+		t.Fatalf("dead task: attempts %d error %+v", dead.Attempts, dead.Error)
+	}
+	msgs := dlqMessages(t, a, task.Medium, 1)
+	if len(msgs) != 1 || !strings.Contains(msgs[0].Body, tk.ID) || msgs[0].Reason != "card declined" {
+		t.Fatalf("DLQ holds %+v", msgs)
+	}
+}
+
+func TestTimeoutCutsOffAndRetries(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	tk := submitOne(t, a, task.Request{Type: "sleep", Priority: "high", Payload: json.RawMessage(`{"ms":5000}`), MaxAttempts: intp(2), TimeoutSeconds: intp(1)})
+	opt := fastOptions()
+	opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: time.Second, Max: time.Second}}
+	run(t, a.Consumer(demoRegistry(), opt))
+	dead := waitStatus(t, a, tk.ID, task.DeadLetter, 30*time.Second)
+	if dead.Attempts != 2 || len(dead.History) != 2 {
+		t.Fatalf("attempts %d history %+v", dead.Attempts, dead.History)
+	}
+	for _, h := range dead.History {
+		took := h.FinishedAt.Sub(h.StartedAt)
+		if !strings.Contains(h.Error, "timeout") || took > 2500*time.Millisecond {
+			t.Fatalf("attempt %d: error %q after %v; want a timeout after about 1 s", h.Attempt, h.Error, took)
+		}
+	}
+	if !strings.Contains(dead.Error.Message, "timeout") || !dead.Error.Retriable {
+		t.Fatalf("final error %+v", dead.Error)
+	}
+}
+
+// The crash test runs a consumer in a child process (this test binary,
+// re-executed) and kills it with SIGKILL mid-task.
+const childEnv = "TRIAGE_TEST_CHILD_CONSUMER"
+
+func runChildConsumer() {
+	cfg, err := config.FromEnv(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	a, err := app.New(context.Background(), cfg, app.NewLogger(os.Stderr, "info"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	opt := dispatch.Options{Lease: 2 * time.Second, LeaseMargin: time.Second, PollWait: time.Second, WorkerID: "victim"}
+	_ = a.Consumer(demoRegistry(), opt).Run(context.Background())
+}
+
+func TestCrashedConsumerTaskIsFinishedByAnother(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), childEnv+"=1", "TRIAGE_PREFIX="+env.Prefix)
+	var childLog strings.Builder
+	child.Stderr = &childLog
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+
+	tk := submitOne(t, a, task.Request{Type: "sleep", Priority: "high", Payload: json.RawMessage(`{"ms":3000}`), TimeoutSeconds: intp(20), MaxAttempts: intp(3)})
+	running := waitStatus(t, a, tk.ID, task.Executing, 20*time.Second)
+	if running.WorkerID != "victim" {
+		t.Fatalf("claimed by %q", running.WorkerID)
+	}
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+
+	l := newLedger()
+	l.work = func(ctx context.Context, r handler.Request) (json.RawMessage, error) { return demo.Sleep(ctx, r) }
+	opt := fastOptions()
+	opt.Lease, opt.LeaseMargin, opt.WorkerID = 2*time.Second, time.Second, "rescuer"
+	run(t, a.Consumer(registry("sleep", l), opt))
+	done := waitStatus(t, a, tk.ID, task.Completed, 40*time.Second)
+	l.checkOnce(t, []string{tk.ID})
+	if done.Attempts != 2 || len(done.History) != 2 || done.History[0].WorkerID != "victim" || !strings.Contains(done.History[0].Error, "lease expired") || done.History[1].WorkerID != "rescuer" {
+		t.Fatalf("attempts %d history %+v; want the lost attempt counted", done.Attempts, done.History)
+	}
+}
+
+func TestLostLeaseCannotComplete(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	tk := submitOne(t, a, task.Request{Type: "block", Priority: "high", TimeoutSeconds: intp(30)})
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	h := handler.Func(func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
+		entered <- struct{}{}
+		<-release
+		return json.RawMessage(`"stale result"`), nil
+	})
+	opt := fastOptions()
+	opt.WorkerID = "worker-a"
+	opt.Lease = 30 * time.Second // no heartbeat during the test
+	run(t, a.Consumer(registry("block", h), opt))
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("worker A never started the task")
+	}
+	// Force the interleaving: worker B reclaims the task while A still runs.
+	ctx := context.Background()
+	cur, err := a.Store.Get(ctx, tk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requeued, err := a.Store.Transition(ctx, cur, task.Queued, func(n *task.Task) { n.WorkerID, n.LeaseUntil = "", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	stolen, err := a.Store.Transition(ctx, requeued, task.Executing, func(n *task.Task) { n.Attempts++; n.WorkerID = "worker-b" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(release) // A finishes now and tries to record its result
+	time.Sleep(time.Second)
+	now, err := a.Store.Get(ctx, tk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.Status != task.Executing || now.WorkerID != "worker-b" || now.Version != stolen.Version || len(now.Result) != 0 {
+		t.Fatalf("after A finished: status %s worker %s version %d (want %d) result %s", now.Status, now.WorkerID, now.Version, stolen.Version, now.Result)
+	}
+}
+
+func TestFourConsumersUnderFailures(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	const n = 2000
+	var ids []string
+	for i, p := range task.Priorities() {
+		k := n / 3
+		if i == 0 {
+			k += n % 3
+		}
+		ids = append(ids, submit(t, a, "work", p, k, `{}`)...)
+	}
+	failsOnce := func(id string) bool { h := fnv.New32a(); h.Write([]byte(id)); return h.Sum32()%10 == 0 }
+	l := newLedger()
+	var rngMu sync.Mutex
+	rng := rand.New(rand.NewPCG(1, 2))
+	l.work = func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
+		rngMu.Lock()
+		d := time.Duration(rng.IntN(21)) * time.Millisecond
+		rngMu.Unlock()
+		time.Sleep(d)
+		if r.Attempt == 1 && failsOnce(r.ID) {
+			return nil, errors.New("transient failure")
+		}
+		return json.RawMessage(`true`), nil
+	}
+	for range 4 {
+		opt := fastOptions()
+		opt.Concurrency = 8
+		opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: time.Second, Max: time.Second}, task.Medium: {Base: time.Second, Max: time.Second}, task.Low: {Base: time.Second, Max: time.Second}}
+		run(t, a.Consumer(registry("work", l), opt))
+	}
+	wantRuns := 0
+	failing := 0
+	for _, id := range ids {
+		wantRuns++
+		if failsOnce(id) {
+			wantRuns++
+			failing++
+		}
+	}
+	l.waitEnds(t, wantRuns, 4*time.Minute)
+	time.Sleep(500 * time.Millisecond)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.overlap) > 0 {
+		t.Fatalf("%d concurrent double executions, e.g. %s", len(l.overlap), l.overlap[0])
+	}
+	for _, id := range ids {
+		want := 1
+		if failsOnce(id) {
+			want = 2
+		}
+		if l.runs[id] != want {
+			t.Fatalf("task %s ran %d times, want %d", id, l.runs[id], want)
+		}
+	}
+	completed := 0
+	for _, p := range task.Priorities() {
+		c, err := a.Store.CountWaiting(context.Background(), task.Completed, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		completed += c
+	}
+	t.Logf("%d tasks, %d failed once, %d runs, %d completed", n, failing, len(l.ends), completed)
+	if completed != n {
+		t.Fatalf("%d of %d tasks completed", completed, n)
+	}
+}
+
+func TestPoisonMessagesGoToDLQ(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	ctx := context.Background()
+	for _, body := range []string{`not json at all`, `{"hello":"world"}`, `{"type":"","payload":{}}`} {
+		if _, err := a.Queues.Send(ctx, task.Low, body, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tk := submitOne(t, a, task.Request{Type: "echo", Priority: "low", Payload: json.RawMessage(`7`)})
+	run(t, a.Consumer(demoRegistry(), fastOptions()))
+	waitStatus(t, a, tk.ID, task.Completed, 20*time.Second)
+	msgs := dlqMessages(t, a, task.Low, 3)
+	if len(msgs) != 3 {
+		t.Fatalf("DLQ holds %d messages, want 3", len(msgs))
+	}
+	reasons := map[string]string{}
+	for _, m := range msgs {
+		reasons[m.Body] = m.Reason
+	}
+	for body, want := range map[string]string{`not json at all`: "not a JSON object", `{"hello":"world"}`: "neither", `{"type":"","payload":{}}`: "type: is required"} {
+		if !strings.Contains(reasons[body], want) {
+			t.Errorf("DLQ reason for %s = %q, want it to mention %q", body, reasons[body], want)
+		}
+	}
+}
+
+func TestDirectSendIsAdoptedOnce(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, map[string]string{config.EnvToken: "tok"})
+	ctx := context.Background()
+	// A producer inside AWS sends straight to the high queue with the SDK.
+	out, err := env.SQS.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl:    aws.String(a.Queues.URL(task.High)),
+		MessageBody: aws.String(`{"type":"flaky","payload":{"order":9},"max_attempts":3}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen atomic.Value
+	l := newLedger()
+	l.work = func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
+		seen.Store(r.ID)
+		if r.Attempt == 1 {
+			return nil, errors.New("first try fails, so the same SQS message is received again")
+		}
+		return r.Payload, nil
+	}
+	opt := fastOptions()
+	opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: time.Second, Max: time.Second}}
+	run(t, a.Consumer(registry("flaky", l), opt))
+	l.waitEnds(t, 2, 30*time.Second)
+	id, _ := seen.Load().(string)
+	done := waitStatus(t, a, id, task.Completed, 10*time.Second)
+	if done.Attempts != 2 || done.IdempotencyKey != "sqs:"+aws.ToString(out.MessageId) {
+		t.Fatalf("adopted task: attempts %d key %q", done.Attempts, done.IdempotencyKey)
+	}
+	l.checkOnce(t, nil)
+	if l.runs[id] != 2 || len(l.runs) != 1 {
+		t.Fatalf("runs %v: the redelivered message must reach the same task", l.runs)
+	}
+	// It is visible through the API like any other task.
+	toks := &auth.Tokens{}
+	toks.Add("tok", auth.Read)
+	srv := httptest.NewServer(a.API(toks, api.Options{}))
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/api/v1/tasks/"+id, nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&got)
+	if resp.StatusCode != 200 || got["status"] != "completed" || got["type"] != "flaky" {
+		t.Fatalf("GET = %d %v", resp.StatusCode, got)
+	}
+}
+
+func TestPauseAndResume(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	ctx := context.Background()
+	if _, err := a.Controls.SetPaused(ctx, "", true); err != nil {
+		t.Fatal(err)
+	}
+	ids := submit(t, a, "rec", task.High, 5, `{}`)
+	l := newLedger()
+	opt := fastOptions()
+	opt.MaxReceiveCount = 3 // low, so the test also covers refreshing put-off messages
+	run(t, a.Consumer(registry("rec", l), opt))
+	time.Sleep(6 * time.Second)
+	l.mu.Lock()
+	started := len(l.starts)
+	l.mu.Unlock()
+	if started != 0 {
+		t.Fatalf("%d tasks started while paused", started)
+	}
+	for _, id := range ids {
+		if tk, _ := a.Store.Get(ctx, id); tk.Status != task.Queued {
+			t.Fatalf("task %s is %s while paused", id, tk.Status)
+		}
+	}
+	if _, err := a.Controls.SetPaused(ctx, "", false); err != nil {
+		t.Fatal(err)
+	}
+	l.waitEnds(t, 5, 20*time.Second)
+	l.checkOnce(t, ids)
+	if d, _ := a.Queues.Depth(ctx, task.High); d.DLQ != 0 {
+		t.Fatalf("%d messages reached the DLQ while paused", d.DLQ)
+	}
+}
+
+func TestPauseOneType(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	ctx := context.Background()
+	if _, err := a.Controls.SetPaused(ctx, "held", true); err != nil {
+		t.Fatal(err)
+	}
+	held := submit(t, a, "held", task.Medium, 2, `{}`)
+	free := submit(t, a, "free", task.Medium, 2, `{}`)
+	l := newLedger()
+	reg := handler.NewRegistry()
+	reg.Register("held", l)
+	reg.Register("free", l)
+	run(t, a.Consumer(reg, fastOptions()))
+	for _, id := range free {
+		waitStatus(t, a, id, task.Completed, 20*time.Second)
+	}
+	for _, id := range held {
+		if tk, _ := a.Store.Get(ctx, id); tk.Status != task.Queued {
+			t.Fatalf("paused-type task %s is %s", id, tk.Status)
+		}
+	}
+	if _, err := a.Controls.SetPaused(ctx, "held", false); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range held {
+		waitStatus(t, a, id, task.Completed, 20*time.Second)
+	}
+}
+
+func TestConcurrencyLimitAcrossInstances(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	if _, err := a.Controls.SetLimits(context.Background(), "limited", 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	ids := submit(t, a, "limited", task.High, 12, `{}`)
+	l := newLedger()
+	l.work = func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
+		time.Sleep(300 * time.Millisecond)
+		return nil, nil
+	}
+	for range 2 { // two instances, each with its own view of the controls
+		b := env.App(t, nil)
+		opt := fastOptions()
+		opt.Concurrency = 4
+		run(t, b.Consumer(registry("limited", l), opt))
+	}
+	l.waitEnds(t, len(ids), 60*time.Second)
+	l.checkOnce(t, ids)
+	t.Logf("most running at once: %d", l.maxConc)
+	if l.maxConc > 2 {
+		t.Fatalf("%d ran at once with max_concurrency 2", l.maxConc)
+	}
+	if l.maxConc < 2 {
+		t.Fatalf("only %d ran at once; the limit should allow 2", l.maxConc)
+	}
+}
+
+func TestRateLimitAcrossInstances(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	if _, err := a.Controls.SetLimits(context.Background(), "metered", 5, 0); err != nil {
+		t.Fatal(err)
+	}
+	ids := submit(t, a, "metered", task.Medium, 90, `{}`)
+	l := newLedger()
+	for range 2 {
+		b := env.App(t, nil)
+		opt := fastOptions()
+		opt.Concurrency = 8
+		run(t, b.Consumer(registry("metered", l), opt))
+	}
+	time.Sleep(13 * time.Second)
+	l.mu.Lock()
+	starts := append([]event(nil), l.starts...)
+	l.mu.Unlock()
+	if len(starts) == 0 {
+		t.Fatal("nothing started")
+	}
+	from := starts[0].at.Add(time.Second) // skip the first, partial window
+	in := 0
+	for _, e := range starts {
+		if !e.at.Before(from) && e.at.Before(from.Add(10*time.Second)) {
+			in++
+		}
+	}
+	t.Logf("%d starts in 10 s at rate_limit_per_second 5 (%d tasks)", in, len(ids))
+	if in < 45 || in > 55 {
+		t.Fatalf("%d starts in 10 s; want 50 ± 10%%", in)
+	}
+}
+
+func TestReservedSlotStartsHighPromptly(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	l := newLedger()
+	l.work = func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
+		if r.Priority == task.Low {
+			select {
+			case <-time.After(15 * time.Second):
+			case <-ctx.Done():
+			}
+		}
+		return nil, nil
+	}
+	opt := fastOptions()
+	opt.Concurrency, opt.ReservedHigh = 3, 1
+	opt.DrainTimeout = time.Second
+	run(t, a.Consumer(registry("job", l), opt))
+	lows := submit(t, a, "job", task.Low, 2, `{}`)
+	for _, id := range lows {
+		waitStatus(t, a, id, task.Executing, 20*time.Second)
+	}
+	time.Sleep(1500 * time.Millisecond) // let the consumer settle into its idle polling
+	submitted := time.Now()
+	high := submit(t, a, "job", task.High, 1, `{}`)
+	started := waitStatus(t, a, high[0], task.Completed, 10*time.Second)
+	wait := started.StartedAt.Sub(submitted)
+	t.Logf("high task started %v after submit, with both general slots busy", wait)
+	if wait > time.Second {
+		t.Fatalf("high task waited %v for the reserved slot; want under 1 s", wait)
+	}
+}
