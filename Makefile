@@ -11,6 +11,14 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .PHONY: run test unit bench deps java emulators lambda synth deploy deploy-local infra-test fuzz vet clean
 
+CDK_VERSION      := 2.1148.1
+CDKLOCAL_VERSION := 3.0.4
+CDK_DIR          := .cdk
+CDK              := $(CDK_DIR)/node_modules/.bin/cdk
+CDKLOCAL         := $(CDK_DIR)/node_modules/.bin/cdklocal
+CDK_APP          := cd infra && go run .
+CDK_ARGS         ?=
+
 ## deps: everything `run` and `test` need beyond Go, Node and npm.
 deps: java emulators
 
@@ -55,3 +63,19 @@ clean:
 ## infra-test: the CDK assertions tests (infra/ is its own Go module).
 infra-test:
 	cd infra && $(GO) test -count=1 -timeout 10m ./...
+
+$(CDK) $(CDKLOCAL):
+	npm install --prefix $(CDK_DIR) --no-audit --no-fund --no-save aws-cdk@$(CDK_VERSION) aws-cdk-local@$(CDKLOCAL_VERSION)
+
+## synth: build the functions (no Docker) and write the cloud assembly to cdk.out/ (offline).
+synth: $(CDK)
+	$(CDK) synth --app "$(CDK_APP)" -o cdk.out -q $(CDK_ARGS)
+
+## deploy: needs AWS credentials and a one-time `cdk bootstrap aws://ACCOUNT/REGION`.
+deploy: $(CDK)
+	$(CDK) deploy TriageStack --app "$(CDK_APP)" -o cdk.out $(CDK_ARGS)
+
+## deploy-local: cdklocal against LocalStack on 127.0.0.1:4566 (needs Docker and LocalStack).
+deploy-local: $(CDKLOCAL)
+	$(CDKLOCAL) bootstrap --app "$(CDK_APP)" -o cdk.out $(CDK_ARGS)
+	$(CDKLOCAL) deploy TriageStack --app "$(CDK_APP)" -o cdk.out --require-approval never $(CDK_ARGS)

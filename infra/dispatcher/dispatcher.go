@@ -86,6 +86,14 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 	if err := checkWeights(p.Weights, s); err != nil {
 		return nil, fmt.Errorf("dispatcher %s: %w", id, err)
 	}
+	// Hash the function sources before declaring anything, so a missing or
+	// broken package leaves no half-built construct behind.
+	code := map[string]awslambda.Code{}
+	for _, name := range []string{"api", "consumer", "promoter"} {
+		if code[name], err = goCode(p.SourceRoot, "./functions/"+name, p.BuildLog); err != nil {
+			return nil, fmt.Errorf("dispatcher %s: function %s: %w", id, name, err)
+		}
+	}
 	d := &Dispatcher{Construct: constructs.NewConstruct(scope, jsii.String(id)), Spec: s}
 
 	d.Table = newTable(d.Construct, s.Table, p.RemovalPolicy)
@@ -104,12 +112,6 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 		})
 	}
 
-	code := map[string]awslambda.Code{}
-	for _, name := range []string{"api", "consumer", "promoter"} {
-		if code[name], err = goCode(p.SourceRoot, "./functions/"+name, p.BuildLog); err != nil {
-			return nil, fmt.Errorf("dispatcher %s: function %s: %w", id, name, err)
-		}
-	}
 	common := d.commonEnv(p)
 	d.API = d.newFunction("Api", p, p.API, code["api"], merge(common, map[string]string{
 		resourcespec.EnvTokensSecretARN: *d.TokensSecret.SecretArn(),

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -32,6 +33,7 @@ import (
 type App struct {
 	Config   config.Config
 	Log      *slog.Logger
+	AWS      aws.Config
 	DynamoDB *dynamodb.Client
 	SQS      *sqs.Client
 	Store    *store.Store
@@ -48,7 +50,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
-	a := &App{Config: cfg, Log: log, DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg)}
+	a := &App{Config: cfg, Log: log, AWS: awsCfg, DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg)}
 	a.Store = store.New(a.DynamoDB, cfg.Spec.Table.Name, store.WithLogger(log), store.WithRetention(cfg.Retention))
 	a.Queues, err = queue.Resolve(ctx, a.SQS, cfg.Spec, cfg.QueueURLs, cfg.DLQURLs)
 	if err != nil {

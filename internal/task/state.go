@@ -59,16 +59,18 @@ func (e *TransitionError) Unwrap() error { return ErrInvalidTransition }
 
 // CanTransition reports whether the state machine allows from -> to.
 // A queued task may also move to queued: that is a promotion or a re-dispatch.
+// A queued or retrying task moves to dead_letter when SQS redrove its
+// message to the DLQ (it crashed every consumer that received it).
 func CanTransition(from, to Status) bool {
 	switch from {
 	case Scheduled:
 		return to == Queued || to == Cancelled
 	case Queued:
-		return to == Executing || to == Cancelled || to == Queued
+		return to == Executing || to == Cancelled || to == Queued || to == DeadLetter
 	case Executing:
 		return to == Completed || to == Retrying || to == DeadLetter || to == Queued || to == Cancelled
 	case Retrying:
-		return to == Executing || to == Cancelled || to == Queued
+		return to == Executing || to == Cancelled || to == Queued || to == DeadLetter
 	case DeadLetter:
 		return to == Queued
 	}

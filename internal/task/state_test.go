@@ -16,6 +16,8 @@ func TestCheckTransition(t *testing.T) {
 		{Queued, Executing, true},
 		{Queued, Queued, true}, // promotion
 		{Queued, Completed, false},
+		{Queued, DeadLetter, true}, // redriven by SQS
+		{Retrying, DeadLetter, true},
 		{Executing, Completed, true},
 		{Executing, Retrying, true},
 		{Executing, DeadLetter, true},

@@ -1,0 +1,370 @@
+package promote_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/promote"
+	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/localstack/stacktest"
+)
+
+func TestMain(m *testing.M) { stacktest.Main(m) }
+
+func submitReq(t *testing.T, a *app.App, r task.Request, window time.Duration) *task.Task {
+	t.Helper()
+	tk, _, err := a.Enqueuer.Submit(context.Background(), r.NewTask(time.Now().UTC(), window))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+func runConsumer(t *testing.T, c *dispatch.Consumer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func runPromoter(t *testing.T, p *promote.Promoter, every time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx, every); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// starts records when each task first started.
+type starts struct {
+	mu   sync.Mutex
+	at   map[string]time.Time
+	runs map[string]int
+	work time.Duration
+}
+
+func newStarts(work time.Duration) *starts {
+	return &starts{at: map[string]time.Time{}, runs: map[string]int{}, work: work}
+}
+
+func (s *starts) Handle(ctx context.Context, r handler.Request) (json.RawMessage, error) {
+	s.mu.Lock()
+	if _, ok := s.at[r.ID]; !ok {
+		s.at[r.ID] = time.Now()
+	}
+	s.runs[r.ID]++
+	s.mu.Unlock()
+	time.Sleep(s.work)
+	return nil, nil
+}
+
+func (s *starts) get(id string) (time.Time, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.at[id], s.runs[id]
+}
+
+func waitStatus(t *testing.T, a *app.App, id string, want task.Status, timeout time.Duration) *task.Task {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last *task.Task
+	for time.Now().Before(deadline) {
+		tk, err := a.Store.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last = tk; tk.Status == want {
+			return tk
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("task %s is %s after %v, want %s", id, last.Status, timeout, want)
+	return nil
+}
+
+// The worst case for a low task: a strict consumer with one slot and a
+// high queue that never empties. Promotion alone gets it run, within
+// LOW_AFTER + MEDIUM_AFTER + 2 × interval.
+func TestStarvationBound(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	const lowAfter, mediumAfter, interval = 2 * time.Second, 4 * time.Second, time.Second
+	bound := lowAfter + mediumAfter + 2*interval
+	const slack = time.Second
+
+	h := newStarts(40 * time.Millisecond)
+	reg := handler.NewRegistry()
+	reg.Register("hi", h)
+	reg.Register("lo", h)
+	opt := dispatch.Options{Strict: true, Concurrency: 1, PollWait: time.Second, EmptyBackoff: 200 * time.Millisecond}
+	runConsumer(t, a.Consumer(reg, opt))
+
+	// Keep a few high tasks queued at all times, for the whole test.
+	ctx, stopFeed := context.WithCancel(context.Background())
+	var fed atomic.Int64
+	feedDone := make(chan struct{})
+	go func() {
+		defer close(feedDone)
+		deadline := time.Now().Add(bound + 5*time.Second)
+		for ctx.Err() == nil && time.Now().Before(deadline) {
+			n, err := a.Store.CountWaiting(ctx, task.Queued, task.High)
+			if err == nil && n < 4 {
+				for range 4 - n {
+					r := task.Request{Type: "hi", Priority: "high"}
+					if _, _, err := a.Enqueuer.Submit(ctx, r.NewTask(time.Now().UTC(), time.Minute)); err == nil {
+						fed.Add(1)
+					}
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { stopFeed(); <-feedDone })
+	time.Sleep(time.Second) // the high stream is flowing
+
+	t0 := time.Now()
+	low := submitReq(t, a, task.Request{Type: "lo", Priority: "low"}, time.Minute)
+	runPromoter(t, a.Promoter(promote.Options{LowAfter: lowAfter, MediumAfter: mediumAfter}), interval)
+
+	deadline := t0.Add(bound + slack + 5*time.Second)
+	var started time.Time
+	for time.Now().Before(deadline) {
+		if started, _ = h.get(low.ID); !started.IsZero() {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if started.IsZero() {
+		t.Fatalf("low task never started within %v", bound+slack+5*time.Second)
+	}
+	wait := started.Sub(t0)
+	t.Logf("low task waited %v; bound %v (2 s + 4 s + 2 × 1 s) + %v slack; %d high tasks fed", wait.Round(time.Millisecond), bound, slack, fed.Load())
+	if wait > bound+slack {
+		t.Fatalf("low task waited %v, over the bound %v + %v slack", wait, bound, slack)
+	}
+	if wait < lowAfter+mediumAfter {
+		t.Fatalf("low task started after %v, before it could have been promoted twice: was the high queue ever empty?", wait)
+	}
+	got, _ := a.Store.Get(context.Background(), low.ID)
+	if got.EffectivePriority != task.High || got.Priority != task.Low {
+		t.Fatalf("priority %s, effective %s; want low promoted to high", got.Priority, got.EffectivePriority)
+	}
+}
+
+func TestPromotedTaskRunsOnceAndStaleCopyIsDropped(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	low := submitReq(t, a, task.Request{Type: "lo", Priority: "low"}, time.Minute)
+	time.Sleep(1100 * time.Millisecond)
+	rep, err := a.Promoter(promote.Options{LowAfter: time.Second, MediumAfter: time.Hour}).RunOnce(context.Background())
+	if err != nil || rep.Promoted[task.Medium] != 1 {
+		t.Fatalf("promote: %+v %v", rep, err)
+	}
+	// The old message is still on the low queue; the new one is on medium.
+	for _, p := range []task.Priority{task.Low, task.Medium} {
+		if d, _ := a.Queues.Depth(context.Background(), p); d.Visible != 1 {
+			t.Fatalf("%s queue holds %+v, want 1 visible", p, d)
+		}
+	}
+	h := newStarts(0)
+	reg := handler.NewRegistry()
+	reg.Register("lo", h)
+	runConsumer(t, a.Consumer(reg, dispatch.Options{Concurrency: 4, PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond}))
+	done := waitStatus(t, a, low.ID, task.Completed, 20*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		d, _ := a.Queues.Depth(context.Background(), task.Low)
+		if d.Visible+d.InFlight == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, runs := h.get(low.ID); runs != 1 {
+		t.Fatalf("promoted task ran %d times", runs)
+	}
+	if d, _ := a.Queues.Depth(context.Background(), task.Low); d.Visible+d.InFlight != 0 {
+		t.Fatalf("stale copy still on the low queue: %+v", d)
+	}
+	if done.EffectivePriority != task.Medium {
+		t.Fatalf("ran at %s", done.EffectivePriority)
+	}
+}
+
+func TestCancelledTaskIsNeverPromotedOrRun(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	low := submitReq(t, a, task.Request{Type: "lo", Priority: "low"}, time.Minute)
+	if _, err := a.Store.Cancel(context.Background(), low.ID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	rep, err := a.Promoter(promote.Options{LowAfter: time.Second, MediumAfter: time.Second}).RunOnce(context.Background())
+	if err != nil || rep.Promoted[task.Medium]+rep.Promoted[task.High] != 0 {
+		t.Fatalf("promoter: %+v %v", rep, err)
+	}
+	h := newStarts(0)
+	reg := handler.NewRegistry()
+	reg.Register("lo", h)
+	runConsumer(t, a.Consumer(reg, dispatch.Options{PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond}))
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if d, _ := a.Queues.Depth(context.Background(), task.Low); d.Visible+d.InFlight == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, runs := h.get(low.ID); runs != 0 {
+		t.Fatalf("cancelled task ran %d times", runs)
+	}
+	got, _ := a.Store.Get(context.Background(), low.ID)
+	if got.Status != task.Cancelled || got.EffectivePriority != task.Low {
+		t.Fatalf("task %s at %s", got.Status, got.EffectivePriority)
+	}
+	if d, _ := a.Queues.Depth(context.Background(), task.Low); d.Visible+d.InFlight != 0 {
+		t.Fatalf("the cancelled task's message was not dropped: %+v", d)
+	}
+}
+
+func TestScheduledTaskRunsOnTime(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	const window = time.Second
+	runAt := time.Now().Add(3 * time.Second).UTC()
+	tk := submitReq(t, a, task.Request{Type: "at", Priority: "medium", RunAt: &runAt}, window)
+	if tk.Status != task.Scheduled {
+		t.Fatalf("a task 3 s out with a 1 s direct window is %s, want scheduled", tk.Status)
+	}
+	if d, _ := a.Queues.Depth(context.Background(), task.Medium); d.Visible+d.Delayed != 0 {
+		t.Fatalf("a scheduled task has a message already: %+v", d)
+	}
+	h := newStarts(0)
+	reg := handler.NewRegistry()
+	reg.Register("at", h)
+	runConsumer(t, a.Consumer(reg, dispatch.Options{PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond}))
+	runPromoter(t, a.Promoter(promote.Options{DirectWindow: window}), 200*time.Millisecond)
+
+	time.Sleep(time.Until(runAt) - 1500*time.Millisecond)
+	if got, _ := a.Store.Get(context.Background(), tk.ID); got.Status != task.Scheduled {
+		t.Fatalf("1.5 s before run_at the task is %s, want still scheduled", got.Status)
+	}
+	waitStatus(t, a, tk.ID, task.Completed, 10*time.Second)
+	started, runs := h.get(tk.ID)
+	late := started.Sub(runAt)
+	t.Logf("started %v after run_at", late.Round(time.Millisecond))
+	if runs != 1 || late < -200*time.Millisecond || late > time.Second {
+		t.Fatalf("started %v after run_at (runs %d); want within 1 s of it, not early", late, runs)
+	}
+}
+
+func TestRedrivenMessageMarksTaskDeadLetter(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	ctx := context.Background()
+	tk := submitReq(t, a, task.Request{Type: "crashy", Priority: "high"}, time.Minute)
+	// A consumer that crashes on this message every time: receive it and
+	// never delete it, until SQS's redrive policy moves it to the DLQ.
+	maxRecv := env.Spec.Queues[0].MaxReceiveCount
+	for i := 0; i < maxRecv+2; i++ {
+		msgs, err := a.Queues.Receive(ctx, task.High, 1, time.Second, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			if err := a.Queues.ChangeVisibility(ctx, task.High, m.ReceiptHandle, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if d, _ := a.Queues.Depth(ctx, task.High); d.DLQ != 1 || d.Visible != 0 {
+		t.Fatalf("after %d receives the queues hold %+v; want the message redriven to the DLQ", maxRecv+2, d)
+	}
+	rep, err := a.Promoter(promote.Options{}).RunOnce(ctx)
+	if err != nil || rep.Reconciled != 1 {
+		t.Fatalf("reconcile: %+v %v", rep, err)
+	}
+	dead, _ := a.Store.Get(ctx, tk.ID)
+	if dead.Status != task.DeadLetter || dead.Error == nil || dead.Error.Message != promote.ReasonMaxReceives {
+		t.Fatalf("task %s error %+v", dead.Status, dead.Error)
+	}
+	// The message stays in the DLQ, readable for replay, now with its reason.
+	msgs, err := a.Queues.ReceiveDLQ(ctx, task.High, 10, time.Second, time.Second)
+	if err != nil || len(msgs) != 1 || msgs[0].Reason != promote.ReasonMaxReceives {
+		t.Fatalf("DLQ: %+v %v", msgs, err)
+	}
+	// A second run leaves it alone.
+	time.Sleep(1100 * time.Millisecond)
+	if rep, err := a.Promoter(promote.Options{}).RunOnce(ctx); err != nil || rep.Reconciled != 0 {
+		t.Fatalf("second reconcile: %+v %v", rep, err)
+	}
+}
+
+func TestLostMessageIsRecovered(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	ctx := context.Background()
+	tk := submitReq(t, a, task.Request{Type: "lo", Priority: "medium"}, time.Minute)
+	// Simulate a worker that claimed the task, then vanished together with
+	// its message: delete the message, and leave the claim with a lease
+	// that ended long ago.
+	msgs, err := a.Queues.Receive(ctx, task.Medium, 1, time.Second, time.Minute)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("receive: %v %v", msgs, err)
+	}
+	if err := a.Queues.Delete(ctx, task.Medium, msgs[0].ReceiptHandle); err != nil {
+		t.Fatal(err)
+	}
+	expired := time.Now().Add(-10 * time.Minute)
+	if _, err := a.Store.Transition(ctx, tk, task.Executing, func(n *task.Task) {
+		n.Attempts, n.WorkerID, n.LeaseUntil, n.StartedAt = 1, "ghost", &expired, &expired
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := a.Promoter(promote.Options{}).RunOnce(ctx)
+	if err != nil || rep.Recovered != 1 {
+		t.Fatalf("recover: %+v %v", rep, err)
+	}
+	h := newStarts(0)
+	reg := handler.NewRegistry()
+	reg.Register("lo", h)
+	runConsumer(t, a.Consumer(reg, dispatch.Options{PollWait: time.Second}))
+	done := waitStatus(t, a, tk.ID, task.Completed, 20*time.Second)
+	if done.Attempts != 2 || done.History[0].WorkerID != "ghost" {
+		t.Fatalf("attempts %d history %+v: want the lost attempt counted", done.Attempts, done.History)
+	}
+}
+
+func TestTerminalTasksExpireByTTL(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, map[string]string{"TRIAGE_RETENTION": "48h"})
+	ctx := context.Background()
+	ttl, err := env.DynamoDB.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: &env.Spec.Table.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := ttl.TimeToLiveDescription; d == nil || d.TimeToLiveStatus != ddbtypes.TimeToLiveStatusEnabled || *d.AttributeName != "expires_at" {
+		t.Fatalf("TTL on the table: %+v", ttl.TimeToLiveDescription)
+	}
+	tk := submitReq(t, a, task.Request{Type: "lo"}, time.Minute)
+	if tk.ExpiresAt != 0 {
+		t.Fatalf("a queued task has expires_at %d", tk.ExpiresAt)
+	}
+	cancelled, err := a.Store.Cancel(ctx, tk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := time.Now().Add(48 * time.Hour).Unix()
+	if cancelled.ExpiresAt < want-60 || cancelled.ExpiresAt > want+60 {
+		t.Fatalf("expires_at %d, want about %d (now + 48 h)", cancelled.ExpiresAt, want)
+	}
+}
