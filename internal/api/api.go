@@ -14,24 +14,62 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/triagehq/triage/internal/auth"
+	"github.com/triagehq/triage/internal/control"
+	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/stats"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 )
 
 // Store is the part of the task store the API uses.
 type Store interface {
+	stats.Store
 	Get(ctx context.Context, id string) (*task.Task, error)
-	Now() time.Time
+	List(ctx context.Context, f store.ListFilter, limit int, cursor string) ([]*task.Task, string, error)
+	Cancel(ctx context.Context, id string) (*task.Task, error)
+	Delete(ctx context.Context, cur *task.Task) error
+	Cleanup(ctx context.Context, olderThan time.Time) (int, error)
 }
 
-// Enqueuer creates tasks and sends their messages.
+// Enqueuer creates tasks, sends their messages and retries dead ones.
 type Enqueuer interface {
 	Submit(ctx context.Context, t *task.Task) (*task.Task, bool, error)
+	SubmitBatch(ctx context.Context, ts []*task.Task) []enqueue.Result
+	Retry(ctx context.Context, get func(context.Context, string) (*task.Task, error), id string) (*task.Task, error)
+}
+
+// Queues reads queue depths (stats and backpressure).
+type Queues interface {
+	stats.Queues
+}
+
+// Controls reads and writes pause and limit settings.
+type Controls interface {
+	SetPaused(ctx context.Context, typ string, paused bool) (control.Settings, error)
+	SetLimits(ctx context.Context, typ string, rate float64, maxConcurrency int) (control.Settings, error)
+	List(ctx context.Context) ([]control.Settings, error)
+}
+
+// DLQ lists and replays the dead-letter queues.
+type DLQ interface {
+	List(ctx context.Context, prios []task.Priority, limit int) ([]deadletter.Message, error)
+	Replay(ctx context.Context, f deadletter.ReplayFilter) (deadletter.ReplayResult, error)
+}
+
+// Deps are the parts the API serves from.
+type Deps struct {
+	Store    Store
+	Enqueuer Enqueuer
+	Queues   Queues
+	Controls Controls
+	DLQ      DLQ
+	Tokens   *auth.Tokens
 }
 
 // Options tunes the API.
@@ -40,42 +78,85 @@ type Options struct {
 	// scheduled and is released by the promoter; nearer ones are sent at
 	// once with a delay (15 min, SQS's longest delay).
 	DirectWindow time.Duration
-	Logger       *slog.Logger
+	// MaxDepth is the queue depth over which submits get 429 (0: no limit).
+	// MaxDepthHigh is the same for high-priority submits, which may keep a
+	// higher limit so urgent work still gets in.
+	MaxDepth     int
+	MaxDepthHigh int
+	// Dashboard, if set, is served at / (and its assets).
+	Dashboard http.Handler
+	Logger    *slog.Logger
 }
 
 // Server serves the API.
 type Server struct {
-	store  Store
-	enq    Enqueuer
-	tokens *auth.Tokens
-	opt    Options
-	log    *slog.Logger
-	mux    *http.ServeMux
+	store    Store
+	enq      Enqueuer
+	queues   Queues
+	controls Controls
+	dlq      DLQ
+	tokens   *auth.Tokens
+	opt      Options
+	log      *slog.Logger
+	mux      *http.ServeMux
+	routes   []string
+	depth    depthCache
 }
 
 // New returns the API handler.
-func New(s Store, e Enqueuer, tokens *auth.Tokens, opt Options) *Server {
+func New(d Deps, opt Options) *Server {
 	if opt.DirectWindow <= 0 {
 		opt.DirectWindow = 15 * time.Minute
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	srv := &Server{store: s, enq: e, tokens: tokens, opt: opt, log: opt.Logger, mux: http.NewServeMux()}
-	srv.routes()
+	srv := &Server{
+		store: d.Store, enq: d.Enqueuer, queues: d.Queues, controls: d.Controls, dlq: d.DLQ, tokens: d.Tokens,
+		opt: opt, log: opt.Logger, mux: http.NewServeMux(), depth: depthCache{at: map[task.Priority]time.Time{}, n: map[task.Priority]int{}},
+	}
+	srv.register()
 	return srv
 }
 
-func (s *Server) routes() {
+func (s *Server) register() {
 	s.handle("POST /api/v1/tasks", auth.Submit, s.submit)
+	s.handle("POST /api/v1/tasks/batch", auth.Submit, s.submitBatch)
+	s.handle("GET /api/v1/tasks", auth.Read, s.list)
 	s.handle("GET /api/v1/tasks/{id}", auth.Read, s.get)
-	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+	s.handle("POST /api/v1/tasks/{id}/cancel", auth.Admin, s.cancel)
+	s.handle("POST /api/v1/tasks/{id}/retry", auth.Admin, s.retry)
+	s.handle("DELETE /api/v1/tasks/{id}", auth.Admin, s.delete)
+	s.handle("DELETE /api/v1/tasks", auth.Admin, s.cleanup)
+	s.handle("GET /api/v1/stats", auth.Read, s.stats)
+	s.handle("POST /api/v1/control/pause", auth.Admin, s.pause(true))
+	s.handle("POST /api/v1/control/resume", auth.Admin, s.pause(false))
+	s.handle("PUT /api/v1/control/types/{type}", auth.Admin, s.setLimits)
+	s.handle("GET /api/v1/control", auth.Read, s.listControls)
+	s.handle("GET /api/v1/dlq", auth.Read, s.listDLQ)
+	s.handle("POST /api/v1/dlq/replay", auth.Admin, s.replayDLQ)
+	s.public("GET /api/v1/openapi.json", s.openapi)
+	if s.opt.Dashboard != nil {
+		for _, p := range []string{"GET /{$}", "GET /dashboard.js", "GET /dashboard.css"} {
+			s.public(p, s.opt.Dashboard.ServeHTTP)
+		}
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})
 }
 
+// Routes lists the registered route patterns ("METHOD /path").
+func (s *Server) Routes() []string { return append([]string(nil), s.routes...) }
+
+func (s *Server) public(pattern string, h func(http.ResponseWriter, *http.Request)) {
+	s.routes = append(s.routes, pattern)
+	s.mux.HandleFunc(pattern, h)
+}
+
 // handle registers an authenticated route.
 func (s *Server) handle(pattern string, scope auth.Scope, h func(http.ResponseWriter, *http.Request)) {
+	s.routes = append(s.routes, pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if err := s.tokens.Check(r.Header.Get("Authorization"), scope); err != nil {
 			if errors.Is(err, auth.ErrForbidden) {
@@ -113,6 +194,11 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t := req.NewTask(s.store.Now().UTC(), s.opt.DirectWindow)
+	if wait, over := s.overloaded(r.Context(), t.EffectivePriority); over {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
+		writeError(w, http.StatusTooManyRequests, "too_many_requests", "", fmt.Sprintf("the %s queue is over its depth limit; retry after %d s", t.EffectivePriority, int(wait.Seconds())))
+		return
+	}
 	saved, created, err := s.enq.Submit(r.Context(), t)
 	if err != nil {
 		s.internal(w, r, "submit task", err)
@@ -127,12 +213,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	t, err := s.store.Get(r.Context(), r.PathValue("id"))
-	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, http.StatusNotFound, "not_found", "id", fmt.Sprintf("no task with id %q", r.PathValue("id")))
-		return
-	}
-	if err != nil {
-		s.internal(w, r, "get task", err)
+	if s.taskError(w, r, "get task", err) {
 		return
 	}
 	writeJSON(w, http.StatusOK, t)
@@ -219,6 +300,25 @@ func validate(w http.ResponseWriter, req *task.Request) bool {
 	}
 	writeError(w, http.StatusBadRequest, "bad_request", "", err.Error())
 	return false
+}
+
+// taskError writes the response for a failed operation on one task and
+// reports whether there was an error.
+func (s *Server) taskError(w http.ResponseWriter, r *http.Request, what string, err error) bool {
+	var se *store.StateError
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", "id", fmt.Sprintf("no task with id %q", r.PathValue("id")))
+	case errors.As(err, &se):
+		writeError(w, http.StatusConflict, "conflict", "", se.Error())
+	case errors.Is(err, store.ErrConflict):
+		writeError(w, http.StatusConflict, "conflict", "", "the task changed while this request ran; try again")
+	default:
+		s.internal(w, r, what, err)
+	}
+	return true
 }
 
 func (s *Server) internal(w http.ResponseWriter, r *http.Request, what string, err error) {

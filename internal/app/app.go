@@ -22,6 +22,7 @@ import (
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/control"
+	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/handler"
@@ -79,7 +80,16 @@ func (a *App) API(tokens *auth.Tokens, opt api.Options) http.Handler {
 	if opt.Logger == nil {
 		opt.Logger = a.Log
 	}
-	return api.New(a.Store, a.Enqueuer, tokens, opt)
+	if opt.MaxDepth == 0 {
+		opt.MaxDepth = a.Config.MaxDepth
+	}
+	if opt.MaxDepthHigh == 0 {
+		opt.MaxDepthHigh = a.Config.MaxDepthHigh
+	}
+	return api.New(api.Deps{
+		Store: a.Store, Enqueuer: a.Enqueuer, Queues: a.Queues, Controls: a.Controls,
+		DLQ: deadletter.New(a.Queues, a.Store, a.Enqueuer), Tokens: tokens,
+	}, opt)
 }
 
 // Consumer returns a consumer running handlers from reg, with the polling

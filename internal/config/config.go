@@ -40,6 +40,8 @@ const (
 	EnvWebhookSecret   = "TRIAGE_WEBHOOK_SECRET"       // HMAC key for webhook signatures
 	EnvConsumerARN     = "TRIAGE_CONSUMER_FUNCTION"    // consumer function the promoter may fan out to
 	EnvLogLevel        = "TRIAGE_LOG_LEVEL"            // debug|info|warn|error (default info)
+	EnvMaxDepth        = "TRIAGE_MAX_QUEUE_DEPTH"      // submits get 429 over this queue depth (default 100000; 0: no limit)
+	EnvMaxDepthHigh    = "TRIAGE_MAX_QUEUE_DEPTH_HIGH" // the same for high-priority submits (default 2 × the above)
 )
 
 // Config is the parsed environment.
@@ -64,6 +66,8 @@ type Config struct {
 	WebhookSecret   string
 	ConsumerARN     string
 	LogLevel        string
+	MaxDepth        int
+	MaxDepthHigh    int
 }
 
 // Defaults.
@@ -76,6 +80,7 @@ const (
 	DefaultMediumAfter     = 20 * time.Minute
 	DefaultPromoteInterval = time.Minute
 	DefaultRetention       = 7 * 24 * time.Hour
+	DefaultMaxDepth        = 100000
 )
 
 // DefaultWeights are the weighted-polling shares: high 6, medium 3, low 1.
@@ -123,11 +128,16 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}{
 		{EnvConcurrency, &c.Concurrency, DefaultConcurrency},
 		{EnvReservedHigh, &c.ReservedHigh, DefaultReservedHigh},
+		{EnvMaxDepth, &c.MaxDepth, DefaultMaxDepth},
+		{EnvMaxDepthHigh, &c.MaxDepthHigh, 0},
 	}
 	for _, v := range ints {
 		if *v.dst, err = parseInt(getenv(v.name), v.def); err != nil {
 			return c, fmt.Errorf("%s: %w", v.name, err)
 		}
+	}
+	if getenv(EnvMaxDepthHigh) == "" {
+		c.MaxDepthHigh = 2 * c.MaxDepth
 	}
 	if c.ReservedHigh >= c.Concurrency {
 		return c, fmt.Errorf("%s (%d) must be less than %s (%d)", EnvReservedHigh, c.ReservedHigh, EnvConcurrency, c.Concurrency)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 )
 
@@ -201,4 +202,31 @@ func (e *Enqueuer) RedispatchBatch(ctx context.Context, to task.Status, p task.P
 		firstErr = fmt.Errorf("redispatch batch to %s: %d sends failed", p, len(failed))
 	}
 	return moved, firstErr
+}
+
+// Retry puts a dead-lettered task back on its original priority's queue
+// with its attempts reset and its error cleared; its history is kept. A
+// task in any other status is a *store.StateError.
+func (e *Enqueuer) Retry(ctx context.Context, get func(context.Context, string) (*task.Task, error), id string) (*task.Task, error) {
+	for range 5 {
+		t, err := get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if t.Status != task.DeadLetter {
+			return t, &store.StateError{ID: id, Status: t.Status, Op: "retry"}
+		}
+		next, err := e.Redispatch(ctx, t, task.Queued, t.Priority, 0, func(n *task.Task) {
+			n.Attempts = 0
+			n.Error, n.Result = nil, nil
+			n.CompletedAt, n.RetryAt, n.StartedAt = nil, nil, nil
+			n.ExpiresAt = 0
+			n.CancelRequested = false
+		})
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		return next, err
+	}
+	return nil, fmt.Errorf("retry task %s: %w (it kept changing)", id, store.ErrConflict)
 }

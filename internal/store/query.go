@@ -26,7 +26,8 @@ type Page struct {
 type WaitingQuery struct {
 	Status   task.Status
 	Priority task.Priority
-	Before   time.Time // zero: no bound
+	Before   time.Time // zero: no upper bound
+	After    time.Time // zero: no lower bound
 	Limit    int32
 	Start    map[string]types.AttributeValue
 }
@@ -35,8 +36,13 @@ type WaitingQuery struct {
 // each task with a conditional write before acting on it.
 func (s *Store) Waiting(ctx context.Context, q WaitingQuery) (Page, error) {
 	key := expression.Key(spec.AttrGSI1PK).Equal(expression.Value(StatusPartition(q.Status, q.Priority)))
-	if !q.Before.IsZero() {
+	switch {
+	case !q.Before.IsZero() && !q.After.IsZero():
+		key = key.And(expression.Key(spec.AttrGSI1SK).Between(expression.Value(SortableTime(q.After)), expression.Value(SortableTime(q.Before))))
+	case !q.Before.IsZero():
 		key = key.And(expression.Key(spec.AttrGSI1SK).LessThan(expression.Value(SortableTime(q.Before))))
+	case !q.After.IsZero():
+		key = key.And(expression.Key(spec.AttrGSI1SK).GreaterThan(expression.Value(SortableTime(q.After))))
 	}
 	return s.query(ctx, spec.IndexByStatus, key, q.Limit, q.Start, true)
 }

@@ -68,6 +68,7 @@ type Store struct {
 	log       *slog.Logger
 	now       func() time.Time
 	retention time.Duration
+	types     typeRegistry
 }
 
 // Option configures a Store.
@@ -88,7 +89,8 @@ const DefaultRetention = 7 * 24 * time.Hour
 
 // New returns a store on table.
 func New(db DynamoDB, table string, opts ...Option) *Store {
-	s := &Store{db: db, table: table, log: slog.New(slog.DiscardHandler), now: time.Now, retention: DefaultRetention}
+	s := &Store{db: db, table: table, log: slog.New(slog.DiscardHandler), now: time.Now, retention: DefaultRetention,
+		types: typeRegistry{seen: map[string]bool{}}}
 	for _, o := range opts {
 		o(s)
 	}

@@ -1,0 +1,366 @@
+package api
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/triagehq/triage/internal/deadletter"
+	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/stats"
+	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/internal/task"
+)
+
+// MaxBatch is the most tasks one batch submit may carry.
+const MaxBatch = 100
+
+// BatchRequest is the body of POST /tasks/batch.
+type BatchRequest struct {
+	Tasks []task.Request `json:"tasks"`
+}
+
+// BatchItem is one task's outcome in a batch response.
+type BatchItem struct {
+	Index  int          `json:"index"`
+	Status int          `json:"status"`
+	Task   *task.Task   `json:"task,omitempty"`
+	Error  *ErrorDetail `json:"error,omitempty"`
+}
+
+func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
+	var req BatchRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if len(req.Tasks) == 0 || len(req.Tasks) > MaxBatch {
+		writeError(w, http.StatusBadRequest, "invalid_field", "tasks", fmt.Sprintf("tasks: must hold 1 to %d tasks, got %d", MaxBatch, len(req.Tasks)))
+		return
+	}
+	items := make([]BatchItem, len(req.Tasks))
+	var ts []*task.Task
+	var idx []int
+	now := s.store.Now().UTC()
+	for i := range req.Tasks {
+		items[i].Index = i
+		rq := &req.Tasks[i]
+		if err := rq.Validate(); err != nil {
+			var fe *task.FieldError
+			errors.As(err, &fe)
+			items[i].Status, items[i].Error = http.StatusBadRequest, &ErrorDetail{Code: "invalid_field", Message: fe.Error(), Field: fmt.Sprintf("tasks[%d].%s", i, fe.Field)}
+			if fe.TooLarge {
+				items[i].Status, items[i].Error.Code = http.StatusRequestEntityTooLarge, "too_large"
+			}
+			continue
+		}
+		t := rq.NewTask(now, s.opt.DirectWindow)
+		if wait, over := s.overloaded(r.Context(), t.EffectivePriority); over {
+			items[i].Status, items[i].Error = http.StatusTooManyRequests, &ErrorDetail{Code: "too_many_requests", Message: fmt.Sprintf("the %s queue is over its depth limit; retry after %d s", t.EffectivePriority, int(wait.Seconds()))}
+			continue
+		}
+		ts = append(ts, t)
+		idx = append(idx, i)
+	}
+	for j, res := range s.enq.SubmitBatch(r.Context(), ts) {
+		i := idx[j]
+		switch {
+		case errors.Is(res.Err, enqueue.ErrNotSent):
+			items[i].Status, items[i].Error = http.StatusServiceUnavailable, &ErrorDetail{Code: "unavailable", Message: "the queue did not accept the task; nothing was recorded, try again"}
+		case res.Err != nil:
+			s.log.Error("batch submit item failed", "index", i, "error", res.Err)
+			items[i].Status, items[i].Error = http.StatusInternalServerError, &ErrorDetail{Code: "internal", Message: "submit failed"}
+		case res.Created:
+			items[i].Status, items[i].Task = http.StatusCreated, res.Task
+		default:
+			items[i].Status, items[i].Task = http.StatusOK, res.Task
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": items})
+}
+
+// TaskList is the body of GET /tasks.
+type TaskList struct {
+	Tasks      []*task.Task `json:"tasks"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+}
+
+// MaxListLimit bounds a page of GET /tasks.
+const MaxListLimit = 1000
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var f store.ListFilter
+	f.Type = q.Get("type")
+	if v := q.Get("status"); v != "" {
+		st, err := task.ParseStatus(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_field", "status", "status: "+err.Error())
+			return
+		}
+		f.Status = st
+	}
+	if v := q.Get("priority"); v != "" {
+		p, err := task.ParsePriority(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_field", "priority", "priority: "+err.Error())
+			return
+		}
+		f.Priority = p
+	}
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxListLimit {
+			writeError(w, http.StatusBadRequest, "invalid_field", "limit", fmt.Sprintf("limit: must be a whole number from 1 to %d", MaxListLimit))
+			return
+		}
+		limit = n
+	}
+	ts, next, err := s.store.List(r.Context(), f, limit, q.Get("cursor"))
+	if errors.Is(err, store.ErrBadCursor) {
+		writeError(w, http.StatusBadRequest, "invalid_field", "cursor", "cursor: not a cursor from next_cursor")
+		return
+	}
+	if err != nil {
+		s.internal(w, r, "list tasks", err)
+		return
+	}
+	if ts == nil {
+		ts = []*task.Task{}
+	}
+	writeJSON(w, http.StatusOK, TaskList{Tasks: ts, NextCursor: next})
+}
+
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
+	t, err := s.store.Cancel(r.Context(), r.PathValue("id"))
+	if s.taskError(w, r, "cancel task", err) {
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+func (s *Server) retry(w http.ResponseWriter, r *http.Request) {
+	t, err := s.enq.Retry(r.Context(), s.store.Get, r.PathValue("id"))
+	if s.taskError(w, r, "retry task", err) {
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	t, err := s.store.Get(r.Context(), r.PathValue("id"))
+	if s.taskError(w, r, "delete task", err) {
+		return
+	}
+	if !t.Status.Terminal() {
+		s.taskError(w, r, "delete task", &store.StateError{ID: t.ID, Status: t.Status, Op: "delete"})
+		return
+	}
+	if s.taskError(w, r, "delete task", s.store.Delete(r.Context(), t)) {
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) cleanup(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query().Get("older_than")
+	if v == "" {
+		writeError(w, http.StatusBadRequest, "invalid_field", "older_than", "older_than: required, an RFC 3339 time such as 2026-01-02T15:04:05Z")
+		return
+	}
+	before, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_field", "older_than", "older_than: not an RFC 3339 time: "+err.Error())
+		return
+	}
+	n, err := s.store.Cleanup(r.Context(), before)
+	if err != nil {
+		s.internal(w, r, "cleanup", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"deleted": n})
+}
+
+func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
+	st, err := stats.Collect(r.Context(), s.store, s.queues)
+	if err != nil {
+		s.internal(w, r, "collect stats", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) pause(paused bool) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		st, err := s.controls.SetPaused(r.Context(), r.URL.Query().Get("type"), paused)
+		if err != nil {
+			s.internal(w, r, "set pause", err)
+			return
+		}
+		writeJSON(w, http.StatusOK, st)
+	}
+}
+
+// LimitsRequest is the body of PUT /control/types/{type}.
+type LimitsRequest struct {
+	RateLimitPerSecond *float64 `json:"rate_limit_per_second"`
+	MaxConcurrency     *int     `json:"max_concurrency"`
+}
+
+func (s *Server) setLimits(w http.ResponseWriter, r *http.Request) {
+	var req LimitsRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	var rate float64
+	var conc int
+	if req.RateLimitPerSecond != nil {
+		if rate = *req.RateLimitPerSecond; rate < 0 || rate > 100000 {
+			writeError(w, http.StatusBadRequest, "invalid_field", "rate_limit_per_second", "rate_limit_per_second: must be from 0 (no limit) to 100000")
+			return
+		}
+	}
+	if req.MaxConcurrency != nil {
+		if conc = *req.MaxConcurrency; conc < 0 || conc > 10000 {
+			writeError(w, http.StatusBadRequest, "invalid_field", "max_concurrency", "max_concurrency: must be from 0 (no limit) to 10000")
+			return
+		}
+	}
+	st, err := s.controls.SetLimits(r.Context(), r.PathValue("type"), rate, conc)
+	if err != nil {
+		s.internal(w, r, "set limits", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) listControls(w http.ResponseWriter, r *http.Request) {
+	cs, err := s.controls.List(r.Context())
+	if err != nil {
+		s.internal(w, r, "list controls", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"controls": cs})
+}
+
+// dlqPriorities reads the optional priority parameter.
+func dlqPriorities(w http.ResponseWriter, v string) ([]task.Priority, bool) {
+	if v == "" {
+		return task.Priorities(), true
+	}
+	p, err := task.ParsePriority(v)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_field", "priority", "priority: "+err.Error())
+		return nil, false
+	}
+	return []task.Priority{p}, true
+}
+
+func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) {
+	prios, ok := dlqPriorities(w, r.URL.Query().Get("priority"))
+	if !ok {
+		return
+	}
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxListLimit {
+			writeError(w, http.StatusBadRequest, "invalid_field", "limit", fmt.Sprintf("limit: must be a whole number from 1 to %d", MaxListLimit))
+			return
+		}
+		limit = n
+	}
+	msgs, err := s.dlq.List(r.Context(), prios, limit)
+	if err != nil {
+		s.internal(w, r, "list DLQ", err)
+		return
+	}
+	if msgs == nil {
+		msgs = []deadletter.Message{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
+}
+
+// ReplayRequest is the body of POST /dlq/replay.
+type ReplayRequest struct {
+	Priority string `json:"priority"`
+	Type     string `json:"type"`
+	Limit    *int   `json:"limit"`
+}
+
+func (s *Server) replayDLQ(w http.ResponseWriter, r *http.Request) {
+	var req ReplayRequest
+	if r.ContentLength != 0 && !decode(w, r, &req) {
+		return
+	}
+	prios, ok := dlqPriorities(w, req.Priority)
+	if !ok {
+		return
+	}
+	limit := MaxListLimit
+	if req.Limit != nil {
+		if *req.Limit < 1 || *req.Limit > 10000 {
+			writeError(w, http.StatusBadRequest, "invalid_field", "limit", "limit: must be from 1 to 10000")
+			return
+		}
+		limit = *req.Limit
+	}
+	res, err := s.dlq.Replay(r.Context(), deadletter.ReplayFilter{Priorities: prios, Type: req.Type, Limit: limit})
+	if err != nil {
+		s.internal(w, r, "replay DLQ", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+//go:embed openapi.json
+var openapiDoc []byte
+
+func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(openapiDoc)
+}
+
+// depthCache remembers queue depths for a second, so backpressure costs
+// one SQS call per priority per second, not one per submit.
+type depthCache struct {
+	mu sync.Mutex
+	at map[task.Priority]time.Time
+	n  map[task.Priority]int
+}
+
+// overloaded reports whether priority p's queue is over its depth limit,
+// and how long a client should wait.
+func (s *Server) overloaded(ctx context.Context, p task.Priority) (time.Duration, bool) {
+	limit := s.opt.MaxDepth
+	if p == task.High && s.opt.MaxDepthHigh > 0 {
+		limit = s.opt.MaxDepthHigh
+	}
+	if limit <= 0 || s.queues == nil {
+		return 0, false
+	}
+	now := time.Now()
+	s.depth.mu.Lock()
+	n, fresh := s.depth.n[p], now.Sub(s.depth.at[p]) < time.Second
+	s.depth.mu.Unlock()
+	if !fresh {
+		d, err := s.queues.Depth(ctx, p)
+		if err != nil {
+			s.log.Warn("read queue depth for backpressure failed; admitting", "priority", p, "error", err)
+			return 0, false
+		}
+		n = d.Visible + d.Delayed
+		s.depth.mu.Lock()
+		s.depth.at[p], s.depth.n[p] = now, n
+		s.depth.mu.Unlock()
+	}
+	if n < limit {
+		return 0, false
+	}
+	return 5 * time.Second, true
+}
