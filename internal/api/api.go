@@ -255,7 +255,10 @@ func DecodeStrict(body []byte, v any) error {
 			return &task.FieldError{Field: ute.Field, Message: fmt.Sprintf("must be a JSON %s, not %s", jsonKind(ute.Type.Kind().String()), ute.Value)}
 		}
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return &task.FieldError{Field: strings.Trim(f, `"`), Message: "is not a known field"}
+			if name := strings.Trim(f, `"`); name != "" {
+				return &task.FieldError{Field: name, Message: "is not a known field"}
+			}
+			return errors.New("request body has a field with an empty name")
 		}
 		if errors.Is(err, io.EOF) {
 			return errors.New("request body is empty; expected a JSON object")
