@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/triagehq/triage/internal/api"
@@ -62,15 +63,39 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	return a, nil
 }
 
-// Tokens returns the API tokens from the configuration: TRIAGE_TOKEN as an
-// admin token plus TRIAGE_TOKENS.
-func (a *App) Tokens() (*auth.Tokens, error) {
+// SecretReader reads a secret's value (Secrets Manager's GetSecretValue).
+type SecretReader interface {
+	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, opts ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+// Tokens returns the API tokens: TRIAGE_TOKEN as an admin token, the
+// tokens in TRIAGE_TOKENS, and, when TRIAGE_TOKENS_SECRET_ARN is set, the
+// tokens kept in that Secrets Manager secret (read through sm, or a client
+// built from the AWS configuration when sm is nil).
+func (a *App) Tokens(ctx context.Context, sm SecretReader) (*auth.Tokens, error) {
 	toks, err := auth.Parse(a.Config.Tokens)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", config.EnvTokens, err)
 	}
 	if a.Config.Token != "" {
 		toks.Add(a.Config.Token, auth.Admin)
+	}
+	if arn := a.Config.TokensSecretARN; arn != "" {
+		if sm == nil {
+			sm = secretsmanager.NewFromConfig(a.AWS)
+		}
+		out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
+		if err != nil {
+			return nil, fmt.Errorf("read tokens secret %s: %w", arn, err)
+		}
+		fromSecret, err := auth.ParseSecret(aws.ToString(out.SecretString))
+		if err != nil {
+			return nil, fmt.Errorf("tokens secret %s: %w", arn, err)
+		}
+		toks.Merge(fromSecret)
+	}
+	if toks.Len() == 0 {
+		return nil, fmt.Errorf("no API tokens: set %s, %s or %s", config.EnvToken, config.EnvTokens, config.EnvTokensSecretARN)
 	}
 	return toks, nil
 }

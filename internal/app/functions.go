@@ -72,7 +72,7 @@ func (a *App) LambdaConsumer() (*dispatch.Consumer, error) {
 // LambdaAPI returns the API function's handler: API Gateway HTTP API
 // (payload v2) events in, through the same http.Handler `triage dev` serves.
 func (a *App) LambdaAPI(ctx context.Context) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
-	tokens, err := a.Tokens()
+	tokens, err := a.Tokens(ctx, nil)
 	if err != nil {
 		return nil, err
 	}

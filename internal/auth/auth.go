@@ -7,6 +7,7 @@ package auth
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -104,3 +105,45 @@ func (t *Tokens) Check(header string, need Scope) error {
 	}
 	return fmt.Errorf("%w %q", ErrForbidden, need)
 }
+
+// ParseSecret reads the tokens kept in a secret: either the TRIAGE_TOKENS
+// form ("token:scope+scope,token2"), a single bare token (admin), or JSON
+// {"tokens":[{"token":"...","scopes":["submit","read"]}]}.
+func ParseSecret(s string) (*Tokens, error) {
+	s = strings.TrimSpace(s)
+	if !strings.HasPrefix(s, "{") {
+		return Parse(s)
+	}
+	var doc struct {
+		Tokens []struct {
+			Token  string   `json:"token"`
+			Scopes []string `json:"scopes"`
+		} `json:"tokens"`
+	}
+	if err := json.Unmarshal([]byte(s), &doc); err != nil {
+		return nil, fmt.Errorf("tokens secret is not valid JSON: %w", err)
+	}
+	t := &Tokens{}
+	for i, e := range doc.Tokens {
+		if e.Token == "" {
+			return nil, fmt.Errorf("tokens[%d]: empty token", i)
+		}
+		var ss []Scope
+		for _, sc := range e.Scopes {
+			switch s := Scope(sc); s {
+			case Submit, Read, Admin:
+				ss = append(ss, s)
+			default:
+				return nil, fmt.Errorf("tokens[%d]: unknown scope %q", i, sc)
+			}
+		}
+		if len(ss) == 0 {
+			ss = []Scope{Admin}
+		}
+		t.Add(e.Token, ss...)
+	}
+	return t, nil
+}
+
+// Merge adds every token of o to t.
+func (t *Tokens) Merge(o *Tokens) { t.entries = append(t.entries, o.entries...) }

@@ -40,3 +40,33 @@ func TestParseRejectsUnknownScope(t *testing.T) {
 		t.Fatal("Parse accepted scope write")
 	}
 }
+
+func TestParseSecret(t *testing.T) {
+	tests := []struct {
+		secret string
+		header string
+		need   Scope
+		want   error
+	}{
+		{"Ab3xYz0123456789", "Bearer Ab3xYz0123456789", Admin, nil},
+		{"w:submit,r:read", "Bearer r", Read, nil},
+		{"w:submit,r:read", "Bearer r", Submit, ErrForbidden},
+		{`{"tokens":[{"token":"j1","scopes":["read"]},{"token":"j2"}]}`, "Bearer j1", Read, nil},
+		{`{"tokens":[{"token":"j1","scopes":["read"]},{"token":"j2"}]}`, "Bearer j1", Admin, ErrForbidden},
+		{`{"tokens":[{"token":"j1","scopes":["read"]},{"token":"j2"}]}`, "Bearer j2", Admin, nil},
+	}
+	for _, tt := range tests {
+		toks, err := ParseSecret(tt.secret)
+		if err != nil {
+			t.Fatalf("ParseSecret(%q): %v", tt.secret, err)
+		}
+		if err := toks.Check(tt.header, tt.need); (tt.want == nil) != (err == nil) || (tt.want != nil && !errors.Is(err, tt.want)) {
+			t.Errorf("%q: Check(%q, %s) = %v, want %v", tt.secret, tt.header, tt.need, err, tt.want)
+		}
+	}
+	for _, bad := range []string{`{"tokens":[{"token":""}]}`, `{"tokens":[{"token":"a","scopes":["root"]}]}`, `{nope`} {
+		if _, err := ParseSecret(bad); err == nil {
+			t.Errorf("ParseSecret(%q) succeeded", bad)
+		}
+	}
+}

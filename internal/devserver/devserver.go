@@ -95,7 +95,7 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return err
 	}
-	tokens, err := a.Tokens()
+	tokens, err := a.Tokens(ctx, nil)
 	if err != nil {
 		return err
 	}
