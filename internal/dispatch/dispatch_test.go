@@ -74,25 +74,6 @@ func fastOptions() dispatch.Options {
 	return dispatch.Options{PollWait: time.Second, EmptyBackoff: 200 * time.Millisecond, Lease: 5 * time.Second, LeaseMargin: time.Second}
 }
 
-// waitStatus polls until task id reaches status want.
-func waitStatus(t *testing.T, a *app.App, id string, want task.Status, timeout time.Duration) *task.Task {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last *task.Task
-	for time.Now().Before(deadline) {
-		tk, err := a.Store.Get(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if last = tk; tk.Status == want {
-			return tk
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("task %s is %s after %v, want %s (error %+v)", id, last.Status, timeout, want, last.Error)
-	return nil
-}
-
 func TestStrictModeRunsEveryHighBeforeAnyLow(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
@@ -198,7 +179,7 @@ func TestDuplicateMessagesRunOnce(t *testing.T) {
 	opt := fastOptions()
 	opt.Concurrency = 4
 	stop := run(t, a.Consumer(registry("rec", l), opt))
-	waitStatus(t, a, ids[0], task.Completed, 20*time.Second)
+	stacktest.WaitStatus(t, a.Store, ids[0], task.Completed, 20*time.Second)
 	// Give the copy time to be received and dropped.
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {

@@ -73,7 +73,7 @@ func TestRetriesBackOffThenComplete(t *testing.T) {
 	opt := fastOptions()
 	opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: 2 * time.Second, Max: time.Minute, Jitter: 0.25}}
 	run(t, a.Consumer(demoRegistry(), opt))
-	done := waitStatus(t, a, tk.ID, task.Completed, 40*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 40*time.Second)
 	if done.Attempts != 3 || len(done.History) != 3 {
 		t.Fatalf("attempts %d, history %d, want 3 and 3", done.Attempts, len(done.History))
 	}
@@ -93,7 +93,7 @@ func TestNonRetriableErrorGoesStraightToDLQ(t *testing.T) {
 	a := env.App(t, nil)
 	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "medium", Payload: json.RawMessage(`{"times":9,"permanent":true,"message":"card declined"}`), MaxAttempts: intp(5)})
 	run(t, a.Consumer(demoRegistry(), fastOptions()))
-	dead := waitStatus(t, a, tk.ID, task.DeadLetter, 20*time.Second)
+	dead := stacktest.WaitStatus(t, a.Store, tk.ID, task.DeadLetter, 20*time.Second)
 	if dead.Attempts != 1 || dead.Error == nil || dead.Error.Message != "card declined" || dead.Error.Retriable {
 		t.Fatalf("dead task: attempts %d error %+v", dead.Attempts, dead.Error)
 	}
@@ -110,7 +110,7 @@ func TestTimeoutCutsOffAndRetries(t *testing.T) {
 	opt := fastOptions()
 	opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: time.Second, Max: time.Second}}
 	run(t, a.Consumer(demoRegistry(), opt))
-	dead := waitStatus(t, a, tk.ID, task.DeadLetter, 30*time.Second)
+	dead := stacktest.WaitStatus(t, a.Store, tk.ID, task.DeadLetter, 30*time.Second)
 	if dead.Attempts != 2 || len(dead.History) != 2 {
 		t.Fatalf("attempts %d history %+v", dead.Attempts, dead.History)
 	}
@@ -157,7 +157,7 @@ func TestCrashedConsumerTaskIsFinishedByAnother(t *testing.T) {
 	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
 
 	tk := submitOne(t, a, task.Request{Type: "sleep", Priority: "high", Payload: json.RawMessage(`{"ms":3000}`), TimeoutSeconds: intp(20), MaxAttempts: intp(3)})
-	running := waitStatus(t, a, tk.ID, task.Executing, 20*time.Second)
+	running := stacktest.WaitStatus(t, a.Store, tk.ID, task.Executing, 20*time.Second)
 	if running.WorkerID != "victim" {
 		t.Fatalf("claimed by %q", running.WorkerID)
 	}
@@ -171,7 +171,7 @@ func TestCrashedConsumerTaskIsFinishedByAnother(t *testing.T) {
 	opt := fastOptions()
 	opt.Lease, opt.LeaseMargin, opt.WorkerID = 2*time.Second, time.Second, "rescuer"
 	run(t, a.Consumer(registry("sleep", l), opt))
-	done := waitStatus(t, a, tk.ID, task.Completed, 40*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 40*time.Second)
 	l.checkOnce(t, []string{tk.ID})
 	if done.Attempts != 2 || len(done.History) != 2 || done.History[0].WorkerID != "victim" || !strings.Contains(done.History[0].Error, "lease expired") || done.History[1].WorkerID != "rescuer" {
 		t.Fatalf("attempts %d history %+v; want the lost attempt counted", done.Attempts, done.History)
@@ -305,7 +305,7 @@ func TestPoisonMessagesGoToDLQ(t *testing.T) {
 	}
 	tk := submitOne(t, a, task.Request{Type: "echo", Priority: "low", Payload: json.RawMessage(`7`)})
 	run(t, a.Consumer(demoRegistry(), fastOptions()))
-	waitStatus(t, a, tk.ID, task.Completed, 20*time.Second)
+	stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 20*time.Second)
 	msgs := dlqMessages(t, a, task.Low, 3)
 	if len(msgs) != 3 {
 		t.Fatalf("DLQ holds %d messages, want 3", len(msgs))
@@ -347,7 +347,7 @@ func TestDirectSendIsAdoptedOnce(t *testing.T) {
 	run(t, a.Consumer(registry("flaky", l), opt))
 	l.waitEnds(t, 2, 30*time.Second)
 	id, _ := seen.Load().(string)
-	done := waitStatus(t, a, id, task.Completed, 10*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, id, task.Completed, 10*time.Second)
 	if done.Attempts != 2 || done.IdempotencyKey != "sqs:"+aws.ToString(out.MessageId) {
 		t.Fatalf("adopted task: attempts %d key %q", done.Attempts, done.IdempotencyKey)
 	}
@@ -423,7 +423,7 @@ func TestPauseOneType(t *testing.T) {
 	reg.Register("free", l)
 	run(t, a.Consumer(reg, fastOptions()))
 	for _, id := range free {
-		waitStatus(t, a, id, task.Completed, 20*time.Second)
+		stacktest.WaitStatus(t, a.Store, id, task.Completed, 20*time.Second)
 	}
 	for _, id := range held {
 		if tk, _ := a.Store.Get(ctx, id); tk.Status != task.Queued {
@@ -434,7 +434,7 @@ func TestPauseOneType(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range held {
-		waitStatus(t, a, id, task.Completed, 20*time.Second)
+		stacktest.WaitStatus(t, a.Store, id, task.Completed, 20*time.Second)
 	}
 }
 
@@ -520,12 +520,12 @@ func TestReservedSlotStartsHighPromptly(t *testing.T) {
 	run(t, a.Consumer(registry("job", l), opt))
 	lows := submit(t, a, "job", task.Low, 2, `{}`)
 	for _, id := range lows {
-		waitStatus(t, a, id, task.Executing, 20*time.Second)
+		stacktest.WaitStatus(t, a.Store, id, task.Executing, 20*time.Second)
 	}
 	time.Sleep(1500 * time.Millisecond) // let the consumer settle into its idle polling
 	submitted := time.Now()
 	high := submit(t, a, "job", task.High, 1, `{}`)
-	started := waitStatus(t, a, high[0], task.Completed, 10*time.Second)
+	started := stacktest.WaitStatus(t, a.Store, high[0], task.Completed, 10*time.Second)
 	wait := started.StartedAt.Sub(submitted)
 	t.Logf("high task started %v after submit, with both general slots busy", wait)
 	if wait > time.Second {

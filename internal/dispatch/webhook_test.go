@@ -60,15 +60,15 @@ func TestWebhookHandler(t *testing.T) {
 	opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: time.Second, Max: time.Second}}
 	run(t, a.Consumer(reg, opt))
 
-	done := waitStatus(t, a, ok.ID, task.Completed, 20*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, ok.ID, task.Completed, 20*time.Second)
 	if string(done.Result) != `{"status_was":"OK"}` {
 		t.Errorf("2xx result = %s", done.Result)
 	}
-	dead := waitStatus(t, a, rejected.ID, task.DeadLetter, 20*time.Second)
+	dead := stacktest.WaitStatus(t, a.Store, rejected.ID, task.DeadLetter, 20*time.Second)
 	if dead.Attempts != 1 || dead.Error.Retriable || !strings.Contains(dead.Error.Message, "422") {
 		t.Errorf("4xx: attempts %d error %+v; want one attempt, not retriable", dead.Attempts, dead.Error)
 	}
-	failed := waitStatus(t, a, broken.ID, task.DeadLetter, 30*time.Second)
+	failed := stacktest.WaitStatus(t, a.Store, broken.ID, task.DeadLetter, 30*time.Second)
 	if failed.Attempts != 2 || !failed.Error.Retriable || !strings.Contains(failed.Error.Message, "503") {
 		t.Errorf("5xx: attempts %d error %+v; want retried until attempts ran out", failed.Attempts, failed.Error)
 	}

@@ -75,24 +75,6 @@ func (s *starts) get(id string) (time.Time, int) {
 	return s.at[id], s.runs[id]
 }
 
-func waitStatus(t *testing.T, a *app.App, id string, want task.Status, timeout time.Duration) *task.Task {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last *task.Task
-	for time.Now().Before(deadline) {
-		tk, err := a.Store.Get(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if last = tk; tk.Status == want {
-			return tk
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("task %s is %s after %v, want %s", id, last.Status, timeout, want)
-	return nil
-}
-
 // The worst case for a low task: a strict consumer with one slot and a
 // high queue that never empties. Promotion alone gets it run, within
 // LOW_AFTER + MEDIUM_AFTER + 2 × interval.
@@ -181,7 +163,7 @@ func TestPromotedTaskRunsOnceAndStaleCopyIsDropped(t *testing.T) {
 	reg := handler.NewRegistry()
 	reg.Register("lo", h)
 	runConsumer(t, a.Consumer(reg, dispatch.Options{Concurrency: 4, PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond}))
-	done := waitStatus(t, a, low.ID, task.Completed, 20*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, low.ID, task.Completed, 20*time.Second)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		d, _ := a.Queues.Depth(context.Background(), task.Low)
@@ -258,7 +240,7 @@ func TestScheduledTaskRunsOnTime(t *testing.T) {
 	if got, _ := a.Store.Get(context.Background(), tk.ID); got.Status != task.Scheduled {
 		t.Fatalf("1.5 s before run_at the task is %s, want still scheduled", got.Status)
 	}
-	waitStatus(t, a, tk.ID, task.Completed, 10*time.Second)
+	stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 10*time.Second)
 	started, runs := h.get(tk.ID)
 	late := started.Sub(runAt)
 	t.Logf("started %v after run_at", late.Round(time.Millisecond))
@@ -338,7 +320,7 @@ func TestLostMessageIsRecovered(t *testing.T) {
 	reg := handler.NewRegistry()
 	reg.Register("lo", h)
 	runConsumer(t, a.Consumer(reg, dispatch.Options{PollWait: time.Second}))
-	done := waitStatus(t, a, tk.ID, task.Completed, 20*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 20*time.Second)
 	if done.Attempts != 2 || done.History[0].WorkerID != "ghost" {
 		t.Fatalf("attempts %d history %+v: want the lost attempt counted", done.Attempts, done.History)
 	}

@@ -149,3 +149,27 @@ func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+// TaskGetter reads a task (the store).
+type TaskGetter interface {
+	Get(ctx context.Context, id string) (*task.Task, error)
+}
+
+// WaitStatus polls until task id reaches status want, and fails t after timeout.
+func WaitStatus(t testing.TB, s TaskGetter, id string, want task.Status, timeout time.Duration) *task.Task {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last *task.Task
+	for time.Now().Before(deadline) {
+		tk, err := s.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last = tk; tk.Status == want {
+			return tk
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("task %s is %s after %v, want %s (error %+v)", id, last.Status, timeout, want, last.Error)
+	return nil
+}
