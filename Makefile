@@ -9,7 +9,7 @@ SHELL := /bin/bash
 GO    ?= go
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: run test unit bench deps java emulators lambda synth deploy deploy-local infra-test fuzz vet clean
+.PHONY: run test unit bench deps java chromium emulators lambda synth deploy deploy-local infra-test fuzz vet clean
 
 CDK_VERSION      := 2.1148.1
 CDKLOCAL_VERSION := 3.0.4
@@ -20,7 +20,14 @@ CDK_APP          := cd infra && go run .
 CDK_ARGS         ?=
 
 ## deps: everything `run` and `test` need beyond Go, Node and npm.
-deps: java emulators
+deps: java emulators chromium
+
+## chromium: Debian's Chromium, for the dashboard's browser test (chromedp).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || [ -x "$${TRIAGE_CHROMIUM:-/nonexistent}" ] || [ "$${TRIAGE_BROWSER_TESTS:-}" = off ] || { \
+	  echo "installing Debian chromium (the dashboard's browser test drives it)..."; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
 ## java: DynamoDB Local needs a Java 17 JDK; install it from apt when it is missing.
 java:

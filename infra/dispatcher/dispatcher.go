@@ -336,11 +336,14 @@ func (d *Dispatcher) newHTTPAPI(p Props) awsapigatewayv2.HttpApi {
 		Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_ANY},
 		Integration: integration,
 	})
-	api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
-		Path:        jsii.String("/"),
-		Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
-		Integration: integration,
-	})
+	// The dashboard: its page and its two assets, served by the API function.
+	for _, path := range []string{"/", "/dashboard.js", "/dashboard.css"} {
+		api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+			Path:        jsii.String(path),
+			Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
+			Integration: integration,
+		})
+	}
 	return api
 }
 

@@ -204,7 +204,7 @@ func TestResourceCounts(t *testing.T) {
 		{"AWS::Events::Rule", 2}, // promoter + one consumer rule at fan-out 1
 		{"AWS::CloudWatch::Alarm", 2*len(s.Queues) + 2*3},
 		{"AWS::ApiGatewayV2::Api", 1},
-		{"AWS::ApiGatewayV2::Route", 2},
+		{"AWS::ApiGatewayV2::Route", 4},
 		{"AWS::ApiGatewayV2::Authorizer", 0},
 		{"AWS::SecretsManager::Secret", 1},
 		{"AWS::Lambda::EventInvokeConfig", 2}, // no async retries for the scheduled functions
@@ -536,7 +536,7 @@ func TestHTTPAPI(t *testing.T) {
 		}
 	}
 	sort.Strings(keys)
-	equalJSON(t, "route keys", keys, []string{"ANY /api/v1/{proxy+}", "GET /"})
+	equalJSON(t, "route keys", keys, []string{"ANY /api/v1/{proxy+}", "GET /", "GET /dashboard.css", "GET /dashboard.js"})
 	check(t, "integration", func() {
 		f.tmpl.HasResourceProperties(jsii.String("AWS::ApiGatewayV2::Integration"), map[string]any{
 			"IntegrationType":      "AWS_PROXY",

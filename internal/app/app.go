@@ -23,6 +23,7 @@ import (
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/control"
+	"github.com/triagehq/triage/internal/dashboard"
 	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/enqueue"
@@ -104,6 +105,9 @@ func (a *App) Tokens(ctx context.Context, sm SecretReader) (*auth.Tokens, error)
 func (a *App) API(tokens *auth.Tokens, opt api.Options) http.Handler {
 	if opt.Logger == nil {
 		opt.Logger = a.Log
+	}
+	if opt.Dashboard == nil {
+		opt.Dashboard = dashboard.Handler()
 	}
 	if opt.MaxDepth == 0 {
 		opt.MaxDepth = a.Config.MaxDepth
