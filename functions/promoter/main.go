@@ -17,5 +17,5 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lambda.Start(promote.LambdaHandler(a.Promoter(promote.Options{})))
+	lambda.Start(promote.LambdaHandler(a.Promoter(promote.Options{}), a.FanOut()))
 }

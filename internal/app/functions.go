@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/triagehq/triage/internal/api"
@@ -77,4 +78,14 @@ func (a *App) LambdaAPI(ctx context.Context) (func(context.Context, events.APIGa
 		return nil, err
 	}
 	return httpadapter.NewV2(a.API(tokens, api.Options{})).ProxyWithContext, nil
+}
+
+// FanOut returns the promoter's consumer fan-out, configured by
+// TRIAGE_CONSUMER_FUNCTION, TRIAGE_FANOUT_PER and TRIAGE_FANOUT_MAX.
+func (a *App) FanOut() promote.FanOut {
+	f := promote.FanOut{Depths: a.Queues, FunctionARN: a.Config.ConsumerARN, PerConsumer: a.Config.FanOutPer, Max: a.Config.FanOutMax}
+	if f.FunctionARN != "" {
+		f.Invoker = lambda.NewFromConfig(a.AWS)
+	}
+	return f
 }

@@ -40,6 +40,8 @@ const (
 	EnvWebhookSecret   = "TRIAGE_WEBHOOK_SECRET"       // HMAC key for webhook signatures
 	EnvConsumerARN     = "TRIAGE_CONSUMER_FUNCTION"    // consumer function the promoter may fan out to
 	EnvLogLevel        = "TRIAGE_LOG_LEVEL"            // debug|info|warn|error (default info)
+	EnvFanOutPer       = "TRIAGE_FANOUT_PER"           // visible messages per extra consumer the promoter starts (default 1000)
+	EnvFanOutMax       = "TRIAGE_FANOUT_MAX"           // extra consumers the promoter starts per run at most (default 10)
 	EnvMaxDepth        = "TRIAGE_MAX_QUEUE_DEPTH"      // submits get 429 over this queue depth (default 100000; 0: no limit)
 	EnvMaxDepthHigh    = "TRIAGE_MAX_QUEUE_DEPTH_HIGH" // the same for high-priority submits (default 2 × the above)
 )
@@ -68,6 +70,8 @@ type Config struct {
 	LogLevel        string
 	MaxDepth        int
 	MaxDepthHigh    int
+	FanOutPer       int
+	FanOutMax       int
 }
 
 // Defaults.
@@ -129,6 +133,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		{EnvConcurrency, &c.Concurrency, DefaultConcurrency},
 		{EnvReservedHigh, &c.ReservedHigh, DefaultReservedHigh},
 		{EnvMaxDepth, &c.MaxDepth, DefaultMaxDepth},
+		{EnvFanOutPer, &c.FanOutPer, 1000},
+		{EnvFanOutMax, &c.FanOutMax, 10},
 		{EnvMaxDepthHigh, &c.MaxDepthHigh, 0},
 	}
 	for _, v := range ints {

@@ -110,7 +110,9 @@ type Report struct {
 	Released   int                   `json:"released"`
 	Reconciled int                   `json:"reconciled"`
 	Recovered  int                   `json:"recovered"`
-	Errors     int                   `json:"errors"`
+	// ConsumersStarted counts the extra consumer invocations of a fan-out.
+	ConsumersStarted int `json:"consumers_started"`
+	Errors           int `json:"errors"`
 }
 
 // RunOnce does one sweep. It keeps going past individual failures, counts
