@@ -1,7 +1,12 @@
 // Package client is the Go client of triage's HTTP API.
 //
 // Every method takes a context first and returns typed errors, so callers
-// can write errors.Is(err, client.ErrNotFound).
+// can write errors.Is(err, client.ErrNotFound); an *Error carries the API's
+// code, message, field and Retry-After.
+//
+// Code running inside AWS next to the dispatcher can use Direct instead:
+// it writes the task record and sends the SQS message itself, through the
+// same code the API runs, so the two paths cannot drift apart.
 package client
 
 import (
@@ -13,6 +18,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -27,6 +33,7 @@ var (
 	ErrTooLarge     = errors.New("payload too large")
 	ErrTooMany      = errors.New("too many requests")
 	ErrUnavailable  = errors.New("service unavailable")
+	ErrInternal     = errors.New("internal server error")
 )
 
 // Error is an API error response.
@@ -64,8 +71,18 @@ func (e *Error) Unwrap() error {
 		return ErrTooMany
 	case http.StatusServiceUnavailable:
 		return ErrUnavailable
+	case http.StatusInternalServerError:
+		return ErrInternal
 	}
 	return nil
+}
+
+// ErrorDetail is the body of an API error, {"code", "message", "field"}:
+// the shape of every error response and of a failed batch item.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
 }
 
 // Client talks to one triage API.
@@ -138,6 +155,9 @@ type SubmitRequest struct {
 	RunAt          *time.Time      `json:"run_at,omitempty"`
 	DelaySeconds   *int            `json:"delay_seconds,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	// TraceID ties the task to the caller's trace in triage's logs; it
+	// defaults to the task's id.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Submit creates a task. created is false when the idempotency key was
@@ -177,11 +197,26 @@ func (c *Client) Wait(ctx context.Context, id string, interval time.Duration) (*
 
 // do sends a request and decodes a 2xx JSON response into out.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, body, out any) (int, error) {
+	status, data, err := c.send(ctx, method, path, query, body)
+	if err != nil {
+		return status, err
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return status, fmt.Errorf("%s %s: decode response: %w", method, path, err)
+		}
+	}
+	return status, nil
+}
+
+// send sends a request and returns a 2xx response's status and body, or an
+// *Error for any other status.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, body any) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return 0, fmt.Errorf("encode request: %w", err)
+			return 0, nil, fmt.Errorf("encode %s %s request: %w", method, path, err)
 		}
 		rd = bytes.NewReader(b)
 	}
@@ -191,46 +226,65 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return 0, err
+		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	req.Header.Set("Accept", "application/json")
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: %w", method, path, err)
+		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return resp.StatusCode, fmt.Errorf("%s %s: read response: %w", method, path, err)
+		return resp.StatusCode, nil, fmt.Errorf("%s %s: read response: %w", method, path, err)
 	}
 	if resp.StatusCode >= 300 {
-		e := &Error{Status: resp.StatusCode}
-		var eb struct {
-			Error struct {
-				Code    string `json:"code"`
-				Message string `json:"message"`
-				Field   string `json:"field"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(data, &eb) == nil {
-			e.Code, e.Message, e.Field = eb.Error.Code, eb.Error.Message, eb.Error.Field
-		} else {
-			e.Message = strings.TrimSpace(string(data))
-		}
-		if s := resp.Header.Get("Retry-After"); s != "" {
-			if d, err := time.ParseDuration(s + "s"); err == nil {
-				e.RetryAfter = d
-			}
-		}
-		return resp.StatusCode, e
+		return resp.StatusCode, nil, apiError(resp, data)
 	}
-	if out != nil && len(data) > 0 {
-		if err := json.Unmarshal(data, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("%s %s: decode response: %w", method, path, err)
+	return resp.StatusCode, data, nil
+}
+
+// apiError builds the *Error of a non-2xx response. A body that is not the
+// API's error shape (a proxy's HTML page, say) becomes the message.
+func apiError(resp *http.Response, data []byte) *Error {
+	e := &Error{Status: resp.StatusCode}
+	var eb struct {
+		Error *ErrorDetail `json:"error"`
+	}
+	if json.Unmarshal(data, &eb) == nil && eb.Error != nil {
+		e.Code, e.Message, e.Field = eb.Error.Code, eb.Error.Message, eb.Error.Field
+	} else {
+		e.Message = strings.TrimSpace(string(data))
+		if e.Message == "" {
+			e.Message = http.StatusText(resp.StatusCode)
 		}
 	}
-	return resp.StatusCode, nil
+	e.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	return e
+}
+
+// parseRetryAfter reads a Retry-After header, which RFC 9110 allows as
+// whole seconds or as an HTTP date; anything else (or a date in the past)
+// is zero.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 {
+			return 0
+		}
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }

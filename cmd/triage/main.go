@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/triagehq/triage/client"
@@ -38,7 +39,9 @@ func main() {
 	root := newRoot(os.Stdout, os.Stderr)
 	err := root.ExecuteContext(ctx)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "triage:", err)
+		// API errors already start with "triage:" (the client package
+		// names itself, as libraries do); say it once.
+		fmt.Fprintln(os.Stderr, "triage:", strings.TrimPrefix(err.Error(), "triage: "))
 	}
 	os.Exit(exitCode(err))
 }

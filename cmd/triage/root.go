@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,6 +28,15 @@ func newRoot(out, errOut io.Writer) *cobra.Command {
 		Short:         "A serverless priority task dispatcher for AWS",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// With Args and RunE set, an unknown command reaches Args (and
+		// exits 2) instead of cobra's own plain error (which would exit 1).
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown command %q; see triage --help", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	root.SetOut(out)
 	root.SetErr(errOut)
@@ -33,8 +45,28 @@ func newRoot(out, errOut io.Writer) *cobra.Command {
 	pf.StringVar(&c.url, "url", envOr("TRIAGE_URL", "http://127.0.0.1:8080"), "API base URL (env TRIAGE_URL)")
 	pf.StringVar(&c.token, "token", os.Getenv("TRIAGE_TOKEN"), "bearer token (env TRIAGE_TOKEN)")
 	pf.BoolVar(&c.json, "json", false, "print JSON instead of tables")
-	root.AddCommand(c.devCmd(), c.submitCmd(), c.getCmd(), c.waitCmd())
+	root.AddCommand(c.devCmd(), c.submitCmd(), c.getCmd(), c.waitCmd(),
+		c.listCmd(), c.cancelCmd(), c.retryCmd(), c.deleteCmd(), c.cleanupCmd(),
+		c.statsCmd(), c.pauseCmd(true), c.pauseCmd(false), c.limitsCmd(), c.dlqCmd())
+	usageArgs(root)
 	return root
+}
+
+// usageArgs makes every command's argument-count errors usage errors, so
+// `triage get` (no id) exits 2 like a bad flag does, not 1 like a failed
+// request.
+func usageArgs(cmd *cobra.Command) {
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		usageArgs(sub)
+	}
 }
 
 func (c *cli) client() *client.Client { return client.New(c.url, c.token) }
@@ -57,8 +89,17 @@ func (c *cli) printTask(t *client.Task) error {
 	if c.json {
 		return c.printJSON(t)
 	}
-	fmt.Fprintf(c.out, "id:        %s\ntype:      %s\nstatus:    %s\npriority:  %s (effective %s)\nattempts:  %d of %d\n",
-		t.ID, t.Type, t.Status, t.Priority, t.EffectivePriority, t.Attempts, t.MaxAttempts)
+	fmt.Fprintf(c.out, "id:        %s\ntype:      %s\nstatus:    %s\npriority:  %s (effective %s)\nattempts:  %d of %d\ncreated:   %s\n",
+		t.ID, t.Type, t.Status, t.Priority, t.EffectivePriority, t.Attempts, t.MaxAttempts, fmtTime(t.CreatedAt))
+	if t.RunAt != nil {
+		fmt.Fprintf(c.out, "run at:    %s\n", fmtTime(*t.RunAt))
+	}
+	if t.CompletedAt != nil {
+		fmt.Fprintf(c.out, "finished:  %s\n", fmtTime(*t.CompletedAt))
+	}
+	if t.CancelRequested {
+		fmt.Fprintf(c.out, "cancel:    requested; the handler's context is cancelled at its next heartbeat\n")
+	}
 	if len(t.Result) > 0 {
 		fmt.Fprintf(c.out, "result:    %s\n", t.Result)
 	}
@@ -66,4 +107,30 @@ func (c *cli) printTask(t *client.Task) error {
 		fmt.Fprintf(c.out, "error:     %s (retriable %v)\n", t.Error.Message, t.Error.Retriable)
 	}
 	return nil
+}
+
+// table starts a tab-aligned table with a header row; the caller writes
+// tab-separated rows and calls Flush.
+func (c *cli) table(header ...string) *tabwriter.Writer {
+	tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	return tw
+}
+
+// fmtTime shows a time in UTC to the second: tables stay narrow and read
+// the same on every machine.
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}
+
+// truncate shortens s to n runes for a table cell.
+func truncate(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
 }

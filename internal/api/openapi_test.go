@@ -455,6 +455,7 @@ func TestOpenAPIResponses(t *testing.T) {
 		c.call("DELETE /api/v1/tasks/{id}", "/api/v1/tasks/"+id, "adm", "", 409)
 		c.call("POST /api/v1/tasks/{id}/cancel", "/api/v1/tasks/"+id+"/cancel", "adm", "", 200)
 		c.call("POST /api/v1/tasks/{id}/cancel", "/api/v1/tasks/"+id+"/cancel", "adm", "", 409)
+		c.call("POST /api/v1/tasks/{id}/retry", "/api/v1/tasks/"+id+"/retry", "adm", "", 409)
 		c.call("POST /api/v1/tasks/{id}/cancel", "/api/v1/tasks/01NOSUCHTASK/cancel", "adm", "", 404)
 		c.call("DELETE /api/v1/tasks/{id}", "/api/v1/tasks/"+id, "adm", "", 204)
 		c.call("DELETE /api/v1/tasks/{id}", "/api/v1/tasks/"+id, "adm", "", 404)
