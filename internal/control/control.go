@@ -50,8 +50,9 @@ type Controls struct {
 	now   func() time.Time
 	ttl   time.Duration
 
-	mu    sync.Mutex
-	cache map[string]cached
+	mu       sync.Mutex
+	cache    map[string]cached
+	inflight map[string]chan struct{} // reads under way, so concurrent misses share one
 }
 
 type cached struct {
@@ -68,7 +69,7 @@ func New(db DynamoDB, table string, cacheTTL time.Duration) *Controls {
 	if cacheTTL <= 0 {
 		cacheTTL = DefaultCacheTTL
 	}
-	return &Controls{db: db, table: table, now: time.Now, ttl: cacheTTL, cache: map[string]cached{}}
+	return &Controls{db: db, table: table, now: time.Now, ttl: cacheTTL, cache: map[string]cached{}, inflight: map[string]chan struct{}{}}
 }
 
 func settingsKey(typ string) string {
@@ -186,23 +187,39 @@ func (c *Controls) update(ctx context.Context, typ string, upd expression.Update
 	return s, nil
 }
 
-// cachedGet reads settings through the cache.
+// cachedGet reads settings through the cache. When the entry is stale,
+// one caller reads it and concurrent callers wait for that read.
 func (c *Controls) cachedGet(ctx context.Context, typ string) (Settings, error) {
-	now := c.now()
-	c.mu.Lock()
-	e, ok := c.cache[typ]
-	c.mu.Unlock()
-	if ok && now.Sub(e.at) < c.ttl {
-		return e.s, nil
+	for {
+		now := c.now()
+		c.mu.Lock()
+		e, ok := c.cache[typ]
+		if ok && now.Sub(e.at) < c.ttl {
+			c.mu.Unlock()
+			return e.s, nil
+		}
+		wait, busy := c.inflight[typ]
+		if !busy {
+			done := make(chan struct{})
+			c.inflight[typ] = done
+			c.mu.Unlock()
+			s, err := c.Get(ctx, typ)
+			c.mu.Lock()
+			if err == nil {
+				c.cache[typ] = cached{s: s, at: now}
+			}
+			delete(c.inflight, typ)
+			close(done)
+			c.mu.Unlock()
+			return s, err
+		}
+		c.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return Settings{}, ctx.Err()
+		}
 	}
-	s, err := c.Get(ctx, typ)
-	if err != nil {
-		return Settings{}, err
-	}
-	c.mu.Lock()
-	c.cache[typ] = cached{s: s, at: now}
-	c.mu.Unlock()
-	return s, nil
 }
 
 // Retry delays the Gate asks for.

@@ -68,6 +68,10 @@ type Options struct {
 	// loses its tasks to others after Lease plus LeaseMargin.
 	Lease       time.Duration
 	LeaseMargin time.Duration // slack on leases and visibility (5 s)
+	// BatchWait is how long a busy consumer waits for more free slots
+	// before a receive, so receives carry several messages (20 ms; a
+	// negative value does not wait).
+	BatchWait time.Duration
 	// DrainTimeout is how long Run waits for running tasks after its context
 	// ends before it cancels them and hands them back to the queue (30 s).
 	DrainTimeout time.Duration
@@ -111,6 +115,9 @@ func (o *Options) defaults() {
 	}
 	if o.LeaseMargin <= 0 {
 		o.LeaseMargin = 5 * time.Second
+	}
+	if o.BatchWait == 0 {
+		o.BatchWait = 20 * time.Millisecond
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 30 * time.Second
@@ -214,6 +221,11 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 		}
 		return
 	}
+	if want := min(queue.MaxBatch, c.opt.Concurrency); gen+res < want {
+		// Busy: give running tasks a moment to free more slots, so one
+		// receive fetches several messages instead of one.
+		gen, res = c.waitForSlots(ctx, want, c.opt.BatchWait)
+	}
 	eligible := task.Priorities()
 	if gen == 0 {
 		eligible = []task.Priority{task.High}
@@ -245,12 +257,37 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 	c.start(ctx, work, wg, msgs)
 }
 
+// waitForSlots waits up to d for at least want free slots and returns the
+// free counts then.
+func (c *Consumer) waitForSlots(ctx context.Context, want int, d time.Duration) (gen, res int) {
+	if d <= 0 {
+		gen, res, _ = c.slots.free()
+		return gen, res
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		g, r, released := c.slots.free()
+		if g+r >= want {
+			return g, r
+		}
+		select {
+		case <-released:
+		case <-timer.C:
+			return g, r
+		case <-ctx.Done():
+			return g, r
+		}
+	}
+}
+
 // idlePoll long-polls every eligible queue at once, one message each, so a
 // new task on any queue starts within one round trip. Each poller starts
 // what it receives itself (a message beyond the free slots is handed back
 // at once); idlePoll returns at the first poller's news, and a queue that is
 // still being long-polled is not polled twice.
 func (c *Consumer) idlePoll(ctx, work context.Context, wg *sync.WaitGroup, eligible []task.Priority) {
+	_, _, released := c.slots.free()
 	for _, p := range eligible {
 		if !c.beginPoll(p) {
 			continue
@@ -274,8 +311,12 @@ func (c *Consumer) idlePoll(ctx, work context.Context, wg *sync.WaitGroup, eligi
 			}
 		}()
 	}
+	// Return at the first news: a poller finished, or a slot freed up (with
+	// only reserved slots free, the loop was polling the high queue alone;
+	// a general slot opens the other queues again).
 	select {
 	case <-c.pollNews:
+	case <-released:
 	case <-ctx.Done():
 	}
 }
