@@ -61,7 +61,10 @@ type Options struct {
 	ReservedHigh int                   // of those, slots only high tasks may use (0)
 	// PollWait is the long-poll wait used when every queue looked empty (1 s).
 	PollWait time.Duration
-	// EmptyBackoff is how long a queue that returned nothing is skipped (1 s).
+	// EmptyBackoff is how long a queue that returned nothing is skipped
+	// (200 ms). It bounds how late a busy consumer notices new work on a
+	// queue it found empty, so it is short: the cost is one receive per
+	// empty queue per EmptyBackoff while busy.
 	EmptyBackoff time.Duration
 	// Lease is how long a claim holds a task before it must be renewed by a
 	// heartbeat (60 s, or the task timeout if shorter). A consumer that dies
@@ -108,7 +111,7 @@ func (o *Options) defaults() {
 		o.PollWait = time.Second
 	}
 	if o.EmptyBackoff <= 0 {
-		o.EmptyBackoff = time.Second
+		o.EmptyBackoff = 200 * time.Millisecond
 	}
 	if o.Lease <= 0 {
 		o.Lease = 60 * time.Second
