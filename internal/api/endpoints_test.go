@@ -362,9 +362,20 @@ func TestDLQListAndReplay(t *testing.T) {
 	if code, body := f.do(t, "GET", "/api/v1/dlq?priority=urgent", "ro", ""); code != 400 {
 		t.Fatalf("bad priority = %d %v", code, body)
 	}
+	// Replay while a consumer runs: the replayed tasks fail again at once
+	// and land back in the DLQ, but one replay touches each task only once.
+	f.consume(t)
 	code, body = f.do(t, "POST", "/api/v1/dlq/replay", "adm", `{"type":"fail"}`)
 	if code != 200 || body["replayed"] != 3.0 {
 		t.Fatalf("replay = %d %v", code, body)
+	}
+	for _, id := range dead {
+		f.waitStatus(t, id, "dead_letter")
+	}
+	stop()
+	code, body = f.do(t, "POST", "/api/v1/dlq/replay", "adm", `{"type":"fail"}`)
+	if code != 200 || body["replayed"] != 3.0 {
+		t.Fatalf("second replay = %d %v", code, body)
 	}
 	for _, id := range dead {
 		_, got := f.do(t, "GET", "/api/v1/tasks/"+id, "adm", "")

@@ -132,11 +132,13 @@ type ReplayResult struct {
 // messages match f, with attempts reset, and deletes those messages. A
 // message whose task is gone or finished some other way is deleted too
 // (there is nothing to replay); poison bodies and non-matching messages are
-// left in place.
+// left in place. Each task is replayed at most once per call, even if it
+// fails again and lands back in the DLQ while the call is still reading.
 func (d *DLQ) Replay(ctx context.Context, f ReplayFilter) (ReplayResult, error) {
 	var r ReplayResult
 	var held []held
 	defer d.release(ctx, &held)
+	replayed := map[string]bool{}
 	for _, p := range f.Priorities {
 		for r.Replayed < f.Limit {
 			msgs, err := d.queues.ReceiveDLQ(ctx, p, queue.MaxBatch, 0, peekVisibility)
@@ -151,11 +153,17 @@ func (d *DLQ) Replay(ctx context.Context, f ReplayFilter) (ReplayResult, error) 
 					held = append(held, heldMsg(p, m))
 					continue
 				}
+				var msg task.Message
+				if json.Unmarshal([]byte(m.Body), &msg) == nil && replayed[msg.ID] {
+					held = append(held, heldMsg(p, m)) // failed again since: leave it for next time
+					continue
+				}
 				done, err := d.replayOne(ctx, p, m, f.Type)
 				if err != nil {
 					return r, err
 				}
 				if done {
+					replayed[msg.ID] = true
 					r.Replayed++
 				} else {
 					r.Skipped++
