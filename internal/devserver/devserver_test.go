@@ -1,0 +1,109 @@
+package devserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/triagehq/triage/internal/devserver"
+	"github.com/triagehq/triage/localstack"
+	"github.com/triagehq/triage/localstack/stacktest"
+)
+
+func TestMain(m *testing.M) { stacktest.Main(m) }
+
+// TestDevServer runs what `make run` runs and checks issue #2's promise: a
+// submitted echo task is completed, with its payload as result, within 2 s.
+func TestDevServer(t *testing.T) {
+	env := stacktest.New(t)
+	root, err := localstack.FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"TRIAGE_ADDR": "127.0.0.1:0", "TRIAGE_TOKEN": "dev-test", "TRIAGE_PREFIX": env.Prefix}
+	ready := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	var banner strings.Builder
+	done := make(chan error, 1)
+	go func() {
+		done <- devserver.Run(ctx, devserver.Options{
+			Getenv: func(k string) string {
+				if v, ok := vars[k]; ok {
+					return v
+				}
+				return os.Getenv(k)
+			},
+			Setenv: func(string, string) error { return nil },
+			Root:   root, Out: &banner, Logs: io.Discard,
+			Ready: func(url, _ string) { ready <- url },
+		})
+	}()
+	var base string
+	select {
+	case base = <-ready:
+	case err := <-done:
+		t.Fatalf("dev server stopped: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("dev server not ready in 60 s")
+	}
+
+	do := func(method, path, body string) (int, map[string]any) {
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer dev-test")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	code, sub := do("POST", "/api/v1/tasks", `{"type":"echo","payload":{"x":1},"priority":"high"}`)
+	if code != 201 {
+		t.Fatalf("submit = %d %v", code, sub)
+	}
+	submitted := time.Now()
+	var got map[string]any
+	for time.Since(submitted) < 2*time.Second {
+		_, got = do("GET", "/api/v1/tasks/"+sub["id"].(string), "")
+		if got["status"] == "completed" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if res, _ := json.Marshal(got["result"]); got["status"] != "completed" || string(res) != `{"x":1}` {
+		t.Fatalf("2 s after submit: %v", got)
+	}
+	t.Logf("completed %v after submit", time.Since(submitted).Round(time.Millisecond))
+
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page), "triage") {
+		t.Fatalf("dashboard: %d", resp.StatusCode)
+	}
+	for _, want := range []string{base + "/api/v1", "token:      dev-test", "#token=dev-test"} {
+		if !strings.Contains(banner.String(), want) {
+			t.Errorf("banner lacks %q:\n%s", want, banner.String())
+		}
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("dev server did not stop within 30 s of cancel")
+	}
+}
