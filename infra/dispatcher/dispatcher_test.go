@@ -692,7 +692,7 @@ func TestVariants(t *testing.T) {
 	})
 	t.Run("IAM authorization on every route", func(t *testing.T) {
 		routes := f.ofType("AWS::ApiGatewayV2::Route")
-		if len(routes) != 2 {
+		if len(routes) != 4 { // API proxy, dashboard page and its two assets
 			t.Fatalf("%d routes", len(routes))
 		}
 		for _, r := range routes {
