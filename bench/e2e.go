@@ -182,7 +182,7 @@ func measureE2E(ctx context.Context, cl clients, cnt *counter, o options, batchA
 	r.Seconds = round(end.Sub(start).Seconds(), 3)
 	r.PerSec = round(rate(r.Completed, end.Sub(start)), 1)
 	r.CPU = cpuUse(cpuSince(cpu0, cpu1), stopped.Sub(start), r.Completed)
-	r.Verdict = l.check(ids, done, r.Complete)
+	r.Verdict = check(l, ids, done, r.Complete)
 	if !r.Verdict.ok() {
 		problems.add("end-to-end %s: %s", setup.describe(), r.Verdict)
 	}

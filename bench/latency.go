@@ -119,7 +119,7 @@ func measureLatency(ctx context.Context, cl clients, cnt *counter, o options, ba
 	r.Seconds = round(end.Sub(start).Seconds(), 3)
 
 	all := append(append([]string(nil), lowIDs...), highIDs...)
-	r.Verdict = l.check(all, done, r.Complete)
+	r.Verdict = check(l, all, done, r.Complete)
 	if !r.Verdict.ok() {
 		problems.add("latency: %s", r.Verdict)
 	}

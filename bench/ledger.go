@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -10,42 +9,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/handler/ledger"
 	"github.com/triagehq/triage/internal/task"
 )
 
-// ledger is the handler-side record of every execution: it counts runs per
-// task id and notices a task running twice at the same time. It wraps the
-// real handler (the demo noop), so the consumer runs exactly what it would
-// run in production plus a map update.
-type ledger struct {
-	inner handler.Handler // set by deployment.consumer
-
-	mu      sync.Mutex
-	runs    map[string]int
-	running map[string]int
-	overlap []string
-}
-
-func newLedger() *ledger {
-	return &ledger{runs: map[string]int{}, running: map[string]int{}}
-}
-
-func (l *ledger) Handle(ctx context.Context, r handler.Request) (json.RawMessage, error) {
-	l.mu.Lock()
-	l.runs[r.ID]++
-	l.running[r.ID]++
-	if l.running[r.ID] > 1 {
-		l.overlap = append(l.overlap, r.ID)
-	}
-	l.mu.Unlock()
-	defer func() {
-		l.mu.Lock()
-		l.running[r.ID]--
-		l.mu.Unlock()
-	}()
-	return l.inner.Handle(ctx, r)
-}
+// newLedger returns the handler-side run record the verdicts are drawn from;
+// the consumer sets the handler it wraps.
+func newLedger() *ledger.Ledger { return ledger.New(nil) }
 
 // verdict checks that every id in want ran exactly once and nothing else
 // ran. With complete=false (a bounded run that stopped early) ids that never
@@ -73,9 +43,8 @@ func (v verdict) String() string {
 
 // check compares the ledger with the submitted ids and the tracker's
 // completions.
-func (l *ledger) check(want []string, done *tracker, complete bool) verdict {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func check(l *ledger.Ledger, want []string, done *tracker, complete bool) verdict {
+	runs, overlap := l.Runs(), l.Overlaps()
 	var v verdict
 	note := func(s string) {
 		if len(v.Examples) < 5 {
@@ -86,7 +55,7 @@ func (l *ledger) check(want []string, done *tracker, complete bool) verdict {
 	for _, id := range want {
 		wanted[id] = true
 	}
-	for id, n := range l.runs {
+	for id, n := range runs {
 		v.Ran++
 		if !wanted[id] {
 			v.Unknown++
@@ -97,13 +66,13 @@ func (l *ledger) check(want []string, done *tracker, complete bool) verdict {
 			note(fmt.Sprintf("%s ran %d times", id, n))
 		}
 	}
-	v.Concurrent = len(l.overlap)
-	for _, id := range l.overlap[:min(2, len(l.overlap))] {
+	v.Concurrent = len(overlap)
+	for _, id := range overlap[:min(2, len(overlap))] {
 		note(fmt.Sprintf("%s ran twice at the same time", id))
 	}
 	completed := done.completedIDs()
 	for _, id := range want {
-		ran, fin := l.runs[id] > 0, completed[id]
+		ran, fin := runs[id] > 0, completed[id]
 		switch {
 		case ran && !fin:
 			v.Lost++

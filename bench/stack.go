@@ -20,6 +20,7 @@ import (
 	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/handler/ledger"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
@@ -127,7 +128,7 @@ func (d *deployment) table() string { return d.app.Config.Spec.Table.Name }
 
 // consumer is app.Consumer with concurrency slots of which reserved only
 // run high tasks, running the app's handlers with noop wrapped by the ledger.
-func (d *deployment) consumer(concurrency, reserved int, l *ledger) (*dispatch.Consumer, error) {
+func (d *deployment) consumer(concurrency, reserved int, l *ledger.Ledger) (*dispatch.Consumer, error) {
 	reg, err := d.app.Handlers()
 	if err != nil {
 		return nil, fmt.Errorf("handlers: %w", err)
@@ -136,7 +137,7 @@ func (d *deployment) consumer(concurrency, reserved int, l *ledger) (*dispatch.C
 	if err != nil {
 		return nil, fmt.Errorf("handlers: %w", err)
 	}
-	l.inner = inner
+	l.SetInner(inner)
 	reg.Register("noop", l)
 	return d.app.Consumer(reg, dispatch.Options{Concurrency: concurrency, ReservedHigh: reserved}), nil
 }

@@ -93,7 +93,7 @@ func warmUp(ctx context.Context, cl clients, cnt *counter, o options, batchAPI b
 		problems.add("warm-up: %v", err)
 	}
 	w.Tasks, w.Seconds = len(ids), round(time.Since(start).Seconds(), 1)
-	w.Verdict = l.check(ids, done, true)
+	w.Verdict = check(l, ids, done, true)
 	if !w.Verdict.ok() {
 		problems.add("warm-up: %s", w.Verdict)
 	}

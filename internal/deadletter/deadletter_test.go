@@ -62,7 +62,9 @@ type instantFailure struct {
 	retries map[string]int
 }
 
-func (f *instantFailure) Get(_ context.Context, id string) (*task.Task, error) { return f.tasks[id], nil }
+func (f *instantFailure) Get(_ context.Context, id string) (*task.Task, error) {
+	return f.tasks[id], nil
+}
 
 func (f *instantFailure) Retry(_ context.Context, _ func(context.Context, string) (*task.Task, error), id string) (*task.Task, error) {
 	f.retries[id]++

@@ -80,28 +80,28 @@ func TestStrictModeRunsEveryHighBeforeAnyLow(t *testing.T) {
 	low := submit(t, a, "rec", task.Low, 30, `{}`)
 	high := submit(t, a, "rec", task.High, 10, `{}`)
 
-	l := newLedger()
+	l := newLedger(nil)
 	opt := fastOptions()
 	opt.Strict, opt.Concurrency, opt.ReservedHigh = true, 1, 0
 	stop := run(t, a.Consumer(registry("rec", l), opt))
-	l.waitEnds(t, 40, 60*time.Second)
+	waitEnds(t, l, 40, 60*time.Second)
 	stop()
 
-	l.checkOnce(t, append(low, high...))
+	checkOnce(t, l, append(low, high...))
 	var lastHighEnd, firstLowStart time.Time
-	for _, e := range l.ends {
-		if e.priority == task.High && e.at.After(lastHighEnd) {
-			lastHighEnd = e.at
+	for _, e := range l.Ends() {
+		if e.Priority == task.High && e.At.After(lastHighEnd) {
+			lastHighEnd = e.At
 		}
 	}
-	for _, e := range l.starts {
-		if e.priority == task.Low && (firstLowStart.IsZero() || e.at.Before(firstLowStart)) {
-			firstLowStart = e.at
+	for _, e := range l.Starts() {
+		if e.Priority == task.Low && (firstLowStart.IsZero() || e.At.Before(firstLowStart)) {
+			firstLowStart = e.At
 		}
 	}
-	for i, e := range l.starts[:10] {
-		if e.priority != task.High {
-			t.Fatalf("start %d was a %s task; want the 10 high tasks first", i, e.priority)
+	for i, e := range l.Starts()[:10] {
+		if e.Priority != task.High {
+			t.Fatalf("start %d was a %s task; want the 10 high tasks first", i, e.Priority)
 		}
 	}
 	if !lastHighEnd.Before(firstLowStart) {
@@ -124,20 +124,20 @@ func TestWeightedModeShares(t *testing.T) {
 	for _, p := range task.Priorities() {
 		all = append(all, submit(t, a, "rec", p, perQueue, `{}`)...)
 	}
-	l := newLedger()
+	l := newLedger(nil)
 	opt := fastOptions()
 	opt.Concurrency, opt.ReservedHigh = 1, 0
 	opt.Rand = rand.New(rand.NewPCG(42, 7))
 	stop := run(t, a.Consumer(registry("rec", l), opt))
 	const draws = 1000
-	l.waitEnds(t, draws, 3*time.Minute)
+	waitEnds(t, l, draws, 3*time.Minute)
 	stop()
 
 	// With 1 slot each poll receives one message from the queue the picker
 	// chose, and no queue can run dry within 1,000 draws.
 	got := map[task.Priority]int{}
-	for _, e := range l.starts[:draws] {
-		got[e.priority]++
+	for _, e := range l.Starts()[:draws] {
+		got[e.Priority]++
 	}
 	want := map[task.Priority]float64{task.High: 60, task.Medium: 30, task.Low: 10}
 	for p, w := range want {
@@ -147,12 +147,10 @@ func TestWeightedModeShares(t *testing.T) {
 			t.Errorf("%s share %.1f%%, want %.0f%% ± 5", p, share, w)
 		}
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.overlap) > 0 {
-		t.Errorf("overlapping runs: %v", l.overlap)
+	if o := l.Overlaps(); len(o) > 0 {
+		t.Errorf("overlapping runs: %v", o)
 	}
-	for id, n := range l.runs {
+	for id, n := range l.Runs() {
 		if n != 1 {
 			t.Errorf("task %s ran %d times", id, n)
 		}
@@ -171,11 +169,10 @@ func TestDuplicateMessagesRunOnce(t *testing.T) {
 	if _, err := a.Queues.Send(context.Background(), task.Medium, enqueue.Body(tk, tk.DispatchVersion), 0); err != nil {
 		t.Fatal(err)
 	}
-	l := newLedger()
-	l.work = func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
+	l := newLedger(func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
 		time.Sleep(300 * time.Millisecond) // long enough for the copy to arrive mid-run
 		return json.RawMessage(`1`), nil
-	}
+	})
 	opt := fastOptions()
 	opt.Concurrency = 4
 	stop := run(t, a.Consumer(registry("rec", l), opt))
@@ -193,7 +190,7 @@ func TestDuplicateMessagesRunOnce(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	stop()
-	l.checkOnce(t, ids)
+	checkOnce(t, l, ids)
 	d, _ := a.Queues.Depth(context.Background(), task.Medium)
 	if d.Visible+d.InFlight != 0 {
 		t.Fatalf("queue still holds %+v; both copies should be gone", d)
@@ -211,14 +208,14 @@ func TestConcurrentConsumersRunEachTaskOnce(t *testing.T) {
 		}
 		ids = append(ids, submit(t, a, "rec", p, n, `{}`)...)
 	}
-	l := newLedger()
+	l := newLedger(nil)
 	for range 3 {
 		opt := fastOptions()
 		opt.Concurrency = 4
 		run(t, a.Consumer(registry("rec", l), opt))
 	}
-	l.waitEnds(t, len(ids), 3*time.Minute)
-	l.checkOnce(t, ids)
+	waitEnds(t, l, len(ids), 3*time.Minute)
+	checkOnce(t, l, ids)
 	for _, id := range ids {
 		tk, err := a.Store.Get(context.Background(), id)
 		if err != nil {

@@ -4,93 +4,45 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/triagehq/triage/internal/handler"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/internal/handler/ledger"
 )
 
-// ledger is a handler-side record of every execution: it counts runs per
-// task and notices two runs of one task at the same time.
-type ledger struct {
-	mu      sync.Mutex
-	runs    map[string]int
-	running map[string]int
-	overlap []string
-	starts  []event
-	ends    []event
-	maxConc int
-	conc    int
-	work    func(ctx context.Context, r handler.Request) (json.RawMessage, error)
-}
-
-type event struct {
-	id       string
-	priority task.Priority
-	at       time.Time
-	worker   string
-}
-
-func newLedger() *ledger {
-	return &ledger{runs: map[string]int{}, running: map[string]int{}}
-}
-
-func (l *ledger) Handle(ctx context.Context, r handler.Request) (json.RawMessage, error) {
-	l.mu.Lock()
-	l.runs[r.ID]++
-	l.running[r.ID]++
-	if l.running[r.ID] > 1 {
-		l.overlap = append(l.overlap, r.ID)
+// newLedger returns a handler-side ledger around work (nil: succeed at once).
+func newLedger(work func(ctx context.Context, r handler.Request) (json.RawMessage, error)) *ledger.Ledger {
+	if work == nil {
+		return ledger.New(nil)
 	}
-	l.conc++
-	l.maxConc = max(l.maxConc, l.conc)
-	l.starts = append(l.starts, event{id: r.ID, priority: r.Priority, at: time.Now()})
-	l.mu.Unlock()
-	defer func() {
-		l.mu.Lock()
-		l.running[r.ID]--
-		l.conc--
-		l.ends = append(l.ends, event{id: r.ID, priority: r.Priority, at: time.Now()})
-		l.mu.Unlock()
-	}()
-	if l.work != nil {
-		return l.work(ctx, r)
-	}
-	return json.RawMessage(`{"ok":true}`), nil
+	return ledger.New(handler.Func(work))
 }
 
-// waitRuns waits until n distinct tasks have finished at least once.
-func (l *ledger) waitEnds(t *testing.T, n int, timeout time.Duration) {
+// waitEnds waits until n runs have ended.
+func waitEnds(t *testing.T, l *ledger.Ledger, n int, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		l.mu.Lock()
-		got := len(l.ends)
-		l.mu.Unlock()
-		if got >= n {
+		if len(l.Ends()) >= n {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	t.Fatalf("after %v only %d of %d runs ended", timeout, len(l.ends), n)
+	t.Fatalf("after %v only %d of %d runs ended", timeout, len(l.Ends()), n)
 }
 
-// checkOnce fails unless every id ran exactly once and none overlapped.
-func (l *ledger) checkOnce(t *testing.T, ids []string) {
+// checkOnce fails unless every id ran exactly once and no run overlapped another of its task.
+func checkOnce(t *testing.T, l *ledger.Ledger, ids []string) {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.overlap) > 0 {
-		t.Errorf("%d tasks ran twice at the same time, e.g. %s", len(l.overlap), l.overlap[0])
+	if o := l.Overlaps(); len(o) > 0 {
+		t.Errorf("%d tasks ran twice at the same time, e.g. %s", len(o), o[0])
 	}
+	runs := l.Runs()
 	var wrong []string
 	for _, id := range ids {
-		if l.runs[id] != 1 {
-			wrong = append(wrong, fmt.Sprintf("%s ran %d times", id, l.runs[id]))
+		if runs[id] != 1 {
+			wrong = append(wrong, fmt.Sprintf("%s ran %d times", id, runs[id]))
 		}
 	}
 	if len(wrong) > 0 {

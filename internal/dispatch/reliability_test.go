@@ -166,13 +166,12 @@ func TestCrashedConsumerTaskIsFinishedByAnother(t *testing.T) {
 	}
 	_ = child.Wait()
 
-	l := newLedger()
-	l.work = func(ctx context.Context, r handler.Request) (json.RawMessage, error) { return demo.Sleep(ctx, r) }
+	l := newLedger(demo.Sleep)
 	opt := fastOptions()
 	opt.Lease, opt.LeaseMargin, opt.WorkerID = 2*time.Second, time.Second, "rescuer"
 	run(t, a.Consumer(registry("sleep", l), opt))
 	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 40*time.Second)
-	l.checkOnce(t, []string{tk.ID})
+	checkOnce(t, l, []string{tk.ID})
 	if done.Attempts != 2 || len(done.History) != 2 || done.History[0].WorkerID != "victim" || !strings.Contains(done.History[0].Error, "lease expired") || done.History[1].WorkerID != "rescuer" {
 		t.Fatalf("attempts %d history %+v; want the lost attempt counted", done.Attempts, done.History)
 	}
@@ -236,10 +235,9 @@ func TestFourConsumersUnderFailures(t *testing.T) {
 		ids = append(ids, submit(t, a, "work", p, k, `{}`)...)
 	}
 	failsOnce := func(id string) bool { h := fnv.New32a(); h.Write([]byte(id)); return h.Sum32()%10 == 0 }
-	l := newLedger()
 	var rngMu sync.Mutex
 	rng := rand.New(rand.NewPCG(1, 2))
-	l.work = func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
+	l := newLedger(func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
 		rngMu.Lock()
 		d := time.Duration(rng.IntN(21)) * time.Millisecond
 		rngMu.Unlock()
@@ -248,7 +246,7 @@ func TestFourConsumersUnderFailures(t *testing.T) {
 			return nil, errors.New("transient failure")
 		}
 		return json.RawMessage(`true`), nil
-	}
+	})
 	for range 4 {
 		opt := fastOptions()
 		opt.Concurrency = 8
@@ -264,20 +262,19 @@ func TestFourConsumersUnderFailures(t *testing.T) {
 			failing++
 		}
 	}
-	l.waitEnds(t, wantRuns, 4*time.Minute)
+	waitEnds(t, l, wantRuns, 4*time.Minute)
 	time.Sleep(500 * time.Millisecond)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.overlap) > 0 {
-		t.Fatalf("%d concurrent double executions, e.g. %s", len(l.overlap), l.overlap[0])
+	if o := l.Overlaps(); len(o) > 0 {
+		t.Fatalf("%d concurrent double executions, e.g. %s", len(o), o[0])
 	}
+	runs := l.Runs()
 	for _, id := range ids {
 		want := 1
 		if failsOnce(id) {
 			want = 2
 		}
-		if l.runs[id] != want {
-			t.Fatalf("task %s ran %d times, want %d", id, l.runs[id], want)
+		if runs[id] != want {
+			t.Fatalf("task %s ran %d times, want %d", id, runs[id], want)
 		}
 	}
 	completed := 0
@@ -288,7 +285,7 @@ func TestFourConsumersUnderFailures(t *testing.T) {
 		}
 		completed += c
 	}
-	t.Logf("%d tasks, %d failed once, %d runs, %d completed", n, failing, len(l.ends), completed)
+	t.Logf("%d tasks, %d failed once, %d runs, %d completed", n, failing, len(l.Ends()), completed)
 	if completed != n {
 		t.Fatalf("%d of %d tasks completed", completed, n)
 	}
@@ -334,26 +331,25 @@ func TestDirectSendIsAdoptedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen atomic.Value
-	l := newLedger()
-	l.work = func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
+	l := newLedger(func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
 		seen.Store(r.ID)
 		if r.Attempt == 1 {
 			return nil, errors.New("first try fails, so the same SQS message is received again")
 		}
 		return r.Payload, nil
-	}
+	})
 	opt := fastOptions()
 	opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: time.Second, Max: time.Second}}
 	run(t, a.Consumer(registry("flaky", l), opt))
-	l.waitEnds(t, 2, 30*time.Second)
+	waitEnds(t, l, 2, 30*time.Second)
 	id, _ := seen.Load().(string)
 	done := stacktest.WaitStatus(t, a.Store, id, task.Completed, 10*time.Second)
 	if done.Attempts != 2 || done.IdempotencyKey != "sqs:"+aws.ToString(out.MessageId) {
 		t.Fatalf("adopted task: attempts %d key %q", done.Attempts, done.IdempotencyKey)
 	}
-	l.checkOnce(t, nil)
-	if l.runs[id] != 2 || len(l.runs) != 1 {
-		t.Fatalf("runs %v: the redelivered message must reach the same task", l.runs)
+	checkOnce(t, l, nil)
+	if runs := l.Runs(); runs[id] != 2 || len(runs) != 1 {
+		t.Fatalf("runs %v: the redelivered message must reach the same task", runs)
 	}
 	// It is visible through the API like any other task.
 	toks := &auth.Tokens{}
@@ -382,14 +378,12 @@ func TestPauseAndResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := submit(t, a, "rec", task.High, 5, `{}`)
-	l := newLedger()
+	l := newLedger(nil)
 	opt := fastOptions()
 	opt.MaxReceiveCount = 3 // low, so the test also covers refreshing put-off messages
 	run(t, a.Consumer(registry("rec", l), opt))
 	time.Sleep(6 * time.Second)
-	l.mu.Lock()
-	started := len(l.starts)
-	l.mu.Unlock()
+	started := len(l.Starts())
 	if started != 0 {
 		t.Fatalf("%d tasks started while paused", started)
 	}
@@ -401,8 +395,8 @@ func TestPauseAndResume(t *testing.T) {
 	if _, err := a.Controls.SetPaused(ctx, "", false); err != nil {
 		t.Fatal(err)
 	}
-	l.waitEnds(t, 5, 20*time.Second)
-	l.checkOnce(t, ids)
+	waitEnds(t, l, 5, 20*time.Second)
+	checkOnce(t, l, ids)
 	if d, _ := a.Queues.Depth(ctx, task.High); d.DLQ != 0 {
 		t.Fatalf("%d messages reached the DLQ while paused", d.DLQ)
 	}
@@ -417,7 +411,7 @@ func TestPauseOneType(t *testing.T) {
 	}
 	held := submit(t, a, "held", task.Medium, 2, `{}`)
 	free := submit(t, a, "free", task.Medium, 2, `{}`)
-	l := newLedger()
+	l := newLedger(nil)
 	reg := handler.NewRegistry()
 	reg.Register("held", l)
 	reg.Register("free", l)
@@ -445,25 +439,24 @@ func TestConcurrencyLimitAcrossInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := submit(t, a, "limited", task.High, 12, `{}`)
-	l := newLedger()
-	l.work = func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
+	l := newLedger(func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
 		time.Sleep(300 * time.Millisecond)
 		return nil, nil
-	}
+	})
 	for range 2 { // two instances, each with its own view of the controls
 		b := env.App(t, nil)
 		opt := fastOptions()
 		opt.Concurrency = 4
 		run(t, b.Consumer(registry("limited", l), opt))
 	}
-	l.waitEnds(t, len(ids), 60*time.Second)
-	l.checkOnce(t, ids)
-	t.Logf("most running at once: %d", l.maxConc)
-	if l.maxConc > 2 {
-		t.Fatalf("%d ran at once with max_concurrency 2", l.maxConc)
+	waitEnds(t, l, len(ids), 60*time.Second)
+	checkOnce(t, l, ids)
+	t.Logf("most running at once: %d", l.MaxConcurrent())
+	if l.MaxConcurrent() > 2 {
+		t.Fatalf("%d ran at once with max_concurrency 2", l.MaxConcurrent())
 	}
-	if l.maxConc < 2 {
-		t.Fatalf("only %d ran at once; the limit should allow 2", l.maxConc)
+	if l.MaxConcurrent() < 2 {
+		t.Fatalf("only %d ran at once; the limit should allow 2", l.MaxConcurrent())
 	}
 }
 
@@ -474,7 +467,7 @@ func TestRateLimitAcrossInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := submit(t, a, "metered", task.Medium, 90, `{}`)
-	l := newLedger()
+	l := newLedger(nil)
 	for range 2 {
 		b := env.App(t, nil)
 		opt := fastOptions()
@@ -482,16 +475,14 @@ func TestRateLimitAcrossInstances(t *testing.T) {
 		run(t, b.Consumer(registry("metered", l), opt))
 	}
 	time.Sleep(13 * time.Second)
-	l.mu.Lock()
-	starts := append([]event(nil), l.starts...)
-	l.mu.Unlock()
+	starts := l.Starts()
 	if len(starts) == 0 {
 		t.Fatal("nothing started")
 	}
-	from := starts[0].at.Add(time.Second) // skip the first, partial window
+	from := starts[0].At.Add(time.Second) // skip the first, partial window
 	in := 0
 	for _, e := range starts {
-		if !e.at.Before(from) && e.at.Before(from.Add(10*time.Second)) {
+		if !e.At.Before(from) && e.At.Before(from.Add(10*time.Second)) {
 			in++
 		}
 	}
@@ -504,8 +495,7 @@ func TestRateLimitAcrossInstances(t *testing.T) {
 func TestReservedSlotStartsHighPromptly(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
-	l := newLedger()
-	l.work = func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
+	l := newLedger(func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
 		if r.Priority == task.Low {
 			select {
 			case <-time.After(15 * time.Second):
@@ -513,7 +503,7 @@ func TestReservedSlotStartsHighPromptly(t *testing.T) {
 			}
 		}
 		return nil, nil
-	}
+	})
 	opt := fastOptions()
 	opt.Concurrency, opt.ReservedHigh = 3, 1
 	opt.DrainTimeout = time.Second
