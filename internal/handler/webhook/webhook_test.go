@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/handler/handlertest"
 	"github.com/triagehq/triage/internal/task"
 )
 
@@ -234,25 +235,8 @@ func TestHandleStatus(t *testing.T) {
 			defer cancel()
 
 			res, err := h.Handle(ctx, testRequest())
-			if !tt.wantErr {
-				if err != nil {
-					t.Fatalf("Handle: %v", err)
-				}
-				if string(res) != tt.wantResult {
-					t.Fatalf("result %s, want %s", res, tt.wantResult)
-				}
+			if !handlertest.Check(t, res, err, handlertest.Outcome{WantResult: tt.wantResult, WantErr: tt.wantErr, Permanent: tt.permanent, ErrContains: tt.errContains}) {
 				return
-			}
-			if err == nil {
-				t.Fatalf("Handle: result %s, want an error", res)
-			}
-			if got := !handler.Retriable(err); got != tt.permanent {
-				t.Errorf("permanent = %v, want %v (err %v)", got, tt.permanent, err)
-			}
-			for _, s := range tt.errContains {
-				if !strings.Contains(err.Error(), s) {
-					t.Errorf("error %q does not contain %q", err, s)
-				}
 			}
 			if strings.Contains(err.Error(), "hidden") {
 				t.Errorf("error %q leaks the URL query", err)
