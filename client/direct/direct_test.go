@@ -1,4 +1,4 @@
-package client_test
+package direct_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/triagehq/triage/client"
+	"github.com/triagehq/triage/client/direct"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/localstack/stacktest"
@@ -41,7 +42,7 @@ func receiveAll(t *testing.T, env *stacktest.Env, p task.Priority) []string {
 func TestDirectSubmit(t *testing.T) {
 	env := stacktest.New(t)
 	c := ctx(t)
-	d, err := client.NewDirect(c, env.AWS, env.Prefix)
+	d, err := direct.New(c, env.AWS, env.Prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestDirectSubmit(t *testing.T) {
 func TestDirectInvalid(t *testing.T) {
 	env := stacktest.New(t)
 	c := ctx(t)
-	d, err := client.NewDirect(c, env.AWS, env.Prefix)
+	d, err := direct.New(c, env.AWS, env.Prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestDirectInvalid(t *testing.T) {
 func TestDirectScheduled(t *testing.T) {
 	env := stacktest.New(t)
 	c := ctx(t)
-	d, err := client.NewDirect(c, env.AWS, env.Prefix)
+	d, err := direct.New(c, env.AWS, env.Prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,13 +135,13 @@ func TestDirectScheduled(t *testing.T) {
 	}
 }
 
-func TestNewDirectUnknownDeployment(t *testing.T) {
+func TestNewUnknownDeployment(t *testing.T) {
 	env := stacktest.New(t)
-	if _, err := client.NewDirect(ctx(t), env.AWS, env.Prefix+"-missing"); err == nil {
-		t.Fatal("NewDirect found queues for a prefix that has none")
+	if _, err := direct.New(ctx(t), env.AWS, env.Prefix+"-missing"); err == nil {
+		t.Fatal("New found queues for a prefix that has none")
 	}
-	if _, err := client.NewDirect(ctx(t), env.AWS, env.Prefix, client.WithDirectQueueURL("urgent", "http://127.0.0.1:1/q")); err == nil {
-		t.Fatal("NewDirect accepted a queue URL for an unknown priority")
+	if _, err := direct.New(ctx(t), env.AWS, env.Prefix, direct.WithQueueURL("urgent", "http://127.0.0.1:1/q")); err == nil {
+		t.Fatal("New accepted a queue URL for an unknown priority")
 	}
 }
 
@@ -149,9 +150,9 @@ func TestNewDirectUnknownDeployment(t *testing.T) {
 func TestDirectExplicitNames(t *testing.T) {
 	env := stacktest.New(t)
 	c := ctx(t)
-	d, err := client.NewDirect(c, env.AWS, env.Prefix,
-		client.WithDirectTable(env.Spec.Table.Name),
-		client.WithDirectQueueURL("high", env.QueueURLs[task.High]))
+	d, err := direct.New(c, env.AWS, env.Prefix,
+		direct.WithTable(env.Spec.Table.Name),
+		direct.WithQueueURL("high", env.QueueURLs[task.High]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,3 +164,12 @@ func TestDirectExplicitNames(t *testing.T) {
 		t.Fatalf("high queue holds %v, want the message of %s", b, tk.ID)
 	}
 }
+
+func ctx(t *testing.T) context.Context {
+	t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func intp(n int) *int { return &n }

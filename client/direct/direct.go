@@ -1,4 +1,8 @@
-package client
+// Package direct is a producer for code that runs inside AWS next to the
+// dispatcher: it writes a task's DynamoDB record and SQS message itself, with
+// no HTTP hop, and behaves exactly like the API's submit. It lives apart from
+// package client so that HTTP-only users do not import the AWS SDK.
+package direct
 
 import (
 	"context"
@@ -12,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/triagehq/triage/client"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/spec"
@@ -19,7 +24,7 @@ import (
 	"github.com/triagehq/triage/internal/task"
 )
 
-// Direct submits tasks from code that runs inside AWS next to the
+// Producer submits tasks from code that runs inside AWS next to the
 // dispatcher (a Lambda function, a container with the table's IAM rights),
 // without going through the HTTP API. It writes the DynamoDB record and
 // sends the SQS message itself.
@@ -30,38 +35,38 @@ import (
 // when the send fails — instead of a second implementation, so a task
 // submitted directly is indistinguishable from one submitted over HTTP, and
 // an idempotency key means the same thing on both paths.
-type Direct struct {
+type Producer struct {
 	store  *store.Store
 	enq    *enqueue.Enqueuer
 	window time.Duration
 }
 
-// DirectOption configures NewDirect.
-type DirectOption func(*directConfig)
+// Option configures New.
+type Option func(*options)
 
-type directConfig struct {
+type options struct {
 	table     string
 	queueURLs map[task.Priority]string
 }
 
-// WithDirectTable names the task table when it does not follow the prefix (the
+// WithTable names the task table when it does not follow the prefix (the
 // TRIAGE_TABLE setting of a deployment).
-func WithDirectTable(name string) DirectOption { return func(c *directConfig) { c.table = name } }
+func WithTable(name string) Option { return func(c *options) { c.table = name } }
 
-// WithDirectQueueURL gives a priority's queue URL ("high", "medium" or "low"),
+// WithQueueURL gives a priority's queue URL ("high", "medium" or "low"),
 // saving the GetQueueUrl look-up by name at start-up. Unknown priorities
-// are reported by NewDirect.
-func WithDirectQueueURL(priority, url string) DirectOption {
-	return func(c *directConfig) { c.queueURLs[task.Priority(priority)] = url }
+// are reported by New.
+func WithQueueURL(priority, url string) Option {
+	return func(c *options) { c.queueURLs[task.Priority(priority)] = url }
 }
 
-// NewDirect returns a direct producer for the deployment whose resources
+// New returns a direct producer for the deployment whose resources
 // are named from prefix ("" is the default, "triage"): table
 // "<prefix>-tasks", queues "<prefix>-high" and so on. The AWS configuration
 // decides credentials, region and endpoints, exactly as for the
 // dispatcher's own functions.
-func NewDirect(ctx context.Context, awsCfg aws.Config, prefix string, opts ...DirectOption) (*Direct, error) {
-	cfg := directConfig{queueURLs: map[task.Priority]string{}}
+func New(ctx context.Context, awsCfg aws.Config, prefix string, opts ...Option) (*Producer, error) {
+	cfg := options{queueURLs: map[task.Priority]string{}}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -75,7 +80,7 @@ func NewDirect(ctx context.Context, awsCfg aws.Config, prefix string, opts ...Di
 		sp.Table.Name = cfg.table
 	}
 	st := store.New(dynamodb.NewFromConfig(awsCfg), sp.Table.Name)
-	// Resolve looks up every queue and DLQ URL it was not given. Direct
+	// Resolve looks up every queue and DLQ URL it was not given. Producer
 	// only sends to the main queues, but resolving the DLQs too costs three
 	// calls once and proves at start-up that the deployment is the
 	// expected one.
@@ -85,7 +90,7 @@ func NewDirect(ctx context.Context, awsCfg aws.Config, prefix string, opts ...Di
 	}
 	// Like the API: a task due within SQS's longest delay is sent now with
 	// that delay; a later one starts scheduled and the promoter releases it.
-	return &Direct{store: st, enq: enqueue.New(st, qs), window: queue.MaxDelay}, nil
+	return &Producer{store: st, enq: enqueue.New(st, qs), window: queue.MaxDelay}, nil
 }
 
 // Submit validates r, records the task and sends its message. created is
@@ -94,7 +99,7 @@ func NewDirect(ctx context.Context, awsCfg aws.Config, prefix string, opts ...Di
 // the API's, so errors.Is(err, ErrBadRequest) (naming the field in
 // Error.Field), ErrTooLarge and ErrUnavailable (the queue refused the
 // message; nothing was recorded, so a retry is safe) work on both paths.
-func (d *Direct) Submit(ctx context.Context, r SubmitRequest) (*Task, bool, error) {
+func (d *Producer) Submit(ctx context.Context, r client.SubmitRequest) (*client.Task, bool, error) {
 	req := task.Request{
 		Type: r.Type, Payload: r.Payload, Priority: r.Priority,
 		MaxAttempts: r.MaxAttempts, TimeoutSeconds: r.TimeoutSeconds,
@@ -106,7 +111,7 @@ func (d *Direct) Submit(ctx context.Context, r SubmitRequest) (*Task, bool, erro
 	t := req.NewTask(d.store.Now().UTC(), d.window)
 	saved, created, err := d.enq.Submit(ctx, t)
 	if errors.Is(err, enqueue.ErrNotSent) {
-		return nil, false, &Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: err.Error()}
+		return nil, false, &client.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: err.Error()}
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("direct submit of a %q task: %w", r.Type, err)
@@ -123,22 +128,22 @@ func (d *Direct) Submit(ctx context.Context, r SubmitRequest) (*Task, bool, erro
 func fieldError(err error) error {
 	var fe *task.FieldError
 	if !errors.As(err, &fe) {
-		return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: err.Error()}
+		return &client.Error{Status: http.StatusBadRequest, Code: "bad_request", Message: err.Error()}
 	}
 	if fe.TooLarge {
-		return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fe.Error(), Field: fe.Field}
+		return &client.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fe.Error(), Field: fe.Field}
 	}
-	return &Error{Status: http.StatusBadRequest, Code: "invalid_field", Message: fe.Error(), Field: fe.Field}
+	return &client.Error{Status: http.StatusBadRequest, Code: "invalid_field", Message: fe.Error(), Field: fe.Field}
 }
 
 // toClientTask converts through the task's API JSON, which is the one
 // contract the two types share; copying fields by hand would drift.
-func toClientTask(t *task.Task) (*Task, error) {
+func toClientTask(t *task.Task) (*client.Task, error) {
 	b, err := json.Marshal(t)
 	if err != nil {
 		return nil, fmt.Errorf("encode task %s: %w", t.ID, err)
 	}
-	var out Task
+	var out client.Task
 	if err := json.Unmarshal(b, &out); err != nil {
 		return nil, fmt.Errorf("decode task %s: %w", t.ID, err)
 	}
