@@ -143,13 +143,9 @@ func measureE2E(ctx context.Context, cl clients, cnt *counter, o options, batchA
 	done := newTracker(len(ids))
 	cnt.observe(d.table(), done)
 	defer cnt.observe(d.table(), nil)
-	var cs []*dispatch.Consumer
-	for range setup.Consumers {
-		c, err := d.consumer(setup.Concurrency, setup.Reserved, l)
-		if err != nil {
-			return r, err
-		}
-		cs = append(cs, c)
+	cs, err := d.consumers(setup, l)
+	if err != nil {
+		return r, err
 	}
 
 	before = cnt.snapshot()

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/task"
 )
 
@@ -56,13 +55,9 @@ func measureLatency(ctx context.Context, cl clients, cnt *counter, o options, ba
 	done := newTracker(len(lowIDs) + highN)
 	cnt.observe(d.table(), done)
 	defer cnt.observe(d.table(), nil)
-	var cs []*dispatch.Consumer
-	for range setup.Consumers {
-		c, err := d.consumer(setup.Concurrency, setup.Reserved, l)
-		if err != nil {
-			return r, err
-		}
-		cs = append(cs, c)
+	cs, err := d.consumers(setup, l)
+	if err != nil {
+		return r, err
 	}
 
 	limit := budget(ctx, o.LatencyTimeout, 30*time.Second)

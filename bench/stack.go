@@ -173,3 +173,16 @@ func toStrings[K ~string](m map[K]string) map[string]string {
 
 // specIndexes are the task table's GSIs (the same for every prefix).
 func specIndexes() []spec.Index { return spec.New("").Table.Indexes }
+
+// consumers builds setup's consumers, all running their handlers through l.
+func (d *deployment) consumers(setup consumerSetup, l *ledger.Ledger) ([]*dispatch.Consumer, error) {
+	var cs []*dispatch.Consumer
+	for range setup.Consumers {
+		c, err := d.consumer(setup.Concurrency, setup.Reserved, l)
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, c)
+	}
+	return cs, nil
+}

@@ -282,16 +282,8 @@ func TestHandleTransportFailures(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), tt.timeout)
 			defer cancel()
 			start := time.Now()
-			_, err := h.Handle(ctx, testRequest())
-			if err == nil {
-				t.Fatal("Handle: nil error")
-			}
-			if !handler.Retriable(err) {
-				t.Errorf("error %v is permanent, want retriable", err)
-			}
-			if !strings.Contains(err.Error(), tt.contains) {
-				t.Errorf("error %q does not contain %q", err, tt.contains)
-			}
+			res, err := h.Handle(ctx, testRequest())
+			handlertest.Check(t, res, err, handlertest.Outcome{WantErr: true, ErrContains: []string{tt.contains}})
 			if tt.deadline {
 				if !errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("error %v does not wrap context.DeadlineExceeded", err)
