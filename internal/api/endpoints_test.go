@@ -336,9 +336,8 @@ func TestControlsEndpoints(t *testing.T) {
 func TestDLQListAndReplay(t *testing.T) {
 	f := newFix2(t, nil, api.Options{})
 	var dead []string
-	for i := range 3 {
-		dead = append(dead, submitID(t, f.fixture, fmt.Sprintf(`{"type":"fail","priority":"low","payload":{"times":%d,"permanent":true}}`, 1)))
-		_ = i
+	for range 3 {
+		dead = append(dead, submitID(t, f.fixture, `{"type":"fail","priority":"low","payload":{"times":1,"permanent":true}}`))
 	}
 	other := submitID(t, f.fixture, `{"type":"other-fail","priority":"low"}`) // no handler: dead-lettered
 	stop := f.consume(t)
@@ -364,7 +363,7 @@ func TestDLQListAndReplay(t *testing.T) {
 	}
 	// Replay while a consumer runs: the replayed tasks fail again at once
 	// and land back in the DLQ, but one replay touches each task only once.
-	f.consume(t)
+	stopAgain := f.consume(t)
 	code, body = f.do(t, "POST", "/api/v1/dlq/replay", "adm", `{"type":"fail"}`)
 	if code != 200 || body["replayed"] != 3.0 {
 		t.Fatalf("replay = %d %v", code, body)
@@ -372,7 +371,7 @@ func TestDLQListAndReplay(t *testing.T) {
 	for _, id := range dead {
 		f.waitStatus(t, id, "dead_letter")
 	}
-	stop()
+	stopAgain() // the second replay must stay queued: no consumer runs now
 	code, body = f.do(t, "POST", "/api/v1/dlq/replay", "adm", `{"type":"fail"}`)
 	if code != 200 || body["replayed"] != 3.0 {
 		t.Fatalf("second replay = %d %v", code, body)
