@@ -54,4 +54,14 @@ const (
 	EnvWebhookSecret   = config.EnvWebhookSecret
 	EnvConsumerARN     = config.EnvConsumerARN
 	EnvLogLevel        = config.EnvLogLevel
+	EnvRetryBackoff    = config.EnvRetryBackoff
 )
+
+// Backoff is one priority's retry wait (see config.Backoff).
+type Backoff = config.Backoff
+
+// ParseBackoff checks a TRIAGE_RETRY_BACKOFF value as the consumer will.
+func ParseBackoff(s string) error {
+	_, err := config.ParseBackoff(s)
+	return err
+}

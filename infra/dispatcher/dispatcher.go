@@ -211,6 +211,7 @@ func consumerEnv(p Props) map[string]string {
 		resourcespec.EnvPollWait:     durationEnv(p.PollWait),
 		resourcespec.EnvRoutes:       routesEnv(p.Routes),
 		resourcespec.EnvWeights:      weightsEnv(p.Weights),
+		resourcespec.EnvRetryBackoff: retryEnv(p.Retry),
 	}
 	if p.Strict {
 		env[resourcespec.EnvStrict] = "true"
@@ -514,4 +515,13 @@ func title(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// retryEnv encodes retry waits as TRIAGE_RETRY_BACKOFF expects, in a fixed order.
+func retryEnv(r map[string]RetryBackoff) string {
+	parts := make([]string, 0, len(r))
+	for _, prio := range sortedKeys(r) {
+		parts = append(parts, fmt.Sprintf("%s=%s:%s", prio, r[prio].Base, r[prio].Max))
+	}
+	return strings.Join(parts, ",")
 }

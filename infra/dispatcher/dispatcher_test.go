@@ -640,6 +640,7 @@ func TestVariants(t *testing.T) {
 		IAMAuth:         true,
 		PromoteInterval: 90 * time.Second,
 		Weights:         map[string]int{"high": 8, "low": 2},
+		Retry:           map[string]dispatcher.RetryBackoff{"low": {Base: 2 * time.Second, Max: 2 * time.Minute}, "high": {Base: time.Second, Max: 5 * time.Second}},
 		Routes:          map[string]string{"resize": handler, "notify": "https://hooks.example.com/triage"},
 		Alarms:          dispatcher.AlarmProps{DLQDepthThreshold: 5},
 		RemovalPolicy:   awscdk.RemovalPolicy_DESTROY,
@@ -677,6 +678,7 @@ func TestVariants(t *testing.T) {
 	t.Run("consumer settings", func(t *testing.T) {
 		vars := f.resources[f.id(f.d.Consumer)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
 		equalJSON(t, "weights", vars[resourcespec.EnvWeights], "high=8,low=2")
+		equalJSON(t, "retry", vars[resourcespec.EnvRetryBackoff], "high=1s:5s,low=2s:2m0s")
 		equalJSON(t, "routes", vars[resourcespec.EnvRoutes], "notify=https://hooks.example.com/triage,resize="+handler)
 	})
 	t.Run("routes grant invoke on Lambda handlers only", func(t *testing.T) {
@@ -761,6 +763,9 @@ func TestInvalidProps(t *testing.T) {
 		"unknown priority": {Weights: map[string]int{"urgent": 1}},
 		"zero weights":     {Weights: map[string]int{"high": 0, "medium": 0, "low": 0}},
 		"route target":     {Routes: map[string]string{"x": "ftp://nope"}},
+		"retry priority":   {Retry: map[string]dispatcher.RetryBackoff{"urgent": {Base: time.Second, Max: time.Minute}}},
+		"retry cap":        {Retry: map[string]dispatcher.RetryBackoff{"low": {Base: time.Minute, Max: time.Second}}},
+		"retry base":       {Retry: map[string]dispatcher.RetryBackoff{"low": {Max: time.Second}}},
 		"route type":       {Routes: map[string]string{"a,b": "https://x"}},
 		"log level":        {LogLevel: "loud"},
 		"memory":           {Consumer: dispatcher.FunctionProps{MemoryMiB: 64}},

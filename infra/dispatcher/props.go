@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+
+	"github.com/triagehq/triage/resourcespec"
 )
 
 // Props configures a Dispatcher. The zero value is a working deployment
@@ -31,6 +33,13 @@ type Props struct {
 	Weights map[string]int
 	// Strict makes the consumer always take the highest non-empty queue.
 	Strict bool
+
+	// Retry sets retry waits by priority name: Base is the wait after a
+	// task's first failed attempt, doubling after each further failure up
+	// to Max, less up to 25 % jitter. Missing priorities keep the
+	// consumer's defaults (base 1s; cap high 10s, medium 30s, low 60s).
+	// How many attempts a task gets is its own max_attempts (default 3).
+	Retry map[string]RetryBackoff
 
 	// PromoteLowAfter is how long a task waits at low before it moves to
 	// medium (consumer default 10m).
@@ -99,6 +108,9 @@ type Props struct {
 	// os.Stderr.
 	BuildLog io.Writer
 }
+
+// RetryBackoff is one priority's retry wait.
+type RetryBackoff = resourcespec.Backoff
 
 // FunctionProps sizes one Lambda function.
 type FunctionProps struct {
@@ -198,6 +210,9 @@ func (p *Props) resolved() (Props, error) {
 	}
 	if err := validateRoutes(r.Routes); err != nil {
 		return r, err
+	}
+	if err := resourcespec.ParseBackoff(retryEnv(r.Retry)); err != nil {
+		return r, fmt.Errorf("Retry: %w", err)
 	}
 	switch r.LogLevel {
 	case "", "debug", "info", "warn", "error":

@@ -30,6 +30,7 @@ import (
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/internal/task"
 )
 
 // App holds the assembled parts.
@@ -143,10 +144,25 @@ func (a *App) Consumer(reg *handler.Registry, opt dispatch.Options) *dispatch.Co
 	if opt.Gate == nil {
 		opt.Gate = a.Controls
 	}
+	if opt.Backoff == nil {
+		opt.Backoff = RetryBackoff(a.Config.RetryBackoff)
+	}
 	if opt.MaxReceiveCount == 0 && len(a.Config.Spec.Queues) > 0 {
 		opt.MaxReceiveCount = a.Config.Spec.Queues[0].MaxReceiveCount
 	}
 	return dispatch.New(a.Store, a.Queues, a.Enqueuer, reg, opt)
+}
+
+// RetryBackoff is the consumer's retry policy: dispatch.DefaultBackoff with
+// the priorities TRIAGE_RETRY_BACKOFF sets replaced (same jitter).
+func RetryBackoff(set map[task.Priority]config.Backoff) map[task.Priority]dispatch.Backoff {
+	b := dispatch.DefaultBackoff()
+	for p, v := range set {
+		d := b[p]
+		d.Base, d.Max = v.Base, v.Max
+		b[p] = d
+	}
+	return b
 }
 
 // NewLogger returns a JSON logger at level ("debug", "info", "warn", "error").

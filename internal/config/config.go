@@ -44,6 +44,7 @@ const (
 	EnvFanOutMax       = "TRIAGE_FANOUT_MAX"           // extra consumers the promoter starts per run at most (default 10)
 	EnvMaxDepth        = "TRIAGE_MAX_QUEUE_DEPTH"      // submits get 429 over this queue depth (default 100000; 0: no limit)
 	EnvMaxDepthHigh    = "TRIAGE_MAX_QUEUE_DEPTH_HIGH" // the same for high-priority submits (default 2 × the above)
+	EnvRetryBackoff    = "TRIAGE_RETRY_BACKOFF"        // retry waits "high=1s:10s,medium=1s:30s,low=1s:60s" (base:cap per priority)
 )
 
 // Config is the parsed environment.
@@ -72,6 +73,16 @@ type Config struct {
 	MaxDepthHigh    int
 	FanOutPer       int
 	FanOutMax       int
+	// RetryBackoff holds the priorities whose retry waits TRIAGE_RETRY_BACKOFF
+	// sets; the others keep the consumer's defaults.
+	RetryBackoff map[task.Priority]Backoff
+}
+
+// Backoff is one priority's retry wait: Base after the first failed
+// attempt, doubling after each further one, never more than Max.
+type Backoff struct {
+	Base time.Duration
+	Max  time.Duration
 }
 
 // Defaults.
@@ -167,7 +178,46 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if c.Routes, err = ParseRoutes(getenv(EnvRoutes)); err != nil {
 		return c, fmt.Errorf("%s: %w", EnvRoutes, err)
 	}
+	if c.RetryBackoff, err = ParseBackoff(getenv(EnvRetryBackoff)); err != nil {
+		return c, fmt.Errorf("%s: %w", EnvRetryBackoff, err)
+	}
 	return c, nil
+}
+
+// ParseBackoff parses "high=1s:10s,low=2s:2m": per priority, the retry wait
+// after the first failure and its cap. Only the priorities named are in
+// the result.
+func ParseBackoff(s string) (map[task.Priority]Backoff, error) {
+	out := map[task.Priority]Backoff{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not priority=base:cap", part)
+		}
+		p, err := task.ParsePriority(strings.TrimSpace(k))
+		if err != nil {
+			return nil, err
+		}
+		base, limit, ok := strings.Cut(strings.TrimSpace(v), ":")
+		if !ok {
+			return nil, fmt.Errorf("retry backoff of %s: %q is not base:cap, such as 1s:30s", p, v)
+		}
+		b := Backoff{}
+		if b.Base, err = parseDuration(base, 0); err != nil {
+			return nil, fmt.Errorf("retry backoff base of %s: %w", p, err)
+		}
+		if b.Max, err = parseDuration(limit, 0); err != nil {
+			return nil, fmt.Errorf("retry backoff cap of %s: %w", p, err)
+		}
+		if b.Max < b.Base {
+			return nil, fmt.Errorf("retry backoff of %s: cap %s is below base %s", p, b.Max, b.Base)
+		}
+		out[p] = b
+	}
+	return out, nil
 }
 
 // ParseWeights parses "high=6,medium=3,low=1". Missing priorities keep their default.

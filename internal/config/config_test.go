@@ -50,11 +50,53 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		EnvLowAfter:     "soon",
 		EnvRoutes:       "a=ftp://x",
 		EnvReservedHigh: "99",
+		EnvRetryBackoff: "high=10s:1s",
 	}
 	for k, v := range tests {
 		_, err := FromEnv(env(map[string]string{k: v}))
 		if err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%q: err %v, want one naming %s", k, v, err, k)
 		}
+	}
+}
+
+func TestParseBackoff(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    map[task.Priority]Backoff
+		wantErr string
+	}{
+		{in: "", want: map[task.Priority]Backoff{}},
+		{in: "high=1s:10s", want: map[task.Priority]Backoff{task.High: {time.Second, 10 * time.Second}}},
+		{in: " low = 2s:2m , medium=500ms:500ms", want: map[task.Priority]Backoff{
+			task.Low: {2 * time.Second, 2 * time.Minute}, task.Medium: {500 * time.Millisecond, 500 * time.Millisecond}}},
+		{in: "urgent=1s:2s", wantErr: "urgent"},
+		{in: "high", wantErr: "priority=base:cap"},
+		{in: "high=1s", wantErr: "base:cap"},
+		{in: "high=x:1s", wantErr: "base of high"},
+		{in: "high=1s:0s", wantErr: "cap of high"},
+		{in: "low=1m:30s", wantErr: "below base"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseBackoff(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+			for p, b := range tt.want {
+				if got[p] != b {
+					t.Errorf("%s: got %+v, want %+v", p, got[p], b)
+				}
+			}
+		})
 	}
 }

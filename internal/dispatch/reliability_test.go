@@ -88,6 +88,24 @@ func TestRetriesBackOffThenComplete(t *testing.T) {
 	}
 }
 
+// TestRetryBackoffFromEnvironment shows TRIAGE_RETRY_BACKOFF reaching the
+// consumer the app builds: medium's wait becomes 3 s (default: 1 s).
+func TestRetryBackoffFromEnvironment(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, map[string]string{"TRIAGE_RETRY_BACKOFF": "medium=3s:3s"})
+	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "medium", Payload: json.RawMessage(`{"times":1}`)})
+	run(t, a.Consumer(demoRegistry(), fastOptions()))
+	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 30*time.Second)
+	if len(done.History) != 2 {
+		t.Fatalf("history %+v, want 2 attempts", done.History)
+	}
+	gap := done.History[1].StartedAt.Sub(done.History[0].StartedAt)
+	t.Logf("gap between attempts: %v (configured 3s less up to 25%% jitter, rounded up to whole seconds)", gap)
+	if gap < 2500*time.Millisecond {
+		t.Fatalf("retry came after %v: the configured 3s backoff was not applied", gap)
+	}
+}
+
 func TestNonRetriableErrorGoesStraightToDLQ(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
