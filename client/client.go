@@ -87,9 +87,10 @@ type ErrorDetail struct {
 
 // Client talks to one triage API.
 type Client struct {
-	base  string
-	token string
-	http  *http.Client
+	base        string
+	token       string
+	tokenHeader bool
+	http        *http.Client
 }
 
 // New returns a client for the API at baseURL (e.g. http://127.0.0.1:8080).
@@ -99,6 +100,15 @@ func New(baseURL, token string) *Client {
 
 // WithHTTPClient replaces the HTTP client.
 func (c *Client) WithHTTPClient(h *http.Client) *Client { c.http = h; return c }
+
+// TokenHeader is the header WithTokenHeader sends the token in.
+const TokenHeader = "X-Triage-Token"
+
+// WithTokenHeader sends the token in the X-Triage-Token header instead of
+// Authorization. Use it for an API deployed with IAM authorization, with an
+// HTTP client (see WithHTTPClient) whose transport signs each request with
+// SigV4, which needs the Authorization header for itself.
+func (c *Client) WithTokenHeader() *Client { c.tokenHeader = true; return c }
 
 // Task is a task as the API returns it.
 type Task struct {
@@ -228,7 +238,11 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	if err != nil {
 		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	if c.token != "" {
+	switch {
+	case c.token == "":
+	case c.tokenHeader:
+		req.Header.Set(TokenHeader, c.token)
+	default:
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	req.Header.Set("Accept", "application/json")

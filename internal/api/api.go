@@ -158,13 +158,13 @@ func (s *Server) public(pattern string, h func(http.ResponseWriter, *http.Reques
 func (s *Server) handle(pattern string, scope auth.Scope, h func(http.ResponseWriter, *http.Request)) {
 	s.routes = append(s.routes, pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		if err := s.tokens.Check(r.Header.Get("Authorization"), scope); err != nil {
+		if err := s.tokens.CheckRequest(r, scope); err != nil {
 			if errors.Is(err, auth.ErrForbidden) {
 				writeError(w, http.StatusForbidden, "forbidden", "", err.Error())
 				return
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="triage"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", "", "missing or invalid bearer token")
+			writeError(w, http.StatusUnauthorized, "unauthorized", "", "missing or invalid bearer token (Authorization: Bearer <token>, or "+auth.TokenHeader+": <token>)")
 			return
 		}
 		h(w, r)

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/triagehq/triage/client"
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/task"
@@ -189,5 +191,43 @@ func TestLambdaEventFixture(t *testing.T) {
 	resp, err = h(context.Background(), ev.APIGatewayV2HTTPRequest)
 	if err != nil || resp.StatusCode != 401 || !bytes.Contains([]byte(resp.Body), []byte(`"unauthorized"`)) {
 		t.Fatalf("bad token: %d %s %v", resp.StatusCode, resp.Body, err)
+	}
+}
+
+// signingTransport stands in for a SigV4 signer: like one, it owns the
+// Authorization header and overwrites whatever the caller put there.
+type signingTransport struct{}
+
+func (signingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261122/us-east-1/execute-api/aws4_request, SignedHeaders=host;x-amz-date, Signature=0123")
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestTokenHeaderBesideSigV4 shows an API behind IAM authorization is
+// usable: the Go client sends its token in X-Triage-Token, leaving
+// Authorization to the signer, and the API accepts it with its scopes.
+func TestTokenHeaderBesideSigV4(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	signed := &http.Client{Transport: signingTransport{}}
+
+	c := client.New(f.srv.URL, "adm").WithHTTPClient(signed).WithTokenHeader()
+	tk, created, err := c.Submit(ctx, client.SubmitRequest{Type: "echo"})
+	if err != nil || !created {
+		t.Fatalf("submit with the token header: %v (created %v)", err, created)
+	}
+	if got, err := c.Get(ctx, tk.ID); err != nil || got.ID != tk.ID {
+		t.Fatalf("get with the token header: %v", err)
+	}
+	// Scopes still apply to the header's token.
+	ro := client.New(f.srv.URL, "ro").WithHTTPClient(signed).WithTokenHeader()
+	if _, _, err := ro.Submit(ctx, client.SubmitRequest{Type: "echo"}); !errors.Is(err, client.ErrForbidden) {
+		t.Fatalf("read token submitting: %v, want ErrForbidden", err)
+	}
+	// Without it the signer's Authorization replaces the bearer token.
+	plain := client.New(f.srv.URL, "adm").WithHTTPClient(signed)
+	if _, err := plain.Get(ctx, tk.ID); !errors.Is(err, client.ErrUnauthorized) {
+		t.Fatalf("bearer token under a signer: %v, want ErrUnauthorized", err)
 	}
 }

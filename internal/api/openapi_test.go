@@ -148,6 +148,9 @@ func TestOpenAPIDocument(t *testing.T) {
 	if s := oaObj(oaObj(oaObj(d.root["components"])["securitySchemes"])["bearer"]); s["type"] != "http" || s["scheme"] != "bearer" {
 		t.Errorf("securitySchemes.bearer = %v, want http bearer", s)
 	}
+	if s := oaObj(oaObj(oaObj(d.root["components"])["securitySchemes"])["tokenHeader"]); s["type"] != "apiKey" || s["in"] != "header" || s["name"] != auth.TokenHeader {
+		t.Errorf("securitySchemes.tokenHeader = %v, want an apiKey in header %s", s, auth.TokenHeader)
+	}
 	// Every $ref anywhere resolves.
 	var walk func(v any)
 	walk = func(v any) {
@@ -222,13 +225,18 @@ func TestOpenAPIDocument(t *testing.T) {
 			}
 			continue
 		}
-		if len(sec) != 1 {
-			t.Errorf("%s: security %v, want one bearer requirement with a scope", name, op["security"])
+		// Two alternatives with the same scope: the bearer token or the
+		// same token in X-Triage-Token.
+		if len(sec) != 2 {
+			t.Errorf("%s: security %v, want a bearer and a tokenHeader requirement with a scope", name, op["security"])
 			continue
 		}
 		scopes, _ := oaObj(sec[0])["bearer"].([]any)
 		if len(scopes) != 1 || !slices.Contains([]any{"submit", "read", "admin"}, scopes[0]) {
 			t.Errorf("%s: bearer scopes %v, want one of submit, read, admin", name, scopes)
+		}
+		if alt, _ := oaObj(sec[1])["tokenHeader"].([]any); !slices.Equal(alt, scopes) {
+			t.Errorf("%s: tokenHeader scopes %v, want the bearer's %v", name, alt, scopes)
 		}
 		for _, code := range []string{"401", "403"} {
 			if resps[code] == nil {

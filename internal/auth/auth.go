@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 )
 
@@ -80,6 +81,20 @@ func Parse(s string) (*Tokens, error) {
 		t.Add(tok, ss...)
 	}
 	return t, nil
+}
+
+// TokenHeader carries the token when the Authorization header is taken:
+// behind API Gateway IAM authorization, callers sign requests with SigV4,
+// which owns Authorization, so the token travels here instead.
+const TokenHeader = "X-Triage-Token"
+
+// CheckRequest verifies r's token: the TokenHeader value when present,
+// otherwise the Authorization header's bearer token.
+func (t *Tokens) CheckRequest(r *http.Request, need Scope) error {
+	if tok := r.Header.Get(TokenHeader); tok != "" {
+		return t.Check("Bearer "+tok, need)
+	}
+	return t.Check(r.Header.Get("Authorization"), need)
 }
 
 // Check verifies that the Authorization header value carries a known token

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"errors"
+	"net/http/httptest"
 	"testing"
 )
 
@@ -32,6 +33,41 @@ func TestCheck(t *testing.T) {
 		if (tt.want == nil) != (err == nil) || (tt.want != nil && !errors.Is(err, tt.want)) {
 			t.Errorf("Check(%q, %s) = %v, want %v", tt.header, tt.need, err, tt.want)
 		}
+	}
+}
+
+func TestCheckRequest(t *testing.T) {
+	toks, err := Parse("adm,ro:read")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sigv4 = "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261122/us-east-1/execute-api/aws4_request, SignedHeaders=host, Signature=abc"
+	tests := []struct {
+		name          string
+		authorization string
+		tokenHeader   string
+		need          Scope
+		want          error
+	}{
+		{"bearer", "Bearer adm", "", Admin, nil},
+		{"token header beside SigV4", sigv4, "adm", Admin, nil},
+		{"token header scope", sigv4, "ro", Admin, ErrForbidden},
+		{"token header wins over bearer", "Bearer adm", "ro", Admin, ErrForbidden},
+		{"unknown token header", "Bearer adm", "nope", Read, ErrUnauthenticated},
+		{"SigV4 alone", sigv4, "", Read, ErrUnauthenticated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/api/v1/stats", nil)
+			r.Header.Set("Authorization", tt.authorization)
+			if tt.tokenHeader != "" {
+				r.Header.Set(TokenHeader, tt.tokenHeader)
+			}
+			err := toks.CheckRequest(r, tt.need)
+			if (tt.want == nil) != (err == nil) || (tt.want != nil && !errors.Is(err, tt.want)) {
+				t.Errorf("CheckRequest = %v, want %v", err, tt.want)
+			}
+		})
 	}
 }
 
