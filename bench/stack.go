@@ -74,7 +74,7 @@ type clients struct {
 }
 
 func newClients(cfg aws.Config) clients {
-	return clients{cfg: cfg, ddb: dynamodb.NewFromConfig(cfg), sqs: sqs.NewFromConfig(cfg)}
+	return clients{cfg: cfg, ddb: store.NewClient(cfg), sqs: sqs.NewFromConfig(cfg)}
 }
 
 // deployment is one scenario's fresh table and queues, and triage's app

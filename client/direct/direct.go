@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/triagehq/triage/client"
@@ -79,7 +78,7 @@ func New(ctx context.Context, awsCfg aws.Config, prefix string, opts ...Option) 
 	if cfg.table != "" {
 		sp.Table.Name = cfg.table
 	}
-	st := store.New(dynamodb.NewFromConfig(awsCfg), sp.Table.Name)
+	st := store.New(store.NewClient(awsCfg), sp.Table.Name)
 	// Resolve looks up every queue and DLQ URL it was not given. Producer
 	// only sends to the main queues, but resolving the DLQs too costs three
 	// calls once and proves at start-up that the deployment is the

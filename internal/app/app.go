@@ -54,7 +54,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
-	a := &App{Config: cfg, Log: log, AWS: awsCfg, DynamoDB: dynamodb.NewFromConfig(awsCfg), SQS: sqs.NewFromConfig(awsCfg)}
+	a := &App{Config: cfg, Log: log, AWS: awsCfg, DynamoDB: store.NewClient(awsCfg), SQS: sqs.NewFromConfig(awsCfg)}
 	a.Store = store.New(a.DynamoDB, cfg.Spec.Table.Name, store.WithLogger(log), store.WithRetention(cfg.Retention))
 	a.Queues, err = queue.Resolve(ctx, a.SQS, cfg.Spec, cfg.QueueURLs, cfg.DLQURLs)
 	if err != nil {

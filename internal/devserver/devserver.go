@@ -18,7 +18,6 @@ import (
 	"time"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/triagehq/triage/internal/api"
@@ -26,6 +25,7 @@ import (
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/promote"
+	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/localstack"
 )
 
@@ -80,7 +80,7 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return fmt.Errorf("load AWS config: %w", err)
 	}
-	if _, err := localstack.Bootstrap(ctx, dynamodb.NewFromConfig(awsCfg), sqs.NewFromConfig(awsCfg), cfg.Spec); err != nil {
+	if _, err := localstack.Bootstrap(ctx, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), cfg.Spec); err != nil {
 		return err
 	}
 

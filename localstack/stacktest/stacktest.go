@@ -26,6 +26,7 @@ import (
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/spec"
+	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/localstack"
 )
@@ -90,7 +91,7 @@ func New(t testing.TB) *Env {
 	e := &Env{
 		Prefix:   prefix,
 		AWS:      cfg,
-		DynamoDB: dynamodb.NewFromConfig(cfg),
+		DynamoDB: store.NewClient(cfg),
 		SQS:      sqs.NewFromConfig(cfg),
 		Spec:     spec.New(prefix),
 	}
