@@ -192,32 +192,48 @@ func ParseBackoff(s string) (map[task.Priority]Backoff, error) {
 	if strings.TrimSpace(s) == "" {
 		return out, nil
 	}
+	err := eachPriority(s, "priority=base:cap", func(p task.Priority, v string) error {
+		base, limit, ok := strings.Cut(v, ":")
+		if !ok {
+			return fmt.Errorf("retry backoff of %s: %q is not base:cap, such as 1s:30s", p, v)
+		}
+		var b Backoff
+		var err error
+		if b.Base, err = parseDuration(base, 0); err != nil {
+			return fmt.Errorf("retry backoff base of %s: %w", p, err)
+		}
+		if b.Max, err = parseDuration(limit, 0); err != nil {
+			return fmt.Errorf("retry backoff cap of %s: %w", p, err)
+		}
+		if b.Max < b.Base {
+			return fmt.Errorf("retry backoff of %s: cap %s is below base %s", p, b.Max, b.Base)
+		}
+		out[p] = b
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eachPriority calls fn with each pair of a "priority=value,..." list,
+// value trimmed; form names the pair's shape in errors.
+func eachPriority(s, form string, fn func(task.Priority, string) error) error {
 	for _, part := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
-			return nil, fmt.Errorf("%q is not priority=base:cap", part)
+			return fmt.Errorf("%q is not %s", part, form)
 		}
 		p, err := task.ParsePriority(strings.TrimSpace(k))
 		if err != nil {
-			return nil, err
+			return err
 		}
-		base, limit, ok := strings.Cut(strings.TrimSpace(v), ":")
-		if !ok {
-			return nil, fmt.Errorf("retry backoff of %s: %q is not base:cap, such as 1s:30s", p, v)
+		if err := fn(p, strings.TrimSpace(v)); err != nil {
+			return err
 		}
-		b := Backoff{}
-		if b.Base, err = parseDuration(base, 0); err != nil {
-			return nil, fmt.Errorf("retry backoff base of %s: %w", p, err)
-		}
-		if b.Max, err = parseDuration(limit, 0); err != nil {
-			return nil, fmt.Errorf("retry backoff cap of %s: %w", p, err)
-		}
-		if b.Max < b.Base {
-			return nil, fmt.Errorf("retry backoff of %s: cap %s is below base %s", p, b.Max, b.Base)
-		}
-		out[p] = b
 	}
-	return out, nil
+	return nil
 }
 
 // ParseWeights parses "high=6,medium=3,low=1". Missing priorities keep their default.
@@ -226,20 +242,16 @@ func ParseWeights(s string) (map[task.Priority]int, error) {
 	if strings.TrimSpace(s) == "" {
 		return w, nil
 	}
-	for _, part := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok {
-			return nil, fmt.Errorf("%q is not priority=weight", part)
-		}
-		p, err := task.ParsePriority(strings.TrimSpace(k))
-		if err != nil {
-			return nil, err
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(v))
+	err := eachPriority(s, "priority=weight", func(p task.Priority, v string) error {
+		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return nil, fmt.Errorf("weight of %s must be a whole number >= 0, got %q", p, v)
+			return fmt.Errorf("weight of %s must be a whole number >= 0, got %q", p, v)
 		}
 		w[p] = n
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if w[task.High]+w[task.Medium]+w[task.Low] == 0 {
 		return nil, fmt.Errorf("at least one weight must be positive")
