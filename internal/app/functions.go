@@ -33,14 +33,27 @@ func FromEnvironment(ctx context.Context) (*App, error) {
 func (a *App) Handlers() (*handler.Registry, error) {
 	reg := handler.NewRegistry()
 	demo.Register(reg)
+	if err := a.AddRoutes(reg, true); err != nil {
+		return nil, err
+	}
+	return reg, nil
+}
+
+// AddRoutes registers the Lambda and webhook handlers of TRIAGE_ROUTES in
+// reg. A route for a type reg already has replaces it when override is
+// set, and is an error naming the type otherwise.
+func (a *App) AddRoutes(reg *handler.Registry, override bool) error {
 	for typ, target := range a.Config.Routes {
+		if _, err := reg.Lookup(typ); err == nil && !override {
+			return fmt.Errorf("task type %q has a Go handler and a route in %s; give it one", typ, config.EnvRoutes)
+		}
 		h, err := a.routeHandler(target)
 		if err != nil {
-			return nil, fmt.Errorf("route %s: %w", typ, err)
+			return fmt.Errorf("route %s: %w", typ, err)
 		}
 		reg.Register(typ, h)
 	}
-	return reg, nil
+	return nil
 }
 
 // Promoter returns the promoter with the configured thresholds.
@@ -61,13 +74,17 @@ func (a *App) Promoter(opt promote.Options) *promote.Promoter {
 // function stops polling: the drain timeout plus time to record outcomes.
 const LambdaConsumerReserve = 40 * time.Second
 
+// LambdaRecordReserve is the part of LambdaConsumerReserve kept for
+// recording outcomes after the drain timeout.
+const LambdaRecordReserve = 10 * time.Second
+
 // LambdaConsumer returns the consumer function's consumer.
 func (a *App) LambdaConsumer() (*dispatch.Consumer, error) {
 	reg, err := a.Handlers()
 	if err != nil {
 		return nil, err
 	}
-	return a.Consumer(reg, dispatch.Options{DrainTimeout: LambdaConsumerReserve - 10*time.Second}), nil
+	return a.Consumer(reg, dispatch.Options{DrainTimeout: LambdaConsumerReserve - LambdaRecordReserve}), nil
 }
 
 // LambdaAPI returns the API function's handler: API Gateway HTTP API
