@@ -24,6 +24,17 @@ import (
 // construct builds. FindRepoRoot looks for the go.mod that declares it.
 const RootModule = "github.com/triagehq/triage"
 
+// The stock functions' packages. They are built by import path, so `go
+// build` finds them in this repository and in any module that requires
+// RootModule (from the module cache, or a local replace).
+const (
+	// DefaultConsumerPackage is the stock consumer, the default of
+	// Props.ConsumerPackage.
+	DefaultConsumerPackage = RootModule + "/functions/consumer"
+	apiPackage             = RootModule + "/functions/api"
+	promoterPackage        = RootModule + "/functions/promoter"
+)
+
 // buildEnv cross-compiles a static binary for the arm64 Lambda runtime. It is
 // part of the asset hash, so changing it redeploys the functions.
 func buildEnv() []string {
@@ -43,8 +54,8 @@ func buildFlags() []string {
 // goBundler builds one function's bootstrap with the local Go toolchain. It
 // implements awscdk.ILocalBundling, so synth needs no Docker.
 type goBundler struct {
-	root string    // repository root, where `go build` runs
-	pkg  string    // package to build, relative to root: "./functions/api"
+	root string    // module root, where `go build` runs
+	pkg  string    // package to build, as `go build` takes it in root
 	log  io.Writer // where the bootstrap size is reported
 }
 
@@ -63,7 +74,7 @@ func (b *goBundler) TryBundle(outputDir *string, _ *awscdk.BundlingOptions) *boo
 	return jsii.Bool(true)
 }
 
-// build runs `go build` from the repository root and reports the binary size.
+// build runs `go build` in the module root and reports the binary size.
 func (b *goBundler) build(outputDir string) error {
 	out := filepath.Join(outputDir, "bootstrap")
 	args := append([]string{"build"}, buildFlags()...)
@@ -78,11 +89,21 @@ func (b *goBundler) build(outputDir string) error {
 	if err != nil {
 		return fmt.Errorf("go build %s: %w", b.pkg, err)
 	}
-	fmt.Fprintf(b.log, "bundled %s: bootstrap %.1f MiB\n", strings.TrimPrefix(b.pkg, "./"), float64(st.Size())/(1<<20))
+	fmt.Fprintf(b.log, "bundled %s: bootstrap %.1f MiB\n", displayPackage(b.pkg), float64(st.Size())/(1<<20))
 	return nil
 }
 
-// goCode returns the Lambda code of the package pkg (e.g. "./functions/api"),
+// displayPackage shortens pkg for the build log: the stock functions show as
+// "functions/api", a package given relative to the root as "cmd/consumer".
+func displayPackage(pkg string) string {
+	if rest, ok := strings.CutPrefix(pkg, RootModule+"/"); ok {
+		return rest
+	}
+	return strings.TrimPrefix(pkg, "./")
+}
+
+// goCode returns the Lambda code of the package pkg (an import path, or a
+// path relative to root such as "./cmd/consumer"),
 // built by goBundler. The asset hash is computed from exactly the inputs of
 // the build (see SourceHash), so it is the same on every synth of the same
 // sources and changes whenever the binary could.
@@ -110,8 +131,10 @@ func goCode(root, pkg string, log io.Writer) (awslambda.Code, error) {
 // listedPackage is the part of `go list -json` output SourceHash reads.
 type listedPackage struct {
 	ImportPath string
+	Name       string
 	Dir        string
 	Standard   bool
+	DepOnly    bool // false for pkg itself
 	Module     *struct {
 		Path    string
 		Version string
@@ -126,17 +149,38 @@ type listedPackage struct {
 }
 
 // SourceHash fingerprints everything `go build` reads to produce pkg's
-// binary: the Go version, the build settings, the files of every package of
-// the root module (and of locally replaced modules) that pkg depends on,
-// including embedded files, and the version of every other module it uses.
+// binary when run in the module at root (pkg must be a main package): the Go version, the build
+// settings, the main module's path, go version and godebug settings (they
+// shape every binary built in it, even of a package from another module),
+// the files of every package it depends on that is built from local files
+// (packages of the main module or of a module replaced by a directory),
+// including embedded files and their module's go.mod, the replacement
+// directory as written in go.mod (the binary records it), and the version of
+// every other module it uses (the module cache is immutable).
 //
 // It asks `go list -deps` rather than walking the tree, so tests, docs,
 // infra/ and cdk.out never change a function's hash, while a change to any
-// source the function imports always does.
+// source the function imports always does. Files are named by import path,
+// not by location, so the hash does not depend on where the module or a
+// locally replaced module is checked out.
 func SourceHash(root, pkg string) (string, error) {
-	goVersion, err := goOutput(root, "env", "GOVERSION")
+	goEnv, err := goOutput(root, "env", "GOVERSION", "GOWORK")
 	if err != nil {
 		return "", err
+	}
+	goVersion, goWork, _ := strings.Cut(goEnv, "\n")
+	goWork = strings.TrimSpace(goWork)
+	mainMod, err := goOutput(root, "mod", "edit", "-json")
+	if err != nil {
+		return "", err
+	}
+	var mod struct {
+		Module  struct{ Path string }
+		Go      string
+		GoDebug []struct{ Key, Value string }
+	}
+	if err := json.Unmarshal([]byte(mainMod), &mod); err != nil {
+		return "", fmt.Errorf("go mod edit -json (in %s): decode: %w", root, err)
 	}
 	args := append([]string{"list", "-deps", "-json"}, buildTags()...)
 	listing, err := goOutput(root, append(args, pkg)...)
@@ -150,25 +194,42 @@ func SourceHash(root, pkg string) (string, error) {
 		if err := dec.Decode(&p); err != nil {
 			return "", fmt.Errorf("go list %s: decode: %w", pkg, err)
 		}
+		if !p.DepOnly && p.Name != "main" {
+			// go build -o would write a package archive as the bootstrap.
+			return "", fmt.Errorf("%s is package %s, not a main package (a command)", pkg, p.Name)
+		}
 		pkgs = append(pkgs, p)
 	}
 	sort.Slice(pkgs, func(i, j int) bool { return pkgs[i].ImportPath < pkgs[j].ImportPath })
 
 	h := sha256.New()
 	fmt.Fprintf(h, "go %s\nenv %q\nflags %q\npkg %s\n", strings.TrimSpace(goVersion), buildEnv(), buildFlags(), pkg)
-	goMods := map[string]bool{}
+	fmt.Fprintf(h, "main %s go %s godebug %q\n", mod.Module.Path, mod.Go, mod.GoDebug)
+	if goWork != "" && goWork != "off" {
+		if err := hashFile(h, "go.work", goWork); err != nil {
+			return "", err
+		}
+	}
+	modules := map[string]bool{}
 	for _, p := range pkgs {
 		switch {
 		case p.Standard || p.Module == nil:
 			// Fixed by the Go version above.
 		case p.Module.Main || (p.Module.Replace != nil && p.Module.Replace.Version == ""):
-			if err := hashPackageFiles(h, root, p); err != nil {
+			if err := hashPackageFiles(h, p); err != nil {
 				return "", err
 			}
-			if m := p.Module.GoMod; m != "" && !goMods[m] {
-				goMods[m] = true
-				if err := hashFile(h, root, m); err != nil {
-					return "", err
+			if m := p.Module; !modules[m.Path] {
+				modules[m.Path] = true
+				if m.Replace != nil {
+					// The binary's build info records the replacement as
+					// written in go.mod.
+					fmt.Fprintf(h, "replace %s %s => %s\n", m.Path, m.Version, m.Replace.Path)
+				}
+				if m.GoMod != "" {
+					if err := hashFile(h, m.Path+"/go.mod", m.GoMod); err != nil {
+						return "", err
+					}
 				}
 			}
 		default:
@@ -183,34 +244,39 @@ func SourceHash(root, pkg string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// hashPackageFiles adds the name (relative to root) and content of each file
-// of p that the compiler or go:embed reads.
-func hashPackageFiles(h io.Writer, root string, p listedPackage) error {
+// hashPackageFiles adds the name (import path and file name) and content of
+// each file of p that the compiler or go:embed reads.
+func hashPackageFiles(h io.Writer, p listedPackage) error {
 	var files []string
 	for _, list := range [][]string{p.GoFiles, p.CgoFiles, p.CFiles, p.CXXFiles, p.MFiles, p.HFiles, p.SFiles, p.SysoFiles, p.EmbedFiles} {
 		files = append(files, list...)
 	}
 	sort.Strings(files)
 	for _, f := range files {
-		if err := hashFile(h, root, filepath.Join(p.Dir, f)); err != nil {
+		if err := hashFile(h, p.ImportPath+"/"+filepath.ToSlash(f), filepath.Join(p.Dir, f)); err != nil {
 			return fmt.Errorf("package %s: %w", p.ImportPath, err)
 		}
 	}
 	return nil
 }
 
-// hashFile adds path's name relative to root (so the hash does not depend on
-// where the repository is checked out) and the digest of its content.
-func hashFile(h io.Writer, root, path string) error {
-	rel, err := filepath.Rel(root, path)
-	if err != nil {
-		return err
-	}
+// hashFile adds name, which says what the file is independently of where it
+// is checked out, and the digest of the content of the file at path.
+func hashFile(h io.Writer, name, path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(h, "file %s %x\n", filepath.ToSlash(rel), sha256.Sum256(b))
+	fmt.Fprintf(h, "file %s %x\n", name, sha256.Sum256(b))
+	return nil
+}
+
+// checkSourceRoot verifies that the module at root can build the stock
+// functions by import path: it is RootModule or its build list includes it.
+func checkSourceRoot(root string) error {
+	if _, err := goOutput(root, "list", "-m", "-f", "{{.Path}}", RootModule); err != nil {
+		return fmt.Errorf("SourceRoot %s: must be a module that is or requires %s: %w", root, RootModule, err)
+	}
 	return nil
 }
 

@@ -93,6 +93,10 @@ func TestSourceHashMissingPackage(t *testing.T) {
 	if _, err := SourceHash(root, "./functions/nope"); err == nil || !strings.Contains(err.Error(), "functions/nope") {
 		t.Errorf("err = %v, want one naming the package", err)
 	}
+	// A library would build into a package archive, not an executable.
+	if _, err := SourceHash(root, "./lib"); err == nil || !strings.Contains(err.Error(), "not a main package") {
+		t.Errorf("library: err = %v, want not a main package", err)
+	}
 }
 
 func TestGoBundlerBuildsArm64Bootstrap(t *testing.T) {
@@ -146,5 +150,183 @@ func TestFindRepoRoot(t *testing.T) {
 	}
 	if _, err := FindRepoRoot(t.TempDir()); err == nil {
 		t.Error("found a root outside any module")
+	}
+}
+
+// userModules lays out a fake RootModule under triage/ and, beside it, a
+// user module example.com/app that requires it through a local replace and
+// has its own consumer, the shape of a user's project. Nothing is fetched.
+func userModules() map[string]string {
+	return map[string]string{
+		"triage/go.mod":                  "module " + RootModule + "\n\ngo 1.22\n",
+		"triage/functions/api/main.go":   "package main\n\nimport \"" + RootModule + "/lib\"\n\nfunc main() { println(lib.Name) }\n",
+		"triage/lib/lib.go":              "package lib\n\nconst Name = \"v1\"\n",
+		"app/go.mod":                     "module example.com/app\n\ngo 1.22\n\nrequire " + RootModule + " v0.0.0\n\nreplace " + RootModule + " => ../triage\n",
+		"app/cmd/consumer/main.go":       "package main\n\nimport \"" + RootModule + "/lib\"\n\nfunc main() { println(\"mine\", lib.Name) }\n",
+		"app/cmd/consumer/main_test.go":  "package main\n",
+		"app/README.md":                  "docs\n",
+		"triage/functions/api/README.md": "docs\n",
+	}
+}
+
+// TestSourceHashFromUserModule hashes a stock function by import path and a
+// user's consumer by relative path from a module that requires RootModule
+// through a local replace: the replaced module's files count by content,
+// the user's own sources only for the user's package, and the main module's
+// go and godebug settings for both.
+func TestSourceHashFromUserModule(t *testing.T) {
+	files := userModules()
+	const api, consumer = RootModule + "/functions/api", "./cmd/consumer"
+	hashes := func(t *testing.T, files map[string]string) (apiHash, consumerHash string) {
+		t.Helper()
+		app := filepath.Join(writeModule(t, files), "app")
+		var err error
+		if apiHash, err = SourceHash(app, api); err != nil {
+			t.Fatal(err)
+		}
+		if consumerHash, err = SourceHash(app, consumer); err != nil {
+			t.Fatal(err)
+		}
+		return apiHash, consumerHash
+	}
+	baseAPI, baseConsumer := hashes(t, files)
+	if baseAPI == baseConsumer {
+		t.Fatal("api and consumer share a hash")
+	}
+	inTriage, err := SourceHash(filepath.Join(writeModule(t, files), "triage"), api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inTriage == baseAPI {
+		t.Error("the api hashes the same built in RootModule and in the user module, whose path and go.mod end up in the binary")
+	}
+
+	for _, c := range []struct {
+		name, file, content    string
+		changesAPI, changesOwn bool
+	}{
+		{"replaced module source", "triage/lib/lib.go", "package lib\n\nconst Name = \"v2\"\n", true, true},
+		{"replaced module go.mod", "triage/go.mod", files["triage/go.mod"] + "\ngodebug panicnil=1\n", true, true},
+		{"user consumer source", "app/cmd/consumer/main.go", files["app/cmd/consumer/main.go"] + "\n// c\n", false, true},
+		{"user go.mod godebug", "app/go.mod", files["app/go.mod"] + "\ngodebug panicnil=1\n", true, true},
+		{"user go.mod comment", "app/go.mod", files["app/go.mod"] + "\n// c\n", false, true},
+		{"user test file", "app/cmd/consumer/main_test.go", "package main\n\nvar T = 1\n", false, false},
+		{"user docs", "app/README.md", "other\n", false, false},
+		{"replaced module docs", "triage/functions/api/README.md", "other\n", false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			edited := map[string]string{}
+			for k, v := range files {
+				edited[k] = v
+			}
+			edited[c.file] = c.content
+			a, own := hashes(t, edited)
+			if changed := a != baseAPI; changed != c.changesAPI {
+				t.Errorf("api hash changed = %v, want %v", changed, c.changesAPI)
+			}
+			if changed := own != baseConsumer; changed != c.changesOwn {
+				t.Errorf("consumer hash changed = %v, want %v", changed, c.changesOwn)
+			}
+		})
+	}
+
+	t.Run("replaced module elsewhere", func(t *testing.T) {
+		// The replace directive changes, and binaries record it.
+		moved := map[string]string{}
+		for k, v := range files {
+			if rest, ok := strings.CutPrefix(k, "triage/"); ok {
+				k = "src/vendored/triage/" + rest
+			}
+			moved[k] = v
+		}
+		moved["app/go.mod"] = strings.Replace(files["app/go.mod"], "=> ../triage", "=> ../src/vendored/triage", 1)
+		a, own := hashes(t, moved)
+		if a == baseAPI || own == baseConsumer {
+			t.Errorf("hash ignores the replace directive: api changed %v, consumer changed %v", a != baseAPI, own != baseConsumer)
+		}
+	})
+	t.Run("user module moved", func(t *testing.T) {
+		// With an absolute replace, two copies of the user module at
+		// different depths read the same files under the same go.mod.
+		triage := writeModule(t, nil)
+		app := writeModule(t, nil)
+		abs := map[string]string{}
+		for k, v := range files {
+			if rest, ok := strings.CutPrefix(k, "triage/"); ok {
+				abs[filepath.Join(triage, rest)] = v
+				continue
+			}
+			if k == "app/go.mod" {
+				v = strings.Replace(v, "=> ../triage", "=> "+filepath.ToSlash(triage), 1)
+			}
+			rest := strings.TrimPrefix(k, "app/")
+			abs[filepath.Join(app, "near", rest)] = v
+			abs[filepath.Join(app, "far", "away", "from", "it", rest)] = v
+		}
+		for path, content := range abs {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, pkg := range []string{api, consumer} {
+			near, err := SourceHash(filepath.Join(app, "near"), pkg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			far, err := SourceHash(filepath.Join(app, "far", "away", "from", "it"), pkg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if near != far {
+				t.Errorf("%s: hash depends on where the user module is checked out", pkg)
+			}
+		}
+	})
+	t.Run("location independent", func(t *testing.T) {
+		// The same projects one directory deeper: names are import paths,
+		// not locations.
+		nested := map[string]string{}
+		for k, v := range files {
+			nested["deeper/"+k] = v
+		}
+		root := writeModule(t, nested)
+		for pkg, want := range map[string]string{api: baseAPI, consumer: baseConsumer} {
+			got, err := SourceHash(filepath.Join(root, "deeper", "app"), pkg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("%s: hash depends on where the modules are checked out", pkg)
+			}
+		}
+	})
+}
+
+func TestCheckSourceRoot(t *testing.T) {
+	root := writeModule(t, userModules())
+	for _, dir := range []string{"triage", "app"} {
+		if err := checkSourceRoot(filepath.Join(root, dir)); err != nil {
+			t.Errorf("%s: %v", dir, err)
+		}
+	}
+	other := writeModule(t, map[string]string{"go.mod": "module example.com/other\n\ngo 1.22\n"})
+	if err := checkSourceRoot(other); err == nil || !strings.Contains(err.Error(), RootModule) {
+		t.Errorf("module without %s: err = %v, want one naming it", RootModule, err)
+	}
+}
+
+func TestDisplayPackage(t *testing.T) {
+	for pkg, want := range map[string]string{
+		RootModule + "/functions/api": "functions/api",
+		DefaultConsumerPackage:        "functions/consumer",
+		"./cmd/consumer":              "cmd/consumer",
+		"example.com/app/cmd/worker":  "example.com/app/cmd/worker",
+	} {
+		if got := displayPackage(pkg); got != want {
+			t.Errorf("displayPackage(%q) = %q, want %q", pkg, got, want)
+		}
 	}
 }

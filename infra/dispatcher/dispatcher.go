@@ -89,9 +89,11 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 	// Hash the function sources before declaring anything, so a missing or
 	// broken package leaves no half-built construct behind.
 	code := map[string]awslambda.Code{}
-	for _, name := range []string{"api", "consumer", "promoter"} {
-		if code[name], err = goCode(p.SourceRoot, "./functions/"+name, p.BuildLog); err != nil {
-			return nil, fmt.Errorf("dispatcher %s: function %s: %w", id, name, err)
+	for _, fn := range []struct{ name, pkg string }{
+		{"api", apiPackage}, {"consumer", p.ConsumerPackage}, {"promoter", promoterPackage},
+	} {
+		if code[fn.name], err = goCode(p.SourceRoot, fn.pkg, p.BuildLog); err != nil {
+			return nil, fmt.Errorf("dispatcher %s: function %s: %w", id, fn.name, err)
 		}
 	}
 	d := &Dispatcher{Construct: constructs.NewConstruct(scope, jsii.String(id)), Spec: s}

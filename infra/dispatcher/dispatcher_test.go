@@ -100,7 +100,9 @@ func synth(dir string, bundle bool, props *dispatcher.Props) (*fixture, error) {
 	if props == nil {
 		props = &dispatcher.Props{}
 	}
-	props.SourceRoot = env.root
+	if props.SourceRoot == "" {
+		props.SourceRoot = env.root
+	}
 	d, err := dispatcher.New(stack, "Dispatcher", props)
 	if err != nil {
 		return nil, err
@@ -757,27 +759,62 @@ func TestGivenTokensSecret(t *testing.T) {
 
 func TestInvalidProps(t *testing.T) {
 	stackUnderTest(t)
-	for name, p := range map[string]dispatcher.Props{
-		"fan-out":          {FanOut: dispatcher.MaxFanOut + 1},
-		"reserved":         {Concurrency: 4, ReservedHigh: 4},
-		"unknown priority": {Weights: map[string]int{"urgent": 1}},
-		"zero weights":     {Weights: map[string]int{"high": 0, "medium": 0, "low": 0}},
-		"route target":     {Routes: map[string]string{"x": "ftp://nope"}},
-		"retry priority":   {Retry: map[string]dispatcher.RetryBackoff{"urgent": {Base: time.Second, Max: time.Minute}}},
-		"retry cap":        {Retry: map[string]dispatcher.RetryBackoff{"low": {Base: time.Minute, Max: time.Second}}},
-		"retry base":       {Retry: map[string]dispatcher.RetryBackoff{"low": {Max: time.Second}}},
-		"route type":       {Routes: map[string]string{"a,b": "https://x"}},
-		"log level":        {LogLevel: "loud"},
-		"memory":           {Consumer: dispatcher.FunctionProps{MemoryMiB: 64}},
-		"timeout":          {API: dispatcher.FunctionProps{Timeout: time.Hour}},
-		"consumer timeout": {Consumer: dispatcher.FunctionProps{Timeout: 30 * time.Second}},
+	other := filepath.Join(env.outDir, "other-module")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "go.mod"), []byte("module example.com/other\n\ngo 1.22\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		p    dispatcher.Props
+		want string // in the error, when given
+	}{
+		"fan-out":          {p: dispatcher.Props{FanOut: dispatcher.MaxFanOut + 1}},
+		"reserved":         {p: dispatcher.Props{Concurrency: 4, ReservedHigh: 4}},
+		"unknown priority": {p: dispatcher.Props{Weights: map[string]int{"urgent": 1}}},
+		"zero weights":     {p: dispatcher.Props{Weights: map[string]int{"high": 0, "medium": 0, "low": 0}}},
+		"route target":     {p: dispatcher.Props{Routes: map[string]string{"x": "ftp://nope"}}},
+		"retry priority":   {p: dispatcher.Props{Retry: map[string]dispatcher.RetryBackoff{"urgent": {Base: time.Second, Max: time.Minute}}}},
+		"retry cap":        {p: dispatcher.Props{Retry: map[string]dispatcher.RetryBackoff{"low": {Base: time.Minute, Max: time.Second}}}},
+		"retry base":       {p: dispatcher.Props{Retry: map[string]dispatcher.RetryBackoff{"low": {Max: time.Second}}}},
+		"route type":       {p: dispatcher.Props{Routes: map[string]string{"a,b": "https://x"}}},
+		"log level":        {p: dispatcher.Props{LogLevel: "loud"}},
+		"memory":           {p: dispatcher.Props{Consumer: dispatcher.FunctionProps{MemoryMiB: 64}}},
+		"timeout":          {p: dispatcher.Props{API: dispatcher.FunctionProps{Timeout: time.Hour}}},
+		"consumer timeout": {p: dispatcher.Props{Consumer: dispatcher.FunctionProps{Timeout: 30 * time.Second}}},
+		"consumer package blank": {
+			p: dispatcher.Props{ConsumerPackage: "  "}, want: "ConsumerPackage",
+		},
+		"consumer package flag": {
+			p: dispatcher.Props{ConsumerPackage: "-toolexec=/bin/true"}, want: "ConsumerPackage",
+		},
+		"consumer package pattern": {
+			p: dispatcher.Props{ConsumerPackage: "./functions/..."}, want: "ConsumerPackage",
+		},
+		"consumer package library": {
+			p: dispatcher.Props{ConsumerPackage: dispatcher.RootModule + "/worker"}, want: "not a main package",
+		},
+		"consumer package missing": {
+			p: dispatcher.Props{ConsumerPackage: "./cmd/nope"}, want: "function consumer",
+		},
+		"source root without triage": {
+			p: dispatcher.Props{SourceRoot: other}, want: "requires " + dispatcher.RootModule,
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(env.outDir, "invalid"))})
 			stack := awscdk.NewStack(app, jsii.String("S"), nil)
-			p.SourceRoot = env.root
-			if _, err := dispatcher.New(stack, "Dispatcher", &p); err == nil {
-				t.Error("New accepted invalid props")
+			p := c.p
+			if p.SourceRoot == "" {
+				p.SourceRoot = env.root
+			}
+			_, err := dispatcher.New(stack, "Dispatcher", &p)
+			if err == nil {
+				t.Fatal("New accepted invalid props")
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want it to mention %q", err, c.want)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -100,9 +101,22 @@ type Props struct {
 	// API, Consumer and Promoter size the three functions.
 	API, Consumer, Promoter FunctionProps
 
-	// SourceRoot is the repository root, where `go build ./functions/<name>`
-	// runs. Default: the nearest directory above the working directory whose
-	// go.mod declares RootModule.
+	// ConsumerPackage is the Go package built as the consumer function's
+	// bootstrap: a main package, named as `go build` takes it in SourceRoot,
+	// by import path or relative to SourceRoot ("./cmd/consumer"). Default
+	// DefaultConsumerPackage, the stock consumer (demo handlers and Routes).
+	// Set it to your own main built on the worker package
+	// (github.com/triagehq/triage/worker) to run Go handlers; the function
+	// keeps the consumer's environment, schedule, permissions and alarms.
+	ConsumerPackage string
+
+	// SourceRoot is the root of the Go module where `go build` runs: the
+	// API and promoter (and the default consumer) are built by import path
+	// (RootModule + "/functions/..."), so it may be this repository or any
+	// module whose build list includes RootModule, e.g. your own module that
+	// requires it and holds ConsumerPackage. Default: the nearest directory
+	// at or above the working directory whose go.mod declares RootModule
+	// (see FindRepoRoot); outside this repository, set it.
 	SourceRoot string
 	// BuildLog receives one line per built function with its size. Default
 	// os.Stderr.
@@ -251,15 +265,44 @@ func (p *Props) resolved() (Props, error) {
 	if r.Alarms.Period < time.Minute || r.Alarms.Period%time.Minute != 0 {
 		return r, fmt.Errorf("Alarms.Period %s: must be a whole number of minutes", r.Alarms.Period)
 	}
+	if r.ConsumerPackage == "" {
+		r.ConsumerPackage = DefaultConsumerPackage
+	}
+	if err := validatePackage(r.ConsumerPackage); err != nil {
+		return r, fmt.Errorf("ConsumerPackage: %w", err)
+	}
 	if r.BuildLog == nil {
 		r.BuildLog = os.Stderr
 	}
 	if r.SourceRoot == "" {
 		if r.SourceRoot, err = FindRepoRoot("."); err != nil {
+			return r, fmt.Errorf("SourceRoot not set, and %w", err)
+		}
+	} else {
+		if r.SourceRoot, err = filepath.Abs(r.SourceRoot); err != nil {
+			return r, fmt.Errorf("SourceRoot: %w", err)
+		}
+		if err := checkSourceRoot(r.SourceRoot); err != nil {
 			return r, err
 		}
 	}
 	return r, nil
+}
+
+// validatePackage checks that pkg can only name one package to `go build`:
+// not empty, not a flag, no spaces, no "..." pattern.
+func validatePackage(pkg string) error {
+	switch {
+	case strings.TrimSpace(pkg) == "":
+		return fmt.Errorf("%q: must name a Go package", pkg)
+	case strings.HasPrefix(pkg, "-"):
+		return fmt.Errorf("%q: must be a package, not a flag", pkg)
+	case strings.ContainsAny(pkg, " \t\r\n"):
+		return fmt.Errorf("%q: must not contain spaces", pkg)
+	case strings.Contains(pkg, "..."):
+		return fmt.Errorf("%q: must name one package, not a pattern", pkg)
+	}
+	return nil
 }
 
 // withDefaults fills the zero fields of f from def and checks Lambda's limits.
