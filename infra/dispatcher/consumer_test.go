@@ -6,7 +6,6 @@ import (
 	"debug/elf"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -75,12 +74,11 @@ const userConsumerMarker = "infra-test-user-module-handler"
 // userModule writes, in a new temporary directory, a user's module
 // example.com/app that requires RootModule through a replace with this
 // repository (as a user would with a released version) and holds a consumer
-// main built on the worker package, then tidies it, offline, as the user
-// would have. It returns the module root.
+// main built on the worker package, with the requirements `go mod tidy`
+// would give it. It returns the module root.
 //
 // The go commands of the calling test run offline: GOPROXY=off (nothing can
-// be fetched), GOSUMDB=off (checksums come from the copied go.sum, or from
-// the local module cache for any line it lacks), GOWORK=off and
+// be fetched), GOSUMDB=off (checksums come from the copied go.sum), GOWORK=off and
 // GOTOOLCHAIN=local. Every module needed is in the module cache once the
 // shared synth has built the stock functions of this repository.
 func userModule(t *testing.T) string {
@@ -106,9 +104,27 @@ func userModule(t *testing.T) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	// The user's requirements are the repository's own (as `go mod tidy`
+	// would settle them), copied rather than computed: tidy considers every
+	// build tag and so may want modules no linux build has put in the
+	// cache, which offline it cannot fetch.
+	var requires strings.Builder
+	inBlock := false
+	for _, line := range strings.Split(string(rootMod), "\n") {
+		switch {
+		case strings.HasPrefix(line, "require ("):
+			inBlock = true
+			requires.WriteString(line + "\n")
+		case inBlock:
+			requires.WriteString(line + "\n")
+			inBlock = strings.TrimSpace(line) != ")"
+		case strings.HasPrefix(line, "require "):
+			requires.WriteString(line + "\n")
+		}
+	}
 	files := map[string]string{
-		"go.mod": fmt.Sprintf("module example.com/app\n\n%s\n\nrequire %s v0.0.0\n\nreplace %s => %s\n",
-			goLine, dispatcher.RootModule, dispatcher.RootModule, filepath.ToSlash(env.root)),
+		"go.mod": fmt.Sprintf("module example.com/app\n\n%s\n\nrequire %s v0.0.0\n\n%s\nreplace %s => %s\n",
+			goLine, dispatcher.RootModule, requires.String(), dispatcher.RootModule, filepath.ToSlash(env.root)),
 		"go.sum": string(sum),
 		"cmd/consumer/main.go": `// Command consumer is a user's consumer function with a Go handler.
 package main
@@ -142,11 +158,6 @@ func main() {
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-	}
-	tidy := exec.Command("go", "mod", "tidy")
-	tidy.Dir = dir
-	if out, err := tidy.CombinedOutput(); err != nil {
-		t.Fatalf("go mod tidy (offline) in the user module: %v\n%s", err, out)
 	}
 	return dir
 }
