@@ -84,6 +84,7 @@ type Result struct {
 // SubmitBatch records and sends many tasks, batching the sends per priority.
 func (e *Enqueuer) SubmitBatch(ctx context.Context, ts []*task.Task) []Result {
 	res := make([]Result, len(ts))
+	unsent := map[string]error{} // task id -> why its send failed
 	byPrio := map[task.Priority][]int{}
 	for i, t := range ts {
 		saved, created, err := e.store.Create(ctx, t)
@@ -117,7 +118,16 @@ func (e *Enqueuer) SubmitBatch(ctx context.Context, ts []*task.Task) []Result {
 			if derr := e.store.Discard(context.WithoutCancel(ctx), res[i].Task); derr != nil {
 				reason += "; and the record could not be removed: " + derr.Error()
 			}
+			id := res[i].Task.ID
 			res[i] = Result{Err: fmt.Errorf("%w: %s", ErrNotSent, reason)}
+			unsent[id] = res[i].Err
+		}
+	}
+	// A later item with the same idempotency key got the first one's task:
+	// if that task was not sent (and is gone), neither is this item.
+	for i := range res {
+		if r := res[i]; r.Err == nil && !r.Created && r.Task != nil && unsent[r.Task.ID] != nil {
+			res[i] = Result{Err: unsent[r.Task.ID]}
 		}
 	}
 	return res

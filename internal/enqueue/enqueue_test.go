@@ -457,6 +457,27 @@ func TestSubmitBatchDiscardsTasksWhoseSendFailed(t *testing.T) {
 	}
 }
 
+// A batch item whose idempotency key repeats an earlier item's gets that
+// item's task; when that task could not be sent and was removed, the later
+// item must fail too, not report a task that no longer exists.
+func TestSubmitBatchRepeatedKeyOfUnsentTask(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	enq := enqueue.New(f.store, f.resolve(t, []task.Priority{task.Medium}))
+	now := time.Now().UTC()
+	first := newTask(task.Request{Type: "echo", Priority: "medium", IdempotencyKey: "k"}, now)
+	again := newTask(task.Request{Type: "echo", Priority: "medium", IdempotencyKey: "k"}, now)
+	res := enq.SubmitBatch(ctx, []*task.Task{first, again})
+	for i, r := range res {
+		if !errors.Is(r.Err, enqueue.ErrNotSent) || r.Task != nil || r.Created {
+			t.Errorf("item %d: %+v, want ErrNotSent and no task", i, r)
+		}
+	}
+	if _, err := f.store.Get(ctx, first.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Get(first) = %v, want ErrNotFound", err)
+	}
+}
+
 // setup builds a task in a given state for the re-dispatch tests, with its
 // first message (if any) already consumed.
 type setup func(t *testing.T, f *fixture) *task.Task

@@ -39,6 +39,8 @@ type Queue struct {
 	InFlight         int     `json:"in_flight"`
 	Delayed          int     `json:"delayed"`
 	DLQDepth         int     `json:"dlq_depth"`
+	// OldestAgeSeconds is how long the longest-waiting queued task has
+	// waited at this priority: since it was queued, or promoted into it.
 	OldestAgeSeconds float64 `json:"oldest_age_seconds"`
 }
 
@@ -77,7 +79,8 @@ func Collect(ctx context.Context, s Store, q Queues) (Stats, error) {
 			return out, err
 		}
 		if len(page.Tasks) > 0 {
-			qs.OldestAgeSeconds = now.Sub(page.Tasks[0].EnqueuedAtOr(page.Tasks[0].CreatedAt)).Seconds()
+			// The same time the index sorts by, so the head is the oldest.
+			qs.OldestAgeSeconds = max(0, now.Sub(page.Tasks[0].WaitingSince).Seconds())
 		}
 		out.Queues[p] = qs
 		for _, st := range task.Statuses() {

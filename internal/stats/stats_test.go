@@ -185,7 +185,7 @@ func TestCollectCountsAKnownWorkload(t *testing.T) {
 	wantQueues := map[task.Priority]stats.Queue{
 		task.High:   {Depth: 2, InFlight: 1, OldestAgeSeconds: 300},
 		task.Medium: {Delayed: 1},
-		task.Low:    {DLQDepth: 2, OldestAgeSeconds: 42 + 60}, // created a minute before it started waiting
+		task.Low:    {DLQDepth: 2, OldestAgeSeconds: 42}, // waiting 42 s, though created a minute before
 	}
 	if got := f.now.Sub(lowQueued.CreatedAt).Seconds(); got != 102 {
 		t.Fatalf("fixture: low queued task created %v s ago, want 102", got)
