@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -40,6 +41,9 @@ const MaxDelay = 15 * time.Minute
 
 // MaxVisibility is SQS's longest visibility timeout.
 const MaxVisibility = 12 * time.Hour
+
+// MaxWait is the longest long-poll SQS allows on a receive.
+const MaxWait = 20 * time.Second
 
 // ReasonAttribute is the message attribute that says why a message is in a DLQ.
 const ReasonAttribute = "triage-reason"
@@ -175,12 +179,12 @@ func (q *Queues) receive(ctx context.Context, p task.Priority, url string, n int
 	in := &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(url),
 		MaxNumberOfMessages:         int32(min(max(n, 1), MaxBatch)),
-		WaitTimeSeconds:             int32(wait / time.Second),
+		WaitTimeSeconds:             int32(min(max(wait, 0), MaxWait) / time.Second),
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount, types.MessageSystemAttributeNameSentTimestamp},
 		MessageAttributeNames:       []string{ReasonAttribute},
 	}
 	if visibility > 0 {
-		in.VisibilityTimeout = int32(min(visibility, MaxVisibility) / time.Second)
+		in.VisibilityTimeout = wholeSeconds(min(visibility, MaxVisibility))
 	}
 	out, err := q.sqs.ReceiveMessage(ctx, in)
 	if err != nil {
@@ -276,7 +280,7 @@ func (q *Queues) SendDLQ(ctx context.Context, p task.Priority, body, reason stri
 		reason = "unspecified"
 	}
 	if len(reason) > 1024 {
-		reason = reason[:1024]
+		reason = strings.ToValidUTF8(reason[:1024], "") // never half a character
 	}
 	_, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: aws.String(q.dlqs[p]), MessageBody: aws.String(body),

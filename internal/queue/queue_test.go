@@ -681,3 +681,51 @@ func TestIsGone(t *testing.T) {
 		})
 	}
 }
+
+// A reason cut at 1024 bytes never ends in half a character.
+func TestSendDLQCutsReasonAtACharacter(t *testing.T) {
+	_, q := newQueues(t)
+	ctx := context.Background()
+	reason := strings.Repeat("a", 1023) + "é" // é is 2 bytes: 1023 + 2 > 1024
+	if err := q.SendDLQ(ctx, task.Low, `{"id":"x","v":1}`, reason); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := q.ReceiveDLQ(ctx, task.Low, 1, 5*time.Second, time.Minute)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("ReceiveDLQ = %d messages, %v", len(msgs), err)
+	}
+	if got := msgs[0].Reason; got != strings.Repeat("a", 1023) {
+		t.Fatalf("reason ends %q (len %d), want the 1023 a's without a broken character", got[len(got)-3:], len(got))
+	}
+}
+
+// Receive settings SQS would refuse or ignore are brought into range: a
+// wait over 20 s is capped (SQS rejects it), and a visibility under a
+// second rounds up to one (0 would mean the queue's default, 60 s).
+func TestReceiveBringsWaitAndVisibilityIntoRange(t *testing.T) {
+	_, q := newQueues(t)
+	ctx := context.Background()
+	if _, err := q.Send(ctx, task.Medium, "m", 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := q.Receive(ctx, task.Medium, 1, time.Minute, 500*time.Millisecond)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("Receive with a 1 min wait = %d, %v; want the message", len(got), err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		again, err := q.Receive(ctx, task.Medium, 1, time.Second, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(again) == 1 {
+			if again[0].ReceiveCount != 2 {
+				t.Fatalf("receive count %d, want 2", again[0].ReceiveCount)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the message stayed hidden: a 500 ms visibility was not rounded up to 1 s")
+		}
+	}
+}
