@@ -35,10 +35,10 @@ type Queues interface {
 
 // Queue is one priority's queue figures.
 type Queue struct {
-	Depth            int     `json:"depth"`
-	InFlight         int     `json:"in_flight"`
-	Delayed          int     `json:"delayed"`
-	DLQDepth         int     `json:"dlq_depth"`
+	Depth    int `json:"depth"`
+	InFlight int `json:"in_flight"`
+	Delayed  int `json:"delayed"`
+	DLQDepth int `json:"dlq_depth"`
 	// OldestAgeSeconds is how long the longest-waiting queued task has
 	// waited at this priority: since it was queued, or promoted into it.
 	OldestAgeSeconds float64 `json:"oldest_age_seconds"`
