@@ -112,11 +112,11 @@ var ErrNoHandlers = errors.New("worker: no handlers registered")
 // finish (up to the drain timeout) and returns nil. It returns an error
 // when the configuration is invalid or AWS cannot be reached at start.
 func (w *Worker) Run(ctx context.Context) error {
-	c, err := w.consumer(ctx, dispatch.Options{})
+	a, reg, err := w.assemble(ctx)
 	if err != nil {
 		return err
 	}
-	return c.Run(ctx)
+	return a.Consumer(reg, dispatch.Options{}).Run(ctx)
 }
 
 // LambdaSummary is what one invocation of the Lambda handler returns.
@@ -127,11 +127,11 @@ type LambdaSummary = dispatch.LambdaSummary
 // polls until app.LambdaConsumerReserve (40 s) before its deadline, then
 // drains. Build it once, at cold start.
 func (w *Worker) LambdaHandler(ctx context.Context) (func(context.Context, events.EventBridgeEvent) (LambdaSummary, error), error) {
-	c, err := w.consumer(ctx, dispatch.Options{DrainTimeout: app.LambdaConsumerReserve - app.LambdaRecordReserve})
+	a, reg, err := w.assemble(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return dispatch.LambdaHandler(c, app.LambdaConsumerReserve), nil
+	return a.LambdaConsumer(reg), nil
 }
 
 // StartLambda serves the Lambda handler; it does not return. A
@@ -146,28 +146,28 @@ func (w *Worker) StartLambda() {
 	lambda.Start(h)
 }
 
-// consumer assembles the dispatch consumer: the registered Go handlers
-// plus the configured routes.
-func (w *Worker) consumer(ctx context.Context, opt dispatch.Options) (*dispatch.Consumer, error) {
+// assemble builds the app from the configuration and the handler
+// registry: the registered Go handlers plus the configured routes.
+func (w *Worker) assemble(ctx context.Context) (*app.App, *handler.Registry, error) {
 	cfg, err := config.FromEnv(w.opt.Getenv)
 	if err != nil {
-		return nil, fmt.Errorf("worker: configuration: %w", err)
+		return nil, nil, fmt.Errorf("worker: configuration: %w", err)
 	}
 	a, err := app.New(ctx, cfg, w.logger(cfg.LogLevel))
 	if err != nil {
-		return nil, fmt.Errorf("worker: %w", err)
+		return nil, nil, fmt.Errorf("worker: %w", err)
 	}
 	reg := handler.NewRegistry()
 	for typ, h := range w.handlers {
 		reg.Register(typ, adapt(h))
 	}
 	if err := a.AddRoutes(reg, false); err != nil {
-		return nil, fmt.Errorf("worker: %w", err)
+		return nil, nil, fmt.Errorf("worker: %w", err)
 	}
 	if len(reg.Types()) == 0 {
-		return nil, ErrNoHandlers
+		return nil, nil, ErrNoHandlers
 	}
-	return a.Consumer(reg, opt), nil
+	return a, reg, nil
 }
 
 func (w *Worker) logger(level string) *slog.Logger {

@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/triagehq/triage/internal/app"
-	"github.com/triagehq/triage/internal/dispatch"
 )
 
 func main() {
@@ -18,9 +17,9 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := a.LambdaConsumer()
+	reg, err := a.Handlers()
 	if err != nil {
 		log.Fatal(err)
 	}
-	lambda.Start(dispatch.LambdaHandler(c, app.LambdaConsumerReserve))
+	lambda.Start(a.LambdaConsumer(reg))
 }

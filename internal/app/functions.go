@@ -74,17 +74,16 @@ func (a *App) Promoter(opt promote.Options) *promote.Promoter {
 // function stops polling: the drain timeout plus time to record outcomes.
 const LambdaConsumerReserve = 40 * time.Second
 
-// LambdaRecordReserve is the part of LambdaConsumerReserve kept for
+// lambdaRecordReserve is the part of LambdaConsumerReserve kept for
 // recording outcomes after the drain timeout.
-const LambdaRecordReserve = 10 * time.Second
+const lambdaRecordReserve = 10 * time.Second
 
-// LambdaConsumer returns the consumer function's consumer.
-func (a *App) LambdaConsumer() (*dispatch.Consumer, error) {
-	reg, err := a.Handlers()
-	if err != nil {
-		return nil, err
-	}
-	return a.Consumer(reg, dispatch.Options{DrainTimeout: LambdaConsumerReserve - LambdaRecordReserve}), nil
+// LambdaConsumer returns the consumer function's handler, running the
+// handlers of reg: each scheduled invocation polls until
+// LambdaConsumerReserve before its deadline, then drains.
+func (a *App) LambdaConsumer(reg *handler.Registry) func(context.Context, events.EventBridgeEvent) (dispatch.LambdaSummary, error) {
+	c := a.Consumer(reg, dispatch.Options{DrainTimeout: LambdaConsumerReserve - lambdaRecordReserve})
+	return dispatch.LambdaHandler(c, LambdaConsumerReserve)
 }
 
 // LambdaAPI returns the API function's handler: API Gateway HTTP API
