@@ -109,7 +109,7 @@ func (d *Producer) Submit(ctx context.Context, r client.SubmitRequest) (*client.
 	}
 	t := req.NewTask(d.store.Now().UTC(), d.window)
 	saved, created, err := d.enq.Submit(ctx, t)
-	if errors.Is(err, enqueue.ErrNotSent) {
+	if errors.Is(err, enqueue.ErrNotSent) || errors.Is(err, enqueue.ErrNotRecorded) {
 		return nil, false, &client.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: err.Error()}
 	}
 	if err != nil {

@@ -326,12 +326,25 @@ func (s *Server) taskError(w http.ResponseWriter, r *http.Request, what string, 
 
 func (s *Server) internal(w http.ResponseWriter, r *http.Request, what string, err error) {
 	s.log.Error(what+" failed", "method", r.Method, "path", r.URL.Path, "error", err)
-	if errors.Is(err, enqueue.ErrNotSent) {
+	if msg, ok := notAccepted(err); ok {
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "", "the queue did not accept the task; nothing was recorded, try again")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "", msg)
 		return
 	}
 	writeError(w, http.StatusInternalServerError, "internal", "", what+" failed")
+}
+
+// notAccepted says why a submit was not accepted when the cause was the
+// queue or the table being unavailable: the client may retry the same
+// request safely (with the same idempotency key too).
+func notAccepted(err error) (string, bool) {
+	switch {
+	case errors.Is(err, enqueue.ErrNotSent):
+		return "the queue did not accept the task; nothing was recorded, try again", true
+	case errors.Is(err, enqueue.ErrNotRecorded):
+		return "the task could not be recorded; it was not accepted, try again", true
+	}
+	return "", false
 }
 
 // ErrorBody is the JSON shape of every error response.

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/deadletter"
-	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/stats"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
@@ -68,9 +67,10 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	for j, res := range s.enq.SubmitBatch(r.Context(), ts) {
 		i := idx[j]
+		msg, unavailable := notAccepted(res.Err)
 		switch {
-		case errors.Is(res.Err, enqueue.ErrNotSent):
-			items[i].Status, items[i].Error = http.StatusServiceUnavailable, &ErrorDetail{Code: "unavailable", Message: "the queue did not accept the task; nothing was recorded, try again"}
+		case unavailable:
+			items[i].Status, items[i].Error = http.StatusServiceUnavailable, &ErrorDetail{Code: "unavailable", Message: msg}
 		case res.Err != nil:
 			s.log.Error("batch submit item failed", "index", i, "error", res.Err)
 			items[i].Status, items[i].Error = http.StatusInternalServerError, &ErrorDetail{Code: "internal", Message: "submit failed"}

@@ -138,6 +138,9 @@ func (a *App) Consumer(reg *handler.Registry, opt dispatch.Options) *dispatch.Co
 	if opt.PollWait == 0 {
 		opt.PollWait = a.Config.PollWait
 	}
+	if opt.Lease == 0 {
+		opt.Lease = a.Config.Lease
+	}
 	if opt.Logger == nil {
 		opt.Logger = a.Log
 	}

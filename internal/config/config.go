@@ -45,6 +45,7 @@ const (
 	EnvMaxDepth        = "TRIAGE_MAX_QUEUE_DEPTH"      // submits get 429 over this queue depth (default 100000; 0: no limit)
 	EnvMaxDepthHigh    = "TRIAGE_MAX_QUEUE_DEPTH_HIGH" // the same for high-priority submits (default 2 × the above)
 	EnvRetryBackoff    = "TRIAGE_RETRY_BACKOFF"        // retry waits "high=1s:10s,medium=1s:30s,low=1s:60s" (base:cap per priority)
+	EnvLease           = "TRIAGE_LEASE"                // a claim's lease, renewed every third of it (default 30s); bounds crash recovery
 )
 
 // Config is the parsed environment.
@@ -61,6 +62,7 @@ type Config struct {
 	Concurrency     int
 	ReservedHigh    int
 	PollWait        time.Duration
+	Lease           time.Duration // 0: the consumer's default (dispatch.DefaultLease)
 	LowAfter        time.Duration
 	MediumAfter     time.Duration
 	PromoteInterval time.Duration
@@ -169,6 +171,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		{EnvMediumAfter, &c.MediumAfter, DefaultMediumAfter},
 		{EnvPromoteInterval, &c.PromoteInterval, DefaultPromoteInterval},
 		{EnvRetention, &c.Retention, DefaultRetention},
+		{EnvLease, &c.Lease, 0},
 	}
 	for _, v := range durs {
 		if *v.dst, err = parseDuration(getenv(v.name), v.def); err != nil {

@@ -18,6 +18,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/triagehq/triage/internal/handler"
@@ -31,6 +32,7 @@ type Store interface {
 	Create(ctx context.Context, t *task.Task) (*task.Task, bool, error)
 	Transition(ctx context.Context, cur *task.Task, to task.Status, apply func(*task.Task)) (*task.Task, error)
 	Touch(ctx context.Context, cur *task.Task, apply func(*task.Task)) (*task.Task, error)
+	CancelRequested(ctx context.Context, id string) (bool, error)
 	Now() time.Time
 }
 
@@ -67,10 +69,17 @@ type Options struct {
 	// empty queue per EmptyBackoff while busy.
 	EmptyBackoff time.Duration
 	// Lease is how long a claim holds a task before it must be renewed by a
-	// heartbeat (60 s, or the task timeout if shorter). A consumer that dies
-	// loses its tasks to others after Lease plus LeaseMargin.
+	// heartbeat (DefaultLease, or the task timeout if shorter); heartbeats
+	// come every Lease/3. It bounds crash recovery: the message of a task
+	// whose worker died becomes visible again at most Lease + 2×LeaseMargin
+	// after the worker's last heartbeat, and the next receive reclaims it.
 	Lease       time.Duration
-	LeaseMargin time.Duration // slack on leases and visibility (5 s)
+	LeaseMargin time.Duration // slack on leases and visibility (5 s, or Lease/4 if shorter)
+	// CancelCheck is how often a running task's cancel request is looked
+	// for, between heartbeats (1 s; a negative value leaves it to the
+	// heartbeat). Each check is one eventually consistent read of the
+	// task's cancel flag, made only while the task runs.
+	CancelCheck time.Duration
 	// BatchWait is how long a busy consumer waits for more free slots
 	// before a receive, so receives carry several messages (20 ms; a
 	// negative value does not wait).
@@ -84,11 +93,21 @@ type Options struct {
 	Logger       *slog.Logger
 	// Gate, if set, is asked before each claim (pause, rate and concurrency controls).
 	Gate Gate
+	// OrphanAfter is how long after its send a message may wait for its
+	// task's record to appear (or to catch up with the message's version)
+	// before it is moved to the DLQ as belonging to no task (1 min). A new
+	// task's message is sent just before its record is written, so normally
+	// the wait is milliseconds; a submit that failed or crashed in between
+	// leaves a message that never finds its task.
+	OrphanAfter time.Duration
 	// MaxReceiveCount is the queues' redrive threshold. A message put off
 	// (paused, throttled, busy) that has been received one time short of it
 	// is replaced by a fresh copy, so waiting never sends a task to the DLQ.
 	MaxReceiveCount int
 }
+
+// DefaultLease is a claim's lease when none is configured (TRIAGE_LEASE).
+const DefaultLease = 30 * time.Second
 
 // Gate decides whether a task may start now. When it may not, the message
 // is hidden for the returned delay and tried again then. release is called
@@ -114,10 +133,13 @@ func (o *Options) defaults() {
 		o.EmptyBackoff = 200 * time.Millisecond
 	}
 	if o.Lease <= 0 {
-		o.Lease = 60 * time.Second
+		o.Lease = DefaultLease
+	}
+	if o.CancelCheck == 0 {
+		o.CancelCheck = time.Second
 	}
 	if o.LeaseMargin <= 0 {
-		o.LeaseMargin = 5 * time.Second
+		o.LeaseMargin = min(5*time.Second, o.Lease/4)
 	}
 	if o.BatchWait == 0 {
 		o.BatchWait = 20 * time.Millisecond
@@ -127,6 +149,9 @@ func (o *Options) defaults() {
 	}
 	if o.Backoff == nil {
 		o.Backoff = DefaultBackoff()
+	}
+	if o.OrphanAfter <= 0 {
+		o.OrphanAfter = time.Minute
 	}
 	if o.WorkerID == "" {
 		o.WorkerID = NewWorkerID()
@@ -161,6 +186,8 @@ type Consumer struct {
 	rngMu  sync.Mutex
 	picker picker
 
+	counts counters
+
 	emptyMu    sync.Mutex
 	emptyUntil map[task.Priority]time.Time
 	polling    map[task.Priority]bool // queues with an idle long-poll under way
@@ -180,6 +207,21 @@ func New(s Store, q Queues, r Redispatcher, h Handlers, opt Options) *Consumer {
 	c.picker = picker{weights: opt.Weights, strict: opt.Strict, rng: opt.Rand}
 	c.del = newDeleter(q, c.log)
 	return c
+}
+
+// Counts are what a consumer did with the messages it did not run.
+type Counts struct {
+	Stale  int64 // copies whose task has moved on (promoted, retried, finished): deleted
+	NoTask int64 // messages whose task never appeared: moved to the DLQ
+	Ahead  int64 // messages with a version no write of their task will reach: moved to the DLQ
+	Poison int64 // every message moved to the DLQ as unusable (NoTask and Ahead included)
+}
+
+type counters struct{ stale, noTask, ahead, poison atomic.Int64 }
+
+// Counts returns the consumer's message counts so far.
+func (c *Consumer) Counts() Counts {
+	return Counts{Stale: c.counts.stale.Load(), NoTask: c.counts.noTask.Load(), Ahead: c.counts.ahead.Load(), Poison: c.counts.poison.Load()}
 }
 
 // WorkerID names this consumer in the claims it makes.

@@ -83,24 +83,22 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, fun
 		return nil, nil, false
 	}
 
-	t, err := c.store.Get(ctx, msg.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		c.log.Info("dropping message for a task that no longer exists", "task_id", msg.ID)
-		c.del.add(m.Priority, m.ReceiptHandle)
-		return nil, nil, false
-	}
+	t, err := c.load(ctx, m, msg)
 	if err != nil {
 		c.log.Warn("read task failed; the message will come back", "task_id", msg.ID, "error", err)
 		return nil, nil, false
+	}
+	if t == nil {
+		return nil, nil, false // disposed of by load
 	}
 	for range 5 {
 		now := c.store.Now()
 		switch {
 		case msg.Version > t.Version:
-			// Sent by a re-dispatch whose record write has not landed yet.
-			c.putOff(ctx, m, msg, 2*time.Second)
+			c.ahead(ctx, m, msg, t)
 			return nil, nil, false
 		case msg.Version != t.DispatchVersion:
+			c.counts.stale.Add(1)
 			c.log.Debug("dropping stale message", "task_id", t.ID, "message_version", msg.Version, "dispatch_version", t.DispatchVersion, "status", t.Status)
 			c.del.add(m.Priority, m.ReceiptHandle)
 			return nil, nil, false
@@ -157,6 +155,8 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, fun
 			}
 		default:
 			// Scheduled, or finished: nothing to run for this message.
+			c.counts.stale.Add(1)
+			c.log.Debug("dropping message of a task that is not waiting", "task_id", t.ID, "status", t.Status)
 			c.del.add(m.Priority, m.ReceiptHandle)
 			return nil, nil, false
 		}
@@ -165,11 +165,75 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, fun
 	return nil, nil, false
 }
 
+// recordWaits are the pauses before re-reading a task that was not found
+// on a message's first receive: a new task's message is sent just before
+// its record is written, so a fast consumer can see the message first.
+var recordWaits = [...]time.Duration{20 * time.Millisecond, 80 * time.Millisecond, 200 * time.Millisecond}
+
+// load reads the task msg names. When there is none, it gives the record a
+// moment to appear (first receive) and otherwise waits for it up to
+// OrphanAfter from the message's send, hiding the message meanwhile; a
+// message still without a task then is moved to the DLQ with the reason.
+// It returns (nil, nil) when it disposed of the message.
+func (c *Consumer) load(ctx context.Context, m queue.Received, msg task.Message) (*task.Task, error) {
+	t, err := c.store.Get(ctx, msg.ID)
+	for i := 0; errors.Is(err, store.ErrNotFound) && m.ReceiveCount <= 1 && i < len(recordWaits); i++ {
+		sleep(ctx, recordWaits[i])
+		t, err = c.store.Get(ctx, msg.ID)
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return t, err
+	}
+	if c.waitOrGiveUp(ctx, m) {
+		c.counts.noTask.Add(1)
+		c.log.Warn("message names a task that does not exist; moved to the DLQ", "task_id", msg.ID, "message_id", m.MessageID, "sent_at", m.SentAt)
+		c.poison(ctx, m, fmt.Sprintf("no task %s: its submit sent this message but never recorded the task (it failed or was interrupted), or the task was deleted", msg.ID))
+	}
+	return nil, nil
+}
+
+// ahead handles a message whose version is newer than its task's. A
+// re-dispatch sends version v+1 before it writes the record, so a message
+// one version ahead of a task that can still be re-dispatched may simply
+// be early: it is hidden until the write lands, up to OrphanAfter. A
+// version no write will reach (more than one ahead, or one ahead of a
+// completed or cancelled task) goes to the DLQ at once.
+func (c *Consumer) ahead(ctx context.Context, m queue.Received, msg task.Message, t *task.Task) {
+	reachable := msg.Version == t.Version+1 && t.Status != task.Completed && t.Status != task.Cancelled
+	if reachable && !c.waitOrGiveUp(ctx, m) {
+		return
+	}
+	c.counts.ahead.Add(1)
+	c.log.Warn("message version is ahead of its task; moved to the DLQ", "task_id", t.ID, "message_version", msg.Version, "task_version", t.Version, "status", t.Status)
+	c.poison(ctx, m, fmt.Sprintf("message version %d is ahead of task %s (version %d, %s) and no write will reach it", msg.Version, t.ID, t.Version, t.Status))
+}
+
+// waitOrGiveUp hides a message that is waiting for its task's record to
+// appear or catch up, and reports true once it has waited long enough:
+// OrphanAfter since it was sent, or its last receive before SQS would
+// redrive it.
+func (c *Consumer) waitOrGiveUp(ctx context.Context, m queue.Received) bool {
+	age := c.store.Now().Sub(m.SentAt)
+	if m.SentAt.IsZero() || age >= c.opt.OrphanAfter || c.lastReceive(m) {
+		return true
+	}
+	c.hide(ctx, m, min(c.opt.OrphanAfter-age, max(c.opt.OrphanAfter/4, time.Second)))
+	return false
+}
+
+// lastReceive reports whether m has been received as often as SQS allows
+// before the next receive would redrive it to the DLQ (one short, for
+// safety): a message that must live on is replaced by a fresh copy instead
+// of being hidden again.
+func (c *Consumer) lastReceive(m queue.Received) bool {
+	return c.opt.MaxReceiveCount > 0 && m.ReceiveCount >= c.opt.MaxReceiveCount-1
+}
+
 // putOff hides a message it cannot act on yet for d. A message that is one
 // receive short of the redrive threshold is replaced by a fresh copy
 // instead, so pauses, throttles and busy tasks never push a task to the DLQ.
 func (c *Consumer) putOff(ctx context.Context, m queue.Received, msg task.Message, d time.Duration) {
-	if c.opt.MaxReceiveCount <= 0 || m.ReceiveCount < c.opt.MaxReceiveCount-1 {
+	if !c.lastReceive(m) {
 		c.hide(ctx, m, d)
 		return
 	}
@@ -218,6 +282,7 @@ func (c *Consumer) reclaim(ctx context.Context, t *task.Task, m queue.Received) 
 func (c *Consumer) adopt(ctx context.Context, m queue.Received) (*task.Task, error) {
 	var r task.Request
 	dec := json.NewDecoder(bytes.NewReader([]byte(m.Body)))
+	dec.DisallowUnknownFields() // as strict as the API: a misspelt field is an error, not a default
 	if err := dec.Decode(&r); err != nil {
 		return nil, &task.FieldError{Field: "body", Message: err.Error()}
 	}
@@ -259,6 +324,7 @@ func (c *Consumer) hide(ctx context.Context, m queue.Received, d time.Duration) 
 // poison moves an unusable message to its priority's DLQ with the reason.
 func (c *Consumer) poison(ctx context.Context, m queue.Received, reason string) {
 	ctx = context.WithoutCancel(ctx)
+	c.counts.poison.Add(1)
 	c.log.Warn("poison message moved to DLQ", "priority", m.Priority, "message_id", m.MessageID, "reason", reason)
 	if err := c.queues.SendDLQ(ctx, m.Priority, m.Body, reason); err != nil {
 		c.log.Error("move poison message to DLQ failed; it stays on its queue", "message_id", m.MessageID, "error", err)
@@ -334,7 +400,7 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 		if retriable {
 			msg = fmt.Sprintf("%s (attempt %d of %d, none left)", msg, t.Attempts, t.MaxAttempts)
 		}
-		c.deadLetter(wctx, j, attempt, &task.Error{Message: msg, Retriable: retriable})
+		c.deadLetter(wctx, j, attempt, task.NewError(msg, retriable))
 	}
 }
 
@@ -356,10 +422,22 @@ func (c *Consumer) heartbeat(ctx context.Context, j *job, deadline time.Time, ca
 	every := c.opt.Lease / 3
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	var check <-chan time.Time // cancel checks between heartbeats
+	if c.opt.CancelCheck > 0 && c.opt.CancelCheck < every {
+		ct := time.NewTicker(c.opt.CancelCheck)
+		defer ct.Stop()
+		check = ct.C
+	}
 	for {
 		select {
 		case <-stop:
 			return
+		case <-check:
+			if yes, err := c.store.CancelRequested(ctx, j.snapshot().ID); err == nil && yes {
+				cancel(errCancelRequested)
+				check = nil // asked once; the heartbeat goes on until the handler returns
+			}
+			continue
 		case <-tick.C:
 		}
 		now := c.store.Now()
@@ -416,6 +494,12 @@ func (c *Consumer) write(ctx context.Context, j *job, w func(cur *task.Task) (*t
 // finishWrite runs w through write and logs a lost lease.
 func (c *Consumer) finishWrite(ctx context.Context, j *job, what string, w func(cur *task.Task) (*task.Task, error)) bool {
 	_, err := c.write(ctx, j, w)
+	return c.logWriteError(j, what, err)
+}
+
+// logWriteError logs why a finishing write failed and reports whether it
+// succeeded (err is nil).
+func (c *Consumer) logWriteError(j *job, what string, err error) bool {
 	if err == nil {
 		return true
 	}
@@ -428,16 +512,29 @@ func (c *Consumer) finishWrite(ctx context.Context, j *job, what string, w func(
 	return false
 }
 
+// complete records a success. A result that cannot be stored (the task's
+// record would pass DynamoDB's item limit) fails the task once and
+// permanently, saying so: the handler is not run again for an outcome
+// that can never be written.
 func (c *Consumer) complete(ctx context.Context, j *job, a task.Attempt, result json.RawMessage) {
 	now := c.store.Now()
-	if c.finishWrite(ctx, j, "completion", func(cur *task.Task) (*task.Task, error) {
+	_, err := c.write(ctx, j, func(cur *task.Task) (*task.Task, error) {
 		return c.store.Transition(ctx, cur, task.Completed, func(n *task.Task) {
 			n.Result, n.Error = result, nil
 			n.CompletedAt = &now
 			n.WorkerID, n.LeaseUntil = "", nil
 			n.AddAttempt(a)
 		})
-	}) {
+	})
+	if errors.Is(err, store.ErrItemTooLarge) {
+		t := j.snapshot()
+		msg := fmt.Sprintf("the handler succeeded but its result (%d bytes) cannot be stored: with the payload (%d bytes) and history the task's record would pass DynamoDB's 400 KB item limit", len(result), len(t.Payload))
+		c.log.Error("result too large to store; task dead-lettered", "task_id", t.ID, "result_bytes", len(result), "payload_bytes", len(t.Payload), "error", err)
+		a.Error = msg
+		c.deadLetter(ctx, j, a, task.NewError(msg, false))
+		return
+	}
+	if c.logWriteError(j, "completion", err) {
 		c.del.add(j.msg.Priority, j.msg.ReceiptHandle)
 	}
 }
@@ -455,19 +552,37 @@ func (c *Consumer) finishCancelled(ctx context.Context, j *job, a task.Attempt) 
 	}
 }
 
-// handBack returns an interrupted task to its queue at once.
+// handBack returns an interrupted task to its queue at once. A message on
+// its last receive is replaced by a fresh one instead of being made
+// visible, so a hand-back never sends a task to the DLQ.
 func (c *Consumer) handBack(ctx context.Context, j *job, a task.Attempt) {
-	if c.finishWrite(ctx, j, "hand-back", func(cur *task.Task) (*task.Task, error) {
-		return c.store.Transition(ctx, cur, task.Queued, func(n *task.Task) {
-			n.WorkerID, n.LeaseUntil = "", nil
-			n.AddAttempt(a)
-		})
-	}) {
-		c.hide(ctx, j.msg, 0)
+	apply := func(n *task.Task) {
+		n.WorkerID, n.LeaseUntil = "", nil
+		n.AddAttempt(a)
 	}
+	fresh := c.lastReceive(j.msg)
+	if !c.finishWrite(ctx, j, "hand-back", func(cur *task.Task) (*task.Task, error) {
+		if fresh {
+			return c.redisp.Redispatch(ctx, cur, task.Queued, cur.EffectivePriority, 0, apply)
+		}
+		return c.store.Transition(ctx, cur, task.Queued, apply)
+	}) {
+		return
+	}
+	if fresh {
+		c.del.add(j.msg.Priority, j.msg.ReceiptHandle)
+		return
+	}
+	c.hide(ctx, j.msg, 0)
 }
 
-// retry records a retriable failure and hides the message for the backoff.
+// retry records a retriable failure and keeps the task's message out of
+// sight for the backoff. Attempts in DynamoDB are the only retry count:
+// when the message has had its last receive before SQS would redrive it,
+// the wait is done with a fresh message (DelaySeconds) instead of hiding
+// the old one, so max_attempts is honoured whatever the redrive threshold.
+// A wait longer than SQS can hide or delay a message parks the task with
+// no message; the promoter sends one when it is due.
 func (c *Consumer) retry(ctx context.Context, j *job, a task.Attempt, msg string) {
 	t := j.snapshot()
 	c.rngMu.Lock()
@@ -475,22 +590,27 @@ func (c *Consumer) retry(ctx context.Context, j *job, a task.Attempt, msg string
 	c.rngMu.Unlock()
 	now := c.store.Now()
 	at := now.Add(wait)
-	noMessage := wait > queue.MaxVisibility
+	fresh := c.lastReceive(j.msg)
+	noMessage := wait > queue.MaxVisibility || (fresh && wait > queue.MaxDelay)
+	apply := func(n *task.Task) {
+		n.Error = task.NewError(msg, true)
+		n.RetryAt = &at
+		n.WorkerID, n.LeaseUntil = "", nil
+		n.AddAttempt(a)
+		if noMessage {
+			n.DispatchVersion = task.NoMessage // the promoter sends it when due
+		}
+	}
 	if !c.finishWrite(ctx, j, "retry", func(cur *task.Task) (*task.Task, error) {
-		return c.store.Transition(ctx, cur, task.Retrying, func(n *task.Task) {
-			n.Error = &task.Error{Message: msg, Retriable: true}
-			n.RetryAt = &at
-			n.WorkerID, n.LeaseUntil = "", nil
-			n.AddAttempt(a)
-			if noMessage {
-				n.DispatchVersion = task.NoMessage // the promoter sends it when due
-			}
-		})
+		if fresh && !noMessage {
+			return c.redisp.Redispatch(ctx, cur, task.Retrying, cur.EffectivePriority, wait, apply)
+		}
+		return c.store.Transition(ctx, cur, task.Retrying, apply)
 	}) {
 		return
 	}
 	c.log.LogAttrs(ctx, slog.LevelInfo, "task will retry", slog.String("task_id", t.ID), slog.Duration("wait", wait), slog.Int("attempt", t.Attempts), slog.String("error", msg))
-	if noMessage {
+	if noMessage || fresh {
 		c.del.add(j.msg.Priority, j.msg.ReceiptHandle)
 		return
 	}

@@ -1,11 +1,20 @@
 // Package enqueue hands tasks to their SQS queues.
 //
 // It is the one place that sends a task's message, so the rule that keeps
-// messages and task records consistent lives here: a task's record names the
+// messages and task records consistent lives here: a message is always sent
+// before the record that points at it is written. A task's record names the
 // version of its one live message (dispatch_version), and any other message
-// for it is stale. A new task's record is written before its message; a
-// re-dispatch sends the new message before the record points at it, so a
-// crash in between leaves a stale message, never a task without one.
+// for it is stale.
+//
+// For a new task that means: send, then create the record. A crash or a
+// failed write in between leaves a message with no task, which the
+// consumer recognises (no record appears within a grace period) and moves
+// to the DLQ with a reason; it never leaves a recorded task without a
+// message. So a task that exists and is queued always has a live message,
+// and a submit that was answered with success can never be lost. A
+// re-dispatch likewise sends the new message first and then points the
+// record at it; if that write loses a race, the new message is stale and is
+// dropped on receive.
 package enqueue
 
 import (
@@ -23,7 +32,7 @@ import (
 // Store is the part of the task store enqueueing needs.
 type Store interface {
 	Create(ctx context.Context, t *task.Task) (*task.Task, bool, error)
-	Discard(ctx context.Context, t *task.Task) error
+	ByIdempotencyKey(ctx context.Context, key string) (*task.Task, error)
 	Transition(ctx context.Context, cur *task.Task, to task.Status, apply func(*task.Task)) (*task.Task, error)
 	Now() time.Time
 }
@@ -43,9 +52,15 @@ type Enqueuer struct {
 // New returns an Enqueuer.
 func New(s Store, q Sender) *Enqueuer { return &Enqueuer{store: s, queues: q} }
 
-// ErrNotSent means a new task's message could not be sent; the task was
-// not accepted and nothing of it remains.
+// ErrNotSent means a new task's message could not be sent; nothing was
+// recorded, and the same request may be retried safely.
 var ErrNotSent = errors.New("task message not sent")
+
+// ErrNotRecorded means a new task's message was sent but its record could
+// not be written. The task was not accepted: its message has no task and
+// will be dead-lettered as such, and the same request may be retried
+// safely (with the same idempotency key too: the key was not taken).
+var ErrNotRecorded = errors.New("task not recorded")
 
 // Body is the SQS body of t's message at dispatch version v.
 func Body(t *task.Task, v int64) string {
@@ -53,25 +68,13 @@ func Body(t *task.Task, v int64) string {
 	return string(b)
 }
 
-// Submit records a new task and, unless it is scheduled, sends its message
-// (with a delay when run_at is near). created is false when the task's
-// idempotency key was already used: the existing task is returned and
-// nothing is sent.
+// Submit sends a new task's message (unless it is scheduled; with a delay
+// when run_at is near) and then records the task. created is false when
+// the task's idempotency key was already used: the existing task is
+// returned and nothing is sent.
 func (e *Enqueuer) Submit(ctx context.Context, t *task.Task) (*task.Task, bool, error) {
-	saved, created, err := e.store.Create(ctx, t)
-	if err != nil || !created {
-		return saved, created, err
-	}
-	if saved.Status != task.Queued {
-		return saved, true, nil
-	}
-	if _, err := e.queues.Send(ctx, saved.EffectivePriority, Body(saved, saved.DispatchVersion), e.delay(saved)); err != nil {
-		if derr := e.store.Discard(context.WithoutCancel(ctx), saved); derr != nil {
-			return nil, false, fmt.Errorf("%w: %v; and the record could not be removed: %v", ErrNotSent, err, derr)
-		}
-		return nil, false, fmt.Errorf("%w: %v", ErrNotSent, err)
-	}
-	return saved, true, nil
+	res := e.SubmitBatch(ctx, []*task.Task{t})[0]
+	return res.Task, res.Created, res.Err
 }
 
 // Result is the outcome of one task of a batch.
@@ -81,56 +84,86 @@ type Result struct {
 	Err     error
 }
 
-// SubmitBatch records and sends many tasks, batching the sends per priority.
+// SubmitBatch submits many tasks as Submit does, batching the sends per
+// priority. Items that repeat an idempotency key (within the batch, or one
+// used before) get the first task and send nothing.
 func (e *Enqueuer) SubmitBatch(ctx context.Context, ts []*task.Task) []Result {
 	res := make([]Result, len(ts))
-	unsent := map[string]error{} // task id -> why its send failed
-	byPrio := map[task.Priority][]int{}
+	first := map[string]int{} // idempotency key -> first item in this batch that has it
+	sameAs := map[int]int{}   // item -> the earlier item it repeats
+	var fresh []int           // items that make a new task
 	for i, t := range ts {
-		saved, created, err := e.store.Create(ctx, t)
-		res[i] = Result{Task: saved, Created: created, Err: err}
-		if err == nil && created && saved.Status == task.Queued {
-			byPrio[saved.EffectivePriority] = append(byPrio[saved.EffectivePriority], i)
+		if k := t.IdempotencyKey; k != "" {
+			if j, dup := first[k]; dup {
+				sameAs[i] = j
+				continue
+			}
+			first[k] = i
+			existing, err := e.store.ByIdempotencyKey(ctx, k)
+			switch {
+			case err == nil:
+				res[i] = Result{Task: existing}
+				continue
+			case !errors.Is(err, store.ErrNotFound):
+				res[i] = Result{Err: err}
+				continue
+			}
+		}
+		fresh = append(fresh, i)
+	}
+
+	// Send first: a record is written only for a task whose message is out.
+	byPrio := map[task.Priority][]int{}
+	for _, i := range fresh {
+		if t := ts[i]; t.Status == task.Queued {
+			byPrio[t.EffectivePriority] = append(byPrio[t.EffectivePriority], i)
 		}
 	}
 	for p, idx := range byPrio {
 		msgs := make([]queue.Outgoing, len(idx))
 		for j, i := range idx {
-			t := res[i].Task
-			msgs[j] = queue.Outgoing{ID: fmt.Sprint(j), Body: Body(t, t.DispatchVersion), Delay: e.delay(t)}
+			msgs[j] = queue.Outgoing{ID: fmt.Sprint(j), Body: Body(ts[i], ts[i].DispatchVersion), Delay: e.delay(ts[i])}
 		}
-		err := e.queues.SendBatch(ctx, p, msgs)
-		if err == nil {
+		for j, reason := range sendFailures(e.queues.SendBatch(ctx, p, msgs), len(idx)) {
+			res[idx[j]] = Result{Err: fmt.Errorf("%w: %s", ErrNotSent, reason)}
+		}
+	}
+	for _, i := range fresh {
+		if res[i].Err != nil {
 			continue
 		}
-		var be *queue.BatchError
-		if !errors.As(err, &be) {
-			be = &queue.BatchError{Failed: map[string]string{}}
-			for j := range idx {
-				be.Failed[fmt.Sprint(j)] = err.Error()
-			}
+		saved, created, err := e.store.Create(ctx, ts[i])
+		if err != nil {
+			err = fmt.Errorf("%w: %v", ErrNotRecorded, err)
 		}
-		for j, i := range idx {
-			reason, failed := be.Failed[fmt.Sprint(j)]
-			if !failed {
-				continue
-			}
-			if derr := e.store.Discard(context.WithoutCancel(ctx), res[i].Task); derr != nil {
-				reason += "; and the record could not be removed: " + derr.Error()
-			}
-			id := res[i].Task.ID
-			res[i] = Result{Err: fmt.Errorf("%w: %s", ErrNotSent, reason)}
-			unsent[id] = res[i].Err
-		}
+		res[i] = Result{Task: saved, Created: created, Err: err}
 	}
-	// A later item with the same idempotency key got the first one's task:
-	// if that task was not sent (and is gone), neither is this item.
-	for i := range res {
-		if r := res[i]; r.Err == nil && !r.Created && r.Task != nil && unsent[r.Task.ID] != nil {
-			res[i] = Result{Err: unsent[r.Task.ID]}
-		}
+	for i, j := range sameAs {
+		res[i] = Result{Task: res[j].Task, Err: res[j].Err}
 	}
 	return res
+}
+
+// sendFailures maps a batch send's error to the reason each failed entry
+// failed, by entry position (entries are named by position).
+func sendFailures(err error, n int) map[int]string {
+	if err == nil {
+		return nil
+	}
+	out := map[int]string{}
+	var be *queue.BatchError
+	if !errors.As(err, &be) {
+		for j := range n {
+			out[j] = err.Error()
+		}
+		return out
+	}
+	for j := range n {
+		if reason, failed := be.Failed[fmt.Sprint(j)]; failed {
+			out[j] = reason
+		}
+	}
+	return out
 }
 
 func (e *Enqueuer) delay(t *task.Task) time.Duration {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +19,13 @@ import (
 	"github.com/triagehq/triage/localstack/stacktest"
 )
 
-func TestMain(m *testing.M) { stacktest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childAPIEnv) != "" {
+		runChildAPI() // the crash test's victim process
+		return
+	}
+	stacktest.Main(m)
+}
 
 // window is the direct window the API uses: a task due further away than
 // this starts scheduled, with no message.

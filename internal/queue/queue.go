@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -47,6 +46,10 @@ const MaxWait = 20 * time.Second
 
 // ReasonAttribute is the message attribute that says why a message is in a DLQ.
 const ReasonAttribute = "triage-reason"
+
+// MaxReasonBytes bounds a DLQ reason; longer ones are cut (never inside a
+// UTF-8 character).
+const MaxReasonBytes = 1024
 
 // Queues addresses the three priority queues and their DLQs.
 type Queues struct {
@@ -279,9 +282,7 @@ func (q *Queues) SendDLQ(ctx context.Context, p task.Priority, body, reason stri
 	if reason == "" {
 		reason = "unspecified"
 	}
-	if len(reason) > 1024 {
-		reason = strings.ToValidUTF8(reason[:1024], "") // never half a character
-	}
+	reason = task.Truncate(reason, MaxReasonBytes)
 	_, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: aws.String(q.dlqs[p]), MessageBody: aws.String(body),
 		MessageAttributes: map[string]types.MessageAttributeValue{

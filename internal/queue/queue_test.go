@@ -523,7 +523,7 @@ func TestSendDLQCarriesReason(t *testing.T) {
 	}{
 		{name: "reason kept", reason: "handler panicked: nil map", want: "handler panicked: nil map"},
 		{name: "empty reason", reason: "", want: "unspecified"},
-		{name: "long reason cut to 1024 bytes", reason: long, want: long[:1024]},
+		{name: "long reason cut to 1024 bytes", reason: long, want: long[:1024-len("…")] + "…"},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -686,7 +686,7 @@ func TestIsGone(t *testing.T) {
 func TestSendDLQCutsReasonAtACharacter(t *testing.T) {
 	_, q := newQueues(t)
 	ctx := context.Background()
-	reason := strings.Repeat("a", 1023) + "é" // é is 2 bytes: 1023 + 2 > 1024
+	reason := strings.Repeat("a", 1020) + "é" + "bbbb" // 1026 bytes; é straddles the cut at 1021 (1024 less the 3-byte mark)
 	if err := q.SendDLQ(ctx, task.Low, `{"id":"x","v":1}`, reason); err != nil {
 		t.Fatal(err)
 	}
@@ -694,8 +694,8 @@ func TestSendDLQCutsReasonAtACharacter(t *testing.T) {
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("ReceiveDLQ = %d messages, %v", len(msgs), err)
 	}
-	if got := msgs[0].Reason; got != strings.Repeat("a", 1023) {
-		t.Fatalf("reason ends %q (len %d), want the 1023 a's without a broken character", got[len(got)-3:], len(got))
+	if got, want := msgs[0].Reason, strings.Repeat("a", 1020)+"…"; got != want {
+		t.Fatalf("reason ends %q (len %d), want the a's cut to fit the mark, no broken character", got[len(got)-3:], len(got))
 	}
 }
 

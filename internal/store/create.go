@@ -85,7 +85,7 @@ func (s *Store) Create(ctx context.Context, t *task.Task) (saved *task.Task, cre
 	if !errors.As(err, &tce) || len(tce.CancellationReasons) == 0 || aws.ToString(tce.CancellationReasons[0].Code) != "ConditionalCheckFailed" {
 		return nil, false, fmt.Errorf("create task %s with idempotency key %q: %w", t.ID, t.IdempotencyKey, err)
 	}
-	existing, err := s.byIdempotencyKey(ctx, t.IdempotencyKey)
+	existing, err := s.ByIdempotencyKey(ctx, t.IdempotencyKey)
 	if err != nil {
 		return nil, false, err
 	}
@@ -94,8 +94,11 @@ func (s *Store) Create(ctx context.Context, t *task.Task) (saved *task.Task, cre
 
 func idemPK(key string) string { return "IDEM#" + key }
 
-// byIdempotencyKey returns the task a live idempotency key points at.
-func (s *Store) byIdempotencyKey(ctx context.Context, key string) (*task.Task, error) {
+// ByIdempotencyKey returns the task a live idempotency key points at, or
+// ErrNotFound when the key was never used or its window has passed (an
+// expired key that DynamoDB's TTL has not removed yet counts as unused,
+// as it does for Create).
+func (s *Store) ByIdempotencyKey(ctx context.Context, key string) (*task.Task, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: &s.table, ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{spec.AttrPK: &types.AttributeValueMemberS{Value: idemPK(key)}},
@@ -107,31 +110,16 @@ func (s *Store) byIdempotencyKey(ctx context.Context, key string) (*task.Task, e
 	if !ok {
 		return nil, fmt.Errorf("idempotency key %q: %w", key, ErrNotFound)
 	}
+	if exp, ok := out.Item[spec.AttrTTL].(*types.AttributeValueMemberN); ok {
+		if sec, err := strconv.ParseInt(exp.Value, 10, 64); err == nil && sec < s.now().Unix() {
+			return nil, fmt.Errorf("idempotency key %q expired: %w", key, ErrNotFound)
+		}
+	}
 	t, err := s.Get(ctx, id.Value)
 	if err != nil {
 		return nil, fmt.Errorf("idempotency key %q: %w", key, err)
 	}
 	return t, nil
-}
-
-// Discard removes a task that was created but never handed to a queue (its
-// send failed), together with its idempotency key, so a retry of the same
-// request starts clean.
-func (s *Store) Discard(ctx context.Context, t *task.Task) error {
-	if err := s.Delete(ctx, t); err != nil {
-		return err
-	}
-	if t.IdempotencyKey == "" {
-		return nil
-	}
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: &s.table,
-		Key:       map[string]types.AttributeValue{spec.AttrPK: &types.AttributeValueMemberS{Value: idemPK(t.IdempotencyKey)}},
-	})
-	if err != nil {
-		return fmt.Errorf("discard idempotency key %q: %w", t.IdempotencyKey, err)
-	}
-	return nil
 }
 
 func (s *Store) logCreated(ctx context.Context, t *task.Task) {

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/triagehq/triage/internal/task"
 )
 
@@ -58,4 +62,22 @@ func (s *Store) Cancel(ctx context.Context, id string) (*task.Task, error) {
 		return next, err
 	}
 	return nil, fmt.Errorf("cancel task %s: %w (it kept changing)", id, ErrConflict)
+}
+
+// CancelRequested reports whether task id has a cancel request. It is the
+// running worker's cheap, frequent check between heartbeats: one
+// eventually consistent read of a single attribute (half a read unit per
+// 4 KB of item), so a cancel reaches a running handler within about a
+// second plus replication lag. A task that no longer exists reads as not
+// cancelled; the worker's next write finds out what happened to it.
+func (s *Store) CancelRequested(ctx context.Context, id string) (bool, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.table, Key: taskKey(id),
+		ProjectionExpression: aws.String("cancel_requested"),
+	})
+	if err != nil {
+		return false, fmt.Errorf("read cancel request of task %s: %w", id, err)
+	}
+	v, ok := out.Item["cancel_requested"].(*types.AttributeValueMemberBOOL)
+	return ok && v.Value, nil
 }

@@ -187,6 +187,9 @@ func (s *Store) write(ctx context.Context, cur *task.Task, to task.Status, apply
 	if err != nil {
 		return nil, err
 	}
+	if err := checkSize(cur.ID, after); err != nil {
+		return nil, err
+	}
 	var upd expression.UpdateBuilder
 	changed := false
 	for k, v := range after {
@@ -242,8 +245,12 @@ func (s *Store) write(ctx context.Context, cur *task.Task, to task.Status, apply
 }
 
 // conflict turns a failed conditional write into a *ConflictError carrying
-// the current item; other errors are wrapped as they are.
+// the current item, and DynamoDB's item size refusal into an
+// *ItemTooLargeError; other errors are wrapped as they are.
 func (s *Store) conflict(id string, err error) error {
+	if isSizeLimit(err) {
+		return &ItemTooLargeError{ID: id}
+	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
 		return fmt.Errorf("write task %s: %w", id, err)

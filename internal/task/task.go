@@ -60,10 +60,16 @@ func (p Priority) Next() (Priority, bool) {
 	return p, false
 }
 
-// Error is the failure recorded on a task.
+// Error is the failure recorded on a task. Build it with NewError so the
+// message stays within MaxErrorBytes.
 type Error struct {
 	Message   string `json:"message" dynamodbav:"message"`
 	Retriable bool   `json:"retriable" dynamodbav:"retriable"`
+}
+
+// NewError returns the failure record for msg, cut to MaxErrorBytes.
+func NewError(msg string, retriable bool) *Error {
+	return &Error{Message: Truncate(msg, MaxErrorBytes), Retriable: retriable}
 }
 
 // Attempt is one entry of a task's capped attempt history.
@@ -170,8 +176,10 @@ func (t *Task) DueAt() time.Time {
 	return t.WaitingSince
 }
 
-// AddAttempt appends an attempt to the history, keeping the newest MaxHistory.
+// AddAttempt appends an attempt to the history, keeping the newest
+// MaxHistory, each error cut to MaxAttemptErrorBytes.
 func (t *Task) AddAttempt(a Attempt) {
+	a.Error = Truncate(a.Error, MaxAttemptErrorBytes)
 	t.History = append(t.History, a)
 	if n := len(t.History); n > MaxHistory {
 		t.History = append([]Attempt(nil), t.History[n-MaxHistory:]...)

@@ -1,0 +1,166 @@
+package dispatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/handler/demo"
+	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/localstack/stacktest"
+)
+
+// Retries count attempts in DynamoDB, never SQS receives: with the queue's
+// redrive at 5 receives, a task allowed 10 attempts that fails 9 times
+// completes on its 10th attempt instead of being redriven at the 5th.
+func TestRetriesHonourMaxAttemptsPastRedrive(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	if got := env.Spec.Queues[0].MaxReceiveCount; got >= 10 {
+		t.Fatalf("the queue redrives after %d receives; the test needs fewer than 10", got)
+	}
+	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "high", Payload: json.RawMessage(`{"times":9}`), MaxAttempts: intp(10)})
+	opt := fastOptions()
+	opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: 500 * time.Millisecond, Max: 500 * time.Millisecond}}
+	run(t, a.Consumer(demoRegistry(), opt))
+	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 90*time.Second)
+	if done.Attempts != 10 || string(done.Result) != `{"succeeded_on_attempt":10}` {
+		t.Fatalf("attempts %d result %s error %+v; want completed on attempt 10", done.Attempts, done.Result, done.Error)
+	}
+	if msgs := dlqMessages(t, a, task.High, 1); len(msgs) != 0 {
+		t.Fatalf("the DLQ holds %d messages: %+v", len(msgs), msgs)
+	}
+}
+
+// A message whose version no write of its task will reach goes to the DLQ
+// with a reason at once, for a finished task too; it is not hidden and
+// re-sent forever.
+func TestMessageAheadOfItsTaskGoesToDLQ(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	tk := submitOne(t, a, task.Request{Type: "echo", Priority: "high", Payload: json.RawMessage(`{"x":1}`)})
+	c := a.Consumer(demoRegistry(), fastOptions())
+	run(t, c)
+	stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 20*time.Second)
+	sendRaw(t, env, task.High, fmt.Sprintf(`{"id":%q,"v":999}`, tk.ID))
+	msgs := dlqMessages(t, a, task.High, 1)
+	if len(msgs) != 1 || !strings.Contains(msgs[0].Reason, "ahead of task") || !strings.Contains(msgs[0].Body, `"v":999`) {
+		t.Fatalf("DLQ holds %+v; want the v=999 message with a reason", msgs)
+	}
+	if got := c.Counts(); got.Ahead != 1 {
+		t.Fatalf("counts %+v, want Ahead 1", got)
+	}
+}
+
+// A message naming a task that never existed (its submit crashed between
+// the send and the record write, or it was forged) waits OrphanAfter for
+// the record, then goes to the DLQ with a reason, and is counted.
+func TestMessageWithoutTaskGoesToDLQAfterGrace(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	opt := fastOptions()
+	opt.OrphanAfter = 3 * time.Second
+	c := a.Consumer(demoRegistry(), opt)
+	run(t, c)
+	ghost := task.NewID(time.Now())
+	sent := time.Now()
+	sendRaw(t, env, task.Medium, fmt.Sprintf(`{"id":%q,"v":1,"p":"medium"}`, ghost))
+	msgs := dlqMessages(t, a, task.Medium, 1)
+	took := time.Since(sent)
+	if len(msgs) != 1 || !strings.Contains(msgs[0].Reason, "no task "+ghost) {
+		t.Fatalf("DLQ holds %+v; want the ghost's message with a reason", msgs)
+	}
+	if took < 3*time.Second {
+		t.Fatalf("dead-lettered %v after the send, before the 3 s grace", took)
+	}
+	if got := c.Counts(); got.NoTask != 1 || got.Poison != 1 {
+		t.Fatalf("counts %+v, want NoTask 1 and Poison 1", got)
+	}
+}
+
+// Stale copies (here: a duplicate of a finished task's message) are
+// deleted and counted, never run.
+func TestStaleCopiesAreCounted(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	tk := submitOne(t, a, task.Request{Type: "echo", Priority: "low"})
+	c := a.Consumer(demoRegistry(), fastOptions())
+	run(t, c)
+	stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 20*time.Second)
+	sendRaw(t, env, task.Low, fmt.Sprintf(`{"id":%q,"v":1,"p":"low"}`, tk.ID))
+	deadline := time.Now().Add(15 * time.Second)
+	for c.Counts().Stale == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := c.Counts(); got.Stale != 1 || got.Poison != 0 {
+		t.Fatalf("counts %+v, want one stale copy and no poison", got)
+	}
+}
+
+// A direct send is held to the API's rules: a misspelt field sends the
+// message to the DLQ with a reason naming it, instead of running the task
+// with a default.
+func TestDirectSendWithUnknownFieldIsRejected(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	run(t, a.Consumer(demoRegistry(), fastOptions()))
+	sendRaw(t, env, task.Low, `{"type":"echo","payload":{},"max_attempt":5}`)
+	msgs := dlqMessages(t, a, task.Low, 1)
+	if len(msgs) != 1 || !strings.Contains(msgs[0].Reason, "max_attempt") {
+		t.Fatalf("DLQ holds %+v; want the message with a reason naming max_attempt", msgs)
+	}
+}
+
+// A successful result that cannot be stored (payload + result past
+// DynamoDB's item limit) fails the task once, permanently, saying why: the
+// handler is not run again, and the task is not reported as a lost worker.
+func TestUnstorableResultFailsOnce(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	big, _ := json.Marshal(strings.Repeat("x", 250_000))
+	tk := submitOne(t, a, task.Request{Type: "echo", Priority: "high", Payload: big, MaxAttempts: intp(3)})
+	l := newLedger(demo.Echo)
+	run(t, a.Consumer(registry("echo", l), fastOptions()))
+	dead := stacktest.WaitStatus(t, a.Store, tk.ID, task.DeadLetter, 30*time.Second)
+	if dead.Attempts != 1 || dead.Error == nil || dead.Error.Retriable || !strings.Contains(dead.Error.Message, "cannot be stored") {
+		t.Fatalf("attempts %d error %+v; want one attempt and a permanent 'cannot be stored'", dead.Attempts, dead.Error)
+	}
+	time.Sleep(2 * time.Second) // a second run would have started by now
+	checkOnce(t, l, []string{tk.ID})
+}
+
+// A cancel request reaches a running handler within about the cancel
+// check interval (1 s), not at the next heartbeat (a third of the lease).
+func TestCancelReachesRunningHandlerQuickly(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	tk := submitOne(t, a, task.Request{Type: "sleep", Priority: "high", Payload: json.RawMessage(`{"ms":20000}`), TimeoutSeconds: intp(60)})
+	opt := fastOptions()
+	opt.Lease = 30 * time.Second // heartbeat every 10 s
+	run(t, a.Consumer(demoRegistry(), opt))
+	stacktest.WaitStatus(t, a.Store, tk.ID, task.Executing, 20*time.Second)
+	asked := time.Now()
+	if _, err := a.Store.Cancel(context.Background(), tk.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Cancelled, 15*time.Second)
+	took := done.CompletedAt.Sub(asked)
+	t.Logf("cancel reached the handler and was recorded %v after the request", took)
+	if took > 5*time.Second {
+		t.Fatalf("cancel took %v; want about a second (the heartbeat is every 10 s)", took)
+	}
+}
+
+func sendRaw(t *testing.T, env *stacktest.Env, p task.Priority, body string) {
+	t.Helper()
+	if _, err := env.SQS.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(env.QueueURLs[p]), MessageBody: aws.String(body)}); err != nil {
+		t.Fatal(err)
+	}
+}
