@@ -159,6 +159,9 @@ func runChildConsumer() {
 		os.Exit(2)
 	}
 	opt := dispatch.Options{Lease: 2 * time.Second, LeaseMargin: time.Second, PollWait: time.Second, WorkerID: "victim"}
+	if cfg.Lease > 0 { // TRIAGE_LEASE given: the lease and its margin come from it, as in production
+		opt.Lease, opt.LeaseMargin = 0, 0
+	}
 	_ = a.Consumer(demoRegistry(), opt).Run(context.Background())
 }
 
@@ -192,6 +195,41 @@ func TestCrashedConsumerTaskIsFinishedByAnother(t *testing.T) {
 	checkOnce(t, l, []string{tk.ID})
 	if done.Attempts != 2 || len(done.History) != 2 || done.History[0].WorkerID != "victim" || !strings.Contains(done.History[0].Error, "lease expired") || done.History[1].WorkerID != "rescuer" {
 		t.Fatalf("attempts %d history %+v; want the lost attempt counted", done.Attempts, done.History)
+	}
+}
+
+// A crashed worker's task is recovered within the bound TRIAGE_LEASE sets
+// (lease + 2 × margin, the margin a quarter of a short lease), whatever the
+// task's timeout: here 4 s + 2 × 1 s, not the queue's fixed visibility.
+func TestCrashRecoveryFollowsLease(t *testing.T) {
+	env := stacktest.New(t)
+	leaseEnv := map[string]string{"TRIAGE_LEASE": "4s"}
+	a := env.App(t, leaseEnv)
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), childEnv+"=1", "TRIAGE_PREFIX="+env.Prefix, "TRIAGE_LEASE=4s")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	tk := submitOne(t, a, task.Request{Type: "sleep", Priority: "high", Payload: json.RawMessage(`{"ms":6000}`), TimeoutSeconds: intp(10)})
+	if r := stacktest.WaitStatus(t, a.Store, tk.ID, task.Executing, 20*time.Second); r.WorkerID != "victim" {
+		t.Fatalf("claimed by %q", r.WorkerID)
+	}
+	run(t, a.Consumer(demoRegistry(), dispatch.Options{PollWait: time.Second, WorkerID: "rescuer"}))
+	killed := time.Now()
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 60*time.Second)
+	if len(done.History) != 2 || done.History[1].WorkerID != "rescuer" {
+		t.Fatalf("history %+v", done.History)
+	}
+	took := done.History[1].StartedAt.Sub(killed)
+	bound := 4*time.Second + 2*time.Second
+	t.Logf("restarted %v after the kill (bound %v + polling)", took, bound)
+	if took > bound+4*time.Second {
+		t.Fatalf("restarted %v after the kill; the lease bounds it at %v (+ polling)", took, bound)
 	}
 }
 
