@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"encoding/json"
 	"testing"
 	"time"
@@ -27,31 +28,55 @@ func TestItemSize(t *testing.T) {
 
 func TestCapacityOfTaskWrites(t *testing.T) {
 	c := newCounter(specIndexes())
-	small := map[string]ddbtypes.AttributeValue{
-		"pk": str("TASK#1"), "gsi1pk": str("queued#high"), "gsi1sk": str("x"), "gsi2pk": str("noop"), "gsi2sk": str("y"),
+	table := aws.String("t")
+	item := func(status string, due bool) map[string]ddbtypes.AttributeValue {
+		it := map[string]ddbtypes.AttributeValue{
+			"pk": str("TASK#1"), "status": str(status), "priority": str("low"),
+			"cpk": str("c#3"), "csk": str("2026#1"), "tpk": str("noop#3"),
+		}
+		if due {
+			it["dpk"], it["dsk"] = str(status+"#3"), str("2026#1")
+		}
+		return it
 	}
-	put := c.capacity(&dynamodb.PutItemInput{Item: small}, &dynamodb.PutItemOutput{}, nil)
-	if put.WriteTable != 1 || put.WriteIndex != 2 {
-		t.Errorf("put: table %v index %v, want 1 and 2", put.WriteTable, put.WriteIndex)
+	update := func(names ...string) *dynamodb.UpdateItemInput {
+		in := &dynamodb.UpdateItemInput{TableName: table, Key: map[string]ddbtypes.AttributeValue{"pk": str("TASK#1")}, UpdateExpression: aws.String("SET"), ExpressionAttributeNames: map[string]string{}}
+		for i, n := range names {
+			ph := fmt.Sprintf("#%d", i)
+			*in.UpdateExpression += " " + ph + " = :v,"
+			in.ExpressionAttributeNames[ph] = n
+		}
+		return in
 	}
-	// A status change rewrites the by-status key (2) and the by-type projection (1).
-	claim := &dynamodb.UpdateItemInput{
-		Key:                      map[string]ddbtypes.AttributeValue{"pk": str("TASK#1")},
-		UpdateExpression:         aws.String("SET #0 = :0, #1 = :1"),
-		ExpressionAttributeNames: map[string]string{"#0": "status", "#1": "gsi1pk"},
+	steps := []struct {
+		name       string
+		st         opStats
+		table, idx float64
+	}{
+		// Created: one entry in by-created and one in by-type.
+		{"put", c.capacity(&dynamodb.PutItemInput{TableName: table, Item: item("queued", false)}, &dynamodb.PutItemOutput{}, nil), 1, 2},
+		// Claimed: no index key and no projected attribute changes.
+		{"claim", c.capacity(update("status", "version"), &dynamodb.UpdateItemOutput{Attributes: item("executing", false)}, nil), 1, 0},
+		// Retrying: enters by-due.
+		{"retry", c.capacity(update("status", "dpk", "dsk"), &dynamodb.UpdateItemOutput{Attributes: item("retrying", true)}, nil), 1, 1},
+		// Dead-lettered: its by-due entry moves (delete + put).
+		{"dead", c.capacity(update("status", "dpk", "dsk"), &dynamodb.UpdateItemOutput{Attributes: item("dead_letter", true)}, nil), 1, 2},
+		// Deleted: its three entries go.
+		{"delete", c.capacity(&dynamodb.DeleteItemInput{TableName: table, Key: map[string]ddbtypes.AttributeValue{"pk": str("TASK#1")}}, &dynamodb.DeleteItemOutput{}, nil), 1, 3},
 	}
-	up := c.capacity(claim, &dynamodb.UpdateItemOutput{Attributes: small}, nil)
-	if up.WriteTable != 1 || up.WriteIndex != 3 {
-		t.Errorf("claim: table %v index %v, want 1 and 3", up.WriteTable, up.WriteIndex)
+	for _, s := range steps {
+		if s.st.WriteTable != s.table || s.st.WriteIndex != s.idx {
+			t.Errorf("%s: table %v index %v, want %v and %v", s.name, s.st.WriteTable, s.st.WriteIndex, s.table, s.idx)
+		}
 	}
-	// An item in no index (the type registry) costs the table write only.
-	reg := &dynamodb.UpdateItemInput{
-		Key:                      map[string]ddbtypes.AttributeValue{"pk": str("TYPES")},
+	// An item in no index (a control) costs the table write only.
+	ctl := &dynamodb.UpdateItemInput{
+		TableName: table, Key: map[string]ddbtypes.AttributeValue{"pk": str("CONTROL#x")},
 		UpdateExpression:         aws.String("ADD #t :t"),
-		ExpressionAttributeNames: map[string]string{"#t": "types"},
+		ExpressionAttributeNames: map[string]string{"#t": "n"},
 	}
-	if r := c.capacity(reg, &dynamodb.UpdateItemOutput{}, nil); r.WriteTable != 1 || r.WriteIndex != 0 {
-		t.Errorf("registry: table %v index %v, want 1 and 0", r.WriteTable, r.WriteIndex)
+	if r := c.capacity(ctl, &dynamodb.UpdateItemOutput{}, nil); r.WriteTable != 1 || r.WriteIndex != 0 {
+		t.Errorf("control: table %v index %v, want 1 and 0", r.WriteTable, r.WriteIndex)
 	}
 	big := map[string]ddbtypes.AttributeValue{"pk": str("TASK#2"), "payload": str(string(make([]byte, 2500)))}
 	if w := c.capacity(&dynamodb.PutItemInput{Item: big}, &dynamodb.PutItemOutput{}, nil); w.WriteTable != 3 {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -114,7 +113,7 @@ func measureCeiling(ctx context.Context, cl clients, o options) (Ceiling, error)
 	c := Ceiling{Concurrency: o.Concurrency, Items: o.CeilingItems}
 
 	// Task-shaped items (the store's attributes and both GSIs' keys).
-	if err := ceilingWrites(ctx, cl, o, &c, d.table(), ceilCondWrite, ceilingItem,
+	if err := ceilingWrites(ctx, cl, o, &c, d.table(), ceilCondWrite, ceilingItem(d.app.Store),
 		fmt.Sprintf("task-shaped items in the task table (2 GSIs); SET status, version, gsi1pk IF version matches; %d items", o.CeilingItems),
 		o.Concurrency, 4*o.Concurrency); err != nil {
 		return c, err
@@ -197,10 +196,10 @@ func ceilingWrites(ctx context.Context, cl clients, o options, c *Ceiling, table
 			_, err := cl.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 				TableName:                 aws.String(table),
 				Key:                       map[string]ddbtypes.AttributeValue{spec.AttrPK: str(ceilingPK(i))},
-				UpdateExpression:          aws.String("SET #s = :s, #v = :nv, #g = :g"),
+				UpdateExpression:          aws.String("SET #s = :s, #v = :nv"),
 				ConditionExpression:       aws.String("#v = :v"),
-				ExpressionAttributeNames:  map[string]string{"#s": "status", "#v": "version", "#g": spec.AttrGSI1PK},
-				ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":s": str(string(st)), ":g": str(store.StatusPartition(st, task.Medium)), ":v": num(v), ":nv": num(v + 1)},
+				ExpressionAttributeNames:  map[string]string{"#s": "status", "#v": "version"},
+				ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":s": str(string(st)), ":v": num(v), ":nv": num(v + 1)},
 			})
 			if err != nil {
 				return false, fmt.Errorf("conditional write of item %d in %s: %w", i, table, err)
@@ -342,22 +341,18 @@ func ceilingSQS(ctx context.Context, cl clients, o options, c *Ceiling, d *deplo
 
 func ceilingPK(i int) string { return fmt.Sprintf("TASK#ceiling-%06d", i) }
 
-// ceilingItem is a task item as the store writes one: the task's
-// attributes plus the key and both GSIs' attributes.
-func ceilingItem(i int) (map[string]ddbtypes.AttributeValue, error) {
-	now := time.Now().UTC()
-	r := task.Request{Type: "noop", Priority: string(task.Medium)}
-	t := r.NewTask(now, 15*time.Minute)
-	av, err := attributevalue.MarshalMap(t)
-	if err != nil {
-		return nil, fmt.Errorf("marshal ceiling item: %w", err)
+// ceilingItem makes task items as the store writes them (the task's
+// attributes, its key and its index attributes), keyed for the ceiling run.
+func ceilingItem(st *store.Store) func(int) (map[string]ddbtypes.AttributeValue, error) {
+	return func(i int) (map[string]ddbtypes.AttributeValue, error) {
+		r := task.Request{Type: "noop", Priority: string(task.Medium)}
+		av, err := st.Item(r.NewTask(time.Now().UTC(), 15*time.Minute))
+		if err != nil {
+			return nil, fmt.Errorf("ceiling item: %w", err)
+		}
+		av[spec.AttrPK] = str(ceilingPK(i))
+		return av, nil
 	}
-	av[spec.AttrPK] = str(ceilingPK(i))
-	av[spec.AttrGSI1PK] = str(store.StatusPartition(t.Status, t.EffectivePriority))
-	av[spec.AttrGSI1SK] = str(store.SortableTime(now) + "#" + t.ID)
-	av[spec.AttrGSI2PK] = str(t.Type)
-	av[spec.AttrGSI2SK] = str(store.SortableTime(now) + "#" + t.ID)
-	return av, nil
 }
 
 func str(s string) ddbtypes.AttributeValue { return &ddbtypes.AttributeValueMemberS{Value: s} }

@@ -170,13 +170,18 @@ const (
 type counter struct {
 	indexes []spec.Index // the task table's GSIs, for index write estimates
 
+	// entries remembers, per item (table and pk), the key of its entry in
+	// each index, so a write is known to add, move or remove one.
+	entriesMu sync.Mutex
+	entries   map[string]map[string]string
+
 	mu        sync.Mutex
 	ops       counts
 	observers map[string]*tracker
 }
 
 func newCounter(indexes []spec.Index) *counter {
-	return &counter{indexes: indexes, ops: counts{}, observers: map[string]*tracker{}}
+	return &counter{indexes: indexes, ops: counts{}, observers: map[string]*tracker{}, entries: map[string]map[string]string{}}
 }
 
 // observe reports every write that moves a task of table to completed to t
@@ -300,9 +305,11 @@ func (c *counter) snapshot() counts {
 //     written (PutItem) or as returned with ReturnValues=ALL_NEW (UpdateItem;
 //     1 unit when no item comes back, as for DeleteItem); a write refused by
 //     its condition still costs 1 unit; transactional writes cost 2x;
-//   - each GSI (both project ALL attributes) costs one more write of the
-//     index entry when an item enters it, leaves it, or has a projected
-//     attribute change, and two (a delete and a put) when its key changes;
+//   - a GSI costs one write of the index entry (its keys, the table key,
+//     the projected attributes and 100 bytes of overhead, per 1 KB) when an
+//     item enters it or leaves it or a projected non-key attribute changes,
+//     and two (a delete and a put) when its key changes; nothing otherwise
+//     (the counter remembers each item's index entries to tell which);
 //   - a strongly consistent GetItem costs ceil(size / 4 KB) read units
 //     (at least 1); an eventually consistent read (every GSI Query) half;
 //     a Query is charged on the total size of the items it returns.
@@ -325,7 +332,7 @@ func (c *counter) capacity(params, result any, err error) opStats {
 		}
 		size := itemSize(in.Item)
 		st.WriteTable = units(size, writeUnitBytes)
-		st.WriteIndex = c.indexWritesPut(in.Item, size)
+		st.WriteIndex = c.indexWritesPut(in.TableName, in.Item, size)
 	case *dynamodb.UpdateItemInput:
 		if err != nil {
 			if refused {
@@ -344,8 +351,8 @@ func (c *counter) capacity(params, result any, err error) opStats {
 		if err == nil || refused {
 			st.WriteTable = 1
 		}
-		if err == nil && isTask(in.Key) {
-			st.WriteIndex = float64(len(c.indexes))
+		if err == nil {
+			st.WriteIndex = c.deleteEntries(in.TableName, in.Key[spec.AttrPK])
 		}
 	case *dynamodb.TransactWriteItemsInput:
 		if err != nil {
@@ -356,8 +363,12 @@ func (c *counter) capacity(params, result any, err error) opStats {
 			case it.Put != nil:
 				size := itemSize(it.Put.Item)
 				st.WriteTable += 2 * units(size, writeUnitBytes)
-				st.WriteIndex += 2 * c.indexWritesPut(it.Put.Item, size)
-			case it.Update != nil, it.Delete != nil, it.ConditionCheck != nil:
+				st.WriteIndex += 2 * c.indexWritesPut(it.Put.TableName, it.Put.Item, size)
+			case it.Update != nil:
+				st.WriteTable += 2
+				upd := &dynamodb.UpdateItemInput{TableName: it.Update.TableName, Key: it.Update.Key, UpdateExpression: it.Update.UpdateExpression, ExpressionAttributeNames: it.Update.ExpressionAttributeNames}
+				st.WriteIndex += 2 * c.indexWritesUpdate(upd, nil, 0)
+			case it.Delete != nil, it.ConditionCheck != nil:
 				st.WriteTable += 2
 			}
 		}
@@ -408,35 +419,23 @@ func units(size, unit int) float64 {
 	return math.Max(1, math.Ceil(float64(size)/float64(unit)))
 }
 
-// indexWritesPut: a new item enters every index whose key attributes it has.
-func (c *counter) indexWritesPut(item map[string]ddbtypes.AttributeValue, size int) float64 {
-	w := 0.0
-	for _, ix := range c.indexes {
-		_, hasPK := item[ix.PartitionKey]
-		_, hasSK := item[ix.SortKey]
-		if hasPK && hasSK {
-			w += units(size, writeUnitBytes)
-		}
-	}
-	return w
+// indexWritesPut: the item's entries replace whatever entries it had.
+func (c *counter) indexWritesPut(table *string, item map[string]ddbtypes.AttributeValue, _ int) float64 {
+	return c.moveEntries(table, item[spec.AttrPK], item, nil)
 }
 
 var placeholder = regexp.MustCompile(`#[A-Za-z0-9_]+`)
 
-// isTask reports whether a key is a task item's ("TASK#<id>"). Task items
-// carry both indexes' keys for their whole life; other items (idempotency
-// keys, controls, the type registry) are in no index.
+// isTask reports whether a key is a task item's ("TASK#<id>").
 func isTask(key map[string]ddbtypes.AttributeValue) bool {
 	return strings.HasPrefix(attrString(key, spec.AttrPK), "TASK#")
 }
 
-// indexWritesUpdate: the store's updates SET only attributes that changed
-// and REMOVE those that went away, so an index key named in the update
-// expression is a key change (delete + put); any other change rewrites the
-// projected entry (one write). An item is taken to be in an index when the
-// returned item has the index's keys or, with no item returned, when it is
-// a task item.
-func (c *counter) indexWritesUpdate(in *dynamodb.UpdateItemInput, after map[string]ddbtypes.AttributeValue, size int) float64 {
+// indexWritesUpdate compares the item's index entries after the update
+// (from the item returned with ALL_NEW) with those it had. An update that
+// returns no item (control and counter items) changes entries only by the
+// index keys it names.
+func (c *counter) indexWritesUpdate(in *dynamodb.UpdateItemInput, after map[string]ddbtypes.AttributeValue, _ int) float64 {
 	if in.UpdateExpression == nil {
 		return 0
 	}
@@ -446,24 +445,114 @@ func (c *counter) indexWritesUpdate(in *dynamodb.UpdateItemInput, after map[stri
 			changed[name] = true
 		}
 	}
-	if len(changed) == 0 {
-		return 0
+	if after == nil {
+		// Counter items set their index keys with if_not_exists: the
+		// first such write adds the entry, later ones change nothing.
+		added := map[string]string{}
+		for _, ix := range c.indexes {
+			if changed[ix.PartitionKey] && changed[ix.SortKey] {
+				added[ix.Name] = "set"
+			}
+		}
+		if len(added) == 0 {
+			return 0
+		}
+		key := entryItem(in.TableName, in.Key[spec.AttrPK])
+		c.entriesMu.Lock()
+		defer c.entriesMu.Unlock()
+		if c.entries[key] != nil {
+			return 0
+		}
+		c.entries[key] = added
+		return float64(len(added))
 	}
-	w := 0.0
+	return c.moveEntries(in.TableName, in.Key[spec.AttrPK], after, changed)
+}
+
+// moveEntries records item's index entries and returns the index writes
+// that took it from its previous entries to these: 1 to add or remove an
+// entry, 2 to move one, 1 to rewrite one whose projected attributes
+// changed (names in changed), per index-entry write unit.
+func (c *counter) moveEntries(table *string, pk ddbtypes.AttributeValue, after map[string]ddbtypes.AttributeValue, changed map[string]bool) float64 {
+	key := entryItem(table, pk)
+	now := map[string]string{}
+	sizes := map[string]int{}
 	for _, ix := range c.indexes {
-		_, hasPK := after[ix.PartitionKey]
-		_, hasSK := after[ix.SortKey]
-		inIndex := (hasPK && hasSK) || (len(after) == 0 && isTask(in.Key))
-		if !inIndex {
+		p, sk := attrString(after, ix.PartitionKey), attrString(after, ix.SortKey)
+		if p == "" || sk == "" {
 			continue
 		}
-		if changed[ix.PartitionKey] || changed[ix.SortKey] {
-			w += 2 * units(size, writeUnitBytes)
-		} else {
-			w += units(size, writeUnitBytes)
+		now[ix.Name] = p + "\x00" + sk
+		sizes[ix.Name] = entrySize(ix, after)
+	}
+	c.entriesMu.Lock()
+	before := c.entries[key]
+	if len(now) == 0 {
+		delete(c.entries, key)
+	} else {
+		c.entries[key] = now
+	}
+	c.entriesMu.Unlock()
+	w := 0.0
+	for _, ix := range c.indexes {
+		b, had := before[ix.Name]
+		a, has := now[ix.Name]
+		u := units(sizes[ix.Name], writeUnitBytes)
+		switch {
+		case had && has && a != b:
+			w += 2 * u
+		case had != has:
+			w++
+		case has && projectedChange(ix, changed):
+			w += u
 		}
 	}
 	return w
+}
+
+// deleteEntries forgets a deleted item's entries and returns their removal writes.
+func (c *counter) deleteEntries(table *string, pk ddbtypes.AttributeValue) float64 {
+	key := entryItem(table, pk)
+	c.entriesMu.Lock()
+	defer c.entriesMu.Unlock()
+	n := len(c.entries[key])
+	delete(c.entries, key)
+	return float64(n)
+}
+
+func entryItem(table *string, pk ddbtypes.AttributeValue) string {
+	s, _ := pk.(*ddbtypes.AttributeValueMemberS)
+	if s == nil || table == nil {
+		return ""
+	}
+	return *table + "\x00" + s.Value
+}
+
+// entrySize is the size of an index entry: the table key, the index keys,
+// the projected attributes, and DynamoDB's 100 bytes of overhead.
+func entrySize(ix spec.Index, item map[string]ddbtypes.AttributeValue) int {
+	if ix.Projection == "" || ix.Projection == "ALL" {
+		return itemSize(item) + 100
+	}
+	keep := map[string]ddbtypes.AttributeValue{}
+	for _, a := range append([]string{spec.AttrPK, ix.PartitionKey, ix.SortKey}, ix.NonKeyAttributes...) {
+		if v, ok := item[a]; ok {
+			keep[a] = v
+		}
+	}
+	return itemSize(keep) + 100
+}
+
+func projectedChange(ix spec.Index, changed map[string]bool) bool {
+	if ix.Projection == "" || ix.Projection == "ALL" {
+		return len(changed) > 0
+	}
+	for _, a := range ix.NonKeyAttributes {
+		if changed[a] {
+			return true
+		}
+	}
+	return false
 }
 
 // itemSize estimates an item's size the way DynamoDB counts it.

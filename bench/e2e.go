@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/task"
 )
@@ -186,13 +187,30 @@ func measureE2E(ctx context.Context, cl clients, cnt *counter, o options, batchA
 		problems.note("end-to-end %s: incomplete: %d of %d tasks completed in %.0f s (its time limit, or the run's)", setup.describe(), r.Completed, len(ids), r.Seconds)
 	}
 
-	// Cross-check the table: status=completed per priority.
+	// Cross-check the table: status=completed per priority, from the
+	// stream-kept counters once they have caught up.
 	r.StoreCompleted = map[task.Priority]int{}
-	for _, p := range prios {
-		n, err := d.app.Store.CountWaiting(ctx, task.Completed, p)
-		if err != nil {
-			return r, fmt.Errorf("count completed %s tasks: %w", p, err)
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	go func() { _ = d.app.CounterPoller().Run(pollCtx) }()
+	var snap counters.Snapshot
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		var err error
+		if snap, err = d.app.Counters.Read(ctx); err != nil {
+			stopPoll()
+			return r, fmt.Errorf("read counters: %w", err)
 		}
+		settled := true
+		for _, p := range prios {
+			settled = settled && snap.Tasks[task.Completed][p] >= int64(want[p])
+		}
+		if settled || !r.Complete || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	stopPoll()
+	for _, p := range prios {
+		n := int(snap.Tasks[task.Completed][p])
 		r.StoreCompleted[p] = n
 		if r.Complete && n != want[p] {
 			problems.add("end-to-end %s: %d %s tasks submitted but %d are completed in DynamoDB", setup.describe(), want[p], p, n)

@@ -17,11 +17,8 @@ import (
 
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/config"
-	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/dispatch"
-	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/handler/ledger"
-	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/localstack"
@@ -112,15 +109,10 @@ func deploy(ctx context.Context, cl clients, prefix string) (*deployment, error)
 		slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}),
 		warns,
 	))
-	// What app.New does after loading its AWS configuration.
-	a := &app.App{Config: cfg, Log: log, AWS: cl.cfg, DynamoDB: cl.ddb, SQS: cl.sqs}
-	a.Store = store.New(a.DynamoDB, cfg.Spec.Table.Name, store.WithLogger(log), store.WithRetention(cfg.Retention))
-	a.Queues, err = queue.Resolve(ctx, a.SQS, cfg.Spec, cfg.QueueURLs, cfg.DLQURLs)
+	a, err := app.Assemble(ctx, cfg, log, cl.cfg, cl.ddb, cl.sqs)
 	if err != nil {
-		return nil, fmt.Errorf("resolve queues of %s: %w", prefix, err)
+		return nil, fmt.Errorf("assemble the app on %s: %w", prefix, err)
 	}
-	a.Enqueuer = enqueue.New(a.Store, a.Queues)
-	a.Controls = control.New(a.DynamoDB, cfg.Spec.Table.Name, control.DefaultCacheTTL)
 	return &deployment{app: a, res: res, warns: warns}, nil
 }
 

@@ -93,8 +93,11 @@ func createTable(ctx context.Context, ddb *dynamodb.Client, t spec.Table) error 
 				{AttributeName: aws.String(ix.PartitionKey), KeyType: ddbtypes.KeyTypeHash},
 				{AttributeName: aws.String(ix.SortKey), KeyType: ddbtypes.KeyTypeRange},
 			},
-			Projection: &ddbtypes.Projection{ProjectionType: ddbtypes.ProjectionTypeAll},
+			Projection: &ddbtypes.Projection{ProjectionType: ddbtypes.ProjectionType(ix.Projection), NonKeyAttributes: ix.NonKeyAttributes},
 		})
+	}
+	if t.Stream != "" {
+		in.StreamSpecification = &ddbtypes.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: ddbtypes.StreamViewType(t.Stream)}
 	}
 	for _, name := range sortedKeys(defs) {
 		in.AttributeDefinitions = append(in.AttributeDefinitions, ddbtypes.AttributeDefinition{

@@ -63,15 +63,17 @@ func Start(ctx context.Context, root string) (*Emulators, error) {
 	return e, nil
 }
 
-// Env returns the SDK's standard endpoint variables for these emulators,
-// plus the static credentials and region they accept.
+// Env returns the SDK's standard endpoint variables for these emulators
+// (DynamoDB Local serves the table's stream on its own endpoint), plus the
+// static credentials and region they accept.
 func (e *Emulators) Env() map[string]string {
 	return map[string]string{
-		"AWS_ENDPOINT_URL_SQS":      e.SQSEndpoint,
-		"AWS_ENDPOINT_URL_DYNAMODB": e.DynamoDBEndpoint,
-		"AWS_ACCESS_KEY_ID":         "test",
-		"AWS_SECRET_ACCESS_KEY":     "test",
-		"AWS_REGION":                "us-east-1",
+		"AWS_ENDPOINT_URL_SQS":              e.SQSEndpoint,
+		"AWS_ENDPOINT_URL_DYNAMODB":         e.DynamoDBEndpoint,
+		"AWS_ENDPOINT_URL_DYNAMODB_STREAMS": e.DynamoDBEndpoint,
+		"AWS_ACCESS_KEY_ID":                 "test",
+		"AWS_SECRET_ACCESS_KEY":             "test",
+		"AWS_REGION":                        "us-east-1",
 	}
 }
 

@@ -24,15 +24,26 @@ func New(prefix string) Spec { return spec.New(prefix) }
 
 // Attribute and index names of the table.
 const (
-	AttrPK        = spec.AttrPK
-	AttrGSI1PK    = spec.AttrGSI1PK
-	AttrGSI1SK    = spec.AttrGSI1SK
-	AttrGSI2PK    = spec.AttrGSI2PK
-	AttrGSI2SK    = spec.AttrGSI2SK
-	AttrTTL       = spec.AttrTTL
-	IndexByStatus = spec.IndexByStatus
-	IndexByType   = spec.IndexByType
+	AttrPK         = spec.AttrPK
+	AttrCreatedPK  = spec.AttrCreatedPK
+	AttrCreatedSK  = spec.AttrCreatedSK
+	AttrTypePK     = spec.AttrTypePK
+	AttrDuePK      = spec.AttrDuePK
+	AttrDueSK      = spec.AttrDueSK
+	AttrTTL        = spec.AttrTTL
+	IndexByCreated = spec.IndexByCreated
+	IndexByType    = spec.IndexByType
+	IndexByDue     = spec.IndexByDue
 )
+
+// Index projections.
+const (
+	ProjectKeysOnly = spec.ProjectKeysOnly
+	ProjectInclude  = spec.ProjectInclude
+)
+
+// DefaultShards is how many partitions each index key is spread over.
+const DefaultShards = spec.DefaultShards
 
 // Environment variables the functions read (see internal/config).
 const (

@@ -144,13 +144,18 @@ func newTable(scope constructs.Construct, t resourcespec.Table, removal awscdk.R
 			PointInTimeRecoveryEnabled: jsii.Bool(true),
 		},
 		TimeToLiveAttribute: jsii.String(t.TTLAttribute),
-		RemovalPolicy:       removal,
+		// The /stats counters are kept from the stream (internal/counters).
+		Stream:        awsdynamodb.StreamViewType(t.Stream),
+		RemovalPolicy: removal,
 	})
 	for _, ix := range t.Indexes {
 		gsi := &awsdynamodb.GlobalSecondaryIndexProps{
 			IndexName:      jsii.String(ix.Name),
 			PartitionKey:   stringKey(ix.PartitionKey),
-			ProjectionType: awsdynamodb.ProjectionType_ALL,
+			ProjectionType: awsdynamodb.ProjectionType(ix.Projection),
+		}
+		if len(ix.NonKeyAttributes) > 0 {
+			gsi.NonKeyAttributes = jsii.Strings(ix.NonKeyAttributes...)
 		}
 		if ix.SortKey != "" {
 			gsi.SortKey = stringKey(ix.SortKey)

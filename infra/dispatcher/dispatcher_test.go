@@ -243,10 +243,14 @@ func TestTableFollowsSpec(t *testing.T) {
 		if ix.SortKey != "" {
 			attrs[ix.SortKey] = true
 		}
+		proj := map[string]any{"ProjectionType": string(ix.Projection)}
+		if len(ix.NonKeyAttributes) > 0 {
+			proj["NonKeyAttributes"] = ix.NonKeyAttributes
+		}
 		gsis = append(gsis, map[string]any{
 			"IndexName":  ix.Name,
 			"KeySchema":  keys(ix.PartitionKey, ix.SortKey),
-			"Projection": map[string]string{"ProjectionType": "ALL"},
+			"Projection": proj,
 		})
 	}
 	var defs []map[string]string
@@ -270,6 +274,7 @@ func TestTableFollowsSpec(t *testing.T) {
 		{"TimeToLiveSpecification", p["TimeToLiveSpecification"], map[string]any{"AttributeName": tbl.TTLAttribute, "Enabled": true}},
 		{"BillingMode", p["BillingMode"], "PAY_PER_REQUEST"},
 		{"PointInTimeRecovery", p["PointInTimeRecoverySpecification"], map[string]any{"PointInTimeRecoveryEnabled": true}},
+		{"StreamSpecification", p["StreamSpecification"], map[string]any{"StreamViewType": tbl.Stream}},
 	} {
 		t.Run(c.name, func(t *testing.T) { equalJSON(t, c.name, c.got, c.want) })
 	}

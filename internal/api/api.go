@@ -29,12 +29,12 @@ import (
 
 // Store is the part of the task store the API uses.
 type Store interface {
-	stats.Store
 	Get(ctx context.Context, id string) (*task.Task, error)
 	List(ctx context.Context, f store.ListFilter, limit int, cursor string) ([]*task.Task, string, error)
 	Cancel(ctx context.Context, id string) (*task.Task, error)
 	Delete(ctx context.Context, cur *task.Task) error
 	Cleanup(ctx context.Context, olderThan time.Time) (int, error)
+	Now() time.Time
 }
 
 // Enqueuer creates tasks, sends their messages and retries dead ones.
@@ -69,6 +69,7 @@ type Deps struct {
 	Queues   Queues
 	Controls Controls
 	DLQ      DLQ
+	Counters stats.Counters
 	Tokens   *auth.Tokens
 }
 
@@ -95,6 +96,7 @@ type Server struct {
 	queues   Queues
 	controls Controls
 	dlq      DLQ
+	counters stats.Counters
 	tokens   *auth.Tokens
 	opt      Options
 	log      *slog.Logger
@@ -112,7 +114,7 @@ func New(d Deps, opt Options) *Server {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
 	srv := &Server{
-		store: d.Store, enq: d.Enqueuer, queues: d.Queues, controls: d.Controls, dlq: d.DLQ, tokens: d.Tokens,
+		store: d.Store, enq: d.Enqueuer, queues: d.Queues, controls: d.Controls, dlq: d.DLQ, counters: d.Counters, tokens: d.Tokens,
 		opt: opt, log: opt.Logger, mux: http.NewServeMux(), depth: depthCache{at: map[task.Priority]time.Time{}, n: map[task.Priority]int{}},
 	}
 	srv.register()

@@ -444,9 +444,19 @@ func TestStatsMatchAKnownWorkload(t *testing.T) {
 	}
 	stop()
 
-	code, body := f.do(t, "GET", "/api/v1/stats", "ro", "")
-	if code != 200 {
-		t.Fatalf("stats = %d %v", code, body)
+	// The counters follow the table's stream: wait until they have caught up.
+	stacktest.RunCounters(t, f.app)
+	var code int
+	var body map[string]any
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		code, body = f.do(t, "GET", "/api/v1/stats", "ro", "")
+		if code != 200 {
+			t.Fatalf("stats = %d %v", code, body)
+		}
+		if sts, _ := body["statuses"].(map[string]any); sts["completed"] == 5.0 && sts["dead_letter"] == 3.0 && sts["queued"] == 4.0 && sts["cancelled"] == 1.0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	statuses := body["statuses"].(map[string]any)
 	for st, want := range map[string]float64{"completed": 5, "dead_letter": 3, "queued": 4, "scheduled": 1, "cancelled": 1, "executing": 0, "retrying": 0} {

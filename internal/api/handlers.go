@@ -187,7 +187,7 @@ func (s *Server) cleanup(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
-	st, err := stats.Collect(r.Context(), s.store, s.queues)
+	st, err := stats.Collect(r.Context(), s.counters, s.queues, s.store.Now())
 	if err != nil {
 		s.internal(w, r, "collect stats", err)
 		return

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/control"
+	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/dashboard"
 	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/dispatch"
@@ -44,18 +46,28 @@ type App struct {
 	Queues   *queue.Queues
 	Enqueuer *enqueue.Enqueuer
 	Controls *control.Controls
+	Counters *counters.Keeper
 }
 
 // New loads the AWS configuration the standard way (environment, shared
-// files, instance roles; endpoints from AWS_ENDPOINT_URL*), then builds the
-// store and resolves the queues.
+// files, instance roles; endpoints from AWS_ENDPOINT_URL*), then assembles
+// the parts on clients built from it.
 func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error) {
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
-	a := &App{Config: cfg, Log: log, AWS: awsCfg, DynamoDB: store.NewClient(awsCfg), SQS: sqs.NewFromConfig(awsCfg)}
-	a.Store = store.New(a.DynamoDB, cfg.Spec.Table.Name, store.WithLogger(log), store.WithRetention(cfg.Retention))
+	return Assemble(ctx, cfg, log, awsCfg, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg))
+}
+
+// Assemble builds the store, counters, queues (resolved), enqueuer and
+// controls on the given clients. New calls it; the bench calls it with
+// clients that count every request.
+func Assemble(ctx context.Context, cfg config.Config, log *slog.Logger, awsCfg aws.Config, ddb *dynamodb.Client, sqsClient *sqs.Client) (*App, error) {
+	a := &App{Config: cfg, Log: log, AWS: awsCfg, DynamoDB: ddb, SQS: sqsClient}
+	a.Store = store.New(a.DynamoDB, cfg.Spec.Table.Name, store.WithLogger(log), store.WithRetention(cfg.Retention), store.WithShards(cfg.Shards))
+	a.Counters = counters.New(a.DynamoDB, cfg.Spec.Table.Name, a.Store.Shards())
+	var err error
 	a.Queues, err = queue.Resolve(ctx, a.SQS, cfg.Spec, cfg.QueueURLs, cfg.DLQURLs)
 	if err != nil {
 		return nil, err
@@ -118,7 +130,7 @@ func (a *App) API(tokens *auth.Tokens, opt api.Options) http.Handler {
 	}
 	return api.New(api.Deps{
 		Store: a.Store, Enqueuer: a.Enqueuer, Queues: a.Queues, Controls: a.Controls,
-		DLQ: deadletter.New(a.Queues, a.Store, a.Enqueuer), Tokens: tokens,
+		DLQ: deadletter.New(a.Queues, a.Store, a.Enqueuer), Counters: a.Counters, Tokens: tokens,
 	}, opt)
 }
 
@@ -154,6 +166,12 @@ func (a *App) Consumer(reg *handler.Registry, opt dispatch.Options) *dispatch.Co
 		opt.MaxReceiveCount = a.Config.Spec.Queues[0].MaxReceiveCount
 	}
 	return dispatch.New(a.Store, a.Queues, a.Enqueuer, reg, opt)
+}
+
+// CounterPoller returns the stream reader that keeps the /stats counters
+// where no Lambda trigger does (triage dev, tests, the bench).
+func (a *App) CounterPoller() *counters.Poller {
+	return &counters.Poller{Keeper: a.Counters, Tables: a.DynamoDB, Streams: dynamodbstreams.NewFromConfig(a.AWS), Logger: a.Log}
 }
 
 // RetryBackoff is the consumer's retry policy: dispatch.DefaultBackoff with

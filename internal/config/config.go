@@ -46,6 +46,7 @@ const (
 	EnvMaxDepthHigh    = "TRIAGE_MAX_QUEUE_DEPTH_HIGH" // the same for high-priority submits (default 2 × the above)
 	EnvRetryBackoff    = "TRIAGE_RETRY_BACKOFF"        // retry waits "high=1s:10s,medium=1s:30s,low=1s:60s" (base:cap per priority)
 	EnvLease           = "TRIAGE_LEASE"                // a claim's lease, renewed every third of it (default 30s); bounds crash recovery
+	EnvShards          = "TRIAGE_SHARDS"               // partitions per index key (default 16); may be raised, never lowered
 )
 
 // Config is the parsed environment.
@@ -63,6 +64,7 @@ type Config struct {
 	ReservedHigh    int
 	PollWait        time.Duration
 	Lease           time.Duration // 0: the consumer's default (dispatch.DefaultLease)
+	Shards          int           // partitions per index key (spec.DefaultShards)
 	LowAfter        time.Duration
 	MediumAfter     time.Duration
 	PromoteInterval time.Duration
@@ -149,6 +151,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		{EnvFanOutPer, &c.FanOutPer, 1000},
 		{EnvFanOutMax, &c.FanOutMax, 10},
 		{EnvMaxDepthHigh, &c.MaxDepthHigh, 0},
+		{EnvShards, &c.Shards, spec.DefaultShards},
 	}
 	for _, v := range ints {
 		if *v.dst, err = parseInt(getenv(v.name), v.def); err != nil {
@@ -157,6 +160,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	if getenv(EnvMaxDepthHigh) == "" {
 		c.MaxDepthHigh = 2 * c.MaxDepth
+	}
+	if c.Shards < 1 || c.Shards > spec.MaxShards {
+		return c, fmt.Errorf("%s must be from 1 to %d, got %d", EnvShards, spec.MaxShards, c.Shards)
 	}
 	if c.ReservedHigh >= c.Concurrency {
 		return c, fmt.Errorf("%s (%d) must be less than %s (%d)", EnvReservedHigh, c.ReservedHigh, EnvConcurrency, c.Concurrency)

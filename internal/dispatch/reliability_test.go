@@ -333,14 +333,7 @@ func TestFourConsumersUnderFailures(t *testing.T) {
 			t.Fatalf("task %s ran %d times, want %d", id, runs[id], want)
 		}
 	}
-	completed := 0
-	for _, p := range task.Priorities() {
-		c, err := a.Store.CountWaiting(context.Background(), task.Completed, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		completed += c
-	}
+	completed := stacktest.StatusCounts(t, a.Store, ids)[task.Completed]
 	t.Logf("%d tasks, %d failed once, %d runs, %d completed", n, failing, len(l.Ends()), completed)
 	if completed != n {
 		t.Fatalf("%d of %d tasks completed", completed, n)

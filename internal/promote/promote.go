@@ -4,13 +4,26 @@
 // Each run it (1) ages tasks: a low task queued for LowAfter moves to
 // medium, a medium task at medium for MediumAfter moves to high; (2)
 // releases scheduled tasks and parked retries that come due within the
-// direct-send window, with DelaySeconds so they start on time; (3)
-// reconciles the DLQs, marking tasks whose message SQS redrove there; and
-// (4) recovers tasks stuck executing after their worker vanished.
+// direct-send window, with DelaySeconds so they start on time, and re-sends
+// retries whose message went missing; and (3) reconciles the DLQs, marking
+// tasks whose message SQS redrove there.
+//
+// Aging finds waiting tasks two ways, so that a task's ordinary life writes
+// nothing for it (see store's index layout). A task still waiting where it
+// was created is found by a sweep of the by-created index: per shard and
+// priority, a persisted mark moves over tasks as they pass their
+// threshold, each read once. A task whose wait began later (promoted,
+// re-queued, released, or delayed by run_at) has a by-due entry of its own.
 //
 // The starvation bound follows from (1): a task submitted at t0 reaches
 // the high queue by t0 + LowAfter + MediumAfter + 2 × interval, because
 // each step waits at most one interval after its threshold passes.
+//
+// There is no sweep of executing tasks: an executing task's message stays
+// on its queue until the task finishes, hidden by the worker's heartbeat,
+// so when a worker dies its message reappears after the lease and the next
+// receive reclaims the task. A message that stops coming back is redriven
+// to the DLQ, which (3) reconciles.
 package promote
 
 import (
@@ -19,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/triagehq/triage/internal/enqueue"
@@ -30,8 +44,13 @@ import (
 // Store is the part of the task store the promoter uses.
 type Store interface {
 	Get(ctx context.Context, id string) (*task.Task, error)
-	Waiting(ctx context.Context, q store.WaitingQuery) (store.Page, error)
+	Due(ctx context.Context, c store.DueClass, shard int, before time.Time, after string, limit int32) ([]*task.Task, string, error)
+	Created(ctx context.Context, p task.Priority, shard int, after string, before time.Time, limit int32) ([]*task.Task, string, error)
+	SweepMarks(ctx context.Context) (map[string]string, error)
+	SetSweepMark(ctx context.Context, key, mark string) error
+	Shards() int
 	Transition(ctx context.Context, cur *task.Task, to task.Status, apply func(*task.Task)) (*task.Task, error)
+	Touch(ctx context.Context, cur *task.Task, apply func(*task.Task)) (*task.Task, error)
 	Now() time.Time
 }
 
@@ -55,10 +74,10 @@ type Options struct {
 	// DirectWindow: scheduled tasks and parked retries due within it are
 	// sent with a delay (15 min, SQS's longest delay).
 	DirectWindow time.Duration
-	// RecoverAfter: a task still executing this long after its lease ended
-	// has lost its message too, and gets a new one (2 min).
+	// RecoverAfter: a retrying task this long past its retry time has lost
+	// its message, and gets a new one (2 min).
 	RecoverAfter time.Duration
-	// Limit bounds the tasks each step handles per priority per run (500).
+	// Limit bounds the tasks each step reads per shard per run (500).
 	Limit int
 	// DLQLimit bounds the DLQ messages read per priority per run (100).
 	DLQLimit int
@@ -109,7 +128,9 @@ type Report struct {
 	Promoted   map[task.Priority]int `json:"promoted"` // by the priority promoted to
 	Released   int                   `json:"released"`
 	Reconciled int                   `json:"reconciled"`
-	Recovered  int                   `json:"recovered"`
+	// Tracked counts delayed tasks the sweep found not yet due and gave a
+	// by-due entry of their own.
+	Tracked int `json:"tracked"`
 	// ConsumersStarted counts the extra consumer invocations of a fan-out.
 	ConsumersStarted int `json:"consumers_started"`
 	Errors           int `json:"errors"`
@@ -130,10 +151,7 @@ func (p *Promoter) RunOnce(ctx context.Context) (Report, error) {
 		from  task.Priority
 		after time.Duration
 	}{{task.Medium, p.opt.MediumAfter}, {task.Low, p.opt.LowAfter}} {
-		n, err := p.age(ctx, step.from, step.after)
-		to, _ := step.from.Next()
-		r.Promoted[to] += n
-		note(err)
+		note(p.age(ctx, step.from, step.after, &r))
 	}
 	n, err := p.release(ctx)
 	r.Released += n
@@ -141,12 +159,9 @@ func (p *Promoter) RunOnce(ctx context.Context) (Report, error) {
 	n, err = p.reconcile(ctx)
 	r.Reconciled += n
 	note(err)
-	n, err = p.recover(ctx)
-	r.Recovered += n
-	note(err)
-	if r.Promoted[task.High]+r.Promoted[task.Medium]+r.Released+r.Reconciled+r.Recovered+r.Errors > 0 {
+	if r.Promoted[task.High]+r.Promoted[task.Medium]+r.Released+r.Reconciled+r.Tracked+r.Errors > 0 {
 		p.log.Info("promoter run", "promoted_to_high", r.Promoted[task.High], "promoted_to_medium", r.Promoted[task.Medium],
-			"released", r.Released, "reconciled", r.Reconciled, "recovered", r.Recovered, "errors", r.Errors)
+			"released", r.Released, "reconciled", r.Reconciled, "tracked", r.Tracked, "errors", r.Errors)
 	}
 	return r, errors.Join(errs...)
 }
@@ -167,48 +182,67 @@ func (p *Promoter) Run(ctx context.Context, interval time.Duration) error {
 	}
 }
 
-// each pages through the tasks q selects, at most Limit of them.
-func (p *Promoter) each(ctx context.Context, q store.WaitingQuery, fn func([]*task.Task) error) error {
-	seen := 0
-	for seen < p.opt.Limit {
-		q.Limit = int32(min(100, p.opt.Limit-seen))
-		page, err := p.store.Waiting(ctx, q)
+// pages calls read with the resume key of the previous page ("" first)
+// until it returns none or Limit tasks were read, and hands each page to fn.
+// It returns the resume key after the last page ("" when read to the end).
+func (p *Promoter) pages(read func(after string) ([]*task.Task, string, error), fn func([]*task.Task) error) (string, error) {
+	after := ""
+	for seen := 0; seen < p.opt.Limit; {
+		ts, next, err := read(after)
 		if err != nil {
-			return err
+			return after, err
 		}
-		seen += len(page.Tasks)
-		if len(page.Tasks) > 0 {
-			if err := fn(page.Tasks); err != nil {
-				return err
+		seen += len(ts)
+		if len(ts) > 0 {
+			if err := fn(ts); err != nil {
+				return after, err
 			}
 		}
-		if len(page.Next) == 0 {
-			return nil
+		if after = next; after == "" {
+			return "", nil
 		}
-		q.Start = page.Next
 	}
-	return nil
+	return after, nil
 }
 
-// age promotes queued tasks of priority from that waited longer than after.
-func (p *Promoter) age(ctx context.Context, from task.Priority, after time.Duration) (int, error) {
+func (p *Promoter) pageSize() int32 { return int32(min(100, p.opt.Limit)) }
+
+// age promotes queued tasks of priority from that waited longer than after:
+// tracked ones through by-due, the rest by sweeping by-created up to
+// now - after from each shard's mark.
+func (p *Promoter) age(ctx context.Context, from task.Priority, after time.Duration, r *Report) error {
 	to, ok := from.Next()
 	if !ok {
-		return 0, nil
+		return nil
 	}
+	class, _ := store.DueQueued(from)
 	now := p.store.Now()
-	moved := 0
-	err := p.each(ctx, store.WaitingQuery{Status: task.Queued, Priority: from, Before: now.Add(-after)}, func(ts []*task.Task) error {
+	cut := now.Add(-after)
+	marks, err := p.store.SweepMarks(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	promote := func(ts []*task.Task) error {
 		var moves []enqueue.Move
 		for _, t := range ts {
-			// A task sent with a delay starts waiting at its run_at.
-			if t.RunAt != nil && now.Sub(*t.RunAt) < after {
+			if t.Status != task.Queued || t.EffectivePriority != from {
+				continue // moved on since it was indexed
+			}
+			if now.Sub(t.AgingFrom()) < after {
+				// Its wait began after its creation (a delay): give it an
+				// entry of its own, read when it comes due.
+				if !t.Tracked {
+					if _, err := p.store.Touch(ctx, t, func(n *task.Task) { n.Tracked = true }); err == nil {
+						r.Tracked++
+					}
+				}
 				continue
 			}
 			moves = append(moves, enqueue.Move{Task: t})
 		}
 		done, err := p.mover.RedispatchBatch(ctx, task.Queued, to, moves)
-		moved += len(done)
+		r.Promoted[to] += len(done)
 		for _, t := range done {
 			p.log.Info("task promoted", "task_id", t.ID, "type", t.Type, "from", from, "to", to,
 				"waited_ms", now.Sub(t.EnqueuedAtOr(t.CreatedAt)).Milliseconds(), "trace_id", t.TraceID)
@@ -217,92 +251,80 @@ func (p *Promoter) age(ctx context.Context, from task.Priority, after time.Durat
 			return fmt.Errorf("promote %s tasks: %w", from, err)
 		}
 		return nil
-	})
-	return moved, err
+	}
+	for sh := range p.store.Shards() {
+		_, err := p.pages(func(a string) ([]*task.Task, string, error) {
+			return p.store.Due(ctx, class, sh, cut, a, p.pageSize())
+		}, promote)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		key := sweepKey(from, sh)
+		resume, err := p.pages(func(a string) ([]*task.Task, string, error) {
+			if a == "" {
+				a = marks[key]
+			}
+			return p.store.Created(ctx, from, sh, a, cut, p.pageSize())
+		}, promote)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		mark := resume
+		if mark == "" {
+			mark = store.SortableTime(cut) // every task created before cut is handled
+		}
+		if mark != marks[key] {
+			if err := p.store.SetSweepMark(ctx, key, mark); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
+
+// sweepKey names the sweep mark of one priority and shard.
+func sweepKey(p task.Priority, shard int) string { return string(p) + "#" + strconv.Itoa(shard) }
 
 // release sends scheduled tasks and parked retries that come due within the
 // direct-send window, and re-sends retries whose message went missing.
 func (p *Promoter) release(ctx context.Context) (int, error) {
 	now := p.store.Now()
 	released := 0
-	var firstErr error
+	var errs []error
 	for _, st := range []task.Status{task.Scheduled, task.Retrying} {
-		for _, prio := range task.Priorities() {
-			err := p.each(ctx, store.WaitingQuery{Status: st, Priority: prio, Before: now.Add(p.opt.DirectWindow)}, func(ts []*task.Task) error {
-				var moves []enqueue.Move
+		class, _ := store.DueStatus(st)
+		for sh := range p.store.Shards() {
+			_, err := p.pages(func(a string) ([]*task.Task, string, error) {
+				return p.store.Due(ctx, class, sh, now.Add(p.opt.DirectWindow), a, p.pageSize())
+			}, func(ts []*task.Task) error {
+				byPrio := map[task.Priority][]enqueue.Move{}
 				for _, t := range ts {
+					if t.Status != st {
+						continue
+					}
 					due := t.DueAt()
 					lost := st == task.Retrying && t.DispatchVersion != task.NoMessage && now.Sub(due) > p.opt.RecoverAfter
 					if st == task.Retrying && t.DispatchVersion != task.NoMessage && !lost {
 						continue // its own message brings it back
 					}
-					moves = append(moves, enqueue.Move{Task: t, Delay: due.Sub(now)})
+					byPrio[t.EffectivePriority] = append(byPrio[t.EffectivePriority], enqueue.Move{Task: t, Delay: due.Sub(now)})
 				}
-				done, err := p.mover.RedispatchBatch(ctx, task.Queued, prio, moves)
-				released += len(done)
-				if err != nil && !errors.Is(err, store.ErrConflict) {
-					return fmt.Errorf("release %s %s tasks: %w", st, prio, err)
+				for prio, moves := range byPrio {
+					done, err := p.mover.RedispatchBatch(ctx, task.Queued, prio, moves)
+					released += len(done)
+					if err != nil && !errors.Is(err, store.ErrConflict) {
+						return fmt.Errorf("release %s %s tasks: %w", st, prio, err)
+					}
 				}
 				return nil
 			})
-			if err != nil && firstErr == nil {
-				firstErr = err
+			if err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}
-	return released, firstErr
-}
-
-// recover re-queues tasks whose worker vanished and whose message is gone:
-// still executing RecoverAfter past the end of their lease. The lost attempt
-// stays counted; with no attempts left the task is dead-lettered.
-func (p *Promoter) recover(ctx context.Context) (int, error) {
-	now := p.store.Now()
-	recovered := 0
-	var firstErr error
-	for _, prio := range task.Priorities() {
-		err := p.each(ctx, store.WaitingQuery{Status: task.Executing, Priority: prio, Before: now}, func(ts []*task.Task) error {
-			var moves []enqueue.Move
-			for _, t := range ts {
-				if t.LeaseUntil == nil || now.Sub(*t.LeaseUntil) < p.opt.RecoverAfter {
-					continue
-				}
-				lost := task.Attempt{Attempt: t.Attempts, WorkerID: t.WorkerID, FinishedAt: now, Error: "lease expired and the message was lost: recovered by the promoter"}
-				if t.StartedAt != nil {
-					lost.StartedAt = *t.StartedAt
-				}
-				if t.Attempts >= t.MaxAttempts {
-					if _, err := p.store.Transition(ctx, t, task.DeadLetter, func(n *task.Task) {
-						n.Error = &task.Error{Message: "lease expired on the last attempt (worker lost)", Retriable: true}
-						n.CompletedAt = &now
-						n.WorkerID, n.LeaseUntil = "", nil
-						n.AddAttempt(lost)
-					}); err == nil {
-						recovered++
-					}
-					continue
-				}
-				moves = append(moves, enqueue.Move{Task: t, Apply: func(n *task.Task) {
-					n.WorkerID, n.LeaseUntil = "", nil
-					n.AddAttempt(lost)
-				}})
-			}
-			done, err := p.mover.RedispatchBatch(ctx, task.Queued, prio, moves)
-			recovered += len(done)
-			for _, t := range done {
-				p.log.Warn("recovered task whose worker vanished", "task_id", t.ID, "attempts", t.Attempts)
-			}
-			if err != nil && !errors.Is(err, store.ErrConflict) {
-				return fmt.Errorf("recover %s tasks: %w", prio, err)
-			}
-			return nil
-		})
-		if err != nil && firstErr == nil {
-			firstErr = err
-		}
-	}
-	return recovered, firstErr
+	return released, errors.Join(errs...)
 }
 
 // ReasonMaxReceives is the dead-letter reason of a message SQS redrove.

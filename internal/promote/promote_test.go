@@ -100,8 +100,8 @@ func TestStarvationBound(t *testing.T) {
 		defer close(feedDone)
 		deadline := time.Now().Add(bound + 5*time.Second)
 		for ctx.Err() == nil && time.Now().Before(deadline) {
-			n, err := a.Store.CountWaiting(ctx, task.Queued, task.High)
-			if err == nil && n < 4 {
+			d, err := a.Queues.Depth(ctx, task.High)
+			if n := d.Visible; err == nil && n < 4 {
 				for range 4 - n {
 					r := task.Request{Type: "hi", Priority: "high"}
 					if _, _, err := a.Enqueuer.Submit(ctx, r.NewTask(time.Now().UTC(), time.Minute)); err == nil {
@@ -291,14 +291,13 @@ func TestRedrivenMessageMarksTaskDeadLetter(t *testing.T) {
 	}
 }
 
-func TestLostMessageIsRecovered(t *testing.T) {
+// A retrying task whose message went missing (here: deleted) is re-sent
+// once it is RecoverAfter past its retry time, and then runs.
+func TestLostRetryMessageIsRecovered(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	ctx := context.Background()
 	tk := submitReq(t, a, task.Request{Type: "lo", Priority: "medium"}, time.Minute)
-	// Simulate a worker that claimed the task, then vanished together with
-	// its message: delete the message, and leave the claim with a lease
-	// that ended long ago.
 	msgs, err := a.Queues.Receive(ctx, task.Medium, 1, time.Second, time.Minute)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %v %v", msgs, err)
@@ -306,15 +305,22 @@ func TestLostMessageIsRecovered(t *testing.T) {
 	if err := a.Queues.Delete(ctx, task.Medium, msgs[0].ReceiptHandle); err != nil {
 		t.Fatal(err)
 	}
-	expired := time.Now().Add(-10 * time.Minute)
-	if _, err := a.Store.Transition(ctx, tk, task.Executing, func(n *task.Task) {
-		n.Attempts, n.WorkerID, n.LeaseUntil, n.StartedAt = 1, "ghost", &expired, &expired
+	long := time.Now().Add(-10 * time.Minute)
+	claimed, err := a.Store.Transition(ctx, tk, task.Executing, func(n *task.Task) {
+		n.Attempts, n.WorkerID, n.StartedAt = 1, "ghost", &long
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Store.Transition(ctx, claimed, task.Retrying, func(n *task.Task) {
+		n.RetryAt, n.WorkerID = &long, ""
+		n.AddAttempt(task.Attempt{Attempt: 1, WorkerID: "ghost", StartedAt: long, FinishedAt: long, Error: "boom"})
 	}); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := a.Promoter(promote.Options{}).RunOnce(ctx)
-	if err != nil || rep.Recovered != 1 {
-		t.Fatalf("recover: %+v %v", rep, err)
+	if err != nil || rep.Released != 1 {
+		t.Fatalf("release: %+v %v", rep, err)
 	}
 	h := newStarts(0)
 	reg := handler.NewRegistry()
@@ -322,7 +328,7 @@ func TestLostMessageIsRecovered(t *testing.T) {
 	runConsumer(t, a.Consumer(reg, dispatch.Options{PollWait: time.Second}))
 	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 20*time.Second)
 	if done.Attempts != 2 || done.History[0].WorkerID != "ghost" {
-		t.Fatalf("attempts %d history %+v: want the lost attempt counted", done.Attempts, done.History)
+		t.Fatalf("attempts %d history %+v: want the failed attempt counted", done.Attempts, done.History)
 	}
 }
 

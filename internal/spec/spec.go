@@ -13,34 +13,71 @@ import (
 	"github.com/triagehq/triage/internal/task"
 )
 
-// Table attribute names. Every item has pk; task items also carry the GSI
-// attributes below, which the store keeps in step with the task's state.
+// Table attribute names. Every item has pk. Task items also carry the
+// index attributes below, which the store derives from the task's state on
+// every write (store.item), so an index can never disagree with its task.
 const (
-	AttrPK     = "pk"
-	AttrGSI1PK = "gsi1pk" // "<status>#<effective_priority>"
-	AttrGSI1SK = "gsi1sk" // "<due time, fixed-width UTC>#<id>": see task.Task.DueAt
-	AttrGSI2PK = "gsi2pk" // "<type>"
-	AttrGSI2SK = "gsi2sk" // "<created_at RFC3339Nano>#<id>"
-	AttrTTL    = "expires_at"
+	AttrPK = "pk"
+
+	// by-created: every task, newest first. Written once, when the task is
+	// created, and never changed: its key and projected attributes are
+	// immutable, so later transitions write nothing to it.
+	AttrCreatedPK = "cpk" // "c#<shard>"
+	AttrCreatedSK = "csk" // "<created_at, fixed-width UTC>#<id>"; by-type sorts by it too
+
+	// by-type: every task of one type, newest first. Also written once.
+	AttrTypePK = "tpk" // "<type>#<shard>"
+
+	// by-due: sparse. Only tasks in a state a timer or an operator acts on
+	// have these attributes: scheduled (by run_at), retrying (by retry_at),
+	// dead_letter and cancelled (by completed_at), and queued low or medium
+	// tasks whose wait did not start at creation (by when it started). A
+	// task's ordinary path (created queued, claimed, completed) never enters
+	// it.
+	AttrDuePK = "dpk" // "<class>#<shard>", see DueClass
+	AttrDueSK = "dsk" // "<due time, fixed-width UTC>#<id>"
+
+	AttrTTL = "expires_at"
 )
 
 // Index names.
 const (
-	IndexByStatus = "by-status-priority"
-	IndexByType   = "by-type"
+	IndexByCreated = "by-created"
+	IndexByType    = "by-type"
+	IndexByDue     = "by-due"
 )
 
-// Index is a global secondary index with string keys and all attributes projected.
-//
-// Both partition keys have low cardinality (a status#priority pair, a task
-// type). At high volume they would be write-sharded by appending a suffix
-// "#0".."#N-1" chosen from a hash of the task id, and readers would query the
-// N shards and merge by sort key. The store keeps one shard until a
-// deployment needs more.
+// DefaultShards is how many partitions each index key is spread over. A
+// partition takes at most 1,000 write units a second; every task writes one
+// entry to by-created and one to by-type, so with S shards the hottest key
+// takes 1/S write units per task (16: 0.0625), and one task type at one
+// priority can reach 16,000 tasks/s before any key is at its limit.
+// Readers query every shard and merge. A deployment may raise it, never
+// lower it (entries in shards past a lower count would no longer be read).
+const DefaultShards = 16
+
+// MaxShards bounds the shard count: readers issue one query per shard.
+const MaxShards = 256
+
+// Projection says which attributes an index copies.
+type Projection string
+
+// Index projections. KEYS_ONLY and INCLUDE keep index entries small and,
+// as long as no projected attribute changes, untouched by transitions.
+const (
+	ProjectKeysOnly Projection = "KEYS_ONLY"
+	ProjectInclude  Projection = "INCLUDE"
+)
+
+// Index is a global secondary index with string keys.
 type Index struct {
 	Name         string
 	PartitionKey string
 	SortKey      string
+	Projection   Projection
+	// NonKeyAttributes are the attributes an INCLUDE index copies. They must
+	// never change after a task is created.
+	NonKeyAttributes []string
 }
 
 // Table describes the single DynamoDB table.
@@ -49,7 +86,13 @@ type Table struct {
 	PartitionKey string // string hash key, no sort key
 	Indexes      []Index
 	TTLAttribute string
+	// Stream is the table's DynamoDB stream view: the counters behind
+	// /stats are kept from it (old and new images of every change).
+	Stream string
 }
+
+// StreamNewAndOldImages is the only stream view triage uses.
+const StreamNewAndOldImages = "NEW_AND_OLD_IMAGES"
 
 // Queue describes one priority's SQS standard queue and its dead-letter queue.
 type Queue struct {
@@ -84,10 +127,13 @@ func New(prefix string) Spec {
 			Name:         prefix + "-tasks",
 			PartitionKey: AttrPK,
 			Indexes: []Index{
-				{Name: IndexByStatus, PartitionKey: AttrGSI1PK, SortKey: AttrGSI1SK},
-				{Name: IndexByType, PartitionKey: AttrGSI2PK, SortKey: AttrGSI2SK},
+				// The promoter's aging sweep filters it by the original priority.
+				{Name: IndexByCreated, PartitionKey: AttrCreatedPK, SortKey: AttrCreatedSK, Projection: ProjectInclude, NonKeyAttributes: []string{"priority"}},
+				{Name: IndexByType, PartitionKey: AttrTypePK, SortKey: AttrCreatedSK, Projection: ProjectKeysOnly},
+				{Name: IndexByDue, PartitionKey: AttrDuePK, SortKey: AttrDueSK, Projection: ProjectKeysOnly},
 			},
 			TTLAttribute: AttrTTL,
+			Stream:       StreamNewAndOldImages,
 		},
 	}
 	for _, p := range task.Priorities() {

@@ -27,7 +27,7 @@ func TestNewCoversEveryPriority(t *testing.T) {
 			seen[n] = true
 		}
 	}
-	if len(s.Table.Indexes) != 2 || s.Table.TTLAttribute != AttrTTL {
+	if len(s.Table.Indexes) != 3 || s.Table.TTLAttribute != AttrTTL || s.Table.Stream != StreamNewAndOldImages {
 		t.Errorf("table = %+v", s.Table)
 	}
 }

@@ -1,31 +1,25 @@
 // Package stats computes the numbers behind GET /stats: per-priority queue
-// depths from SQS, and task counts per status and per type from DynamoDB.
+// depths from SQS, and task counts from the counters the table's stream
+// keeps (internal/counters).
 //
-// The counts are exact, read from the indexes at request time: the
-// by-status-priority index gives each status and priority with a COUNT
-// query, and the by-type index gives each type's statuses. That costs reads
-// proportional to the number of tasks kept (terminal tasks expire after the
-// retention period); a deployment with millions of retained tasks would
-// keep counters updated from a DynamoDB stream instead.
+// Its cost does not grow with the tasks retained: three SQS attribute reads
+// per priority and DLQ, and a handful of small item reads. The counts lag
+// the tasks by the stream's delay (about a second), and the oldest queued
+// age is to the minute.
 package stats
 
 import (
 	"context"
-	"sort"
 	"time"
 
+	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/queue"
-	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 )
 
-// Store is the part of the task store stats read.
-type Store interface {
-	CountWaiting(ctx context.Context, st task.Status, p task.Priority) (int, error)
-	Waiting(ctx context.Context, q store.WaitingQuery) (store.Page, error)
-	Types(ctx context.Context) ([]string, error)
-	CountByStatus(ctx context.Context, typ string) (map[task.Status]int, error)
-	Now() time.Time
+// Counters reads the stream-kept counters.
+type Counters interface {
+	Read(ctx context.Context) (counters.Snapshot, error)
 }
 
 // Queues reads queue depths.
@@ -40,7 +34,9 @@ type Queue struct {
 	Delayed  int `json:"delayed"`
 	DLQDepth int `json:"dlq_depth"`
 	// OldestAgeSeconds is how long the longest-waiting queued task has
-	// waited at this priority: since it was queued, or promoted into it.
+	// waited at this priority (since it was queued or promoted into it): an
+	// upper bound, within 60 s of the true age (the counters keep the
+	// minute each wait began); 0 when none is queued.
 	OldestAgeSeconds float64 `json:"oldest_age_seconds"`
 }
 
@@ -52,19 +48,25 @@ type Throughput struct {
 
 // Stats is the body of GET /stats.
 type Stats struct {
-	Queues      map[task.Priority]Queue        `json:"queues"`
-	Statuses    map[task.Status]int            `json:"statuses"`
-	Types       map[string]map[task.Status]int `json:"types"`
-	Throughput  Throughput                     `json:"throughput"`
-	GeneratedAt time.Time                      `json:"generated_at"`
+	Queues   map[task.Priority]Queue        `json:"queues"`
+	Statuses map[task.Status]int            `json:"statuses"`
+	Types    map[string]map[task.Status]int `json:"types"`
+	// TypesTruncated says Types holds only the first counters.MaxTypes
+	// types by name.
+	TypesTruncated bool       `json:"types_truncated,omitempty"`
+	Throughput     Throughput `json:"throughput"`
+	GeneratedAt    time.Time  `json:"generated_at"`
 }
 
-// Collect gathers the stats.
-func Collect(ctx context.Context, s Store, q Queues) (Stats, error) {
-	now := s.Now()
+// Collect gathers the stats at now.
+func Collect(ctx context.Context, c Counters, q Queues, now time.Time) (Stats, error) {
 	out := Stats{
 		Queues: map[task.Priority]Queue{}, Statuses: map[task.Status]int{},
 		Types: map[string]map[task.Status]int{}, GeneratedAt: now.UTC(),
+	}
+	snap, err := c.Read(ctx)
+	if err != nil {
+		return out, err
 	}
 	for _, p := range task.Priorities() {
 		d, err := q.Depth(ctx, p)
@@ -72,62 +74,26 @@ func Collect(ctx context.Context, s Store, q Queues) (Stats, error) {
 			return out, err
 		}
 		qs := Queue{Depth: d.Visible, InFlight: d.InFlight, Delayed: d.Delayed, DLQDepth: d.DLQ}
-		// The oldest queued task of this effective priority: the index is
-		// sorted by the time each task started waiting at this priority.
-		page, err := s.Waiting(ctx, store.WaitingQuery{Status: task.Queued, Priority: p, Limit: 1})
-		if err != nil {
-			return out, err
-		}
-		if len(page.Tasks) > 0 {
-			// The same time the index sorts by, so the head is the oldest.
-			qs.OldestAgeSeconds = max(0, now.Sub(page.Tasks[0].WaitingSince).Seconds())
+		if since, ok := snap.OldestQueued[p]; ok {
+			qs.OldestAgeSeconds = max(0, now.Sub(since).Round(time.Second).Seconds())
 		}
 		out.Queues[p] = qs
-		for _, st := range task.Statuses() {
-			n, err := s.CountWaiting(ctx, st, p)
-			if err != nil {
-				return out, err
-			}
-			out.Statuses[st] += n
-		}
-		for st, dst := range map[task.Status]*int{task.Completed: &out.Throughput.CompletedLastMinute, task.DeadLetter: &out.Throughput.FailedLastMinute} {
-			n, err := countSince(ctx, s, st, p, now.Add(-time.Minute))
-			if err != nil {
-				return out, err
-			}
-			*dst += n
-		}
 	}
-	types, err := s.Types(ctx)
-	if err != nil {
-		return out, err
-	}
-	sort.Strings(types)
-	for _, typ := range types {
-		counts, err := s.CountByStatus(ctx, typ)
-		if err != nil {
-			return out, err
+	for _, st := range task.Statuses() {
+		n := int64(0)
+		for _, v := range snap.Tasks[st] {
+			n += v
 		}
-		if len(counts) > 0 {
-			out.Types[typ] = counts
-		}
+		out.Statuses[st] = int(n)
 	}
+	for typ, counts := range snap.Types {
+		m := map[task.Status]int{}
+		for st, n := range counts {
+			m[st] = int(n)
+		}
+		out.Types[typ] = m
+	}
+	out.TypesTruncated = snap.TypesTruncated
+	out.Throughput = Throughput{CompletedLastMinute: int(snap.Completed), FailedLastMinute: int(snap.Failed)}
 	return out, nil
-}
-
-// countSince counts tasks that entered status st at priority p after since.
-func countSince(ctx context.Context, s Store, st task.Status, p task.Priority, since time.Time) (int, error) {
-	q := store.WaitingQuery{Status: st, Priority: p, After: since, Limit: 1000}
-	n := 0
-	for {
-		page, err := s.Waiting(ctx, q)
-		if err != nil {
-			return 0, err
-		}
-		n += len(page.Tasks)
-		if len(page.Next) == 0 {
-			return n, nil
-		}
-		q.Start = page.Next
-	}
 }

@@ -25,10 +25,7 @@ const IdempotencyWindow = 24 * time.Hour
 // returned with created=false. The key and the task are written in one
 // transaction, so concurrent submits with one key create exactly one task.
 func (s *Store) Create(ctx context.Context, t *task.Task) (saved *task.Task, created bool, err error) {
-	if err := s.registerType(ctx, t.Type); err != nil {
-		return nil, false, err
-	}
-	av, err := item(t)
+	av, err := s.item(t)
 	if err != nil {
 		return nil, false, err
 	}

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -14,107 +16,105 @@ import (
 	"github.com/triagehq/triage/internal/task"
 )
 
-// Page is one page of a query and the key to resume after it (nil at the end).
-type Page struct {
-	Tasks []*task.Task
-	Next  map[string]types.AttributeValue
-}
+// The promoter's reads. Index reads are eventually consistent and return
+// keys only; the tasks are then read in batches, and every action on one
+// is a conditional write that re-checks its state.
 
-// WaitingQuery selects tasks in one status and effective priority whose due
-// time (task.Task.DueAt) is before Before, earliest first, through the
-// by-status-priority index.
-type WaitingQuery struct {
-	Status   task.Status
-	Priority task.Priority
-	Before   time.Time // zero: no upper bound
-	After    time.Time // zero: no lower bound
-	Limit    int32
-	Start    map[string]types.AttributeValue
-}
-
-// Waiting runs q. Index reads are eventually consistent: callers re-check
-// each task with a conditional write before acting on it.
-func (s *Store) Waiting(ctx context.Context, q WaitingQuery) (Page, error) {
-	key := expression.Key(spec.AttrGSI1PK).Equal(expression.Value(StatusPartition(q.Status, q.Priority)))
-	switch {
-	case !q.Before.IsZero() && !q.After.IsZero():
-		key = key.And(expression.Key(spec.AttrGSI1SK).Between(expression.Value(SortableTime(q.After)), expression.Value(SortableTime(q.Before))))
-	case !q.Before.IsZero():
-		key = key.And(expression.Key(spec.AttrGSI1SK).LessThan(expression.Value(SortableTime(q.Before))))
-	case !q.After.IsZero():
-		key = key.And(expression.Key(spec.AttrGSI1SK).GreaterThan(expression.Value(SortableTime(q.After))))
-	}
-	return s.query(ctx, spec.IndexByStatus, key, q.Limit, q.Start, true)
-}
-
-// TypeQuery selects tasks of one type, newest or oldest first, through the by-type index.
-type TypeQuery struct {
-	Type        string
-	Limit       int32
-	Start       map[string]types.AttributeValue
-	OldestFirst bool
-}
-
-// ByType runs q.
-func (s *Store) ByType(ctx context.Context, q TypeQuery) (Page, error) {
-	key := expression.Key(spec.AttrGSI2PK).Equal(expression.Value(q.Type))
-	return s.query(ctx, spec.IndexByType, key, q.Limit, q.Start, q.OldestFirst)
-}
-
-func (s *Store) query(ctx context.Context, index string, key expression.KeyConditionBuilder, limit int32, start map[string]types.AttributeValue, forward bool) (Page, error) {
-	expr, err := expression.NewBuilder().WithKeyCondition(key).Build()
+// Due returns up to limit tasks of class c in one shard whose due time is
+// before before, earliest first, and the sort key to resume after ("" at
+// the end).
+func (s *Store) Due(ctx context.Context, c DueClass, shard int, before time.Time, after string, limit int32) ([]*task.Task, string, error) {
+	es, next, err := s.Entries(ctx, IndexQuery{
+		Index: spec.IndexByDue, PK: duePartition(c, shard), Above: after,
+		Below: SortableTime(before), Limit: limit,
+	})
 	if err != nil {
-		return Page{}, err
+		return nil, "", err
 	}
-	in := &dynamodb.QueryInput{
-		TableName:                 &s.table,
-		IndexName:                 aws.String(index),
-		KeyConditionExpression:    expr.KeyCondition(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-		ExclusiveStartKey:         start,
-		ScanIndexForward:          aws.Bool(forward),
-	}
-	if limit > 0 {
-		in.Limit = aws.Int32(limit)
-	}
-	out, err := s.db.Query(ctx, in)
-	if err != nil {
-		return Page{}, fmt.Errorf("query %s: %w", index, err)
-	}
-	p := Page{Next: out.LastEvaluatedKey}
-	for _, it := range out.Items {
-		t, err := unmarshal(it)
-		if err != nil {
-			return Page{}, err
-		}
-		p.Tasks = append(p.Tasks, t)
-	}
-	return p, nil
+	return s.entriesToTasks(ctx, es, len(next) > 0)
 }
 
-// CountWaiting counts the tasks in one status and effective priority.
-func (s *Store) CountWaiting(ctx context.Context, st task.Status, p task.Priority) (int, error) {
-	key := expression.Key(spec.AttrGSI1PK).Equal(expression.Value(StatusPartition(st, p)))
-	expr, err := expression.NewBuilder().WithKeyCondition(key).Build()
-	if err != nil {
-		return 0, err
-	}
-	in := &dynamodb.QueryInput{
-		TableName: &s.table, IndexName: aws.String(spec.IndexByStatus),
-		KeyConditionExpression: expr.KeyCondition(), ExpressionAttributeNames: expr.Names(),
-		ExpressionAttributeValues: expr.Values(), Select: types.SelectCount,
-	}
-	total := 0
+// Created returns up to limit tasks submitted at priority p in one shard,
+// created after the sort key after and before before, oldest first, and
+// the sort key to resume after ("" when the range is exhausted).
+func (s *Store) Created(ctx context.Context, p task.Priority, shard int, after string, before time.Time, limit int32) ([]*task.Task, string, error) {
+	f := expression.Name("priority").Equal(expression.Value(string(p)))
 	for {
-		out, err := s.db.Query(ctx, in)
+		es, next, err := s.Entries(ctx, IndexQuery{
+			Index: spec.IndexByCreated, PK: createdPartition(shard), Above: after,
+			Below: SortableTime(before), Limit: limit, Filter: &f,
+		})
 		if err != nil {
-			return 0, fmt.Errorf("count %s: %w", StatusPartition(st, p), err)
+			return nil, "", err
 		}
-		total += int(out.Count)
-		if len(out.LastEvaluatedKey) == 0 {
-			return total, nil
+		if len(es) == 0 && len(next) > 0 {
+			// A page of other priorities only: go on from where it stopped.
+			after = attrString(next[spec.AttrCreatedSK])
+			continue
 		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
+		return s.entriesToTasks(ctx, es, len(next) > 0)
 	}
+}
+
+// entriesToTasks reads the tasks es point at. resume is the last entry's
+// sort key when more may follow, else "".
+func (s *Store) entriesToTasks(ctx context.Context, es []Entry, more bool) ([]*task.Task, string, error) {
+	ids := make([]string, len(es))
+	for i, e := range es {
+		ids[i] = e.ID
+	}
+	ts, err := s.GetMany(ctx, ids)
+	if err != nil {
+		return nil, "", err
+	}
+	resume := ""
+	if more && len(es) > 0 {
+		resume = es[len(es)-1].SK
+	}
+	return ts, resume, nil
+}
+
+// sweepPK is the item holding the promoter's sweep marks, one attribute
+// per priority and shard ("m_<priority>#<shard>"): how far the sweep of
+// by-created has handled tasks.
+const sweepPK = "PROMOTER#SWEEP"
+
+const markPrefix = "m_"
+
+// SweepMarks returns the promoter's sweep marks by key.
+func (s *Store) SweepMarks(ctx context.Context) (map[string]string, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.table, ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{spec.AttrPK: &types.AttributeValueMemberS{Value: sweepPK}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read sweep marks: %w", err)
+	}
+	marks := map[string]string{}
+	for k, v := range out.Item {
+		if key, ok := strings.CutPrefix(k, markPrefix); ok {
+			marks[key] = attrString(v)
+		}
+	}
+	return marks, nil
+}
+
+// SetSweepMark records how far the sweep named key has got. Marks only
+// move forward: a write that would move one back (a slower concurrent
+// promoter) is ignored.
+func (s *Store) SetSweepMark(ctx context.Context, key, mark string) error {
+	name := markPrefix + key
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.table,
+		Key:                       map[string]types.AttributeValue{spec.AttrPK: &types.AttributeValueMemberS{Value: sweepPK}},
+		UpdateExpression:          aws.String("SET #m = :m"),
+		ConditionExpression:       aws.String("attribute_not_exists(#m) OR #m < :m"),
+		ExpressionAttributeNames:  map[string]string{"#m": name},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":m": &types.AttributeValueMemberS{Value: mark}},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("set sweep mark %s: %w", key, err)
+	}
+	return nil
 }

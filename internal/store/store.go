@@ -59,6 +59,7 @@ type DynamoDB interface {
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
 // Store reads and writes tasks in one table.
@@ -68,7 +69,7 @@ type Store struct {
 	log       *slog.Logger
 	now       func() time.Time
 	retention time.Duration
-	types     typeRegistry
+	shards    int
 }
 
 // Option configures a Store.
@@ -84,13 +85,23 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = no
 // removes it. Zero keeps tasks forever.
 func WithRetention(d time.Duration) Option { return func(s *Store) { s.retention = d } }
 
+// WithShards sets how many partitions each index key is spread over
+// (spec.DefaultShards when n is 0). Every writer and reader of one table
+// must use the same count.
+func WithShards(n int) Option {
+	return func(s *Store) {
+		if n > 0 {
+			s.shards = min(n, spec.MaxShards)
+		}
+	}
+}
+
 // DefaultRetention is the TTL of terminal tasks when none is configured.
 const DefaultRetention = 7 * 24 * time.Hour
 
 // New returns a store on table.
 func New(db DynamoDB, table string, opts ...Option) *Store {
-	s := &Store{db: db, table: table, log: slog.New(slog.DiscardHandler), now: time.Now, retention: DefaultRetention,
-		types: typeRegistry{seen: map[string]bool{}}}
+	s := &Store{db: db, table: table, log: slog.New(slog.DiscardHandler), now: time.Now, retention: DefaultRetention, shards: spec.DefaultShards}
 	for _, o := range opts {
 		o(s)
 	}
@@ -107,25 +118,35 @@ func taskKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{spec.AttrPK: &types.AttributeValueMemberS{Value: "TASK#" + id}}
 }
 
-// SortableTime formats t so that strings sort in time order (fixed width, UTC).
-func SortableTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000000Z") }
+// sortableLayout is a fixed-width UTC time layout: strings in it sort in time order.
+const sortableLayout = "2006-01-02T15:04:05.000000000Z"
 
-// item marshals t with its key and GSI attributes.
-func item(t *task.Task) (map[string]types.AttributeValue, error) {
+// SortableTime formats t so that strings sort in time order (fixed width, UTC).
+func SortableTime(t time.Time) string { return t.UTC().Format(sortableLayout) }
+
+// Item is the item the store writes for t (the bench measures writes of
+// exactly these).
+func (s *Store) Item(t *task.Task) (map[string]types.AttributeValue, error) { return s.item(t) }
+
+// item marshals t with its key and the index attributes its state calls
+// for (see spec): by-created and by-type entries always, a by-due entry
+// only in the states that have one.
+func (s *Store) item(t *task.Task) (map[string]types.AttributeValue, error) {
 	av, err := attributevalue.MarshalMap(t)
 	if err != nil {
 		return nil, fmt.Errorf("marshal task %s: %w", t.ID, err)
 	}
+	sh := s.shardOf(t.ID)
 	av[spec.AttrPK] = &types.AttributeValueMemberS{Value: "TASK#" + t.ID}
-	av[spec.AttrGSI1PK] = &types.AttributeValueMemberS{Value: StatusPartition(t.Status, t.EffectivePriority)}
-	av[spec.AttrGSI1SK] = &types.AttributeValueMemberS{Value: SortableTime(t.DueAt()) + "#" + t.ID}
-	av[spec.AttrGSI2PK] = &types.AttributeValueMemberS{Value: t.Type}
-	av[spec.AttrGSI2SK] = &types.AttributeValueMemberS{Value: SortableTime(t.CreatedAt) + "#" + t.ID}
+	av[spec.AttrCreatedPK] = &types.AttributeValueMemberS{Value: createdPartition(sh)}
+	av[spec.AttrCreatedSK] = &types.AttributeValueMemberS{Value: sortKey(t.CreatedAt, t.ID)}
+	av[spec.AttrTypePK] = &types.AttributeValueMemberS{Value: typePartition(t.Type, sh)}
+	if class, at, ok := DueOf(t); ok {
+		av[spec.AttrDuePK] = &types.AttributeValueMemberS{Value: duePartition(class, sh)}
+		av[spec.AttrDueSK] = &types.AttributeValueMemberS{Value: sortKey(at, t.ID)}
+	}
 	return av, nil
 }
-
-// StatusPartition is the by-status-priority index's partition key.
-func StatusPartition(st task.Status, p task.Priority) string { return string(st) + "#" + string(p) }
 
 func unmarshal(av map[string]types.AttributeValue) (*task.Task, error) {
 	var t task.Task
@@ -173,17 +194,21 @@ func (s *Store) write(ctx context.Context, cur *task.Task, to task.Status, apply
 	}
 	next.Status = to
 	next.Version = cur.Version + 1
-	if to != cur.Status || next.EffectivePriority != cur.EffectivePriority {
+	moved := to != cur.Status || next.EffectivePriority != cur.EffectivePriority
+	if moved {
 		next.WaitingSince = now
 	}
+	// A wait that starts after creation is invisible to the promoter's
+	// sweep of new tasks, so it gets a by-due entry of its own (see DueOf).
+	next.Tracked = to == task.Queued && (moved || next.Tracked)
 	if to.Terminal() && s.retention > 0 {
 		next.ExpiresAt = now.Add(s.retention).Unix()
 	}
-	before, err := item(cur)
+	before, err := s.item(cur)
 	if err != nil {
 		return nil, err
 	}
-	after, err := item(next)
+	after, err := s.item(next)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -119,36 +120,103 @@ func TestIdempotentCreateRace(t *testing.T) {
 	}
 }
 
-func TestWaitingQueryOrder(t *testing.T) {
+// Sharded reads return each task exactly once, newest first, across
+// pages, for every kind of listing; the promoter's reads find what they
+// should.
+func TestShardedReads(t *testing.T) {
 	env := stacktest.New(t)
 	ctx := context.Background()
-	s := store.New(env.DynamoDB, env.Spec.Table.Name)
-	var want []string
-	for range 5 {
-		tk := newTask("echo", task.Low)
+	s := store.New(env.DynamoDB, env.Spec.Table.Name, store.WithShards(7))
+	base := time.Now().UTC().Add(-time.Hour)
+	var all, lows []string // newest first
+	for i := range 60 {
+		p := []task.Priority{task.High, task.Medium, task.Low}[i%3]
+		typ := []string{"a", "b"}[i%2]
+		at := base.Add(time.Duration(i) * time.Second)
+		tk := &task.Task{ID: task.NewID(at), Type: typ, Priority: p, EffectivePriority: p, Status: task.Queued,
+			MaxAttempts: 3, TimeoutSeconds: 30, CreatedAt: at, WaitingSince: at, Version: 1, DispatchVersion: 1}
+		if i%10 == 9 {
+			done := at.Add(time.Second)
+			tk.Status, tk.CompletedAt = task.DeadLetter, &done
+		}
 		if _, _, err := s.Create(ctx, tk); err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, tk.ID)
-		time.Sleep(2 * time.Millisecond)
-	}
-	if _, _, err := s.Create(ctx, newTask("echo", task.High)); err != nil {
-		t.Fatal(err)
-	}
-	page, err := s.Waiting(ctx, store.WaitingQuery{Status: task.Queued, Priority: task.Low, Before: time.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(page.Tasks) != len(want) {
-		t.Fatalf("got %d low queued tasks, want %d", len(page.Tasks), len(want))
-	}
-	for i, tk := range page.Tasks {
-		if tk.ID != want[i] {
-			t.Fatalf("position %d: %s, want %s (oldest first)", i, tk.ID, want[i])
+		all = append([]string{tk.ID}, all...)
+		if p == task.Low && tk.Status == task.Queued {
+			lows = append(lows, tk.ID)
 		}
 	}
-	n, err := s.CountWaiting(ctx, task.Queued, task.High)
-	if err != nil || n != 1 {
-		t.Fatalf("CountWaiting(high) = %d, %v", n, err)
+	tests := []struct {
+		name   string
+		filter store.ListFilter
+		keep   func(i int) bool // by creation index
+	}{
+		{"all", store.ListFilter{}, func(int) bool { return true }},
+		{"by type", store.ListFilter{Type: "b"}, func(i int) bool { return i%2 == 1 }},
+		{"by status in by-due", store.ListFilter{Status: task.DeadLetter}, func(i int) bool { return i%10 == 9 }},
+		{"by status, filtered", store.ListFilter{Status: task.Queued}, func(i int) bool { return i%10 != 9 }},
+		{"by priority", store.ListFilter{Priority: task.Medium}, func(i int) bool { return i%3 == 1 }},
+		{"type and status", store.ListFilter{Type: "a", Status: task.Queued}, func(i int) bool { return i%2 == 0 && i%10 != 9 }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var want []string
+			for i := 59; i >= 0; i-- {
+				if tc.keep(i) {
+					want = append(want, all[59-i])
+				}
+			}
+			var got []string
+			cursor := ""
+			for pages := 0; ; pages++ {
+				if pages > 100 {
+					t.Fatal("listing never ended")
+				}
+				ts, next, err := s.List(ctx, tc.filter, 7, cursor)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, tk := range ts {
+					got = append(got, tk.ID)
+				}
+				if cursor = next; cursor == "" {
+					break
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("listed %d tasks %v\nwant %d, newest first, each once %v", len(got), got, len(want), want)
+			}
+		})
+	}
+	for _, c := range []string{"x", "eyJhIjoiZm9vIn0", "eyJhIjoiMjAyNi0wMS0wMVQwMDowMDowMC4wMDAwMDAwMDBaI25vdC1hbi1pZCJ9"} {
+		if _, _, err := s.List(ctx, store.ListFilter{}, 5, c); !errors.Is(err, store.ErrBadCursor) {
+			t.Errorf("cursor %q: %v, want ErrBadCursor", c, err)
+		}
+	}
+
+	// The promoter's sweep of new tasks sees each untracked low task once,
+	// oldest first, across its pages.
+	var swept []string
+	for sh := range s.Shards() {
+		for after := ""; ; {
+			ts, next, err := s.Created(ctx, task.Low, sh, after, time.Now(), 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tk := range ts {
+				if tk.Status == task.Queued {
+					swept = append(swept, tk.ID)
+				}
+			}
+			if after = next; after == "" {
+				break
+			}
+		}
+	}
+	slices.Sort(swept)
+	slices.Sort(lows)
+	if !slices.Equal(swept, lows) {
+		t.Fatalf("swept %v, want the queued low tasks %v", swept, lows)
 	}
 }

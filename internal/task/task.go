@@ -123,6 +123,10 @@ type Task struct {
 	LeaseUntil   *time.Time `json:"-" dynamodbav:"lease_until,omitempty"`
 	WorkerID     string     `json:"-" dynamodbav:"worker_id,omitempty"`
 	RetryAt      *time.Time `json:"retry_at,omitempty" dynamodbav:"retry_at,omitempty"`
+	// Tracked marks a queued task whose wait began after its creation
+	// (promoted, re-queued, released): the promoter finds it through its own
+	// by-due index entry rather than by its creation time.
+	Tracked bool `json:"-" dynamodbav:"tracked,omitempty"`
 	ExpiresAt    int64      `json:"-" dynamodbav:"expires_at,omitempty"`
 }
 
@@ -172,6 +176,16 @@ func (t *Task) DueAt() time.Time {
 		return *t.RunAt
 	case t.Status == Retrying && t.RetryAt != nil:
 		return *t.RetryAt
+	}
+	return t.WaitingSince
+}
+
+// AgingFrom is when t's current wait at its effective priority began for
+// aging: when it entered its status and priority, or its run_at if that is
+// later (a delayed task starts aging when it becomes runnable).
+func (t *Task) AgingFrom() time.Time {
+	if t.RunAt != nil && t.RunAt.After(t.WaitingSince) {
+		return *t.RunAt
 	}
 	return t.WaitingSince
 }

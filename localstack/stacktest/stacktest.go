@@ -174,3 +174,27 @@ func WaitStatus(t testing.TB, s TaskGetter, id string, want task.Status, timeout
 	t.Fatalf("task %s is %s after %v, want %s (error %+v)", id, last.Status, timeout, want, last.Error)
 	return nil
 }
+
+// StatusCounts reads the tasks with these ids and counts them by status.
+func StatusCounts(t testing.TB, s *store.Store, ids []string) map[task.Status]int {
+	t.Helper()
+	ts, err := s.GetMany(context.Background(), ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[task.Status]int{}
+	for _, tk := range ts {
+		out[tk.Status]++
+	}
+	return out
+}
+
+// RunCounters keeps a's /stats counters from the table's stream, as the
+// Lambda trigger does in AWS, until the test ends.
+func RunCounters(t testing.TB, a *app.App) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = a.CounterPoller().Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}

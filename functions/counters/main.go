@@ -1,0 +1,24 @@
+// Command counters is the counters Lambda function: the table's DynamoDB
+// stream triggers it with batches of changes, which it folds into the
+// counters behind GET /stats (see internal/counters). Its trigger must not
+// bisect failed batches: a retried batch is recognised by its first record.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/triagehq/triage/internal/app"
+)
+
+func main() {
+	a, err := app.FromEnvironment(context.Background())
+	if err != nil {
+		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("start counters function", "error", err)
+		os.Exit(1)
+	}
+	lambda.Start(a.Counters.HandleEvent)
+}

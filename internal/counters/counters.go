@@ -1,0 +1,346 @@
+// Package counters keeps the numbers behind GET /stats, so that reading
+// them costs the same with a thousand retained tasks as with a hundred
+// million: tasks per status and effective priority, per type and status,
+// completions and failures per 10 seconds, and queued tasks by the minute
+// their wait began (from which the oldest queued age follows).
+//
+// The counters are derived from the table's DynamoDB stream, never written
+// by the request paths: a counter item updated by every submit and claim
+// would be the hottest key in the table. A stream consumer (a Lambda
+// trigger in AWS, the Poller locally) folds a batch of changes into one
+// transaction that adds the net change to each counter item it touches
+// and, in the same transaction, records that the batch was applied. A
+// batch delivered twice therefore counts once: the counters are exact,
+// lagging the table by the stream's delay.
+//
+// Items (pk): COUNTS#GLOBAL (status×priority and queued-since attributes),
+// COUNTS#TYPE#<type> (one per type: the number of types does not bound
+// anything, and no caller can fill an item), COUNTS#TP#<10 s bucket>
+// (throughput, expiring after an hour), and the batch guards.
+package counters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/triagehq/triage/internal/spec"
+	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/internal/task"
+)
+
+// DynamoDB is the part of the DynamoDB client the counters use.
+type DynamoDB interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+const (
+	globalPK    = "COUNTS#GLOBAL"
+	typePrefix  = "COUNTS#TYPE#"
+	tpPrefix    = "COUNTS#TP#"
+	guardPrefix = "COUNTS#GUARD#"
+
+	// TypeClass is the by-due class whose entries list the type counters.
+	TypeClass = "types"
+
+	// Bucket is the width of a throughput bucket.
+	Bucket = 10 * time.Second
+	// bucketTTL is how long throughput buckets and batch guards are kept.
+	bucketTTL = time.Hour
+	guardTTL  = 48 * time.Hour
+
+	// maxItems bounds the counter items of one transaction (DynamoDB takes
+	// 100 actions; one is the guard).
+	maxItems = 95
+)
+
+// Change is one stream record of a task item: its images before and after
+// (nil for an insert or a removal) and its sequence number.
+type Change struct {
+	Seq      string
+	Old, New *task.Task
+}
+
+// Keeper applies changes to the counters and reads them.
+type Keeper struct {
+	db     DynamoDB
+	table  string
+	shards int
+	now    func() time.Time
+}
+
+// New returns a Keeper for table, listing type counters over shards by-due
+// partitions (the store's shard count).
+func New(db DynamoDB, table string, shards int) *Keeper {
+	if shards <= 0 {
+		shards = spec.DefaultShards
+	}
+	return &Keeper{db: db, table: table, shards: shards, now: time.Now}
+}
+
+// delta is the net change of a run of changes, per counter item.
+type delta struct {
+	global map[string]int64            // attribute -> change
+	types  map[string]map[string]int64 // type -> attribute -> change
+	tp     map[int64]map[string]int64  // bucket -> completed|failed -> change
+}
+
+func newDelta() *delta {
+	return &delta{global: map[string]int64{}, types: map[string]map[string]int64{}, tp: map[int64]map[string]int64{}}
+}
+
+func statusAttr(st task.Status, p task.Priority) string { return "s#" + string(st) + "#" + string(p) }
+func queuedAttr(p task.Priority, at time.Time) string {
+	return "q#" + string(p) + "#" + strconv.FormatInt(at.Unix()/60, 10)
+}
+
+func (d *delta) count(t *task.Task, sign int64) {
+	d.global[statusAttr(t.Status, t.EffectivePriority)] += sign
+	if d.types[t.Type] == nil {
+		d.types[t.Type] = map[string]int64{}
+	}
+	d.types[t.Type]["s#"+string(t.Status)] += sign
+	if t.Status == task.Queued {
+		d.global[queuedAttr(t.EffectivePriority, t.WaitingSince)] += sign
+	}
+}
+
+func (d *delta) add(c Change) {
+	if c.Old != nil {
+		d.count(c.Old, -1)
+	}
+	if c.New != nil {
+		d.count(c.New, +1)
+		if st := c.New.Status; (st == task.Completed || st == task.DeadLetter) && (c.Old == nil || c.Old.Status != st) {
+			at := c.New.WaitingSince
+			if c.New.CompletedAt != nil {
+				at = *c.New.CompletedAt
+			}
+			b := at.Unix() / int64(Bucket/time.Second)
+			if d.tp[b] == nil {
+				d.tp[b] = map[string]int64{}
+			}
+			kind := "completed"
+			if st == task.DeadLetter {
+				kind = "failed"
+			}
+			d.tp[b][kind]++
+		}
+	}
+}
+
+// items counts the counter items d touches (net changes only).
+func (d *delta) items() int {
+	n := len(d.tp)
+	if nonZero(d.global) {
+		n++
+	}
+	for _, m := range d.types {
+		if nonZero(m) {
+			n++
+		}
+	}
+	return n
+}
+
+func nonZero(m map[string]int64) bool {
+	for _, v := range m {
+		if v != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Guard makes a batch's transaction apply at most once.
+type Guard struct {
+	// Key names the guard item; Seq is compared with what it holds.
+	Key string
+	// AfterSeq applies the batch only if the guard item's sequence number
+	// is below first (a shard checkpoint: records arrive in order). When
+	// false, the batch applies only if the guard item does not exist yet
+	// (a batch marker).
+	AfterSeq bool
+}
+
+// ErrApplied means the batch was applied before; nothing was written.
+var ErrApplied = errors.New("counters: batch already applied")
+
+// Apply folds changes into the counters, in transactions of at most
+// maxItems counter items each. guard(first, last) names the guard of the
+// run of changes from sequence number first to last. Changes of a run that
+// was applied before are skipped.
+func (k *Keeper) Apply(ctx context.Context, changes []Change, guard func(first, last string) Guard) error {
+	d, first := newDelta(), ""
+	flush := func(last string) error {
+		if first == "" {
+			return nil
+		}
+		err := k.write(ctx, d, guard(first, last), first, last)
+		d, first = newDelta(), ""
+		if errors.Is(err, ErrApplied) {
+			return nil
+		}
+		return err
+	}
+	for i, c := range changes {
+		probe := newDelta()
+		probe.add(c)
+		if d.items()+probe.items() > maxItems {
+			if err := flush(changes[i-1].Seq); err != nil {
+				return err
+			}
+		}
+		if first == "" {
+			first = c.Seq
+		}
+		d.add(c)
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	return flush(changes[len(changes)-1].Seq)
+}
+
+// PadSeq left-pads a stream sequence number (a decimal string of up to 40
+// digits) so that string order is numeric order.
+func PadSeq(seq string) string {
+	if len(seq) >= 40 {
+		return seq
+	}
+	return strings.Repeat("0", 40-len(seq)) + seq
+}
+
+func (k *Keeper) write(ctx context.Context, d *delta, g Guard, first, last string) error {
+	now := k.now()
+	key := func(pk string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{spec.AttrPK: &types.AttributeValueMemberS{Value: pk}}
+	}
+	guard := &types.Update{
+		TableName: &k.table, Key: key(guardPrefix + g.Key),
+		UpdateExpression:         aws.String("SET #seq = :last, #ttl = :ttl"),
+		ExpressionAttributeNames: map[string]string{"#seq": "seq", "#ttl": spec.AttrTTL},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":last": &types.AttributeValueMemberS{Value: PadSeq(last)},
+			":ttl":  &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(guardTTL).Unix(), 10)},
+		},
+		ConditionExpression: aws.String("attribute_not_exists(#seq)"),
+	}
+	if g.AfterSeq {
+		guard.ConditionExpression = aws.String("attribute_not_exists(#seq) OR #seq < :first")
+		guard.ExpressionAttributeValues[":first"] = &types.AttributeValueMemberS{Value: PadSeq(first)}
+	}
+	actions := []types.TransactWriteItem{{Update: guard}}
+	if u := addUpdate(k.table, key(globalPK), d.global, nil); u != nil {
+		actions = append(actions, types.TransactWriteItem{Update: u})
+	}
+	for _, typ := range slices.Sorted(maps.Keys(d.types)) {
+		set := map[string]types.AttributeValue{
+			spec.AttrDuePK: &types.AttributeValueMemberS{Value: TypeClass + "#" + strconv.Itoa(store.Shard(typ, k.shards))},
+			spec.AttrDueSK: &types.AttributeValueMemberS{Value: typ},
+			"type":         &types.AttributeValueMemberS{Value: typ},
+		}
+		if u := addUpdate(k.table, key(typePrefix+typ), d.types[typ], set); u != nil {
+			actions = append(actions, types.TransactWriteItem{Update: u})
+		}
+	}
+	for _, b := range slices.Sorted(maps.Keys(d.tp)) {
+		exp := time.Unix(b*int64(Bucket/time.Second), 0).Add(bucketTTL).Unix()
+		set := map[string]types.AttributeValue{spec.AttrTTL: &types.AttributeValueMemberN{Value: strconv.FormatInt(exp, 10)}}
+		if u := addUpdate(k.table, key(tpPrefix+strconv.FormatInt(b, 10)), d.tp[b], set); u != nil {
+			actions = append(actions, types.TransactWriteItem{Update: u})
+		}
+	}
+	if len(actions) == 1 {
+		// Nothing counted changed (heartbeats, say): no need to remember the batch.
+		return nil
+	}
+	_, err := k.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
+		return ErrApplied
+	}
+	if err != nil {
+		return fmt.Errorf("apply counter changes: %w", err)
+	}
+	k.dropEmptyQueued(ctx, d.global)
+	return nil
+}
+
+// addUpdate builds "ADD a :a, b :b SET ..." for the non-zero changes, with
+// set values written only where missing; nil when nothing changes.
+func addUpdate(table string, key map[string]types.AttributeValue, add map[string]int64, set map[string]types.AttributeValue) *types.Update {
+	names := map[string]string{}
+	values := map[string]types.AttributeValue{}
+	var adds, sets []string
+	i := 0
+	for _, a := range slices.Sorted(maps.Keys(add)) {
+		if add[a] == 0 {
+			continue
+		}
+		n, v := fmt.Sprintf("#a%d", i), fmt.Sprintf(":a%d", i)
+		names[n], values[v] = a, &types.AttributeValueMemberN{Value: strconv.FormatInt(add[a], 10)}
+		adds = append(adds, n+" "+v)
+		i++
+	}
+	if len(adds) == 0 {
+		return nil
+	}
+	for j, a := range slices.Sorted(maps.Keys(set)) {
+		n, v := fmt.Sprintf("#s%d", j), fmt.Sprintf(":s%d", j)
+		names[n], values[v] = a, set[a]
+		sets = append(sets, fmt.Sprintf("%s = if_not_exists(%s, %s)", n, n, v))
+	}
+	expr := "ADD " + strings.Join(adds, ", ")
+	if len(sets) > 0 {
+		expr += " SET " + strings.Join(sets, ", ")
+	}
+	return &types.Update{TableName: &table, Key: key, UpdateExpression: &expr, ExpressionAttributeNames: names, ExpressionAttributeValues: values}
+}
+
+// dropEmptyQueued removes queued-since attributes that reached zero, so
+// the global item holds only minutes in which some queued task's wait
+// began. A failure leaves a harmless zero for a later batch to remove.
+func (k *Keeper) dropEmptyQueued(ctx context.Context, changed map[string]int64) {
+	for a, v := range changed {
+		if v >= 0 || !strings.HasPrefix(a, "q#") {
+			continue
+		}
+		_, _ = k.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 &k.table,
+			Key:                       map[string]types.AttributeValue{spec.AttrPK: &types.AttributeValueMemberS{Value: globalPK}},
+			UpdateExpression:          aws.String("REMOVE #a"),
+			ConditionExpression:       aws.String("#a = :zero"),
+			ExpressionAttributeNames:  map[string]string{"#a": a},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":zero": &types.AttributeValueMemberN{Value: "0"}},
+		})
+	}
+}
+
+// TaskFromImage decodes a stream image; ok is false for items that are not
+// tasks (idempotency keys, controls, the counters themselves).
+func TaskFromImage(img map[string]types.AttributeValue) (*task.Task, bool, error) {
+	pk, _ := img[spec.AttrPK].(*types.AttributeValueMemberS)
+	if pk == nil || !strings.HasPrefix(pk.Value, "TASK#") {
+		return nil, false, nil
+	}
+	var t task.Task
+	if err := attributevalue.UnmarshalMap(img, &t); err != nil {
+		return nil, false, fmt.Errorf("decode task image: %w", err)
+	}
+	return &t, true, nil
+}

@@ -1,0 +1,81 @@
+package counters
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/triagehq/triage/internal/task"
+)
+
+// HandleEvent applies a DynamoDB stream event delivered to a Lambda
+// trigger. Lambda retries a failed batch whole, from its first record, so
+// each run of changes is guarded by a marker named after its first
+// sequence number: a retry of an applied run is skipped. (The trigger must
+// not bisect failed batches, which would give a retried run a new first
+// record; the CDK construct leaves bisection off.)
+func (k *Keeper) HandleEvent(ctx context.Context, ev events.DynamoDBEvent) error {
+	changes := make([]Change, 0, len(ev.Records))
+	for _, r := range ev.Records {
+		c := Change{Seq: r.Change.SequenceNumber}
+		isTask := false
+		for _, img := range []struct {
+			from map[string]events.DynamoDBAttributeValue
+			dst  **task.Task
+		}{{r.Change.OldImage, &c.Old}, {r.Change.NewImage, &c.New}} {
+			if len(img.from) == 0 {
+				continue
+			}
+			t, ok, err := TaskFromImage(fromEventMap(img.from))
+			if err != nil {
+				return fmt.Errorf("stream record %s: %w", c.Seq, err)
+			}
+			if ok {
+				*img.dst, isTask = t, true
+			}
+		}
+		if isTask {
+			changes = append(changes, c)
+		}
+	}
+	return k.Apply(ctx, changes, func(first, _ string) Guard { return Guard{Key: "batch:" + PadSeq(first)} })
+}
+
+// fromEventMap converts a Lambda event image to SDK attribute values.
+func fromEventMap(m map[string]events.DynamoDBAttributeValue) map[string]types.AttributeValue {
+	out := make(map[string]types.AttributeValue, len(m))
+	for k, v := range m {
+		out[k] = fromEvent(v)
+	}
+	return out
+}
+
+func fromEvent(v events.DynamoDBAttributeValue) types.AttributeValue {
+	switch v.DataType() {
+	case events.DataTypeString:
+		return &types.AttributeValueMemberS{Value: v.String()}
+	case events.DataTypeNumber:
+		return &types.AttributeValueMemberN{Value: v.Number()}
+	case events.DataTypeBinary:
+		return &types.AttributeValueMemberB{Value: v.Binary()}
+	case events.DataTypeBoolean:
+		return &types.AttributeValueMemberBOOL{Value: v.Boolean()}
+	case events.DataTypeStringSet:
+		return &types.AttributeValueMemberSS{Value: v.StringSet()}
+	case events.DataTypeNumberSet:
+		return &types.AttributeValueMemberNS{Value: v.NumberSet()}
+	case events.DataTypeBinarySet:
+		return &types.AttributeValueMemberBS{Value: v.BinarySet()}
+	case events.DataTypeList:
+		l := make([]types.AttributeValue, 0, len(v.List()))
+		for _, e := range v.List() {
+			l = append(l, fromEvent(e))
+		}
+		return &types.AttributeValueMemberL{Value: l}
+	case events.DataTypeMap:
+		return &types.AttributeValueMemberM{Value: fromEventMap(v.Map())}
+	}
+	return &types.AttributeValueMemberNULL{Value: true}
+}

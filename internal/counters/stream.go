@@ -1,0 +1,192 @@
+package counters
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+
+	"github.com/triagehq/triage/internal/task"
+)
+
+// Streams is the part of the DynamoDB Streams client the Poller uses.
+type Streams interface {
+	DescribeStream(ctx context.Context, in *dynamodbstreams.DescribeStreamInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error)
+	GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error)
+	GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error)
+}
+
+// TableDescriber finds a table's stream.
+type TableDescriber interface {
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+}
+
+// Poller reads the table's stream itself and applies it: what a Lambda
+// trigger does in AWS, for `triage dev`, tests and the bench. Each shard
+// is checkpointed in the counters' own transactions, so a restarted
+// Poller resumes after the last record it applied.
+type Poller struct {
+	Keeper  *Keeper
+	Tables  TableDescriber
+	Streams Streams
+	// Every is the pause after a pass that found no records (250 ms).
+	Every  time.Duration
+	Logger *slog.Logger
+}
+
+// Run polls until ctx ends.
+func (p *Poller) Run(ctx context.Context) error {
+	if p.Every <= 0 {
+		p.Every = 250 * time.Millisecond
+	}
+	log := p.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	dt, err := p.Tables.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &p.Keeper.table})
+	if err != nil {
+		return fmt.Errorf("find the stream of table %s: %w", p.Keeper.table, err)
+	}
+	arn := aws.ToString(dt.Table.LatestStreamArn)
+	if arn == "" {
+		return fmt.Errorf("table %s has no stream: /stats counters need one (NEW_AND_OLD_IMAGES)", p.Keeper.table)
+	}
+	iters := map[string]*string{} // open shard -> next iterator
+	done := map[string]bool{}     // closed shards read to their end
+	for ctx.Err() == nil {
+		if err := p.discover(ctx, arn, iters, done); err != nil && ctx.Err() == nil {
+			log.Warn("counters: describe stream failed", "error", err)
+			sleepCtx(ctx, 10*p.Every)
+		}
+		got := 0
+		for shard, it := range iters {
+			n, next, err := p.pass(ctx, shard, it)
+			if err != nil {
+				if ctx.Err() == nil {
+					log.Warn("counters: stream shard read failed", "shard", shard, "error", err)
+				}
+				continue
+			}
+			got += n
+			if next == nil {
+				delete(iters, shard)
+				done[shard] = true
+			} else {
+				iters[shard] = next
+			}
+		}
+		if got == 0 {
+			sleepCtx(ctx, p.Every)
+		}
+	}
+	return nil
+}
+
+func (p *Poller) discover(ctx context.Context, arn string, iters map[string]*string, done map[string]bool) error {
+	in := &dynamodbstreams.DescribeStreamInput{StreamArn: &arn}
+	for {
+		out, err := p.Streams.DescribeStream(ctx, in)
+		if err != nil {
+			return err
+		}
+		for _, sh := range out.StreamDescription.Shards {
+			id := aws.ToString(sh.ShardId)
+			if _, open := iters[id]; open || done[id] {
+				continue
+			}
+			gi := &dynamodbstreams.GetShardIteratorInput{StreamArn: &arn, ShardId: &id, ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon}
+			if seq, err := p.Keeper.checkpoint(ctx, shardGuard(id)); err != nil {
+				return err
+			} else if seq != "" {
+				gi.ShardIteratorType, gi.SequenceNumber = streamtypes.ShardIteratorTypeAfterSequenceNumber, aws.String(seq)
+			}
+			it, err := p.Streams.GetShardIterator(ctx, gi)
+			if err != nil {
+				return err
+			}
+			iters[id] = it.ShardIterator
+		}
+		if out.StreamDescription.LastEvaluatedShardId == nil {
+			return nil
+		}
+		in.ExclusiveStartShardId = out.StreamDescription.LastEvaluatedShardId
+	}
+}
+
+// pass reads one batch of a shard and applies it.
+func (p *Poller) pass(ctx context.Context, shard string, it *string) (int, *string, error) {
+	out, err := p.Streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it, Limit: aws.Int32(1000)})
+	if err != nil {
+		return 0, it, err
+	}
+	var changes []Change
+	for _, r := range out.Records {
+		c, ok, err := changeFromStream(r)
+		if err != nil {
+			return 0, it, err
+		}
+		if ok {
+			changes = append(changes, c)
+		}
+	}
+	guard := func(first, last string) Guard { return Guard{Key: shardGuard(shard), AfterSeq: true} }
+	if err := p.Keeper.Apply(ctx, changes, guard); err != nil {
+		return 0, it, err
+	}
+	return len(out.Records), out.NextShardIterator, nil
+}
+
+func shardGuard(shard string) string { return "shard:" + shard }
+
+// checkpoint is the last sequence number applied under guard key ("" if none).
+func (k *Keeper) checkpoint(ctx context.Context, key string) (string, error) {
+	out, err := k.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &k.table, Key: pkKey(guardPrefix + key), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return "", fmt.Errorf("read counters checkpoint: %w", err)
+	}
+	return strings.TrimLeft(attrS(out.Item["seq"]), "0"), nil
+}
+
+func changeFromStream(r streamtypes.Record) (Change, bool, error) {
+	if r.Dynamodb == nil {
+		return Change{}, false, nil
+	}
+	c := Change{Seq: aws.ToString(r.Dynamodb.SequenceNumber)}
+	isTask := false
+	for _, img := range []struct {
+		from map[string]streamtypes.AttributeValue
+		dst  **task.Task
+	}{{r.Dynamodb.OldImage, &c.Old}, {r.Dynamodb.NewImage, &c.New}} {
+		if len(img.from) == 0 {
+			continue
+		}
+		av, err := attributevalue.FromDynamoDBStreamsMap(img.from)
+		if err != nil {
+			return c, false, fmt.Errorf("stream record %s: %w", c.Seq, err)
+		}
+		t, ok, err := TaskFromImage(av)
+		if err != nil {
+			return c, false, err
+		}
+		if ok {
+			*img.dst, isTask = t, true
+		}
+	}
+	return c, isTask, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
