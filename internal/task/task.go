@@ -126,8 +126,8 @@ type Task struct {
 	// Tracked marks a queued task whose wait began after its creation
 	// (promoted, re-queued, released): the promoter finds it through its own
 	// by-due index entry rather than by its creation time.
-	Tracked bool `json:"-" dynamodbav:"tracked,omitempty"`
-	ExpiresAt    int64      `json:"-" dynamodbav:"expires_at,omitempty"`
+	Tracked   bool  `json:"-" dynamodbav:"tracked,omitempty"`
+	ExpiresAt int64 `json:"-" dynamodbav:"expires_at,omitempty"`
 }
 
 // NoMessage is the DispatchVersion of a task with no live message: a
