@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -239,4 +240,41 @@ func toEvent(t *testing.T, av map[string]ddbtypes.AttributeValue) map[string]eve
 		}
 	}
 	return out
+}
+
+// Task types live in one counter item each, so no caller can fill a shared
+// item with type names (a single registry item once gave every new type a
+// 500 after ~3,200 long names), and /stats reads at most MaxTypes of them.
+func TestManyTypesFillNoSharedItem(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	stacktest.RunCounters(t, a)
+	const n = counters.MaxTypes + 50
+	for i := range n {
+		typ := fmt.Sprintf("%03d-%s", i, strings.Repeat("t", task.MaxTypeLength-4))
+		r := task.Request{Type: typ}
+		if _, _, err := a.Enqueuer.Submit(context.Background(), r.NewTask(time.Now().UTC(), time.Minute)); err != nil {
+			t.Fatalf("submit of type %d: %v", i, err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		snap, err := a.Counters.Read(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Tasks[task.Queued][task.Medium] == n {
+			if len(snap.Types) != counters.MaxTypes || !snap.TypesTruncated {
+				t.Fatalf("read %d types (truncated %v), want the first %d and truncated", len(snap.Types), snap.TypesTruncated, counters.MaxTypes)
+			}
+			if _, ok := snap.Types[fmt.Sprintf("%03d-%s", 0, strings.Repeat("t", task.MaxTypeLength-4))]; !ok {
+				t.Fatal("the first type by name is missing")
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counters reached %d of %d queued tasks", snap.Tasks[task.Queued][task.Medium], n)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
