@@ -115,7 +115,7 @@ func (d *delta) count(t *task.Task, sign int64) {
 	}
 	d.types[t.Type]["s#"+string(t.Status)] += sign
 	if t.Status == task.Queued {
-		d.global[queuedAttr(t.EffectivePriority, t.WaitingSince)] += sign
+		d.global[queuedAttr(t.EffectivePriority, t.AgingFrom())] += sign
 	}
 }
 

@@ -5,13 +5,21 @@
 // hides its messages only for a moment and then hands them back, so listing
 // never consumes them; replaying puts dead-lettered tasks back on their
 // queue and deletes their DLQ message.
+//
+// SQS has no way to look at a message without receiving it, so every
+// listing adds one to each listed message's receive count. That count means
+// nothing for a DLQ message (a DLQ redrives nowhere): it is shown as SQS
+// reports it, and listings are sorted by send time and message id, not
+// returned in the arbitrary order SQS hands messages out.
 package deadletter
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/triagehq/triage/internal/queue"
@@ -83,6 +91,9 @@ func (d *DLQ) List(ctx context.Context, prios []task.Priority, limit int) ([]Mes
 			}
 		}
 	}
+	slices.SortStableFunc(out, func(a, b Message) int {
+		return cmp.Or(cmp.Compare(a.Priority.Rank(), b.Priority.Rank()), a.SentAt.Compare(b.SentAt), cmp.Compare(a.MessageID, b.MessageID))
+	})
 	return out, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -103,5 +104,28 @@ func TestReplayTouchesEachTaskOnce(t *testing.T) {
 	}
 	if len(dlq.hidden) != 0 {
 		t.Fatalf("%d messages were not handed back", len(dlq.hidden))
+	}
+}
+
+// SQS hands DLQ messages out in no particular order; a listing is sorted
+// by priority, then send time, then message id, so it reads the same way
+// every time.
+func TestListIsOrderedBySendTime(t *testing.T) {
+	q := &fakeDLQ{msgs: map[task.Priority][]queue.Received{}, hidden: map[string]bool{}}
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, off := range []int{30, 10, 20, 10} { // out of order, with a tie
+		q.msgs[task.Low] = append(q.msgs[task.Low], queue.Received{Priority: task.Low, MessageID: fmt.Sprint("m", 9-i), ReceiptHandle: fmt.Sprint(i), Body: "x", SentAt: base.Add(time.Duration(off) * time.Second)})
+	}
+	q.msgs[task.High] = append(q.msgs[task.High], queue.Received{Priority: task.High, MessageID: "h", ReceiptHandle: "h", Body: "x", SentAt: base.Add(time.Hour)})
+	got, err := New(q, &instantFailure{tasks: map[string]*task.Task{}}, nil).List(context.Background(), task.Priorities(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range got {
+		ids = append(ids, m.MessageID)
+	}
+	if want := []string{"h", "m6", "m8", "m7", "m9"}; !slices.Equal(ids, want) {
+		t.Fatalf("order %v, want %v", ids, want)
 	}
 }

@@ -334,7 +334,11 @@
         prio.title = 'submitted ' + t.priority + ', now ' + t.effective_priority;
       }
       cell(tr, prio);
-      const st = badge('status-' + t.status, t.status || '?');
+      // A task delayed by 15 min or less is queued, hidden on its queue
+      // until run_at; a longer delay is scheduled. Both say when they run.
+      const delayed = t.status === 'queued' && t.run_at && Date.parse(t.run_at) > Date.now();
+      const st = badge('status-' + t.status, delayed ? 'queued · delayed' : (t.status || '?'));
+      if (t.run_at && (delayed || t.status === 'scheduled')) st.title = 'runs at ' + t.run_at;
       if (t.cancel_requested) st.title = 'cancel requested';
       cell(tr, st);
       cell(tr, (t.attempts || 0) + ' / ' + (t.max_attempts || '?'), 'num');
