@@ -2,14 +2,16 @@
 #
 #   make run    start everything locally (emulators, API, consumer, promoter, dashboard)
 #   make test   unit and integration tests on the local emulators, plus the CDK assertions
-#   make bench  benchmarks on the local emulators (prints a table, writes bench/results.json)
+#   make bench  benchmarks on the local emulators (prints tables, writes bench/out/results.json;
+#               QUICK=1 for a ~1 min smoke run, UPDATE=1 to refresh the committed bench/results.json)
+#   make cli    build the CLI into bin/triage (with its version)
 #   make synth  synthesize the CDK app into cdk.out/ (offline)
 
 SHELL := /bin/bash
 GO    ?= go
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: run test unit bench deps java chromium emulators lambda synth deploy deploy-local infra-test fuzz vet clean
+.PHONY: run test unit bench cli deps java chromium emulators lambda synth deploy deploy-local infra-test fuzz vet clean
 
 CDK_VERSION      := 2.1148.1
 CDKLOCAL_VERSION := 3.0.4
@@ -19,7 +21,7 @@ CDKLOCAL         := $(CDK_DIR)/node_modules/.bin/cdklocal
 CDK_APP          := cd infra && go run .
 CDK_ARGS         ?=
 
-## deps: everything `run` and `test` need beyond Go, Node and npm.
+## deps: everything `test` needs beyond Go, Node and npm (`run` needs no browser).
 deps: java emulators chromium
 
 ## chromium: Debian's Chromium, for the dashboard's browser test (chromedp).
@@ -40,7 +42,7 @@ java:
 emulators: java
 	@$(GO) run ./localstack/cmd/install
 
-run: deps
+run: java emulators
 	$(GO) run ./cmd/triage dev
 
 test: deps
@@ -48,12 +50,23 @@ test: deps
 	$(GO) test -count=1 -timeout 12m ./...
 	$(MAKE) infra-test
 
-## unit: only the tests that need no emulators.
+## unit: only the tests that need no emulators: every package whose tests
+## do not import localstack/stacktest (derived, so new packages are included).
 unit:
-	$(GO) test -count=1 ./internal/task/... ./internal/spec/... ./internal/auth/... ./internal/config/...
+	$(GO) test -count=1 $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | grep -v 'localstack/stacktest' | cut -d' ' -f1)
 
-bench: deps
-	$(GO) run ./bench
+## bench: QUICK=1 shrinks every scenario; results go to bench/out/ (ignored)
+## unless UPDATE=1, which refreshes the committed sample bench/results.json.
+bench: java emulators
+	$(GO) run ./bench $(if $(QUICK),-quick) $(if $(UPDATE),-out bench/results.json)
+
+## cli: the CLI as a binary, so its exit codes reach the shell (`go run`
+## turns every failure into exit 1).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+cli:
+	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o bin/triage ./cmd/triage
+	@echo "bin/triage $(VERSION)"
 
 lambda:
 	@for f in api consumer promoter; do \
@@ -84,5 +97,8 @@ deploy: $(CDK)
 
 ## deploy-local: cdklocal against LocalStack on 127.0.0.1:4566 (needs Docker and LocalStack).
 deploy-local: $(CDKLOCAL)
+	@curl -sf -o /dev/null http://127.0.0.1:4566/_localstack/health || { \
+	  echo "deploy-local needs LocalStack on 127.0.0.1:4566; start it with:"; \
+	  echo "  docker compose -f localstack/docker-compose.yml up -d"; exit 1; }
 	$(CDKLOCAL) bootstrap --app "$(CDK_APP)" -o cdk.out $(CDK_ARGS)
 	$(CDKLOCAL) deploy TriageStack --app "$(CDK_APP)" -o cdk.out --require-approval never $(CDK_ARGS)

@@ -10,7 +10,8 @@
 // scenario, and assembles triage's app (app.App with its own API and
 // Consumer methods) on AWS SDK clients that count every call by service and
 // operation through SDK middleware. It prints a table per group and writes
-// the same figures to bench/results.json. Run `go run ./bench -h` for the
+// the same figures to bench/out/results.json (-out bench/results.json
+// refreshes the committed sample). Run `go run ./bench -h` for the
 // scenario sizes; -quick shrinks everything about tenfold for a smoke run.
 //
 // Why: the emulators are not AWS, so absolute rates say little about
@@ -91,7 +92,7 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.HighFor, "high-for", 10*time.Second, "latency: how long high tasks are submitted")
 	fs.DurationVar(&o.HighAfter, "high-after", 2*time.Second, "latency: delay after the consumer starts before the first high task")
 	fs.DurationVar(&o.LatencyTimeout, "latency-timeout", 3*time.Minute, "latency: stop and report what finished after this long")
-	fs.StringVar(&o.Out, "out", "bench/results.json", "results file, relative to the repository root")
+	fs.StringVar(&o.Out, "out", "bench/out/results.json", "results file, relative to the repository root (bench/results.json is the committed sample)")
 	fs.DurationVar(&o.MaxRun, "max", 9*time.Minute+30*time.Second, "abort the whole run after this long")
 	fs.DurationVar(&o.WarmupMax, "warmup", time.Minute, "warm the emulators up for at most this long (until their rate settles)")
 	if err := fs.Parse(args); err != nil {

@@ -44,6 +44,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// The CDK CLI runs in the repository root (where cdk.json is) and hands
+	// the app paths relative to it: CDK_OUTDIR, CDK_PERF_COUNTERS_FILE,
+	// CDK_ERROR_FILE and whatever later versions add. cdk.json has to
+	// `cd infra` to run this module, so move back to the root before
+	// anything reads them: every relative path then means what the CLI meant.
+	if err := os.Chdir(root); err != nil {
+		return fmt.Errorf("change to the repository root: %w", err)
+	}
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(outDir(root, os.Getenv("CDK_OUTDIR")))})
 	if _, err := NewStack(app, StackName, root); err != nil {
 		return err
@@ -52,19 +60,14 @@ func run() error {
 	return nil
 }
 
-// outDir anchors a relative CDK_OUTDIR at the repository root. The CDK CLI
-// runs from the root (where cdk.json is) and may pass "cdk.out", but the app
-// runs in infra/, where that would name infra/cdk.out and the CLI would find
-// no cloud assembly.
+// outDir is where the cloud assembly goes: CDK_OUTDIR as the CLI gives it
+// (relative to the root, the working directory by now), or root/cdk.out
+// when the app runs without the CLI.
 func outDir(root, env string) string {
-	switch {
-	case env == "":
+	if env == "" {
 		return filepath.Join(root, "cdk.out")
-	case filepath.IsAbs(env):
-		return env
-	default:
-		return filepath.Join(root, env)
 	}
+	return env
 }
 
 // NewStack declares TriageStack in app from the context settings. The stack

@@ -33,6 +33,7 @@ const (
 	DefaultConsumerPackage = RootModule + "/functions/consumer"
 	apiPackage             = RootModule + "/functions/api"
 	promoterPackage        = RootModule + "/functions/promoter"
+	countersPackage        = RootModule + "/functions/counters"
 )
 
 // buildEnv cross-compiles a static binary for the arm64 Lambda runtime. It is

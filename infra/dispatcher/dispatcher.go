@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
@@ -50,8 +51,8 @@ type Dispatcher struct {
 	Table awsdynamodb.Table
 	// Queues holds each priority's queue and DLQ, in the spec's order.
 	Queues []PriorityQueues
-	// API, Consumer and Promoter are the three functions.
-	API, Consumer, Promoter awslambda.Function
+	// API, Consumer, Promoter and Counters are the four functions.
+	API, Consumer, Promoter, Counters awslambda.Function
 	// HTTPAPI fronts the API function.
 	HTTPAPI awsapigatewayv2.HttpApi
 	// TokensSecret holds the API's bearer tokens (given or created).
@@ -90,7 +91,7 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 	// broken package leaves no half-built construct behind.
 	code := map[string]awslambda.Code{}
 	for _, fn := range []struct{ name, pkg string }{
-		{"api", apiPackage}, {"consumer", p.ConsumerPackage}, {"promoter", promoterPackage},
+		{"api", apiPackage}, {"consumer", p.ConsumerPackage}, {"promoter", promoterPackage}, {"counters", countersPackage},
 	} {
 		if code[fn.name], err = goCode(p.SourceRoot, fn.pkg, p.BuildLog); err != nil {
 			return nil, fmt.Errorf("dispatcher %s: function %s: %w", id, fn.name, err)
@@ -125,6 +126,8 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 		resourcespec.EnvPromoteInterval: p.PromoteInterval.String(),
 		resourcespec.EnvConsumerARN:     *d.Consumer.FunctionArn(),
 	}), true)
+	d.Counters = d.newFunction("Counters", p, p.Counters, code["counters"], common, false)
+	d.countersTrigger()
 
 	d.grant(p)
 	d.HTTPAPI = d.newHTTPAPI(p)
@@ -266,6 +269,21 @@ func (d *Dispatcher) newFunction(id string, p Props, f FunctionProps, code awsla
 	return awslambda.NewFunction(d.Construct, jsii.String(id), props)
 }
 
+// countersTrigger feeds the table's stream to the counters function in
+// batches gathered over up to 2 s, so counter writes per task shrink as
+// the rate grows. Failed batches are retried whole (never bisected: the
+// function recognises a retried batch by its first record) until the
+// records expire from the stream after 24 hours.
+func (d *Dispatcher) countersTrigger() {
+	d.Counters.AddEventSource(awslambdaeventsources.NewDynamoEventSource(d.Table, &awslambdaeventsources.DynamoEventSourceProps{
+		StartingPosition:      awslambda.StartingPosition_TRIM_HORIZON,
+		BatchSize:             jsii.Number(1000),
+		MaxBatchingWindow:     awscdk.Duration_Seconds(jsii.Number(2)),
+		BisectBatchOnError:    jsii.Bool(false),
+		ParallelizationFactor: jsii.Number(1),
+	}))
+}
+
 // grant gives each function exactly the access its job needs.
 func (d *Dispatcher) grant(p Props) {
 	var queues, dlqs []string
@@ -274,8 +292,10 @@ func (d *Dispatcher) grant(p Props) {
 		dlqs = append(dlqs, *q.DLQ.QueueArn())
 	}
 
-	// All three read and write tasks; the grant covers the table and its indexes.
-	for _, fn := range []awslambda.Function{d.API, d.Consumer, d.Promoter} {
+	// All four read and write the table; the grant covers the table and its
+	// indexes. The counters function also reads the stream (its trigger
+	// grants that).
+	for _, fn := range []awslambda.Function{d.API, d.Consumer, d.Promoter, d.Counters} {
 		d.Table.GrantReadWriteData(fn)
 	}
 
@@ -415,7 +435,7 @@ func (d *Dispatcher) alarms(p Props) {
 	for _, f := range []struct {
 		id string
 		fn awslambda.Function
-	}{{"Api", d.API}, {"Consumer", d.Consumer}, {"Promoter", d.Promoter}} {
+	}{{"Api", d.API}, {"Consumer", d.Consumer}, {"Promoter", d.Promoter}, {"Counters", d.Counters}} {
 		add(f.id+"Errors", "triage "+strings.ToLower(f.id)+" function errors", f.fn.MetricErrors(sumOver), 0)
 		add(f.id+"Throttles", "triage "+strings.ToLower(f.id)+" function throttles", f.fn.MetricThrottles(sumOver), 0)
 	}

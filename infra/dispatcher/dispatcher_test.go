@@ -201,10 +201,11 @@ func TestResourceCounts(t *testing.T) {
 		{"AWS::DynamoDB::Table", 1},
 		{"AWS::SQS::Queue", 2 * len(s.Queues)},
 		{"AWS::SQS::QueuePolicy", 2 * len(s.Queues)}, // EnforceSSL
-		{"AWS::Lambda::Function", 3},
-		{"AWS::Logs::LogGroup", 3},
+		{"AWS::Lambda::Function", 4},
+		{"AWS::Logs::LogGroup", 4},
+		{"AWS::Lambda::EventSourceMapping", 1},
 		{"AWS::Events::Rule", 2}, // promoter + one consumer rule at fan-out 1
-		{"AWS::CloudWatch::Alarm", 2*len(s.Queues) + 2*3},
+		{"AWS::CloudWatch::Alarm", 2*len(s.Queues) + 2*4},
 		{"AWS::ApiGatewayV2::Api", 1},
 		{"AWS::ApiGatewayV2::Route", 4},
 		{"AWS::ApiGatewayV2::Authorizer", 0},
@@ -568,7 +569,7 @@ func TestAlarms(t *testing.T) {
 			want{q.Priority + " oldest message", "AWS/SQS", "ApproximateAgeOfOldestMessage", "QueueName", getAtt(f.id(q.Queue), "QueueName"), (30 * time.Minute).Seconds()},
 		)
 	}
-	for name, fn := range map[string]awslambda.Function{"api": f.d.API, "consumer": f.d.Consumer, "promoter": f.d.Promoter} {
+	for name, fn := range map[string]awslambda.Function{"api": f.d.API, "consumer": f.d.Consumer, "promoter": f.d.Promoter, "counters": f.d.Counters} {
 		for _, m := range []string{"Errors", "Throttles"} {
 			wants = append(wants, want{name + " " + m, "AWS/Lambda", m, "FunctionName", ref(f.id(fn)), 0})
 		}
@@ -630,8 +631,8 @@ func TestDeterministicAssets(t *testing.T) {
 	}
 	for _, dir := range []string{"a", "b"} {
 		matches, _ := filepath.Glob(filepath.Join(env.outDir, dir, "asset.*", "bootstrap"))
-		if len(matches) != 3 {
-			t.Errorf("%s: %d bundled bootstraps, want 3", dir, len(matches))
+		if len(matches) != 4 {
+			t.Errorf("%s: %d bundled bootstraps, want 4", dir, len(matches))
 		}
 	}
 }
@@ -835,3 +836,29 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 func title(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
+
+// The counters function is fed the table's stream: from the start of the
+// stream, in batches gathered for up to 2 s, never bisected (a retried batch
+// is recognised by its first record).
+func TestCountersStreamTrigger(t *testing.T) {
+	f := stackUnderTest(t)
+	maps := f.ofType("AWS::Lambda::EventSourceMapping")
+	if len(maps) != 1 {
+		t.Fatalf("%d event source mappings, want 1", len(maps))
+	}
+	for _, m := range maps {
+		p := m.Properties
+		for _, c := range []struct {
+			name      string
+			got, want any
+		}{
+			{"FunctionName", p["FunctionName"], ref(f.id(f.d.Counters))},
+			{"EventSourceArn", p["EventSourceArn"], getAtt(f.id(f.d.Table), "StreamArn")},
+			{"StartingPosition", p["StartingPosition"], "TRIM_HORIZON"},
+			{"MaximumBatchingWindowInSeconds", p["MaximumBatchingWindowInSeconds"], 2},
+			{"BisectBatchOnFunctionError", p["BisectBatchOnFunctionError"], false},
+		} {
+			t.Run(c.name, func(t *testing.T) { equalJSON(t, c.name, c.got, c.want) })
+		}
+	}
+}

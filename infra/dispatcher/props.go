@@ -98,8 +98,9 @@ type Props struct {
 	// the two resources holding state. Default RETAIN.
 	RemovalPolicy awscdk.RemovalPolicy
 
-	// API, Consumer and Promoter size the three functions.
-	API, Consumer, Promoter FunctionProps
+	// API, Consumer, Promoter and Counters size the four functions.
+	// Counters keeps the /stats counters from the table's stream.
+	API, Consumer, Promoter, Counters FunctionProps
 
 	// ConsumerPackage is the Go package built as the consumer function's
 	// bootstrap: a main package, named as `go build` takes it in SourceRoot,
@@ -170,9 +171,10 @@ const (
 // API Gateway, whose integration timeout is 30 s. The consumer runs up to
 // five minutes, so with one started every minute up to five overlap per
 // fan-out slot, and tasks of up to about five minutes fit.
-func defaultFunctions() (api, consumer, promoter FunctionProps) {
+func defaultFunctions() (api, consumer, promoter, counters FunctionProps) {
 	return FunctionProps{MemoryMiB: 256, Timeout: 29 * time.Second},
 		FunctionProps{MemoryMiB: 512, Timeout: 5 * time.Minute},
+		FunctionProps{MemoryMiB: 256, Timeout: time.Minute},
 		FunctionProps{MemoryMiB: 256, Timeout: time.Minute}
 }
 
@@ -240,7 +242,7 @@ func (p *Props) resolved() (Props, error) {
 		r.RemovalPolicy = awscdk.RemovalPolicy_RETAIN
 	}
 	var err error
-	defaultAPI, defaultConsumer, defaultPromoter := defaultFunctions()
+	defaultAPI, defaultConsumer, defaultPromoter, defaultCounters := defaultFunctions()
 	if r.API, err = r.API.withDefaults("API", defaultAPI); err != nil {
 		return r, err
 	}
@@ -248,6 +250,9 @@ func (p *Props) resolved() (Props, error) {
 		return r, err
 	}
 	if r.Promoter, err = r.Promoter.withDefaults("Promoter", defaultPromoter); err != nil {
+		return r, err
+	}
+	if r.Counters, err = r.Counters.withDefaults("Counters", defaultCounters); err != nil {
 		return r, err
 	}
 	if r.Consumer.Timeout < minConsumerTimeout {
