@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/control"
@@ -184,12 +185,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// maxBody bounds a request body: the payload limit plus room for the other fields.
-const maxBody = task.MaxPayloadBytes + 64<<10
+// Request body limits, per endpoint. A single submit carries at most one
+// payload (MaxPayloadBytes) and a few small fields; a batch carries up to
+// MaxBatch of them, bounded as a whole well inside what API Gateway (10 MB)
+// and a synchronous Lambda invocation (6 MB) accept.
+const (
+	MaxBody      = task.MaxPayloadBytes + 64<<10
+	MaxBatchBody = 5 << 20
+)
 
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	var req task.Request
-	if !decode(w, r, &req) {
+	if !decode(w, r, &req, MaxBody) {
 		return
 	}
 	if !validate(w, &req) {
@@ -214,24 +221,75 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
-	t, err := s.store.Get(r.Context(), r.PathValue("id"))
+	id, ok := taskID(w, r)
+	if !ok {
+		return
+	}
+	t, err := s.store.Get(r.Context(), id)
 	if s.taskError(w, r, "get task", err) {
 		return
 	}
 	writeJSON(w, http.StatusOK, t)
 }
 
-// decode reads a JSON body into v, rejecting unknown fields, trailing data
-// and bodies over maxBody, and writes the error response itself.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+// taskID reads the {id} path value; a malformed one gets 400 naming id
+// (it could never name a task, and as a key it could be over DynamoDB's
+// key size).
+func taskID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if !task.ValidID(id) {
+		writeError(w, http.StatusBadRequest, "invalid_field", "id", fmt.Sprintf("id: %q is not a task id (26 characters of Crockford base32, as in 01J0ABCDEFGHJKMNPQRSTVWXYZ)", cut(id, 64)))
+		return "", false
+	}
+	return id, true
+}
+
+// typeParam reads an optional task type from the query or the path (name
+// is the parameter's name); a bad one gets 400 naming it.
+func typeParam(w http.ResponseWriter, typ, name string) bool {
+	if typ == "" {
+		return true
+	}
+	if err := task.ValidateType(typ); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_field", name, name+": "+err.Error())
+		return false
+	}
+	return true
+}
+
+// cut shortens s for an error message.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return strings.ToValidUTF8(s, "?")
+	}
+	return strings.ToValidUTF8(s[:n], "?") + "…"
+}
+
+// decode reads a JSON body of at most limit bytes into v, rejecting
+// unknown fields, trailing data and text that is not UTF-8 (JSON must be;
+// Go's decoder would quietly replace bad bytes), and writes the error
+// response itself.
+func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "payload", fmt.Sprintf("request body is over %d bytes; a payload may be at most %d bytes", maxBody, task.MaxPayloadBytes))
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "", fmt.Sprintf("the request body is over the %d-byte limit of %s %s (one payload may be at most %d bytes)", limit, r.Method, r.URL.Path, task.MaxPayloadBytes))
 		return false
 	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", "", "could not read the request body: "+err.Error())
+		return false
+	}
+	if !utf8.Valid(body) {
+		at := 0
+		for at < len(body) {
+			rn, size := utf8.DecodeRune(body[at:])
+			if rn == utf8.RuneError && size <= 1 {
+				break
+			}
+			at += size
+		}
+		writeError(w, http.StatusBadRequest, "invalid_json", "", fmt.Sprintf("the request body is not valid UTF-8 (at byte %d)", at))
 		return false
 	}
 	if err := DecodeStrict(body, v); err != nil {

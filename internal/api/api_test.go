@@ -137,8 +137,9 @@ func TestErrors(t *testing.T) {
 		{"run_at and delay", "POST", "/api/v1/tasks", "adm", `{"type":"echo","delay_seconds":5,"run_at":"2030-01-01T00:00:00Z"}`, 400, "invalid_field", "run_at"},
 		{"trailing data", "POST", "/api/v1/tasks", "adm", `{"type":"echo"} {}`, 400, "invalid_json", ""},
 		{"payload over limit", "POST", "/api/v1/tasks", "adm", big, 413, "too_large", "payload"},
-		{"body far over limit", "POST", "/api/v1/tasks", "adm", huge, 413, "too_large", "payload"},
-		{"unknown task", "GET", "/api/v1/tasks/01NOPE", "adm", ``, 404, "not_found", "id"},
+		{"body far over limit", "POST", "/api/v1/tasks", "adm", huge, 413, "too_large", ""},
+		{"malformed id", "GET", "/api/v1/tasks/01NOPE", "adm", ``, 400, "invalid_field", "id"},
+		{"unknown task", "GET", "/api/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV", "adm", ``, 404, "not_found", "id"},
 		{"unknown route", "GET", "/api/v1/nothing", "adm", ``, 404, "not_found", ""},
 	}
 	for _, tt := range tests {

@@ -237,7 +237,7 @@ func TestCancelRetryDelete(t *testing.T) {
 	if code, _ := f.do(t, "POST", "/api/v1/tasks/"+queued+"/cancel", "adm", ""); code != 409 {
 		t.Fatalf("second cancel = %d, want 409", code)
 	}
-	if code, _ := f.do(t, "POST", "/api/v1/tasks/nope/cancel", "adm", ""); code != 404 {
+	if code, _ := f.do(t, "POST", "/api/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel", "adm", ""); code != 404 {
 		t.Fatalf("cancel unknown = %d", code)
 	}
 	// Retry applies to dead letters only.
@@ -486,7 +486,7 @@ func TestStatsMatchAKnownWorkload(t *testing.T) {
 		t.Errorf("queues low %v high %v", low, high)
 	}
 	if med["depth"].(float64)+med["in_flight"].(float64) != 4 || med["oldest_age_seconds"].(float64) <= 0 {
-		t.Errorf("medium queue %v: want the 4 parked tasks, aged", med)
+		t.Errorf("medium queue %v: want the 4 parked tasks, aged (%v)", med, body)
 	}
 }
 

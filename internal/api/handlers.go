@@ -34,7 +34,7 @@ type BatchItem struct {
 
 func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 	var req BatchRequest
-	if !decode(w, r, &req) {
+	if !decode(w, r, &req, MaxBatchBody) {
 		return
 	}
 	if len(req.Tasks) == 0 || len(req.Tasks) > MaxBatch {
@@ -95,7 +95,9 @@ const MaxListLimit = 1000
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var f store.ListFilter
-	f.Type = q.Get("type")
+	if f.Type = q.Get("type"); !typeParam(w, f.Type, "type") {
+		return
+	}
 	if v := q.Get("status"); v != "" {
 		st, err := task.ParseStatus(v)
 		if err != nil {
@@ -137,7 +139,11 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
-	t, err := s.store.Cancel(r.Context(), r.PathValue("id"))
+	id, ok := taskID(w, r)
+	if !ok {
+		return
+	}
+	t, err := s.store.Cancel(r.Context(), id)
 	if s.taskError(w, r, "cancel task", err) {
 		return
 	}
@@ -145,7 +151,11 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) retry(w http.ResponseWriter, r *http.Request) {
-	t, err := s.enq.Retry(r.Context(), s.store.Get, r.PathValue("id"))
+	id, ok := taskID(w, r)
+	if !ok {
+		return
+	}
+	t, err := s.enq.Retry(r.Context(), s.store.Get, id)
 	if s.taskError(w, r, "retry task", err) {
 		return
 	}
@@ -153,7 +163,11 @@ func (s *Server) retry(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
-	t, err := s.store.Get(r.Context(), r.PathValue("id"))
+	id, ok := taskID(w, r)
+	if !ok {
+		return
+	}
+	t, err := s.store.Get(r.Context(), id)
 	if s.taskError(w, r, "delete task", err) {
 		return
 	}
@@ -197,7 +211,11 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) pause(paused bool) func(http.ResponseWriter, *http.Request) {
 	return func(w http.ResponseWriter, r *http.Request) {
-		st, err := s.controls.SetPaused(r.Context(), r.URL.Query().Get("type"), paused)
+		typ := r.URL.Query().Get("type")
+		if !typeParam(w, typ, "type") {
+			return
+		}
+		st, err := s.controls.SetPaused(r.Context(), typ, paused)
 		if err != nil {
 			s.internal(w, r, "set pause", err)
 			return
@@ -213,8 +231,11 @@ type LimitsRequest struct {
 }
 
 func (s *Server) setLimits(w http.ResponseWriter, r *http.Request) {
+	if !typeParam(w, r.PathValue("type"), "type") {
+		return
+	}
 	var req LimitsRequest
-	if !decode(w, r, &req) {
+	if !decode(w, r, &req, MaxBody) {
 		return
 	}
 	var rate float64
@@ -295,7 +316,7 @@ type ReplayRequest struct {
 
 func (s *Server) replayDLQ(w http.ResponseWriter, r *http.Request) {
 	var req ReplayRequest
-	if r.ContentLength != 0 && !decode(w, r, &req) {
+	if r.ContentLength != 0 && !decode(w, r, &req, MaxBody) {
 		return
 	}
 	prios, ok := dlqPriorities(w, req.Priority)

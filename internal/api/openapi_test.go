@@ -450,7 +450,7 @@ func TestOpenAPIResponses(t *testing.T) {
 		c.call("POST /api/v1/tasks", "/api/v1/tasks", "adm", `{"type":"echo","payload":"`+strings.Repeat("a", 300<<10)+`"}`, 413)
 
 		c.call("GET /api/v1/tasks/{id}", "/api/v1/tasks/"+id, "ro", "", 200)
-		c.call("GET /api/v1/tasks/{id}", "/api/v1/tasks/01NOSUCHTASK", "ro", "", 404)
+		c.call("GET /api/v1/tasks/{id}", "/api/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV", "ro", "", 404)
 
 		page, _ := c.call("GET /api/v1/tasks", "/api/v1/tasks?limit=1", "ro", "", 200)
 		if cur := str(page, "next_cursor"); cur != "" {
@@ -464,7 +464,7 @@ func TestOpenAPIResponses(t *testing.T) {
 		c.call("POST /api/v1/tasks/{id}/cancel", "/api/v1/tasks/"+id+"/cancel", "adm", "", 200)
 		c.call("POST /api/v1/tasks/{id}/cancel", "/api/v1/tasks/"+id+"/cancel", "adm", "", 409)
 		c.call("POST /api/v1/tasks/{id}/retry", "/api/v1/tasks/"+id+"/retry", "adm", "", 409)
-		c.call("POST /api/v1/tasks/{id}/cancel", "/api/v1/tasks/01NOSUCHTASK/cancel", "adm", "", 404)
+		c.call("POST /api/v1/tasks/{id}/cancel", "/api/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel", "adm", "", 404)
 		c.call("DELETE /api/v1/tasks/{id}", "/api/v1/tasks/"+id, "adm", "", 204)
 		c.call("DELETE /api/v1/tasks/{id}", "/api/v1/tasks/"+id, "adm", "", 404)
 
@@ -548,7 +548,7 @@ func TestOpenAPIResponses(t *testing.T) {
 			t.Errorf("retried task is %v", again)
 		}
 		c.call("POST /api/v1/tasks/{id}/retry", "/api/v1/tasks/"+retried.ID+"/retry", "adm", "", 409)
-		c.call("POST /api/v1/tasks/{id}/retry", "/api/v1/tasks/01NOSUCHTASK/retry", "adm", "", 404)
+		c.call("POST /api/v1/tasks/{id}/retry", "/api/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV/retry", "adm", "", 404)
 		c.call("GET /api/v1/stats", "/api/v1/stats", "ro", "", 200)
 	})
 

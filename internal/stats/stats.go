@@ -10,6 +10,7 @@ package stats
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/triagehq/triage/internal/counters"
@@ -75,7 +76,8 @@ func Collect(ctx context.Context, c Counters, q Queues, now time.Time) (Stats, e
 		}
 		qs := Queue{Depth: d.Visible, InFlight: d.InFlight, Delayed: d.Delayed, DLQDepth: d.DLQ}
 		if since, ok := snap.OldestQueued[p]; ok {
-			qs.OldestAgeSeconds = max(0, now.Sub(since).Round(time.Second).Seconds())
+			// Whole seconds, at least 1: a queued task has waited, however briefly.
+			qs.OldestAgeSeconds = max(1, math.Ceil(now.Sub(since).Seconds()))
 		}
 		out.Queues[p] = qs
 	}

@@ -6,18 +6,28 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/oklog/ulid/v2"
 )
 
-// Limits and defaults of a submitted task.
+// Limits and defaults of a submitted task. They are the API's documented
+// input limits (the OpenAPI document states the same numbers, checked by a
+// test), and they hold for direct SQS sends too.
 const (
 	DefaultMaxAttempts    = 3
 	MaxMaxAttempts        = 100
 	DefaultTimeoutSeconds = 300
 	MaxTimeoutSeconds     = 12 * 60 * 60
 	MaxPayloadBytes       = 256 << 10 // a DynamoDB item is at most 400 KB; leave room for the rest
-	MaxTypeLength         = 128
-	MaxIdempotencyKey     = 256
-	MaxDelaySeconds       = 365 * 24 * 60 * 60
+	// MaxPayloadDepth bounds how deeply a payload nests arrays and objects:
+	// Go's JSON decoder refuses documents nested over 10,000 levels, so a
+	// deeper payload would break every reader of the task, list pages too.
+	MaxPayloadDepth   = 64
+	MaxTypeLength     = 128
+	MaxIdempotencyKey = 256
+	MaxTraceID        = 128 // printable ASCII; a W3C trace id is 32 hex digits
+	MaxDelaySeconds   = 365 * 24 * 60 * 60
 )
 
 // Request is a task submission: the body of POST /api/v1/tasks, and the
@@ -46,13 +56,8 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
 
 // Validate checks every field and returns the first problem as a *FieldError.
 func (r *Request) Validate() error {
-	switch {
-	case strings.TrimSpace(r.Type) == "":
-		return &FieldError{Field: "type", Message: "is required"}
-	case len(r.Type) > MaxTypeLength:
-		return &FieldError{Field: "type", Message: fmt.Sprintf("is longer than %d characters", MaxTypeLength)}
-	case strings.ContainsAny(r.Type, "#\x00\n"):
-		return &FieldError{Field: "type", Message: "must not contain '#', NUL or newlines"}
+	if err := ValidateType(r.Type); err != nil {
+		return &FieldError{Field: "type", Message: err.Error()}
 	}
 	if r.Priority != "" {
 		if _, err := ParsePriority(r.Priority); err != nil {
@@ -64,6 +69,9 @@ func (r *Request) Validate() error {
 	}
 	if len(r.Payload) > 0 && !json.Valid(r.Payload) {
 		return &FieldError{Field: "payload", Message: "is not valid JSON"}
+	}
+	if d := jsonDepth(r.Payload); d > MaxPayloadDepth {
+		return &FieldError{Field: "payload", Message: fmt.Sprintf("nests %d levels deep; the limit is %d", d, MaxPayloadDepth)}
 	}
 	if r.MaxAttempts != nil && (*r.MaxAttempts < 1 || *r.MaxAttempts > MaxMaxAttempts) {
 		return &FieldError{Field: "max_attempts", Message: fmt.Sprintf("must be between 1 and %d", MaxMaxAttempts)}
@@ -80,7 +88,71 @@ func (r *Request) Validate() error {
 	if len(r.IdempotencyKey) > MaxIdempotencyKey {
 		return &FieldError{Field: "idempotency_key", Message: fmt.Sprintf("is longer than %d characters", MaxIdempotencyKey)}
 	}
+	if !utf8.ValidString(r.IdempotencyKey) || strings.ContainsRune(r.IdempotencyKey, utf8.RuneError) {
+		return &FieldError{Field: "idempotency_key", Message: "is not valid UTF-8"}
+	}
+	if len(r.TraceID) > MaxTraceID {
+		return &FieldError{Field: "trace_id", Message: fmt.Sprintf("is longer than %d characters", MaxTraceID)}
+	}
+	for _, c := range []byte(r.TraceID) {
+		if c < 0x21 || c > 0x7e {
+			return &FieldError{Field: "trace_id", Message: "must be printable ASCII without spaces"}
+		}
+	}
 	return nil
+}
+
+// ValidateType checks a task type name, wherever one arrives (a submit, a
+// direct send, a control endpoint's path or query): 1 to MaxTypeLength
+// bytes of valid UTF-8, without '#' (it separates index key parts), NUL,
+// newlines or U+FFFD (what a JSON decoder makes of invalid UTF-8).
+func ValidateType(typ string) error {
+	switch {
+	case strings.TrimSpace(typ) == "":
+		return fmt.Errorf("is required")
+	case len(typ) > MaxTypeLength:
+		return fmt.Errorf("is %d bytes; the limit is %d", len(typ), MaxTypeLength)
+	case !utf8.ValidString(typ) || strings.ContainsRune(typ, utf8.RuneError):
+		return fmt.Errorf("is not valid UTF-8")
+	case strings.ContainsAny(typ, "#\x00\n\r"):
+		return fmt.Errorf("must not contain '#', NUL or newlines")
+	}
+	return nil
+}
+
+// ValidID reports whether id is a task id: a ULID (26 Crockford base32
+// characters), as NewID makes them.
+func ValidID(id string) bool {
+	_, err := ulid.ParseStrict(id)
+	return err == nil
+}
+
+// jsonDepth is the deepest nesting of arrays and objects in a JSON text
+// (valid or not), counted without decoding it: brackets inside strings,
+// escaped quotes included, do not count.
+func jsonDepth(b []byte) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			deepest = max(deepest, depth)
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // NewTask builds the task a valid request describes, created at now. The
