@@ -323,6 +323,12 @@ func DecodeStrict(body []byte, v any) error {
 		if errors.Is(err, io.EOF) {
 			return errors.New("request body is empty; expected a JSON object")
 		}
+		// The only times in request bodies are run_at; encoding/json passes
+		// time.Time's own errors through without naming the field.
+		var pe *time.ParseError
+		if errors.As(err, &pe) || strings.Contains(err.Error(), "Time.UnmarshalJSON") {
+			return &task.FieldError{Field: "run_at", Message: "must be an RFC 3339 time such as 2026-01-02T15:04:05Z"}
+		}
 		return fmt.Errorf("request body is not valid JSON: %v", err)
 	}
 	if dec.More() {
