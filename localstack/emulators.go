@@ -81,7 +81,10 @@ func (e *Emulators) Env() map[string]string {
 func (e *Emulators) launch(ctx context.Context, cmd *exec.Cmd, ready string) (string, error) {
 	// Pdeathsig ends the emulator if the process that started it dies, so a
 	// killed test run leaves nothing behind.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// Setpgid keeps them out of the terminal's process group: Ctrl-C goes
+	// to triage alone, which drains its running tasks while the emulators
+	// still answer, and then stops them itself.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return "", err

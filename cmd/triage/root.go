@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/triagehq/triage/client"
+	"github.com/triagehq/triage/internal/devserver"
 )
 
 // cli holds the global flags and output streams.
@@ -21,11 +24,12 @@ type cli struct {
 	out, err   io.Writer
 }
 
-func newRoot(out, errOut io.Writer) *cobra.Command {
+func newRoot(out, errOut io.Writer) (*cli, *cobra.Command) {
 	c := &cli{out: out, err: errOut}
 	root := &cobra.Command{
 		Use:           "triage",
 		Short:         "A serverless priority task dispatcher for AWS",
+		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// With Args and RunE set, an unknown command reaches Args (and
@@ -42,14 +46,16 @@ func newRoot(out, errOut io.Writer) *cobra.Command {
 	root.SetErr(errOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
-	pf.StringVar(&c.url, "url", envOr("TRIAGE_URL", "http://127.0.0.1:8080"), "API base URL (env TRIAGE_URL)")
-	pf.StringVar(&c.token, "token", os.Getenv("TRIAGE_TOKEN"), "bearer token (env TRIAGE_TOKEN)")
+	// Defaults from the environment are read when a command runs, never
+	// shown in help: a token must not appear on every --help page.
+	pf.StringVar(&c.url, "url", "", "API base URL (default $TRIAGE_URL, then the running `triage dev`, then "+defaultURL+")")
+	pf.StringVar(&c.token, "token", "", "bearer token (default $TRIAGE_TOKEN, then the running `triage dev`'s)")
 	pf.BoolVar(&c.json, "json", false, "print JSON instead of tables")
 	root.AddCommand(c.devCmd(), c.submitCmd(), c.getCmd(), c.waitCmd(),
 		c.listCmd(), c.cancelCmd(), c.retryCmd(), c.deleteCmd(), c.cleanupCmd(),
 		c.statsCmd(), c.pauseCmd(true), c.pauseCmd(false), c.limitsCmd(), c.dlqCmd())
 	usageArgs(root)
-	return root
+	return c, root
 }
 
 // usageArgs makes every command's argument-count errors usage errors, so
@@ -69,13 +75,34 @@ func usageArgs(cmd *cobra.Command) {
 	}
 }
 
-func (c *cli) client() *client.Client { return client.New(c.url, c.token) }
+const defaultURL = "http://127.0.0.1:8080"
 
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
+func (c *cli) client() *client.Client { return client.New(c.baseURL(), c.apiToken()) }
+
+// baseURL is --url, else TRIAGE_URL, else the URL the running `triage dev`
+// wrote to its settings file, else the dev server's default address.
+func (c *cli) baseURL() string {
+	return cmp.Or(c.url, os.Getenv("TRIAGE_URL"), devSetting("TRIAGE_URL"), defaultURL)
+}
+
+// apiToken is --token, else TRIAGE_TOKEN, else the running `triage dev`'s.
+func (c *cli) apiToken() string {
+	return cmp.Or(c.token, os.Getenv("TRIAGE_TOKEN"), devSetting("TRIAGE_TOKEN"))
+}
+
+// devSetting reads one value from the settings file a running `triage dev`
+// keeps (devserver.EnvFile in its state directory); "" when there is none.
+func devSetting(key string) string {
+	b, err := os.ReadFile(filepath.Join(devserver.StateDir(), devserver.EnvFile))
+	if err != nil {
+		return ""
 	}
-	return def
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key+"="); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 func (c *cli) printJSON(v any) error {

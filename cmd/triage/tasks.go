@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -143,8 +144,12 @@ dead-letter queue, or cancelled); 3 when an id is unknown.`,
 			cl := c.client()
 			var done []*client.Task
 			incomplete := 0
-			for _, id := range args {
+			for i, id := range args {
 				t, err := cl.Wait(ctx, id, 200*time.Millisecond)
+				if errors.Is(err, context.DeadlineExceeded) && cmd.Context().Err() == nil {
+					_ = c.printWaited(done)
+					return fmt.Errorf("%w after %s: %d of %d tasks finished, still waiting for %s", errTimeout, timeout, i, len(args), id)
+				}
 				if err != nil {
 					return fmt.Errorf("wait for %s: %w", id, err)
 				}

@@ -188,16 +188,18 @@ func RetryBackoff(set map[task.Priority]config.Backoff) map[task.Priority]dispat
 
 // NewLogger returns a JSON logger at level ("debug", "info", "warn", "error").
 func NewLogger(w io.Writer, level string) *slog.Logger {
-	var l slog.Level
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: ParseLevel(level)}))
+}
+
+// ParseLevel reads a TRIAGE_LOG_LEVEL value; anything unknown is info.
+func ParseLevel(level string) slog.Level {
 	switch strings.ToLower(level) {
 	case "debug":
-		l = slog.LevelDebug
+		return slog.LevelDebug
 	case "warn":
-		l = slog.LevelWarn
+		return slog.LevelWarn
 	case "error":
-		l = slog.LevelError
-	default:
-		l = slog.LevelInfo
+		return slog.LevelError
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+	return slog.LevelInfo
 }

@@ -40,6 +40,7 @@ const (
 	EnvWebhookSecret   = "TRIAGE_WEBHOOK_SECRET"       // HMAC key for webhook signatures
 	EnvConsumerARN     = "TRIAGE_CONSUMER_FUNCTION"    // consumer function the promoter may fan out to
 	EnvLogLevel        = "TRIAGE_LOG_LEVEL"            // debug|info|warn|error (default info)
+	EnvLogFormat       = "TRIAGE_LOG_FORMAT"           // triage dev only: "json" puts the JSON logs on the terminal too
 	EnvFanOutPer       = "TRIAGE_FANOUT_PER"           // visible messages per extra consumer the promoter starts (default 1000)
 	EnvFanOutMax       = "TRIAGE_FANOUT_MAX"           // extra consumers the promoter starts per run at most (default 10)
 	EnvMaxDepth        = "TRIAGE_MAX_QUEUE_DEPTH"      // submits get 429 over this queue depth (default 100000; 0: no limit)

@@ -5,15 +5,18 @@
 package devserver
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -33,13 +36,66 @@ import (
 type Options struct {
 	Getenv          func(string) string // configuration source (os.Getenv)
 	Setenv          func(k, v string) error
-	Root            string        // repository root, for installing emulators
+	Root            string        // repository root, for installing emulators ("": the user's cache)
 	PromoteInterval time.Duration // promoter period (TRIAGE_PROMOTE_INTERVAL or 5 s)
-	Out             io.Writer     // where the banner goes
-	Logs            io.Writer     // JSON logs
+	Out             io.Writer     // the terminal: the banner, warnings and errors, the stop summary
+	// Logs receives the full JSON logs (every transition). Nil: a file in
+	// StateDir, named in the banner.
+	Logs io.Writer
+	// StateDir holds dev.log and dev.env (the URL and token the CLI falls
+	// back to). Default: the user's cache directory, under triage/.
+	StateDir string
+	// Timeouts bound the HTTP server's connections (DefaultTimeouts).
+	Timeouts Timeouts
 	// Ready, if set, is called with the API's base URL and token once serving.
 	Ready func(url, token string)
 }
+
+// Timeouts bound what one connection may hold of the dev server.
+type Timeouts struct {
+	ReadHeader time.Duration // request line and headers
+	Read       time.Duration // the whole request, body included
+	Write      time.Duration // from the end of the headers to the end of the response
+	Idle       time.Duration // a keep-alive connection between requests
+	MaxHeader  int           // bytes of request headers
+}
+
+// DefaultTimeouts suit the API: a batch body of up to 5 MiB arrives in well
+// under 30 s even on a slow link, no handler takes long (the slowest reads
+// a page of tasks), and a client that stops sending or sits idle lets its
+// connection go instead of holding it forever.
+var DefaultTimeouts = Timeouts{
+	ReadHeader: 5 * time.Second,
+	Read:       30 * time.Second,
+	Write:      60 * time.Second,
+	Idle:       90 * time.Second,
+	MaxHeader:  64 << 10,
+}
+
+// NewHTTPServer is the dev server's http.Server for h with timeouts t
+// (zero fields take DefaultTimeouts').
+func NewHTTPServer(h http.Handler, t Timeouts) *http.Server {
+	d := DefaultTimeouts
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cmp.Or(t.ReadHeader, d.ReadHeader),
+		ReadTimeout:       cmp.Or(t.Read, d.Read),
+		WriteTimeout:      cmp.Or(t.Write, d.Write),
+		IdleTimeout:       cmp.Or(t.Idle, d.Idle),
+		MaxHeaderBytes:    cmp.Or(t.MaxHeader, d.MaxHeader),
+	}
+}
+
+// StateDir is where `triage dev` keeps dev.log and dev.env by default.
+func StateDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "triage")
+	}
+	return filepath.Join(os.TempDir(), "triage")
+}
+
+// EnvFile is the file `triage dev` writes its URL and token to, for the CLI.
+const EnvFile = "dev.env"
 
 // Run starts everything and blocks until ctx ends, then stops what it
 // started: the consumer drains, the server shuts down, the emulators stop.
@@ -54,7 +110,23 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	log := app.NewLogger(opt.Logs, cfg.LogLevel)
+	if opt.StateDir == "" {
+		opt.StateDir = StateDir()
+	}
+	if err := os.MkdirAll(opt.StateDir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", opt.StateDir, err)
+	}
+	logPath := "(not kept)"
+	if opt.Logs == nil {
+		logPath = filepath.Join(opt.StateDir, "dev.log")
+		f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+		if err != nil {
+			return fmt.Errorf("open the log file: %w", err)
+		}
+		defer f.Close()
+		opt.Logs = f
+	}
+	log := devLogger(opt.Out, opt.Logs, cfg.LogLevel, opt.Getenv(config.EnvLogFormat), opt.Getenv(config.EnvLogLevel) != "")
 
 	if opt.Getenv("AWS_ENDPOINT_URL") == "" && (opt.Getenv("AWS_ENDPOINT_URL_SQS") == "" || opt.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "") {
 		fmt.Fprintln(opt.Out, "starting local AWS emulators (SQS: fauxqs, DynamoDB: DynamoDB Local)...")
@@ -115,26 +187,33 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s (set %s to change it): %w", cfg.Addr, config.EnvAddr, err)
 	}
-	srv := &http.Server{Handler: a.API(tokens, api.Options{}), ReadHeaderTimeout: 10 * time.Second}
+	srv := NewHTTPServer(a.API(tokens, api.Options{}), opt.Timeouts)
 	base := "http://" + ln.Addr().String()
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
 	errc := make(chan error, 3)
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); _ = a.CounterPoller().Run(runCtx) }()
 	go func() {
 		defer wg.Done()
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("API server: %w", err)
 		}
 	}()
-	consumer := a.Consumer(reg, dispatch.Options{DrainTimeout: 10 * time.Second})
+	consumer := a.Consumer(reg, dispatch.Options{DrainTimeout: 3 * time.Second})
 	go func() { defer wg.Done(); _ = consumer.Run(runCtx) }()
 	go func() { defer wg.Done(); _ = a.Promoter(promote.Options{}).Run(runCtx, interval) }()
 
-	fmt.Fprintf(opt.Out, "\ntriage is running\n  API:        %s/api/v1\n  dashboard:  %s/#token=%s\n  token:      %s\n\n  export TRIAGE_URL=%s TRIAGE_TOKEN=%s\n  curl -H \"Authorization: Bearer $TRIAGE_TOKEN\" -d '{\"type\":\"echo\",\"payload\":{\"x\":1},\"priority\":\"high\"}' $TRIAGE_URL/api/v1/tasks\n\nPress Ctrl-C to stop.\n",
-		base, base, token, token, base, token)
+	banner := fmt.Sprintf("  API:        %s/api/v1\n  dashboard:  %s/#token=%s\n  token:      %s\n", base, base, token, token)
+	fmt.Fprintf(opt.Out, "\ntriage is running\n%s  logs:       %s (the terminal shows warnings and errors)\n\n  export TRIAGE_URL=%s TRIAGE_TOKEN=%s\n  curl -H \"Authorization: Bearer $TRIAGE_TOKEN\" -d '{\"type\":\"echo\",\"payload\":{\"x\":1},\"priority\":\"high\"}' $TRIAGE_URL/api/v1/tasks\n\nPress Ctrl-C to stop.\n",
+		banner, logPath, base, token)
+	envPath := filepath.Join(opt.StateDir, EnvFile)
+	if err := os.WriteFile(envPath, []byte("TRIAGE_URL="+base+"\nTRIAGE_TOKEN="+token+"\n"), 0o600); err != nil {
+		log.Warn("could not write the CLI's settings file", "path", envPath, "error", err)
+	}
+	defer os.Remove(envPath)
 	log.Info("dev server ready", "url", base, "table", cfg.Spec.Table.Name, "promote_interval", interval.String(), "worker_id", consumer.WorkerID())
 	if opt.Ready != nil {
 		opt.Ready(base, token)
@@ -144,12 +223,37 @@ func Run(ctx context.Context, opt Options) error {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	fmt.Fprintln(opt.Out, "stopping: draining the consumer...")
-	stop()
+	stop() // the consumer hands running tasks back while the emulators still answer
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutCtx)
 	wg.Wait()
 	log.Info("dev server stopped")
+	handed := consumer.Counts().HandedBack
+	fmt.Fprintf(opt.Out, "\nstopped: %d running %s handed back to the queue; emulators stopping\n%s", handed, plural(handed, "task", "tasks"), banner)
 	return err
+}
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// devLogger writes readable logs at warn and above to the terminal (or at
+// TRIAGE_LOG_LEVEL when it is set), and every log line as JSON to logs; with
+// TRIAGE_LOG_FORMAT=json the terminal gets the JSON lines instead.
+func devLogger(term, logs io.Writer, level, format string, levelSet bool) *slog.Logger {
+	if format == "json" {
+		return app.NewLogger(io.MultiWriter(term, logs), level)
+	}
+	termLevel := slog.LevelWarn
+	if levelSet {
+		termLevel = app.ParseLevel(level)
+	}
+	return slog.New(slog.NewMultiHandler(
+		slog.NewTextHandler(term, &slog.HandlerOptions{Level: termLevel}),
+		slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: app.ParseLevel(level)}),
+	))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -39,7 +40,7 @@ func TestDevServer(t *testing.T) {
 				return os.Getenv(k)
 			},
 			Setenv: func(string, string) error { return nil },
-			Root:   root, Out: &banner, Logs: io.Discard,
+			Root:   root, Out: &banner, Logs: io.Discard, StateDir: t.TempDir(),
 			Ready: func(url, _ string) { ready <- url },
 		})
 	}()
@@ -105,5 +106,57 @@ func TestDevServer(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("dev server did not stop within 30 s of cancel")
+	}
+}
+
+// The server cuts off a client that stops sending its body and closes an
+// idle keep-alive connection, instead of holding them forever.
+func TestServerTimeouts(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	srv := devserver.NewHTTPServer(h, devserver.Timeouts{ReadHeader: 200 * time.Millisecond, Read: 500 * time.Millisecond, Idle: 500 * time.Millisecond})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	closedWithin := func(t *testing.T, conn net.Conn, limit time.Duration) {
+		t.Helper()
+		start := time.Now()
+		_ = conn.SetReadDeadline(time.Now().Add(limit + 5*time.Second))
+		buf := make([]byte, 4096)
+		for {
+			if _, err := conn.Read(buf); err != nil {
+				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					t.Fatalf("connection still open %v later", time.Since(start))
+				}
+				return // closed by the server
+			}
+		}
+	}
+	t.Run("slow body", func(t *testing.T) {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_, _ = io.WriteString(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")
+		closedWithin(t, conn, 500*time.Millisecond)
+	})
+	t.Run("idle keep-alive", func(t *testing.T) {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_, _ = io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		closedWithin(t, conn, 500*time.Millisecond)
+	})
+	if d := devserver.DefaultTimeouts; d.ReadHeader <= 0 || d.Read <= 0 || d.Write <= 0 || d.Idle <= 0 || d.MaxHeader <= 0 {
+		t.Fatalf("default timeouts %+v: every bound must be set", d)
 	}
 }

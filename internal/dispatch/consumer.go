@@ -215,13 +215,15 @@ type Counts struct {
 	NoTask int64 // messages whose task never appeared: moved to the DLQ
 	Ahead  int64 // messages with a version no write of their task will reach: moved to the DLQ
 	Poison int64 // every message moved to the DLQ as unusable (NoTask and Ahead included)
+	// HandedBack counts running tasks returned to their queue at shutdown.
+	HandedBack int64
 }
 
-type counters struct{ stale, noTask, ahead, poison atomic.Int64 }
+type counters struct{ stale, noTask, ahead, poison, handedBack atomic.Int64 }
 
 // Counts returns the consumer's message counts so far.
 func (c *Consumer) Counts() Counts {
-	return Counts{Stale: c.counts.stale.Load(), NoTask: c.counts.noTask.Load(), Ahead: c.counts.ahead.Load(), Poison: c.counts.poison.Load()}
+	return Counts{Stale: c.counts.stale.Load(), NoTask: c.counts.noTask.Load(), Ahead: c.counts.ahead.Load(), Poison: c.counts.poison.Load(), HandedBack: c.counts.handedBack.Load()}
 }
 
 // WorkerID names this consumer in the claims it makes.

@@ -569,6 +569,7 @@ func (c *Consumer) handBack(ctx context.Context, j *job, a task.Attempt) {
 	}) {
 		return
 	}
+	c.counts.handedBack.Add(1)
 	if fresh {
 		c.del.add(j.msg.Priority, j.msg.ReceiptHandle)
 		return

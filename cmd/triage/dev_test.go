@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/triagehq/triage/localstack"
+)
+
+// syncBuffer collects a child's output while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A user who ran `go install` runs `triage dev` from a directory outside
+// any checkout: the emulators install from what the binary carries, the
+// API serves a task, and Ctrl-C (SIGINT to the terminal's process group)
+// hands the running tasks back while the emulators still answer, says so in
+// one line, exits 0 with no ERROR line, and leaves no process behind.
+func TestDevOutsideACheckoutAndCtrlC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("installs the binary and starts the emulators")
+	}
+	root, err := localstack.FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gobin := t.TempDir()
+	install := exec.Command("go", "install", "./cmd/triage")
+	install.Dir, install.Env = root, append(os.Environ(), "GOBIN="+gobin)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("go install: %v\n%s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") && !strings.HasPrefix(kv, "TRIAGE_") {
+			env = append(env, kv)
+		}
+	}
+	dev := exec.Command(filepath.Join(gobin, "triage"), "dev")
+	dev.Dir = t.TempDir() // no checkout above it
+	dev.Env = append(env, "XDG_CACHE_HOME="+t.TempDir(), "TRIAGE_ADDR="+addr, "TRIAGE_TOKEN=tok")
+	dev.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its own group, as a terminal's job
+	var out syncBuffer
+	dev.Stdout, dev.Stderr = &out, &out
+	if err := dev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- dev.Wait() }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-dev.Process.Pid, syscall.SIGKILL)
+		for _, pid := range children(dev.Process.Pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	for deadline := time.Now().Add(5 * time.Minute); !strings.Contains(out.String(), "triage is running"); {
+		select {
+		case err := <-exited:
+			t.Fatalf("triage dev exited: %v\n%s", err, out.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no banner in 5 min:\n%s", out.String())
+		}
+	}
+	emulators := children(dev.Process.Pid)
+	if len(emulators) != 2 {
+		t.Fatalf("triage dev runs %d child processes (%v), want the two emulators", len(emulators), emulators)
+	}
+
+	base := "http://" + addr + "/api/v1"
+	call := func(method, path, body string) (int, string) {
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	idOf := func(body string) string {
+		_, rest, _ := strings.Cut(body, `"id":"`)
+		id, _, _ := strings.Cut(rest, `"`)
+		return id
+	}
+	var ids []string
+	for range 2 {
+		code, body := call("POST", "/tasks", `{"type":"sleep","priority":"high","payload":{"ms":60000}}`)
+		if code != http.StatusCreated {
+			t.Fatalf("submit = %d %s", code, body)
+		}
+		ids = append(ids, idOf(body))
+	}
+	for _, id := range ids {
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			if _, body := call("GET", "/tasks/"+id, ""); strings.Contains(body, `"status":"executing"`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("task %s never started:\n%s", id, out.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	interrupted := time.Now()
+	if err := syscall.Kill(-dev.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("triage dev exited with %v after Ctrl-C, want 0:\n%s", err, out.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("triage dev still running 60 s after Ctrl-C:\n%s", out.String())
+	}
+	t.Logf("stopped %v after Ctrl-C", time.Since(interrupted).Round(time.Millisecond))
+	text := out.String()
+	if !strings.Contains(text, "stopped: 2 running tasks handed back") {
+		t.Errorf("no stop summary:\n%s", text)
+	}
+	if strings.Contains(text, "ERROR") {
+		t.Errorf("error lines on stop:\n%s", text)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var alive []int
+		for _, pid := range emulators {
+			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+				alive = append(alive, pid)
+			}
+		}
+		if len(alive) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("emulator processes %v still alive after triage dev exited", alive)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// children lists the processes whose parent is pid (from /proc).
+func children(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so split after ')'.
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fields) > 1 && fields[1] == fmt.Sprint(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
