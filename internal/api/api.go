@@ -13,7 +13,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -85,6 +87,10 @@ type Options struct {
 	// higher limit so urgent work still gets in.
 	MaxDepth     int
 	MaxDepthHigh int
+	// KnownTypes, when not empty, are the only task types a submit may name:
+	// another type is refused with 400 (naming type) rather than accepted
+	// and dead-lettered for want of a handler (TRIAGE_TYPES).
+	KnownTypes []string
 	// Dashboard, if set, is served at / (and its assets).
 	Dashboard http.Handler
 	Logger    *slog.Logger
@@ -104,6 +110,7 @@ type Server struct {
 	mux      *http.ServeMux
 	routes   []string
 	depth    depthCache
+	known    map[string]bool // nil: any type
 }
 
 // New returns the API handler.
@@ -118,8 +125,24 @@ func New(d Deps, opt Options) *Server {
 		store: d.Store, enq: d.Enqueuer, queues: d.Queues, controls: d.Controls, dlq: d.DLQ, counters: d.Counters, tokens: d.Tokens,
 		opt: opt, log: opt.Logger, mux: http.NewServeMux(), depth: depthCache{at: map[task.Priority]time.Time{}, n: map[task.Priority]int{}},
 	}
+	if len(opt.KnownTypes) > 0 {
+		srv.known = map[string]bool{}
+		for _, typ := range opt.KnownTypes {
+			srv.known[typ] = true
+		}
+	}
 	srv.register()
 	return srv
+}
+
+// checkKnown refuses a type this deployment has no handler for, when it
+// knows its types.
+func (s *Server) checkKnown(typ string) *task.FieldError {
+	if s.known == nil || s.known[typ] {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(s.known))
+	return &task.FieldError{Field: "type", Message: fmt.Sprintf("unknown task type %q: this deployment runs %s (TRIAGE_TYPES)", cut(typ, 64), strings.Join(names, ", "))}
 }
 
 func (s *Server) register() {
@@ -200,6 +223,10 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !validate(w, &req) {
+		return
+	}
+	if fe := s.checkKnown(req.Type); fe != nil {
+		writeError(w, http.StatusBadRequest, "invalid_field", fe.Field, fe.Error())
 		return
 	}
 	t := req.NewTask(s.store.Now().UTC(), s.opt.DirectWindow)

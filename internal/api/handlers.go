@@ -48,7 +48,11 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 	for i := range req.Tasks {
 		items[i].Index = i
 		rq := &req.Tasks[i]
-		if err := rq.Validate(); err != nil {
+		err := rq.Validate()
+		if fe := s.checkKnown(rq.Type); err == nil && fe != nil {
+			err = fe
+		}
+		if err != nil {
 			var fe *task.FieldError
 			errors.As(err, &fe)
 			items[i].Status, items[i].Error = http.StatusBadRequest, &ErrorDetail{Code: "invalid_field", Message: fe.Error(), Field: fmt.Sprintf("tasks[%d].%s", i, fe.Field)}

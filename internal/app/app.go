@@ -128,6 +128,9 @@ func (a *App) API(tokens *auth.Tokens, opt api.Options) http.Handler {
 	if opt.MaxDepthHigh == 0 {
 		opt.MaxDepthHigh = a.Config.MaxDepthHigh
 	}
+	if opt.KnownTypes == nil {
+		opt.KnownTypes = a.Config.Types
+	}
 	return api.New(api.Deps{
 		Store: a.Store, Enqueuer: a.Enqueuer, Queues: a.Queues, Controls: a.Controls,
 		DLQ: deadletter.New(a.Queues, a.Store, a.Enqueuer), Counters: a.Counters, Tokens: tokens,

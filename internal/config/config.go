@@ -48,6 +48,7 @@ const (
 	EnvRetryBackoff    = "TRIAGE_RETRY_BACKOFF"        // retry waits "high=1s:10s,medium=1s:30s,low=1s:60s" (base:cap per priority)
 	EnvLease           = "TRIAGE_LEASE"                // a claim's lease, renewed every third of it (default 30s); bounds crash recovery
 	EnvShards          = "TRIAGE_SHARDS"               // partitions per index key (default 16); may be raised, never lowered
+	EnvTypes           = "TRIAGE_TYPES"                // task types the API accepts, "a,b,c" (default: any; triage dev: its handlers')
 )
 
 // Config is the parsed environment.
@@ -66,6 +67,9 @@ type Config struct {
 	PollWait        time.Duration
 	Lease           time.Duration // 0: the consumer's default (dispatch.DefaultLease)
 	Shards          int           // partitions per index key (spec.DefaultShards)
+	// Types, when not empty, are the only task types the API accepts; a
+	// submit of another type is refused (400) instead of dead-lettered later.
+	Types []string
 	LowAfter        time.Duration
 	MediumAfter     time.Duration
 	PromoteInterval time.Duration
@@ -183,6 +187,14 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	for _, v := range durs {
 		if *v.dst, err = parseDuration(getenv(v.name), v.def); err != nil {
 			return c, fmt.Errorf("%s: %w", v.name, err)
+		}
+	}
+	for _, typ := range strings.Split(getenv(EnvTypes), ",") {
+		if typ = strings.TrimSpace(typ); typ != "" {
+			if err := task.ValidateType(typ); err != nil {
+				return c, fmt.Errorf("%s: type %q %v", EnvTypes, typ, err)
+			}
+			c.Types = append(c.Types, typ)
 		}
 	}
 	if c.Routes, err = ParseRoutes(getenv(EnvRoutes)); err != nil {

@@ -187,7 +187,13 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s (set %s to change it): %w", cfg.Addr, config.EnvAddr, err)
 	}
-	srv := NewHTTPServer(a.API(tokens, api.Options{}), opt.Timeouts)
+	// The dev server knows every type it can run: refuse the others at
+	// submit, unless TRIAGE_TYPES says otherwise.
+	known := cfg.Types
+	if len(known) == 0 {
+		known = reg.Types()
+	}
+	srv := NewHTTPServer(a.API(tokens, api.Options{KnownTypes: known}), opt.Timeouts)
 	base := "http://" + ln.Addr().String()
 
 	runCtx, stop := context.WithCancel(ctx)
