@@ -69,7 +69,7 @@ type Config struct {
 	Shards          int           // partitions per index key (spec.DefaultShards)
 	// Types, when not empty, are the only task types the API accepts; a
 	// submit of another type is refused (400) instead of dead-lettered later.
-	Types []string
+	Types           []string
 	LowAfter        time.Duration
 	MediumAfter     time.Duration
 	PromoteInterval time.Duration
