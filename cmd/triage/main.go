@@ -48,8 +48,8 @@ func main() {
 		// API errors already start with "triage:" (the client package
 		// names itself, as libraries do); say it once.
 		fmt.Fprintln(os.Stderr, "triage:", strings.TrimPrefix(err.Error(), "triage: "))
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			fmt.Fprintf(os.Stderr, "triage: no triage API answers at %s. Start one with `make run` (in a checkout) or `triage dev`, or point --url / TRIAGE_URL at yours.\n", c.baseURL())
+		if h := hint(err, c.baseURL()); h != "" {
+			fmt.Fprintln(os.Stderr, "triage:", h)
 		}
 	}
 	os.Exit(exitCode(err))
@@ -78,6 +78,14 @@ func versionString() string {
 		return v + " (commit " + rev + ")"
 	}
 	return v
+}
+
+// hint says what to do about an error the user can fix, or "".
+func hint(err error, url string) string {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return "no triage API answers at " + url + ". Start one with `make run` (in a checkout) or `triage dev`, or point --url / TRIAGE_URL at yours."
+	}
+	return ""
 }
 
 func exitCode(err error) int {

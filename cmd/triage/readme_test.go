@@ -1,0 +1,153 @@
+package main
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/triagehq/triage/localstack"
+)
+
+// transcript is one "$ command" of the README and the output it shows.
+type transcript struct {
+	cmd  string
+	want []string
+}
+
+// readmeTranscript reads the CLI transcript from README.md: the first
+// fenced block after the line that introduces it.
+func readmeTranscript(t *testing.T, root string) []transcript {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "A real run against `make run`")
+	if !ok {
+		t.Fatal("README has no CLI transcript")
+	}
+	_, rest, _ = strings.Cut(rest, "```\n")
+	block, _, _ := strings.Cut(rest, "```")
+	var out []transcript
+	for _, line := range strings.Split(strings.TrimRight(block, "\n"), "\n") {
+		switch {
+		case strings.HasPrefix(line, "$ "):
+			out = append(out, transcript{cmd: strings.TrimPrefix(line, "$ ")})
+		case strings.HasPrefix(line, "    ") && len(out) > 0 && len(out[len(out)-1].want) == 0:
+			out[len(out)-1].cmd += "\n" + line
+		case len(out) > 0:
+			out[len(out)-1].want = append(out[len(out)-1].want, line)
+		}
+	}
+	return out
+}
+
+var (
+	reULID = regexp.MustCompile(`\b[0-9A-HJKMNP-TV-Z]{26}\b`)
+	reUUID = regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`)
+	reTime = regexp.MustCompile(`\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}`)
+	reRecv = regexp.MustCompile(`(<UUID>\s+<ID>\s+\S+\s+)\d+`) // a DLQ row's receive count
+	reSpan = regexp.MustCompile(` {2,}`)
+)
+
+// normalize masks what differs between runs (ids, message ids, times,
+// receive counts, column padding) and sorts the lines, so the comparison is
+// about content, not the order SQS delivered things in.
+func normalize(lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		l = reULID.ReplaceAllString(l, "<ID>")
+		l = reUUID.ReplaceAllString(l, "<UUID>")
+		l = reTime.ReplaceAllString(l, "<TIME>")
+		l = reRecv.ReplaceAllString(l, "${1}<N>")
+		l = reSpan.ReplaceAllString(strings.TrimRight(l, " "), "  ")
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The README's CLI transcript, run literally (in bash) against a fresh
+// `triage dev`, prints what the README shows, but for ids, times and
+// receive counts.
+func TestReadmeTranscript(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts triage dev")
+	}
+	root, err := localstack.FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := readmeTranscript(t, root)
+	if len(steps) < 5 {
+		t.Fatalf("README transcript has %d commands", len(steps))
+	}
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "triage"), "./cmd/triage")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") && !strings.HasPrefix(kv, "TRIAGE_") && !strings.HasPrefix(kv, "PATH=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "XDG_CACHE_HOME="+t.TempDir(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	dev := exec.Command(filepath.Join(bin, "triage"), "dev")
+	dev.Dir, dev.Env = root, append(env, "TRIAGE_ADDR="+addr)
+	dev.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var devOut syncBuffer
+	dev.Stdout, dev.Stderr = &devOut, &devOut
+	if err := dev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-dev.Process.Pid, syscall.SIGINT)
+		done := make(chan struct{})
+		go func() { _ = dev.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-dev.Process.Pid, syscall.SIGKILL)
+		}
+	})
+	for deadline := time.Now().Add(3 * time.Minute); !strings.Contains(devOut.String(), "triage is running"); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no banner:\n%s", devOut.String())
+		}
+	}
+
+	work := t.TempDir()
+	for _, st := range steps {
+		if strings.HasPrefix(st.cmd, "make cli") {
+			continue // built above, on PATH
+		}
+		sh := exec.Command("bash", "-c", "{ "+st.cmd+"\n} 2>&1")
+		sh.Dir, sh.Env = work, env
+		got, _ := sh.Output()
+		want, have := normalize(st.want), normalize(strings.Split(string(got), "\n"))
+		if !slices.Equal(want, have) {
+			t.Errorf("$ %s\nprinted:\n%s\nthe README shows (normalized, sorted):\n  %s\ngot:\n  %s", st.cmd, got, strings.Join(want, "\n  "), strings.Join(have, "\n  "))
+		}
+		if strings.HasPrefix(st.cmd, "triage wait") {
+			time.Sleep(2 * time.Second) // let the stream-kept counters catch up before `triage stats`
+		}
+	}
+}
