@@ -17,6 +17,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/triagehq/triage/internal/spec"
+	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 )
 
@@ -556,64 +557,4 @@ func projectedChange(ix spec.Index, changed map[string]bool) bool {
 }
 
 // itemSize estimates an item's size the way DynamoDB counts it.
-func itemSize(item map[string]ddbtypes.AttributeValue) int {
-	n := 0
-	for name, v := range item {
-		n += len(name) + valueSize(v)
-	}
-	return n
-}
-
-func valueSize(v ddbtypes.AttributeValue) int {
-	switch x := v.(type) {
-	case *ddbtypes.AttributeValueMemberS:
-		return len(x.Value)
-	case *ddbtypes.AttributeValueMemberN:
-		return numberSize(x.Value)
-	case *ddbtypes.AttributeValueMemberB:
-		return len(x.Value)
-	case *ddbtypes.AttributeValueMemberBOOL, *ddbtypes.AttributeValueMemberNULL:
-		return 1
-	case *ddbtypes.AttributeValueMemberSS:
-		n := 0
-		for _, s := range x.Value {
-			n += len(s)
-		}
-		return n
-	case *ddbtypes.AttributeValueMemberNS:
-		n := 0
-		for _, s := range x.Value {
-			n += numberSize(s)
-		}
-		return n
-	case *ddbtypes.AttributeValueMemberBS:
-		n := 0
-		for _, b := range x.Value {
-			n += len(b)
-		}
-		return n
-	case *ddbtypes.AttributeValueMemberL:
-		n := 3
-		for _, e := range x.Value {
-			n += 1 + valueSize(e)
-		}
-		return n
-	case *ddbtypes.AttributeValueMemberM:
-		n := 3
-		for k, e := range x.Value {
-			n += 1 + len(k) + valueSize(e)
-		}
-		return n
-	}
-	return 0
-}
-
-func numberSize(s string) int {
-	digits := 0
-	for _, r := range s {
-		if r >= '0' && r <= '9' {
-			digits++
-		}
-	}
-	return (digits+1)/2 + 1
-}
+func itemSize(item map[string]ddbtypes.AttributeValue) int { return store.ItemSize(item) }

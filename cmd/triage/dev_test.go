@@ -57,46 +57,7 @@ func TestDevOutsideACheckoutAndCtrlC(t *testing.T) {
 	if out, err := install.CombinedOutput(); err != nil {
 		t.Fatalf("go install: %v\n%s", err, out)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") && !strings.HasPrefix(kv, "TRIAGE_") {
-			env = append(env, kv)
-		}
-	}
-	dev := exec.Command(filepath.Join(gobin, "triage"), "dev")
-	dev.Dir = t.TempDir() // no checkout above it
-	dev.Env = append(env, "XDG_CACHE_HOME="+t.TempDir(), "TRIAGE_ADDR="+addr, "TRIAGE_TOKEN=tok")
-	dev.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its own group, as a terminal's job
-	var out syncBuffer
-	dev.Stdout, dev.Stderr = &out, &out
-	if err := dev.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- dev.Wait() }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-dev.Process.Pid, syscall.SIGKILL)
-		for _, pid := range children(dev.Process.Pid) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
-	for deadline := time.Now().Add(5 * time.Minute); !strings.Contains(out.String(), "triage is running"); {
-		select {
-		case err := <-exited:
-			t.Fatalf("triage dev exited: %v\n%s", err, out.String())
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no banner in 5 min:\n%s", out.String())
-		}
-	}
+	dev, addr, out, exited := startDev(t, filepath.Join(gobin, "triage"), t.TempDir(), append(cleanEnv(), "XDG_CACHE_HOME="+t.TempDir()))
 	emulators := children(dev.Process.Pid)
 	if len(emulators) != 2 {
 		t.Fatalf("triage dev runs %d child processes (%v), want the two emulators", len(emulators), emulators)
@@ -174,6 +135,61 @@ func TestDevOutsideACheckoutAndCtrlC(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// cleanEnv is this process's environment without endpoint overrides or
+// triage settings, as a user's shell would have it.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") && !strings.HasPrefix(kv, "TRIAGE_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// startDev runs `<bin> dev` in dir, as a terminal would run a job (its own
+// process group), on a free loopback port with token "tok", and waits for
+// its banner. exited gets its Wait result; the test's cleanup kills what is
+// left.
+func startDev(t *testing.T, bin, dir string, env []string) (dev *exec.Cmd, addr string, out *syncBuffer, exited chan error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = ln.Addr().String()
+	ln.Close()
+	dev = exec.Command(bin, "dev")
+	dev.Dir = dir
+	dev.Env = append(env, "TRIAGE_ADDR="+addr, "TRIAGE_TOKEN=tok")
+	dev.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out = &syncBuffer{}
+	dev.Stdout, dev.Stderr = out, out
+	if err := dev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited = make(chan error, 1)
+	go func() { exited <- dev.Wait() }()
+	t.Cleanup(func() {
+		kids := children(dev.Process.Pid)
+		_ = syscall.Kill(-dev.Process.Pid, syscall.SIGKILL)
+		for _, pid := range kids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	for deadline := time.Now().Add(5 * time.Minute); !strings.Contains(out.String(), "triage is running"); {
+		select {
+		case err := <-exited:
+			t.Fatalf("triage dev exited: %v\n%s", err, out.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no banner in 5 min:\n%s", out.String())
+		}
+	}
+	return dev, addr, out, exited
 }
 
 // children lists the processes whose parent is pid (from /proc).

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,42 +96,15 @@ func TestReadmeTranscript(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") && !strings.HasPrefix(kv, "TRIAGE_") && !strings.HasPrefix(kv, "PATH=") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env, "XDG_CACHE_HOME="+t.TempDir(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	dev := exec.Command(filepath.Join(bin, "triage"), "dev")
-	dev.Dir, dev.Env = root, append(env, "TRIAGE_ADDR="+addr)
-	dev.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var devOut syncBuffer
-	dev.Stdout, dev.Stderr = &devOut, &devOut
-	if err := dev.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
+	env := append(cleanEnv(), "XDG_CACHE_HOME="+t.TempDir(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	dev, _, _, exited := startDev(t, filepath.Join(bin, "triage"), root, env)
+	t.Cleanup(func() { // Ctrl-C, so the emulators stop cleanly too
 		_ = syscall.Kill(-dev.Process.Pid, syscall.SIGINT)
-		done := make(chan struct{})
-		go func() { _ = dev.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-exited:
 		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-dev.Process.Pid, syscall.SIGKILL)
 		}
 	})
-	for deadline := time.Now().Add(3 * time.Minute); !strings.Contains(devOut.String(), "triage is running"); time.Sleep(200 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no banner:\n%s", devOut.String())
-		}
-	}
 
 	work := t.TempDir()
 	for _, st := range steps {
@@ -140,7 +112,7 @@ func TestReadmeTranscript(t *testing.T) {
 			continue // built above, on PATH
 		}
 		sh := exec.Command("bash", "-c", "{ "+st.cmd+"\n} 2>&1")
-		sh.Dir, sh.Env = work, env
+		sh.Dir, sh.Env = work, env // the CLI finds the server through dev.env
 		got, _ := sh.Output()
 		want, have := normalize(st.want), normalize(strings.Split(string(got), "\n"))
 		if !slices.Equal(want, have) {

@@ -344,3 +344,22 @@ func TaskFromImage(img map[string]types.AttributeValue) (*task.Task, bool, error
 	}
 	return &t, true, nil
 }
+
+// changeOf builds the Change of one stream record from its images (nil or
+// empty when absent); ok is false when neither image is a task.
+func changeOf(seq string, old, new map[string]types.AttributeValue) (Change, bool, error) {
+	c := Change{Seq: seq}
+	var err error
+	var oldOK, newOK bool
+	if len(old) > 0 {
+		if c.Old, oldOK, err = TaskFromImage(old); err != nil {
+			return c, false, fmt.Errorf("stream record %s: %w", seq, err)
+		}
+	}
+	if len(new) > 0 {
+		if c.New, newOK, err = TaskFromImage(new); err != nil {
+			return c, false, fmt.Errorf("stream record %s: %w", seq, err)
+		}
+	}
+	return c, oldOK || newOK, nil
+}

@@ -2,12 +2,9 @@ package counters
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/triagehq/triage/internal/task"
 )
 
 // HandleEvent applies a DynamoDB stream event delivered to a Lambda
@@ -19,24 +16,11 @@ import (
 func (k *Keeper) HandleEvent(ctx context.Context, ev events.DynamoDBEvent) error {
 	changes := make([]Change, 0, len(ev.Records))
 	for _, r := range ev.Records {
-		c := Change{Seq: r.Change.SequenceNumber}
-		isTask := false
-		for _, img := range []struct {
-			from map[string]events.DynamoDBAttributeValue
-			dst  **task.Task
-		}{{r.Change.OldImage, &c.Old}, {r.Change.NewImage, &c.New}} {
-			if len(img.from) == 0 {
-				continue
-			}
-			t, ok, err := TaskFromImage(fromEventMap(img.from))
-			if err != nil {
-				return fmt.Errorf("stream record %s: %w", c.Seq, err)
-			}
-			if ok {
-				*img.dst, isTask = t, true
-			}
+		c, ok, err := changeOf(r.Change.SequenceNumber, fromEventMap(r.Change.OldImage), fromEventMap(r.Change.NewImage))
+		if err != nil {
+			return err
 		}
-		if isTask {
+		if ok {
 			changes = append(changes, c)
 		}
 	}

@@ -10,10 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
-
-	"github.com/triagehq/triage/internal/task"
 )
 
 // Streams is the part of the DynamoDB Streams client the Poller uses.
@@ -158,28 +157,19 @@ func changeFromStream(r streamtypes.Record) (Change, bool, error) {
 	if r.Dynamodb == nil {
 		return Change{}, false, nil
 	}
-	c := Change{Seq: aws.ToString(r.Dynamodb.SequenceNumber)}
-	isTask := false
-	for _, img := range []struct {
-		from map[string]streamtypes.AttributeValue
-		dst  **task.Task
-	}{{r.Dynamodb.OldImage, &c.Old}, {r.Dynamodb.NewImage, &c.New}} {
-		if len(img.from) == 0 {
+	seq := aws.ToString(r.Dynamodb.SequenceNumber)
+	var imgs [2]map[string]types.AttributeValue
+	for i, from := range []map[string]streamtypes.AttributeValue{r.Dynamodb.OldImage, r.Dynamodb.NewImage} {
+		if len(from) == 0 {
 			continue
 		}
-		av, err := attributevalue.FromDynamoDBStreamsMap(img.from)
+		av, err := attributevalue.FromDynamoDBStreamsMap(from)
 		if err != nil {
-			return c, false, fmt.Errorf("stream record %s: %w", c.Seq, err)
+			return Change{}, false, fmt.Errorf("stream record %s: %w", seq, err)
 		}
-		t, ok, err := TaskFromImage(av)
-		if err != nil {
-			return c, false, err
-		}
-		if ok {
-			*img.dst, isTask = t, true
-		}
+		imgs[i] = av
 	}
-	return c, isTask, nil
+	return changeOf(seq, imgs[0], imgs[1])
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

@@ -72,11 +72,7 @@ func (s *Store) List(ctx context.Context, f ListFilter, limit int, c string) ([]
 			break
 		}
 		bound = es[len(es)-1].SK
-		ids := make([]string, len(es))
-		for i, e := range es {
-			ids[i] = e.ID
-		}
-		ts, err := s.GetMany(ctx, ids)
+		ts, _, err := s.entriesToTasks(ctx, es, false)
 		if err != nil {
 			return nil, "", err
 		}

@@ -33,12 +33,12 @@ func (e *ItemTooLargeError) Error() string {
 // Unwrap lets errors.Is match ErrItemTooLarge.
 func (e *ItemTooLargeError) Unwrap() error { return ErrItemTooLarge }
 
-// itemSize is an item's size as DynamoDB bills and limits it: each
+// ItemSize is an item's size as DynamoDB bills and limits it: each
 // attribute's name plus its value (strings and binaries by length, numbers
-// by about one byte per two digits, nested maps and lists with 3 bytes of
-// overhead and a byte per element). It may overcount numbers slightly, never
-// strings, which are what can make an item large.
-func itemSize(av map[string]types.AttributeValue) int {
+// by about one byte per two significant digits plus one, maps and lists 3
+// bytes plus a byte per element). The bench sizes its capacity estimates
+// with it too.
+func ItemSize(av map[string]types.AttributeValue) int {
 	n := 0
 	for k, v := range av {
 		n += len(k) + valueSize(v)
@@ -47,49 +47,55 @@ func itemSize(av map[string]types.AttributeValue) int {
 }
 
 func valueSize(v types.AttributeValue) int {
-	switch v := v.(type) {
+	switch x := v.(type) {
 	case *types.AttributeValueMemberS:
-		return len(v.Value)
+		return len(x.Value)
 	case *types.AttributeValueMemberN:
-		return (len(v.Value)+1)/2 + 1
+		return numberSize(x.Value)
 	case *types.AttributeValueMemberB:
-		return len(v.Value)
+		return len(x.Value)
 	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
 		return 1
-	case *types.AttributeValueMemberM:
-		return 3 + itemSize(v.Value)
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range v.Value {
-			n += 1 + valueSize(e)
-		}
-		return n
 	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
+		return sum(x.Value, func(s string) int { return len(s) })
 	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range v.Value {
-			n += (len(s)+1)/2 + 1
-		}
-		return n
+		return sum(x.Value, numberSize)
 	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range v.Value {
-			n += len(b)
+		return sum(x.Value, func(b []byte) int { return len(b) })
+	case *types.AttributeValueMemberL:
+		return 3 + sum(x.Value, func(e types.AttributeValue) int { return 1 + valueSize(e) })
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range x.Value {
+			n += 1 + len(k) + valueSize(e)
 		}
 		return n
 	}
 	return 0
 }
 
+func sum[T any](xs []T, size func(T) int) int {
+	n := 0
+	for _, x := range xs {
+		n += size(x)
+	}
+	return n
+}
+
+func numberSize(s string) int {
+	digits := 0
+	for _, r := range s {
+		if r >= '0' && r <= '9' {
+			digits++
+		}
+	}
+	return (digits+1)/2 + 1
+}
+
 // checkSize refuses an item over MaxItemBytes before DynamoDB does, so the
 // caller learns why in terms it can act on.
 func checkSize(id string, av map[string]types.AttributeValue) error {
-	if n := itemSize(av); n > MaxItemBytes {
+	if n := ItemSize(av); n > MaxItemBytes {
 		return &ItemTooLargeError{ID: id, Size: n}
 	}
 	return nil
