@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/triagehq/triage/internal/enqueue"
@@ -222,7 +223,13 @@ func (p *Promoter) age(ctx context.Context, from task.Priority, after time.Durat
 	if err != nil {
 		return err
 	}
+	var mu sync.Mutex // guards r and errs: shards run at once
 	var errs []error
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
 	promote := func(ts []*task.Task) error {
 		var moves []enqueue.Move
 		for _, t := range ts {
@@ -234,7 +241,9 @@ func (p *Promoter) age(ctx context.Context, from task.Priority, after time.Durat
 				// entry of its own, read when it comes due.
 				if !t.Tracked {
 					if _, err := p.store.Touch(ctx, t, func(n *task.Task) { n.Tracked = true }); err == nil {
+						mu.Lock()
 						r.Tracked++
+						mu.Unlock()
 					}
 				}
 				continue
@@ -242,7 +251,9 @@ func (p *Promoter) age(ctx context.Context, from task.Priority, after time.Durat
 			moves = append(moves, enqueue.Move{Task: t})
 		}
 		done, err := p.mover.RedispatchBatch(ctx, task.Queued, to, moves)
+		mu.Lock()
 		r.Promoted[to] += len(done)
+		mu.Unlock()
 		for _, t := range done {
 			p.log.Info("task promoted", "task_id", t.ID, "type", t.Type, "from", from, "to", to,
 				"waited_ms", now.Sub(t.EnqueuedAtOr(t.CreatedAt)).Milliseconds(), "trace_id", t.TraceID)
@@ -252,12 +263,12 @@ func (p *Promoter) age(ctx context.Context, from task.Priority, after time.Durat
 		}
 		return nil
 	}
-	for sh := range p.store.Shards() {
+	p.eachShard(func(sh int) {
 		_, err := p.pages(func(a string) ([]*task.Task, string, error) {
 			return p.store.Due(ctx, class, sh, cut, a, p.pageSize())
 		}, promote)
 		if err != nil {
-			errs = append(errs, err)
+			fail(err)
 		}
 		key := sweepKey(from, sh)
 		resume, err := p.pages(func(a string) ([]*task.Task, string, error) {
@@ -267,8 +278,8 @@ func (p *Promoter) age(ctx context.Context, from task.Priority, after time.Durat
 			return p.store.Created(ctx, from, sh, a, cut, p.pageSize())
 		}, promote)
 		if err != nil {
-			errs = append(errs, err)
-			continue
+			fail(err)
+			return
 		}
 		mark := resume
 		if mark == "" {
@@ -276,11 +287,23 @@ func (p *Promoter) age(ctx context.Context, from task.Priority, after time.Durat
 		}
 		if mark != marks[key] {
 			if err := p.store.SetSweepMark(ctx, key, mark); err != nil {
-				errs = append(errs, err)
+				fail(err)
 			}
 		}
-	}
+	})
 	return errors.Join(errs...)
+}
+
+// eachShard runs fn for every shard at once: a run's reads are one query
+// per shard and step, and done one after another they would make a run's
+// length grow with the shard count.
+func (p *Promoter) eachShard(fn func(shard int)) {
+	var wg sync.WaitGroup
+	for sh := range p.store.Shards() {
+		wg.Add(1)
+		go func() { defer wg.Done(); fn(sh) }()
+	}
+	wg.Wait()
 }
 
 // sweepKey names the sweep mark of one priority and shard.
@@ -290,11 +313,12 @@ func sweepKey(p task.Priority, shard int) string { return string(p) + "#" + strc
 // direct-send window, and re-sends retries whose message went missing.
 func (p *Promoter) release(ctx context.Context) (int, error) {
 	now := p.store.Now()
+	var mu sync.Mutex // guards released and errs: shards run at once
 	released := 0
 	var errs []error
 	for _, st := range []task.Status{task.Scheduled, task.Retrying} {
 		class, _ := store.DueStatus(st)
-		for sh := range p.store.Shards() {
+		p.eachShard(func(sh int) {
 			_, err := p.pages(func(a string) ([]*task.Task, string, error) {
 				return p.store.Due(ctx, class, sh, now.Add(p.opt.DirectWindow), a, p.pageSize())
 			}, func(ts []*task.Task) error {
@@ -312,7 +336,9 @@ func (p *Promoter) release(ctx context.Context) (int, error) {
 				}
 				for prio, moves := range byPrio {
 					done, err := p.mover.RedispatchBatch(ctx, task.Queued, prio, moves)
+					mu.Lock()
 					released += len(done)
+					mu.Unlock()
 					if err != nil && !errors.Is(err, store.ErrConflict) {
 						return fmt.Errorf("release %s %s tasks: %w", st, prio, err)
 					}
@@ -320,9 +346,11 @@ func (p *Promoter) release(ctx context.Context) (int, error) {
 				return nil
 			})
 			if err != nil {
+				mu.Lock()
 				errs = append(errs, err)
+				mu.Unlock()
 			}
-		}
+		})
 	}
 	return released, errors.Join(errs...)
 }
