@@ -9,6 +9,7 @@ package resourcespec
 import (
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/spec"
+	"github.com/triagehq/triage/internal/task"
 )
 
 // Types of the resource spec.
@@ -42,8 +43,15 @@ const (
 	ProjectInclude  = spec.ProjectInclude
 )
 
-// DefaultShards is how many partitions each index key is spread over.
-const DefaultShards = spec.DefaultShards
+// DefaultShards is how many partitions each index key is spread over, and
+// MaxShards the most a deployment may use.
+const (
+	DefaultShards = spec.DefaultShards
+	MaxShards     = spec.MaxShards
+)
+
+// ValidateType checks a task type name as the API does.
+func ValidateType(typ string) error { return task.ValidateType(typ) }
 
 // Environment variables the functions read (see internal/config).
 const (
@@ -66,6 +74,9 @@ const (
 	EnvConsumerARN     = config.EnvConsumerARN
 	EnvLogLevel        = config.EnvLogLevel
 	EnvRetryBackoff    = config.EnvRetryBackoff
+	EnvShards          = config.EnvShards
+	EnvTypes           = config.EnvTypes
+	EnvLease           = config.EnvLease
 )
 
 // Backoff is one priority's retry wait (see config.Backoff).

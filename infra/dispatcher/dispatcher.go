@@ -118,6 +118,7 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 	common := d.commonEnv(p)
 	d.API = d.newFunction("Api", p, p.API, code["api"], merge(common, map[string]string{
 		resourcespec.EnvTokensSecretARN: *d.TokensSecret.SecretArn(),
+		resourcespec.EnvTypes:           strings.Join(p.Types, ","),
 	}), false)
 	d.Consumer = d.newFunction("Consumer", p, p.Consumer, code["consumer"], merge(common, consumerEnv(p)), true)
 	d.Promoter = d.newFunction("Promoter", p, p.Promoter, code["promoter"], merge(common, map[string]string{
@@ -204,6 +205,8 @@ func (d *Dispatcher) commonEnv(p Props) map[string]string {
 		resourcespec.EnvTable:     *d.Table.TableName(),
 		resourcespec.EnvRetention: durationEnv(p.Retention),
 		resourcespec.EnvLogLevel:  p.LogLevel,
+		// Every function reads and writes the sharded indexes: one count for all.
+		resourcespec.EnvShards: intEnv(p.Shards),
 	}
 	for _, q := range d.Queues {
 		up := strings.ToUpper(q.Priority)

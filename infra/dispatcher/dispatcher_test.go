@@ -652,6 +652,8 @@ func TestVariants(t *testing.T) {
 		Routes:          map[string]string{"resize": handler, "notify": "https://hooks.example.com/triage"},
 		Alarms:          dispatcher.AlarmProps{DLQDepthThreshold: 5},
 		RemovalPolicy:   awscdk.RemovalPolicy_DESTROY,
+		Shards:          32,
+		Types:           []string{"resize", "notify"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -688,6 +690,14 @@ func TestVariants(t *testing.T) {
 		equalJSON(t, "weights", vars[resourcespec.EnvWeights], "high=8,low=2")
 		equalJSON(t, "retry", vars[resourcespec.EnvRetryBackoff], "high=1s:5s,low=2s:2m0s")
 		equalJSON(t, "routes", vars[resourcespec.EnvRoutes], "notify=https://hooks.example.com/triage,resize="+handler)
+	})
+	t.Run("one shard count for every function, known types for the API", func(t *testing.T) {
+		for _, fn := range []awslambda.Function{f.d.API, f.d.Consumer, f.d.Promoter, f.d.Counters} {
+			vars := f.resources[f.id(fn)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+			equalJSON(t, "shards", vars[resourcespec.EnvShards], "32")
+		}
+		vars := f.resources[f.id(f.d.API)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+		equalJSON(t, "types", vars[resourcespec.EnvTypes], "resize,notify")
 	})
 	t.Run("routes grant invoke on Lambda handlers only", func(t *testing.T) {
 		stmts := f.policyStatements(t, f.d.Consumer)
@@ -786,6 +796,8 @@ func TestInvalidProps(t *testing.T) {
 		"retry base":       {p: dispatcher.Props{Retry: map[string]dispatcher.RetryBackoff{"low": {Max: time.Second}}}},
 		"route type":       {p: dispatcher.Props{Routes: map[string]string{"a,b": "https://x"}}},
 		"log level":        {p: dispatcher.Props{LogLevel: "loud"}},
+		"shards":           {p: dispatcher.Props{Shards: 300}, want: "Shards"},
+		"type":             {p: dispatcher.Props{Types: []string{"a#b"}}, want: "Types"},
 		"memory":           {p: dispatcher.Props{Consumer: dispatcher.FunctionProps{MemoryMiB: 64}}},
 		"timeout":          {p: dispatcher.Props{API: dispatcher.FunctionProps{Timeout: time.Hour}}},
 		"consumer timeout": {p: dispatcher.Props{Consumer: dispatcher.FunctionProps{Timeout: 30 * time.Second}}},

@@ -42,6 +42,16 @@ type Props struct {
 	// How many attempts a task gets is its own max_attempts (default 3).
 	Retry map[string]RetryBackoff
 
+	// Shards is how many partitions each index key is spread over (default
+	// 16, from 1 to 256). Each shard takes up to 1,000 write units a second,
+	// and every task writes one entry per index, so one task type at one
+	// priority reaches about 1,000 × Shards tasks/s before any key is at its
+	// limit. It may be raised later, never lowered.
+	Shards int
+	// Types, if set, are the only task types the API accepts (TRIAGE_TYPES);
+	// a submit of another type is refused with 400. Empty: any type.
+	Types []string
+
 	// PromoteLowAfter is how long a task waits at low before it moves to
 	// medium (consumer default 10m).
 	PromoteLowAfter time.Duration
@@ -257,6 +267,14 @@ func (p *Props) resolved() (Props, error) {
 	}
 	if r.Consumer.Timeout < minConsumerTimeout {
 		return r, fmt.Errorf("Consumer.Timeout %s: must be at least %s, since the consumer stops polling well before its deadline to drain", r.Consumer.Timeout, minConsumerTimeout)
+	}
+	if r.Shards < 0 || r.Shards > resourcespec.MaxShards {
+		return r, fmt.Errorf("Shards %d: must be from 1 to %d (0 for the default %d)", r.Shards, resourcespec.MaxShards, resourcespec.DefaultShards)
+	}
+	for _, typ := range r.Types {
+		if err := resourcespec.ValidateType(typ); err != nil {
+			return r, fmt.Errorf("Types: %q %v", typ, err)
+		}
 	}
 	if r.Alarms.DLQDepthThreshold < 0 {
 		return r, fmt.Errorf("Alarms.DLQDepthThreshold %v: must not be negative", r.Alarms.DLQDepthThreshold)
