@@ -16,6 +16,12 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .PHONY: run test unit vet bench cli deps java chromium emulators cdk-cli lambda synth deploy deploy-local infra-test fuzz clean
 
+# `make bench -- -quick` would make "-quick" a goal: refuse it before a
+# full bench starts, and say how to pass flags.
+ifneq ($(filter -%,$(MAKECMDGOALS)),)
+$(error make passes no flags to programs ($(filter -%,$(MAKECMDGOALS))): use make bench QUICK=1, UPDATE=1 or BENCH_ARGS="-tasks 500"; make synth CDK_ARGS="-c prefix=acme")
+endif
+
 CDK_VERSION      := 2.1148.1
 CDKLOCAL_VERSION := 3.0.4
 CDK_DIR          := .cdk
