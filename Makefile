@@ -2,7 +2,7 @@
 #
 #   make run    start everything locally (emulators, API, consumer, promoter, dashboard)
 #   make test   unit and integration tests on the local emulators, plus the CDK assertions
-#   make unit   only the tests that cannot start the emulators (fast, no Java needed)
+#   make unit   only the tests that start no emulators (about 10 s warm; no Java, the dashboard test needs Chromium)
 #   make bench  benchmarks on the local emulators (prints tables, writes the ignored bench/out/results.json;
 #               QUICK=1 for a ~1 min smoke run, UPDATE=1 to refresh the committed bench/results.json,
 #               BENCH_ARGS="-tasks 500" for any other flag of `go run ./bench -h`)
