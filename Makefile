@@ -2,23 +2,33 @@
 #
 #   make run    start everything locally (emulators, API, consumer, promoter, dashboard)
 #   make test   unit and integration tests on the local emulators, plus the CDK assertions
-#   make bench  benchmarks on the local emulators (prints tables, writes bench/out/results.json;
-#               QUICK=1 for a ~1 min smoke run, UPDATE=1 to refresh the committed bench/results.json)
-#   make cli    build the CLI into bin/triage (with its version)
+#   make unit   only the tests that start no emulators (about 10 s warm; no Java, the dashboard test needs Chromium)
+#   make bench  benchmarks on the local emulators (prints tables, writes the ignored bench/out/results.json;
+#               QUICK=1 for a ~1 min smoke run, UPDATE=1 to refresh the committed bench/results.json,
+#               BENCH_ARGS="-tasks 500" for any other flag of `go run ./bench -h`)
+#   make cli    build the CLI into bin/triage, stamped with its version and commit
 #   make synth  synthesize the CDK app into cdk.out/ (offline)
+#   make deploy / deploy-local   deploy it to AWS / to LocalStack
 
 SHELL := /bin/bash
 GO    ?= go
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: run test unit bench cli deps java chromium emulators lambda synth deploy deploy-local infra-test fuzz vet clean
+.PHONY: run test unit vet bench cli deps java chromium emulators cdk-cli lambda synth deploy deploy-local infra-test fuzz clean
+
+# `make bench -- -quick` would make "-quick" a goal: refuse it before a
+# full bench starts, and say how to pass flags.
+ifneq ($(filter -%,$(MAKECMDGOALS)),)
+$(error make passes no flags to programs ($(filter -%,$(MAKECMDGOALS))): use make bench QUICK=1, UPDATE=1 or BENCH_ARGS="-tasks 500"; make synth CDK_ARGS="-c prefix=acme")
+endif
 
 CDK_VERSION      := 2.1148.1
 CDKLOCAL_VERSION := 3.0.4
 CDK_DIR          := .cdk
 CDK              := $(CDK_DIR)/node_modules/.bin/cdk
 CDKLOCAL         := $(CDK_DIR)/node_modules/.bin/cdklocal
-CDK_APP          := cd infra && go run .
+# The stamp names both pins, so changing a pin reinstalls the CLI.
+CDK_STAMP        := $(CDK_DIR)/installed-aws-cdk@$(CDK_VERSION)+aws-cdk-local@$(CDKLOCAL_VERSION)
 CDK_ARGS         ?=
 
 ## deps: everything `test` needs beyond Go, Node and npm (`run` needs no browser).
@@ -45,20 +55,30 @@ emulators: java
 run: java emulators
 	$(GO) run ./cmd/triage dev
 
-test: deps
-	$(GO) vet ./...
+test: deps vet
 	$(GO) test -count=1 -timeout 12m ./...
 	$(MAKE) infra-test
 
-## unit: only the tests that need no emulators: every package whose tests
-## do not import localstack/stacktest (derived, so new packages are included).
-unit:
-	$(GO) test -count=1 $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | grep -v 'localstack/stacktest' | cut -d' ' -f1)
+vet:
+	$(GO) vet ./...
+
+## unit: the tests of every package outside localstack/ whose tests import
+## nothing from it (the emulator launcher and stacktest, the only ways a test
+## starts the emulators): derived from `go list`, so new packages join by
+## themselves. A test that starts the emulators some other way (say, runs
+## `triage dev` as a child) must import localstack too, e.g. for FindRoot, to
+## stay out of this list. The dashboard's browser test needs Chromium.
+EMULATOR_PKGS := github.com/triagehq/triage/localstack
+unit: chromium
+	@set -o pipefail; pkgs=$$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}{{"\n"}}{{end}}' ./... | \
+	  awk '{ for (i = 1; i <= NF; i++) if ($$i == "$(EMULATOR_PKGS)" || index($$i, "$(EMULATOR_PKGS)/") == 1) next; print $$1 }') && \
+	  [ -n "$$pkgs" ] && echo $(GO) test -count=1 $$pkgs && $(GO) test -count=1 $$pkgs
 
 ## bench: QUICK=1 shrinks every scenario; results go to bench/out/ (ignored)
-## unless UPDATE=1, which refreshes the committed sample bench/results.json.
+## unless UPDATE=1, which refreshes the committed sample bench/results.json
+## (a full run only: the bench refuses -update with -quick).
 bench: java emulators
-	$(GO) run ./bench $(if $(QUICK),-quick) $(if $(UPDATE),-out bench/results.json)
+	$(GO) run ./bench $(if $(QUICK),-quick) $(if $(UPDATE),-update) $(BENCH_ARGS)
 
 ## cli: the CLI as a binary, so its exit codes reach the shell (`go run`
 ## turns every failure into exit 1).
@@ -68,8 +88,10 @@ cli:
 	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o bin/triage ./cmd/triage
 	@echo "bin/triage $(VERSION)"
 
+## lambda: every function under functions/ as a linux/arm64 bootstrap, built
+## the way the CDK app bundles them.
 lambda:
-	@for f in api consumer promoter; do \
+	@for f in $(notdir $(patsubst %/main.go,%,$(wildcard functions/*/main.go))); do \
 	  GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags="-s -w -buildid=" -o bin/lambda/$$f/bootstrap ./functions/$$f && \
 	  echo "bin/lambda/$$f/bootstrap $$(du -h bin/lambda/$$f/bootstrap | cut -f1)"; \
 	done
@@ -84,21 +106,32 @@ clean:
 infra-test:
 	cd infra && $(GO) test -count=1 -timeout 10m ./...
 
-$(CDK) $(CDKLOCAL):
+## cdk-cli: the pinned CDK CLI and cdklocal, installed into the ignored .cdk/.
+cdk-cli: $(CDK_STAMP)
+
+$(CDK_STAMP):
+	rm -rf $(CDK_DIR)
 	npm install --prefix $(CDK_DIR) --no-audit --no-fund --no-save aws-cdk@$(CDK_VERSION) aws-cdk-local@$(CDKLOCAL_VERSION)
+	touch '$@'
+
+# The CLI runs here, in the repository root, and takes the app ("cd infra &&
+# go run .") and the output directory (cdk.out) from cdk.json; the app
+# resolves the relative paths the CLI hands it against this directory.
 
 ## synth: build the functions (no Docker) and write the cloud assembly to cdk.out/ (offline).
-synth: $(CDK)
-	$(CDK) synth --app "$(CDK_APP)" -o cdk.out -q $(CDK_ARGS)
+synth: $(CDK_STAMP)
+	$(CDK) synth -q $(CDK_ARGS)
 
 ## deploy: needs AWS credentials and a one-time `cdk bootstrap aws://ACCOUNT/REGION`.
-deploy: $(CDK)
-	$(CDK) deploy TriageStack --app "$(CDK_APP)" -o cdk.out $(CDK_ARGS)
+deploy: $(CDK_STAMP)
+	$(CDK) deploy TriageStack $(CDK_ARGS)
 
-## deploy-local: cdklocal against LocalStack on 127.0.0.1:4566 (needs Docker and LocalStack).
-deploy-local: $(CDKLOCAL)
-	@curl -sf -o /dev/null http://127.0.0.1:4566/_localstack/health || { \
-	  echo "deploy-local needs LocalStack on 127.0.0.1:4566; start it with:"; \
+## deploy-local: cdklocal against LocalStack (needs Docker and a running
+## LocalStack; cdklocal's endpoint is AWS_ENDPOINT_URL, default port 4566).
+LOCALSTACK_URL := $${AWS_ENDPOINT_URL:-http://127.0.0.1:4566}
+deploy-local: $(CDK_STAMP)
+	@curl -sf -o /dev/null "$(LOCALSTACK_URL)/_localstack/health" || { \
+	  echo "deploy-local needs LocalStack at $(LOCALSTACK_URL); start it with:"; \
 	  echo "  docker compose -f localstack/docker-compose.yml up -d"; exit 1; }
-	$(CDKLOCAL) bootstrap --app "$(CDK_APP)" -o cdk.out $(CDK_ARGS)
-	$(CDKLOCAL) deploy TriageStack --app "$(CDK_APP)" -o cdk.out --require-approval never $(CDK_ARGS)
+	$(CDKLOCAL) bootstrap $(CDK_ARGS)
+	$(CDKLOCAL) deploy TriageStack --require-approval never $(CDK_ARGS)

@@ -3,7 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -107,6 +111,53 @@ func TestParseSetups(t *testing.T) {
 	for _, bad := range []string{"", "32", "0x4", "1x4r4", "1x32,"} {
 		if _, err := parseSetups(bad); err == nil {
 			t.Errorf("parseSetups(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseOptionsResultsFile(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		want    string // results file; "" means the arguments are refused
+		quick   bool
+		comment string
+	}{
+		{nil, defaultOut, false, "default: the ignored path"},
+		{[]string{"-quick"}, defaultOut, true, "make bench QUICK=1"},
+		{[]string{"-update"}, sampleOut, false, "make bench UPDATE=1"},
+		{[]string{"-out", "x/y.json"}, "x/y.json", false, "explicit file"},
+		{[]string{"-update", "-quick"}, "", false, "a smoke run must not become the committed sample"},
+		{[]string{"-update", "-out", "x.json"}, "", false, "two names for one file"},
+		{[]string{"--", "-quick"}, "", false, "stray arguments"},
+	} {
+		o, err := parseOptions(c.args)
+		switch {
+		case c.want == "" && err == nil:
+			t.Errorf("%v (%s): accepted, out=%q", c.args, c.comment, o.Out)
+		case c.want != "" && err != nil:
+			t.Errorf("%v (%s): %v", c.args, c.comment, err)
+		case c.want != "" && (o.Out != c.want || o.Quick != c.quick):
+			t.Errorf("%v (%s): out=%q quick=%v, want %q %v", c.args, c.comment, o.Out, o.Quick, c.want, c.quick)
+		}
+	}
+}
+
+// A bench run must not dirty the checkout: the default results file is
+// ignored by git, and the committed sample is not.
+func TestResultsPathsAgainstGitignore(t *testing.T) {
+	root := ".." // tests run in bench/; the paths are relative to the root
+	if _, err := os.Stat(filepath.Join(root, ".git")); err != nil {
+		t.Skip("not a git checkout:", err)
+	}
+	for path, ignored := range map[string]bool{defaultOut: true, sampleOut: false} {
+		// check-ignore exits 0 when the path is ignored, 1 when it is not.
+		err := exec.Command("git", "-C", root, "check-ignore", "-q", "--no-index", path).Run()
+		var exit *exec.ExitError
+		if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) {
+			t.Fatalf("git check-ignore %s: %v", path, err)
+		}
+		if got := err == nil; got != ignored {
+			t.Errorf("%s: ignored by git = %v, want %v (bench/out/ holds runs; bench/results.json is the committed sample)", path, got, ignored)
 		}
 	}
 }

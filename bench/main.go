@@ -10,9 +10,10 @@
 // scenario, and assembles triage's app (app.App with its own API and
 // Consumer methods) on AWS SDK clients that count every call by service and
 // operation through SDK middleware. It prints a table per group and writes
-// the same figures to bench/out/results.json (-out bench/results.json
-// refreshes the committed sample). Run `go run ./bench -h` for the
-// scenario sizes; -quick shrinks everything about tenfold for a smoke run.
+// the same figures to bench/out/results.json, an ignored path, so a run
+// never dirties the checkout; -update writes the committed sample
+// bench/results.json instead (a full run only). Run `go run ./bench -h` for
+// the scenario sizes; -quick shrinks everything about tenfold for a smoke run.
 //
 // Why: the emulators are not AWS, so absolute rates say little about
 // production; but the calls a task needs are the design's own, and they set
@@ -72,6 +73,14 @@ type options struct {
 	Durations  string `json:"durations"`
 }
 
+// Where the results go, relative to the repository root: by default an
+// ignored path (.gitignore lists bench/out/), so benchmarking never changes
+// a tracked file; with -update the committed sample the README quotes.
+const (
+	defaultOut = "bench/out/results.json"
+	sampleOut  = "bench/results.json"
+)
+
 func parseOptions(args []string) (options, error) {
 	var o options
 	var setups string
@@ -92,7 +101,8 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.HighFor, "high-for", 10*time.Second, "latency: how long high tasks are submitted")
 	fs.DurationVar(&o.HighAfter, "high-after", 2*time.Second, "latency: delay after the consumer starts before the first high task")
 	fs.DurationVar(&o.LatencyTimeout, "latency-timeout", 3*time.Minute, "latency: stop and report what finished after this long")
-	fs.StringVar(&o.Out, "out", "bench/out/results.json", "results file, relative to the repository root (bench/results.json is the committed sample)")
+	fs.StringVar(&o.Out, "out", defaultOut, "results file, relative to the repository root")
+	update := fs.Bool("update", false, "write the committed sample "+sampleOut+" instead of -out (not with -quick)")
 	fs.DurationVar(&o.MaxRun, "max", 9*time.Minute+30*time.Second, "abort the whole run after this long")
 	fs.DurationVar(&o.WarmupMax, "warmup", time.Minute, "warm the emulators up for at most this long (until their rate settles)")
 	if err := fs.Parse(args); err != nil {
@@ -101,9 +111,18 @@ func parseOptions(args []string) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if *update {
+		switch {
+		case o.Quick:
+			return o, fmt.Errorf("-update with -quick: the committed sample %s holds a full run", sampleOut)
+		case set["out"]:
+			return o, errors.New("-update and -out both name the results file: give one")
+		}
+		o.Out = sampleOut
+	}
 	if o.Quick {
-		set := map[string]bool{}
-		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 		shrink := func(name string, p *int, v int) {
 			if !set[name] {
 				*p = v
