@@ -54,10 +54,12 @@ var (
 	reTime = regexp.MustCompile(`\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}`)
 	reRecv = regexp.MustCompile(`(<UUID>\s+<ID>\s+\S+\s+)\d+`) // a DLQ row's receive count
 	reSpan = regexp.MustCompile(` {2,}`)
+	// The one-minute throughput depends on how long the run took.
+	reMinute = regexp.MustCompile(`last minute: \d+ completed, \d+ failed`)
 )
 
 // normalize masks what differs between runs (ids, message ids, times,
-// receive counts, column padding) and sorts the lines, so the comparison is
+// receive counts, the last minute's throughput, column padding) and sorts the lines, so the comparison is
 // about content, not the order SQS delivered things in.
 func normalize(lines []string) []string {
 	var out []string
@@ -66,6 +68,7 @@ func normalize(lines []string) []string {
 		l = reUUID.ReplaceAllString(l, "<UUID>")
 		l = reTime.ReplaceAllString(l, "<TIME>")
 		l = reRecv.ReplaceAllString(l, "${1}<N>")
+		l = reMinute.ReplaceAllString(l, "last minute: <N> completed, <N> failed")
 		l = reSpan.ReplaceAllString(strings.TrimRight(l, " "), "  ")
 		if l = strings.TrimSpace(l); l != "" {
 			out = append(out, l)
