@@ -186,3 +186,25 @@ func TestResultsJSONIsDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// The counter charges each write to its partition key, and hotKeys ranks
+// the keys by units per task with the ceiling a 1,000 WCU/s partition gives.
+func TestHotKeys(t *testing.T) {
+	c := newCounter(specIndexes())
+	before := c.keySnapshot()
+	table := aws.String("t")
+	for i := range 4 {
+		item := map[string]ddbtypes.AttributeValue{
+			"pk": str(fmt.Sprintf("TASK#%d", i)), "priority": str("low"),
+			"cpk": str(fmt.Sprintf("c#%d", i%2)), "csk": str(fmt.Sprintf("2026#%d", i)), "tpk": str("noop#0"),
+		}
+		c.capacity(&dynamodb.PutItemInput{TableName: table, Item: item}, &dynamodb.PutItemOutput{}, nil)
+	}
+	hot := hotKeys(before, c.keySnapshot(), 4, 2)
+	if len(hot) != 2 || hot[0].Key != "by-type noop#0" || hot[0].WriteUnitsPerTask != 1 || hot[0].CeilingTasksPerSec != 1000 {
+		t.Fatalf("hot keys %+v: want by-type noop#0 first, 1 unit per task, ceiling 1000", hot)
+	}
+	if hot[1].Key != "by-created c#0" || hot[1].WriteUnitsPerTask != 0.5 || hot[1].CeilingTasksPerSec != 2000 {
+		t.Fatalf("second hot key %+v: want by-created c#0 at 0.5 units per task", hot[1])
+	}
+}

@@ -175,6 +175,9 @@ type counter struct {
 	// each index, so a write is known to add, move or remove one.
 	entriesMu sync.Mutex
 	entries   map[string]map[string]string
+	// keyUnits adds up the write units each partition key took: "table
+	// <pk>" for the table, "<index> <partition>" for an index.
+	keyUnits map[string]float64
 
 	mu        sync.Mutex
 	ops       counts
@@ -182,7 +185,7 @@ type counter struct {
 }
 
 func newCounter(indexes []spec.Index) *counter {
-	return &counter{indexes: indexes, ops: counts{}, observers: map[string]*tracker{}, entries: map[string]map[string]string{}}
+	return &counter{indexes: indexes, ops: counts{}, observers: map[string]*tracker{}, entries: map[string]map[string]string{}, keyUnits: map[string]float64{}}
 }
 
 // observe reports every write that moves a task of table to completed to t
@@ -334,6 +337,7 @@ func (c *counter) capacity(params, result any, err error) opStats {
 		size := itemSize(in.Item)
 		st.WriteTable = units(size, writeUnitBytes)
 		st.WriteIndex = c.indexWritesPut(in.TableName, in.Item, size)
+		c.keyWrite("table "+attrString(in.Item, spec.AttrPK), st.WriteTable)
 	case *dynamodb.UpdateItemInput:
 		if err != nil {
 			if refused {
@@ -348,6 +352,7 @@ func (c *counter) capacity(params, result any, err error) opStats {
 		size := itemSize(after)
 		st.WriteTable = units(size, writeUnitBytes)
 		st.WriteIndex = c.indexWritesUpdate(in, after, size)
+		c.keyWrite("table "+attrString(in.Key, spec.AttrPK), st.WriteTable)
 	case *dynamodb.DeleteItemInput:
 		if err == nil || refused {
 			st.WriteTable = 1
@@ -364,9 +369,11 @@ func (c *counter) capacity(params, result any, err error) opStats {
 			case it.Put != nil:
 				size := itemSize(it.Put.Item)
 				st.WriteTable += 2 * units(size, writeUnitBytes)
+				c.keyWrite("table "+attrString(it.Put.Item, spec.AttrPK), 2*units(size, writeUnitBytes))
 				st.WriteIndex += 2 * c.indexWritesPut(it.Put.TableName, it.Put.Item, size)
 			case it.Update != nil:
 				st.WriteTable += 2
+				c.keyWrite("table "+attrString(it.Update.Key, spec.AttrPK), 2)
 				upd := &dynamodb.UpdateItemInput{TableName: it.Update.TableName, Key: it.Update.Key, UpdateExpression: it.Update.UpdateExpression, ExpressionAttributeNames: it.Update.ExpressionAttributeNames}
 				st.WriteIndex += 2 * c.indexWritesUpdate(upd, nil, 0)
 			case it.Delete != nil, it.ConditionCheck != nil:
@@ -495,6 +502,7 @@ func (c *counter) moveEntries(table *string, pk ddbtypes.AttributeValue, after m
 	}
 	c.entriesMu.Unlock()
 	w := 0.0
+	part := func(entry string) string { p, _, _ := strings.Cut(entry, "\x00"); return p }
 	for _, ix := range c.indexes {
 		b, had := before[ix.Name]
 		a, has := now[ix.Name]
@@ -502,13 +510,40 @@ func (c *counter) moveEntries(table *string, pk ddbtypes.AttributeValue, after m
 		switch {
 		case had && has && a != b:
 			w += 2 * u
-		case had != has:
-			w++
-		case has && projectedChange(ix, changed):
+			c.keyWrite(ix.Name+" "+part(b), u)
+			c.keyWrite(ix.Name+" "+part(a), u)
+		case had:
+			if !has {
+				w += u
+				c.keyWrite(ix.Name+" "+part(b), u)
+			} else if projectedChange(ix, changed) {
+				w += u
+				c.keyWrite(ix.Name+" "+part(a), u)
+			}
+		case has:
 			w += u
+			c.keyWrite(ix.Name+" "+part(a), u)
 		}
 	}
 	return w
+}
+
+// keyWrite adds u write units to partition key k.
+func (c *counter) keyWrite(k string, u float64) {
+	c.entriesMu.Lock()
+	c.keyUnits[k] += u
+	c.entriesMu.Unlock()
+}
+
+// keySnapshot copies the write units per partition key so far.
+func (c *counter) keySnapshot() map[string]float64 {
+	c.entriesMu.Lock()
+	defer c.entriesMu.Unlock()
+	out := make(map[string]float64, len(c.keyUnits))
+	for k, v := range c.keyUnits {
+		out[k] = v
+	}
+	return out
 }
 
 // deleteEntries forgets a deleted item's entries and returns their removal writes.

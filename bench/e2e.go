@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -64,8 +66,42 @@ type E2E struct {
 	CPU              CPUUse                `json:"cpu"`
 	Warnings         []string              `json:"warnings,omitempty"`
 
+	// HotKeys are the partition keys that took the most write units over
+	// the run (submit and consume), per completed task.
+	HotKeys []HotKey `json:"hot_keys"`
+
 	loadCounts     counts
 	consumerCounts counts
+}
+
+// HotKey is one partition key's share of the writes, and the task rate at
+// which it would reach a DynamoDB partition's 1,000 write units a second.
+type HotKey struct {
+	Key                string  `json:"key"`
+	WriteUnitsPerTask  float64 `json:"write_units_per_task"`
+	CeilingTasksPerSec float64 `json:"ceiling_tasks_per_s"`
+}
+
+// partitionWriteLimit is what one DynamoDB partition takes, in write units a second.
+const partitionWriteLimit = 1000
+
+// hotKeys ranks the partition keys by write units per task between two
+// snapshots and keeps the n hottest.
+func hotKeys(before, after map[string]float64, tasks, n int) []HotKey {
+	if tasks <= 0 {
+		return nil
+	}
+	var out []HotKey
+	for k, v := range after {
+		if u := v - before[k]; u > 0 {
+			per := u / float64(tasks)
+			out = append(out, HotKey{Key: k, WriteUnitsPerTask: round(per, 4), CeilingTasksPerSec: round(partitionWriteLimit/per, 0)})
+		}
+	}
+	slices.SortFunc(out, func(a, b HotKey) int {
+		return cmp.Or(cmp.Compare(b.WriteUnitsPerTask, a.WriteUnitsPerTask), cmp.Compare(a.Key, b.Key))
+	})
+	return out[:min(n, len(out))]
 }
 
 // CPUUse is scenario 6: CPU time of the consumer window.
@@ -130,6 +166,7 @@ func measureE2E(ctx context.Context, cl clients, cnt *counter, o options, batchA
 	}
 	p := newProducer(d, batchAPI)
 	defer p.close()
+	keys0 := cnt.keySnapshot()
 	before := cnt.snapshot()
 	t0 := time.Now()
 	ids, err := loadTasks(ctx, p, rs, o.Concurrency)
@@ -176,6 +213,7 @@ func measureE2E(ctx context.Context, cl clients, cnt *counter, o options, batchA
 	}
 
 	r.Completed = done.count()
+	r.HotKeys = hotKeys(keys0, cnt.keySnapshot(), r.Completed, 5)
 	r.Seconds = round(end.Sub(start).Seconds(), 3)
 	r.PerSec = round(rate(r.Completed, end.Sub(start)), 1)
 	r.CPU = cpuUse(cpuSince(cpu0, cpu1), stopped.Sub(start), r.Completed)

@@ -357,7 +357,7 @@ func analyze(r *Results) {
 		phases = append(phases, newPhase("consumer (scenario 3, "+x.Setup+")", x.consumerCounts, x.Completed))
 	}
 	phases = append(phases, steady, single)
-	r.Requests = Requests{CapacityMethod: capacityMethod, Phases: phases, Targets: targets(steady)}
+	r.Requests = Requests{CapacityMethod: capacityMethod, Phases: phases, Targets: targets(steady, e.HotKeys)}
 
 	r.Bound = bound(r.Ceiling, load, consume)
 	for i := range r.EndToEnd {

@@ -160,6 +160,18 @@ func printE2E(w io.Writer, es []E2E) {
 		}
 	}
 	t.write(w)
+	for _, e := range es {
+		h := &table{
+			title: "3b. hottest partition keys, " + e.Setup + " (submit + consume; table and every index)",
+			head:  []string{"partition key", "write units/task", "ceiling tasks/s (1,000 WCU/s ÷ units/task)"},
+		}
+		for _, k := range e.HotKeys {
+			h.row(k.Key, f(k.WriteUnitsPerTask, 4), f(k.CeilingTasksPerSec, 0))
+		}
+		h.note("a partition key takes at most 1,000 write units/s on DynamoDB; the hottest key bounds the rate of one task type at one priority")
+		h.note("every task here has the same type, so by-type's shards carry the whole run: the worst case the data model is sized for")
+		h.write(w)
+	}
 }
 
 func printLatency(w io.Writer, l Latency) {
