@@ -85,6 +85,20 @@ func TestMessageWithoutTaskGoesToDLQAfterGrace(t *testing.T) {
 	}
 }
 
+// A message whose id is not a task id (here, longer than DynamoDB takes as
+// a key) goes to the DLQ with a reason at once, instead of failing its read
+// on every receive.
+func TestMessageWithMalformedIDGoesToDLQ(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	run(t, a.Consumer(demoRegistry(), fastOptions()))
+	sendRaw(t, env, task.High, fmt.Sprintf(`{"id":%q,"v":1}`, strings.Repeat("x", 3000)))
+	msgs := dlqMessages(t, a, task.High, 1)
+	if len(msgs) != 1 || !strings.Contains(msgs[0].Reason, "is not a task id") {
+		t.Fatalf("DLQ holds %+v; want the message with a reason", msgs)
+	}
+}
+
 // Stale copies (here: a duplicate of a finished task's message) are
 // deleted and counted, never run.
 func TestStaleCopiesAreCounted(t *testing.T) {

@@ -65,6 +65,12 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, fun
 	var msg task.Message
 	switch {
 	case pb.ID != "" && pb.Version != nil:
+		if !task.ValidID(pb.ID) {
+			// Not an id triage makes: it names no task, and as a key it may
+			// be more than DynamoDB accepts.
+			c.poison(ctx, m, fmt.Sprintf("id %q is not a task id (a 26-character ULID)", task.Truncate(pb.ID, 64)))
+			return nil, nil, false
+		}
 		msg = task.Message{ID: pb.ID, Version: *pb.Version, Priority: m.Priority}
 	case pb.ID == "" && len(pb.Type) > 0:
 		t, err := c.adopt(ctx, m)
