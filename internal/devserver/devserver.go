@@ -5,6 +5,7 @@
 package devserver
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -45,7 +46,7 @@ type Options struct {
 	// StateDir holds dev.log and dev.env (the URL and token the CLI falls
 	// back to). Default: the user's cache directory, under triage/.
 	StateDir string
-	// Timeouts bound the HTTP server's connections (DefaultTimeouts).
+	// Timeouts bound the HTTP server's connections (DefaultTimeouts()).
 	Timeouts Timeouts
 	// Ready, if set, is called with the API's base URL and token once serving.
 	Ready func(url, token string)
@@ -63,19 +64,22 @@ type Timeouts struct {
 // DefaultTimeouts suit the API: a batch body of up to 5 MiB arrives in well
 // under 30 s even on a slow link, no handler takes long (the slowest reads
 // a page of tasks), and a client that stops sending or sits idle lets its
-// connection go instead of holding it forever.
-var DefaultTimeouts = Timeouts{
-	ReadHeader: 5 * time.Second,
-	Read:       30 * time.Second,
-	Write:      60 * time.Second,
-	Idle:       90 * time.Second,
-	MaxHeader:  64 << 10,
+// connection go instead of holding it forever. It is a function, not a
+// variable, so no caller can change the defaults for everyone.
+func DefaultTimeouts() Timeouts {
+	return Timeouts{
+		ReadHeader: 5 * time.Second,
+		Read:       30 * time.Second,
+		Write:      60 * time.Second,
+		Idle:       90 * time.Second,
+		MaxHeader:  64 << 10,
+	}
 }
 
 // NewHTTPServer is the dev server's http.Server for h with timeouts t
-// (zero fields take DefaultTimeouts').
+// (zero fields take DefaultTimeouts()').
 func NewHTTPServer(h http.Handler, t Timeouts) *http.Server {
-	d := DefaultTimeouts
+	d := DefaultTimeouts()
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: cmp.Or(t.ReadHeader, d.ReadHeader),
@@ -126,15 +130,23 @@ func Run(ctx context.Context, opt Options) error {
 		defer f.Close()
 		opt.Logs = f
 	}
-	log := devLogger(opt.Out, opt.Logs, cfg.LogLevel, opt.Getenv(config.EnvLogFormat), opt.Getenv(config.EnvLogLevel) != "")
+	log, err := devLogger(opt.Out, opt.Logs, cfg.LogLevel, opt.Getenv(config.EnvLogFormat), opt.Getenv(config.EnvLogLevel) != "")
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
 
+	var emu *localstack.Emulators // nil when AWS endpoints are configured
 	if opt.Getenv("AWS_ENDPOINT_URL") == "" && (opt.Getenv("AWS_ENDPOINT_URL_SQS") == "" || opt.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "") {
-		fmt.Fprintln(opt.Out, "starting local AWS emulators (SQS: fauxqs, DynamoDB: DynamoDB Local)...")
-		emu, err := localstack.Start(ctx, opt.Root)
-		if err != nil {
+		if localstack.Installed(opt.Root) {
+			fmt.Fprintln(opt.Out, "starting local AWS emulators (SQS: fauxqs, DynamoDB: DynamoDB Local)...")
+		} else {
+			dir, _ := localstack.InstallDir(opt.Root)
+			fmt.Fprintf(opt.Out, "installing the local AWS emulators into %s from npm (first start only; needs a Java 17 JDK)...\n", dir)
+		}
+		if emu, err = localstack.Start(ctx, opt.Root); err != nil {
 			return err
 		}
-		defer emu.Stop()
+		defer emu.Stop() // on an early return; the stop below has stopped them already
 		// The SDK reads its endpoints from the environment, exactly as it
 		// would for LocalStack or AWS.
 		for k, v := range emu.Env() {
@@ -216,10 +228,11 @@ func Run(ctx context.Context, opt Options) error {
 	fmt.Fprintf(opt.Out, "\ntriage is running\n%s  logs:       %s (the terminal shows warnings and errors)\n\n  export TRIAGE_URL=%s TRIAGE_TOKEN=%s\n  curl -H \"Authorization: Bearer $TRIAGE_TOKEN\" -d '{\"type\":\"echo\",\"payload\":{\"x\":1},\"priority\":\"high\"}' $TRIAGE_URL/api/v1/tasks\n\nPress Ctrl-C to stop.\n",
 		banner, logPath, base, token)
 	envPath := filepath.Join(opt.StateDir, EnvFile)
-	if err := os.WriteFile(envPath, []byte("TRIAGE_URL="+base+"\nTRIAGE_TOKEN="+token+"\n"), 0o600); err != nil {
+	envBody := []byte("TRIAGE_URL=" + base + "\nTRIAGE_TOKEN=" + token + "\n")
+	if err := os.WriteFile(envPath, envBody, 0o600); err != nil {
 		log.Warn("could not write the CLI's settings file", "path", envPath, "error", err)
 	}
-	defer os.Remove(envPath)
+	defer removeIfUnchanged(envPath, envBody)
 	log.Info("dev server ready", "url", base, "table", cfg.Spec.Table.Name, "promote_interval", interval.String(), "worker_id", consumer.WorkerID())
 	if opt.Ready != nil {
 		opt.Ready(base, token)
@@ -235,24 +248,46 @@ func Run(ctx context.Context, opt Options) error {
 	_ = srv.Shutdown(shutCtx)
 	wg.Wait()
 	log.Info("dev server stopped")
-	handed := consumer.Counts().HandedBack
-	fmt.Fprintf(opt.Out, "\nstopped: %d running %s handed back to the queue; emulators stopping\n%s", handed, plural(handed, "task", "tasks"), banner)
+	line := "stopped: " + handedBack(consumer.Counts().HandedBack)
+	if emu != nil {
+		emu.Stop() // after the drain: the hand-backs were written to them
+		line += ", emulators stopped"
+	}
+	fmt.Fprintf(opt.Out, "\n%s\n%s", line, banner)
 	return err
 }
 
-func plural(n int64, one, many string) string {
-	if n == 1 {
-		return one
+// handedBack says what the drain did with the tasks that were running.
+func handedBack(n int64) string {
+	switch n {
+	case 0:
+		return "no running tasks to hand back"
+	case 1:
+		return "1 running task handed back to its queue"
 	}
-	return many
+	return fmt.Sprintf("%d running tasks handed back to their queues", n)
+}
+
+// removeIfUnchanged removes the CLI's settings file at stop, unless
+// another `triage dev` started since has replaced it with its own.
+func removeIfUnchanged(path string, wrote []byte) {
+	if b, err := os.ReadFile(path); err == nil && bytes.Equal(b, wrote) {
+		_ = os.Remove(path)
+	}
 }
 
 // devLogger writes readable logs at warn and above to the terminal (or at
 // TRIAGE_LOG_LEVEL when it is set), and every log line as JSON to logs; with
-// TRIAGE_LOG_FORMAT=json the terminal gets the JSON lines instead.
-func devLogger(term, logs io.Writer, level, format string, levelSet bool) *slog.Logger {
-	if format == "json" {
-		return app.NewLogger(io.MultiWriter(term, logs), level)
+// TRIAGE_LOG_FORMAT=json the terminal gets the JSON lines instead. Any
+// other format is an error naming the variable, as config.FromEnv does for
+// the settings it reads.
+func devLogger(term, logs io.Writer, level, format string, levelSet bool) (*slog.Logger, error) {
+	switch format {
+	case "json":
+		return app.NewLogger(io.MultiWriter(term, logs), level), nil
+	case "", "text":
+	default:
+		return nil, fmt.Errorf("%s: want text or json, got %q", config.EnvLogFormat, format)
 	}
 	termLevel := slog.LevelWarn
 	if levelSet {
@@ -261,5 +296,5 @@ func devLogger(term, logs io.Writer, level, format string, levelSet bool) *slog.
 	return slog.New(slog.NewMultiHandler(
 		slog.NewTextHandler(term, &slog.HandlerOptions{Level: termLevel}),
 		slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: app.ParseLevel(level)}),
-	))
+	)), nil
 }

@@ -1,12 +1,14 @@
 package devserver_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +32,8 @@ func TestDevServer(t *testing.T) {
 	ready := make(chan string, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	var banner strings.Builder
+	stateDir := t.TempDir()
+	envPath := filepath.Join(stateDir, devserver.EnvFile)
 	done := make(chan error, 1)
 	go func() {
 		done <- devserver.Run(ctx, devserver.Options{
@@ -40,7 +44,7 @@ func TestDevServer(t *testing.T) {
 				return os.Getenv(k)
 			},
 			Setenv: func(string, string) error { return nil },
-			Root:   root, Out: &banner, Logs: io.Discard, StateDir: t.TempDir(),
+			Root:   root, Out: &banner, Logs: io.Discard, StateDir: stateDir,
 			Ready: func(url, _ string) { ready <- url },
 		})
 	}()
@@ -97,6 +101,9 @@ func TestDevServer(t *testing.T) {
 			t.Errorf("banner lacks %q:\n%s", want, banner.String())
 		}
 	}
+	if b, err := os.ReadFile(envPath); err != nil || string(b) != "TRIAGE_URL="+base+"\nTRIAGE_TOKEN=dev-test\n" {
+		t.Errorf("settings file while running = %q, %v", b, err)
+	}
 
 	cancel()
 	select {
@@ -106,6 +113,15 @@ func TestDevServer(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("dev server did not stop within 30 s of cancel")
+	}
+	// The emulators are stacktest's, so the stop line does not claim to
+	// have stopped them; the URL and token are shown again.
+	_, stopped, _ := strings.Cut(banner.String(), "Press Ctrl-C to stop.\n")
+	if want := "\nstopped: no running tasks to hand back\n  API:        " + base + "/api/v1\n"; !strings.HasPrefix(stopped, want) {
+		t.Errorf("after the banner %q, want it to start with %q", stopped, want)
+	}
+	if _, err := os.Stat(envPath); !os.IsNotExist(err) {
+		t.Errorf("settings file still there after the stop (%v)", err)
 	}
 }
 
@@ -156,7 +172,25 @@ func TestServerTimeouts(t *testing.T) {
 		_, _ = io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 		closedWithin(t, conn, 500*time.Millisecond)
 	})
-	if d := devserver.DefaultTimeouts; d.ReadHeader <= 0 || d.Read <= 0 || d.Write <= 0 || d.Idle <= 0 || d.MaxHeader <= 0 {
+	t.Run("oversized headers", func(t *testing.T) {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		// net/http reads up to 4 KiB past MaxHeaderBytes before it refuses.
+		big := strings.Repeat("a", devserver.DefaultTimeouts().MaxHeader+8<<10)
+		_, _ = io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\nX-Big: "+big+"\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+			t.Fatalf("status %d, want 431", resp.StatusCode)
+		}
+	})
+	if d := devserver.DefaultTimeouts(); d.ReadHeader <= 0 || d.Read <= 0 || d.Write <= 0 || d.Idle <= 0 || d.MaxHeader <= 0 {
 		t.Fatalf("default timeouts %+v: every bound must be set", d)
 	}
 }
