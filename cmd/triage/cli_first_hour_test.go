@@ -64,7 +64,50 @@ func TestNoServerHint(t *testing.T) {
 	if err == nil || exitCode(err) != exitError {
 		t.Fatalf("stats with no server: %v", err)
 	}
-	if h := hint(err, c.baseURL()); !strings.Contains(h, "triage dev") || !strings.Contains(h, url) {
+	if h := hint(err, c.endpoint()); !strings.Contains(h, "triage dev") || !strings.Contains(h, url) {
 		t.Fatalf("hint %q", h)
+	}
+	// A URL from a settings file that a killed dev server left behind.
+	if h := hint(err, endpoint{url: url, devFile: "/home/you/.cache/triage/dev.env"}); !strings.Contains(h, "the address in /home/you/.cache/triage/dev.env, left by a `triage dev` that is no longer running") {
+		t.Fatalf("hint for a stale settings file: %q", h)
+	}
+}
+
+// The URL and token each come from the flag, the environment, or the
+// running dev server's settings file, in that order, and the file's token
+// is sent to the file's URL only.
+func TestResolveEndpoint(t *testing.T) {
+	const file = "/state/dev.env"
+	dev := func() (string, map[string]string) {
+		return file, map[string]string{"TRIAGE_URL": "http://127.0.0.1:9001", "TRIAGE_TOKEN": "dev-file"}
+	}
+	noDev := func() (string, map[string]string) { return file, map[string]string{} }
+	tests := []struct {
+		name               string
+		flagURL, flagToken string
+		env                map[string]string
+		dev                func() (string, map[string]string)
+		want               endpoint
+	}{
+		{name: "nothing anywhere: the default", dev: noDev, want: endpoint{url: defaultURL}},
+		{name: "the dev server's file", dev: dev, want: endpoint{url: "http://127.0.0.1:9001", token: "dev-file", devFile: file}},
+		{name: "the environment beats the file", dev: dev, env: map[string]string{"TRIAGE_URL": "https://prod.example", "TRIAGE_TOKEN": "prod"},
+			want: endpoint{url: "https://prod.example", token: "prod"}},
+		{name: "flags beat the environment", dev: dev, flagURL: "http://a", flagToken: "ftok", env: map[string]string{"TRIAGE_URL": "http://b", "TRIAGE_TOKEN": "etok"},
+			want: endpoint{url: "http://a", token: "ftok"}},
+		{name: "the dev token is never sent to another server", dev: dev, env: map[string]string{"TRIAGE_URL": "https://prod.example"},
+			want: endpoint{url: "https://prod.example"}},
+		{name: "the dev token goes with its own URL, however given", dev: dev, flagURL: "http://127.0.0.1:9001/",
+			want: endpoint{url: "http://127.0.0.1:9001/", token: "dev-file"}},
+		{name: "a token from the environment with the file's URL", dev: dev, env: map[string]string{"TRIAGE_TOKEN": "etok"},
+			want: endpoint{url: "http://127.0.0.1:9001", token: "etok", devFile: file}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := resolveEndpoint(tt.flagURL, tt.flagToken, func(k string) string { return tt.env[k] }, tt.dev)
+			if got != tt.want {
+				t.Errorf("resolveEndpoint = %+v, want %+v", got, tt.want)
+			}
+		})
 	}
 }

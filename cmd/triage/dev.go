@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -15,7 +17,7 @@ func (c *cli) devCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the API, consumer, promoter and dashboard locally, on emulators",
-		Long: `Run all of triage in one process against a local AWS stack.
+		Long: fmt.Sprintf(`Run all of triage in one process against a local AWS stack.
 
 Unless AWS_ENDPOINT_URL (or both AWS_ENDPOINT_URL_SQS and
 AWS_ENDPOINT_URL_DYNAMODB) is set, it installs and starts the emulators
@@ -26,15 +28,22 @@ the full JSON log goes to dev.log in the state directory named in the
 banner (TRIAGE_LOG_FORMAT=json puts it on the terminal too). The URL and
 token are also written to dev.env there, so the other commands find the
 running server without TRIAGE_URL and TRIAGE_TOKEN. Ctrl-C hands running
-tasks back to their queues, then stops the emulators, and exits 0.`,
+tasks back to their queues (after a %s grace), then stops the emulators,
+and exits 0; a second Ctrl-C stops at once.`, devserver.DrainGrace),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// In a checkout the emulators live in its .emulators/; anywhere
 			// else (a `go install`ed binary) in the user's cache.
-			wd, _ := os.Getwd()
-			root, err := localstack.FindRoot(wd)
+			wd, err := os.Getwd()
 			if err != nil {
+				return fmt.Errorf("find the working directory: %w", err)
+			}
+			root, err := localstack.FindRoot(wd)
+			switch {
+			case errors.Is(err, localstack.ErrNoCheckout):
 				root = ""
+			case err != nil:
+				return err
 			}
 			return devserver.Run(cmd.Context(), devserver.Options{
 				Root: root, PromoteInterval: interval, Out: c.out,

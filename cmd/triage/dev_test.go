@@ -114,7 +114,7 @@ func TestDevOutsideACheckoutAndCtrlC(t *testing.T) {
 	}
 	t.Logf("stopped %v after Ctrl-C", time.Since(interrupted).Round(time.Millisecond))
 	text := out.String()
-	if !strings.Contains(text, "stopped: 2 running tasks handed back") {
+	if !strings.Contains(text, "stopped: 2 running tasks handed back to their queues, emulators stopped\n") {
 		t.Errorf("no stop summary:\n%s", text)
 	}
 	if strings.Contains(text, "ERROR") {

@@ -42,13 +42,17 @@ type usageError struct{ error }
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first Ctrl-C ends ctx and the command stops cleanly (`triage dev`
+	// drains); after it, signals have their default effect again, so a
+	// second Ctrl-C ends the process at once.
+	go func() { <-ctx.Done(); stop() }()
 	c, root := newRoot(os.Stdout, os.Stderr)
 	err := root.ExecuteContext(ctx)
 	if err != nil {
 		// API errors already start with "triage:" (the client package
 		// names itself, as libraries do); say it once.
 		fmt.Fprintln(os.Stderr, "triage:", strings.TrimPrefix(err.Error(), "triage: "))
-		if h := hint(err, c.baseURL()); h != "" {
+		if h := hint(err, c.endpoint()); h != "" {
 			fmt.Fprintln(os.Stderr, "triage:", h)
 		}
 	}
@@ -81,11 +85,15 @@ func versionString() string {
 }
 
 // hint says what to do about an error the user can fix, or "".
-func hint(err error, url string) string {
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		return "no triage API answers at " + url + ". Start one with `make run` (in a checkout) or `triage dev`, or point --url / TRIAGE_URL at yours."
+func hint(err error, ep endpoint) string {
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return ""
 	}
-	return ""
+	where := "no triage API answers at " + ep.url
+	if ep.devFile != "" {
+		where += " (the address in " + ep.devFile + ", left by a `triage dev` that is no longer running)"
+	}
+	return where + ". Start one with `make run` (in a checkout) or `triage dev`, or point --url / TRIAGE_URL at yours."
 }
 
 func exitCode(err error) int {

@@ -77,32 +77,59 @@ func usageArgs(cmd *cobra.Command) {
 
 const defaultURL = "http://127.0.0.1:8080"
 
-func (c *cli) client() *client.Client { return client.New(c.baseURL(), c.apiToken()) }
-
-// baseURL is --url, else TRIAGE_URL, else the URL the running `triage dev`
-// wrote to its settings file, else the dev server's default address.
-func (c *cli) baseURL() string {
-	return cmp.Or(c.url, os.Getenv("TRIAGE_URL"), devSetting("TRIAGE_URL"), defaultURL)
+func (c *cli) client() *client.Client {
+	ep := c.endpoint()
+	return client.New(ep.url, ep.token)
 }
 
-// apiToken is --token, else TRIAGE_TOKEN, else the running `triage dev`'s.
-func (c *cli) apiToken() string {
-	return cmp.Or(c.token, os.Getenv("TRIAGE_TOKEN"), devSetting("TRIAGE_TOKEN"))
+// endpoint is the API a command talks to.
+type endpoint struct {
+	url, token string
+	devFile    string // the settings file the URL came from, if it did
 }
 
-// devSetting reads one value from the settings file a running `triage dev`
-// keeps (devserver.EnvFile in its state directory); "" when there is none.
-func devSetting(key string) string {
-	b, err := os.ReadFile(filepath.Join(devserver.StateDir(), devserver.EnvFile))
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, key+"="); ok {
-			return strings.TrimSpace(v)
+// endpoint resolves the flags, the environment and the running `triage
+// dev`'s settings file (devSettings).
+func (c *cli) endpoint() endpoint {
+	return resolveEndpoint(c.url, c.token, os.Getenv, devSettings)
+}
+
+// resolveEndpoint takes the URL from --url, else TRIAGE_URL, else the
+// settings file a running `triage dev` keeps, else the dev server's default
+// address; and the token from --token, else TRIAGE_TOKEN, else that file,
+// but only when the URL is the file's too: with TRIAGE_URL pointing at
+// another server and no token set, a dev token must not be sent there.
+func resolveEndpoint(flagURL, flagToken string, getenv func(string) string, dev func() (path string, settings map[string]string)) endpoint {
+	ep := endpoint{url: cmp.Or(flagURL, getenv("TRIAGE_URL")), token: cmp.Or(flagToken, getenv("TRIAGE_TOKEN"))}
+	if ep.url == "" || ep.token == "" {
+		path, set := dev()
+		if ep.url == "" && set["TRIAGE_URL"] != "" {
+			ep.url, ep.devFile = set["TRIAGE_URL"], path
+		}
+		if ep.token == "" && strings.TrimRight(ep.url, "/") == strings.TrimRight(set["TRIAGE_URL"], "/") {
+			ep.token = set["TRIAGE_TOKEN"]
 		}
 	}
-	return ""
+	ep.url = cmp.Or(ep.url, defaultURL)
+	return ep
+}
+
+// devSettings reads the settings file a running `triage dev` keeps
+// (devserver.EnvFile in its state directory): its path, and its KEY=value
+// lines (none when there is no file).
+func devSettings() (string, map[string]string) {
+	path := filepath.Join(devserver.StateDir(), devserver.EnvFile)
+	set := map[string]string{}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return path, set
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			set[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	return path, set
 }
 
 func (c *cli) printJSON(v any) error {

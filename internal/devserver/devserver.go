@@ -52,6 +52,12 @@ type Options struct {
 	Ready func(url, token string)
 }
 
+// DrainGrace is how long running tasks get to finish after Ctrl-C before
+// the consumer hands them back to their queues (the attempt counted). A
+// short task finishes; a long one is not waited for, since a developer who
+// pressed Ctrl-C wants the prompt back.
+const DrainGrace = 3 * time.Second
+
 // Timeouts bound what one connection may hold of the dev server.
 type Timeouts struct {
 	ReadHeader time.Duration // request line and headers
@@ -220,7 +226,7 @@ func Run(ctx context.Context, opt Options) error {
 			errc <- fmt.Errorf("API server: %w", err)
 		}
 	}()
-	consumer := a.Consumer(reg, dispatch.Options{DrainTimeout: 3 * time.Second})
+	consumer := a.Consumer(reg, dispatch.Options{DrainTimeout: DrainGrace})
 	go func() { defer wg.Done(); _ = consumer.Run(runCtx) }()
 	go func() { defer wg.Done(); _ = a.Promoter(promote.Options{}).Run(runCtx, interval) }()
 
