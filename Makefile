@@ -52,8 +52,10 @@ java:
 emulators: java
 	@$(GO) run ./localstack/cmd/install
 
-run: java emulators
-	$(GO) run ./cmd/triage dev
+## run: the built binary, not `go run`: the go command exits 1 whenever it
+## is interrupted, so Ctrl-C would end `make run` with an error.
+run: java emulators cli
+	./bin/triage dev
 
 test: deps vet
 	$(GO) test -count=1 -timeout 12m ./...
