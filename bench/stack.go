@@ -12,10 +12,12 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/handler/ledger"
@@ -68,10 +70,11 @@ type clients struct {
 	cfg aws.Config
 	ddb *dynamodb.Client
 	sqs *sqs.Client
+	s3  *s3.Client
 }
 
 func newClients(cfg aws.Config) clients {
-	return clients{cfg: cfg, ddb: store.NewClient(cfg), sqs: sqs.NewFromConfig(cfg)}
+	return clients{cfg: cfg, ddb: store.NewClient(cfg), sqs: sqs.NewFromConfig(cfg), s3: blob.NewClient(cfg)}
 }
 
 // deployment is one scenario's fresh table and queues, and triage's app
@@ -98,7 +101,7 @@ func deploy(ctx context.Context, cl clients, prefix string) (*deployment, error)
 	if err != nil {
 		return nil, fmt.Errorf("configuration for %s: %w", prefix, err)
 	}
-	res, err := localstack.Bootstrap(ctx, cl.ddb, cl.sqs, cfg.Spec)
+	res, err := localstack.Bootstrap(ctx, cl.ddb, cl.sqs, cl.s3, cfg.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap %s: %w", prefix, err)
 	}
@@ -109,7 +112,7 @@ func deploy(ctx context.Context, cl clients, prefix string) (*deployment, error)
 		slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}),
 		warns,
 	))
-	a, err := app.Assemble(ctx, cfg, log, cl.cfg, cl.ddb, cl.sqs)
+	a, err := app.Assemble(ctx, cfg, log, cl.cfg, cl.ddb, cl.sqs, cl.s3)
 	if err != nil {
 		return nil, fmt.Errorf("assemble the app on %s: %w", prefix, err)
 	}

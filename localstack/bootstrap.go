@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -25,11 +27,14 @@ type Resources struct {
 	DLQURLs   map[task.Priority]string
 }
 
-// Bootstrap creates the table (keys, GSIs, TTL) and the queues (each with
-// its DLQ and redrive policy) that s describes. Resources that exist are
-// left as they are, so it is safe to run on every start.
-func Bootstrap(ctx context.Context, ddb *dynamodb.Client, q *sqs.Client, s spec.Spec) (Resources, error) {
+// Bootstrap creates the table (keys, GSIs, TTL), the queues (each with its
+// DLQ and redrive policy) and the bucket that s describes. Resources that
+// exist are left as they are, so it is safe to run on every start.
+func Bootstrap(ctx context.Context, ddb *dynamodb.Client, q *sqs.Client, b *s3.Client, s spec.Spec) (Resources, error) {
 	if err := createTable(ctx, ddb, s.Table); err != nil {
+		return Resources{}, err
+	}
+	if err := createBucket(ctx, b, s.Bucket.Name); err != nil {
 		return Resources{}, err
 	}
 	res := Resources{QueueURLs: map[task.Priority]string{}, DLQURLs: map[task.Priority]string{}}
@@ -66,6 +71,17 @@ func Bootstrap(ctx context.Context, ddb *dynamodb.Client, q *sqs.Client, s spec.
 		res.DLQURLs[qs.Priority] = dlqURL
 	}
 	return res, nil
+}
+
+// createBucket creates the bucket unless this account already has it.
+func createBucket(ctx context.Context, b *s3.Client, name string) error {
+	_, err := b.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &name})
+	var owned *s3types.BucketAlreadyOwnedByYou
+	var exists *s3types.BucketAlreadyExists
+	if err != nil && !errors.As(err, &owned) && !errors.As(err, &exists) {
+		return fmt.Errorf("create bucket %s: %w", name, err)
+	}
+	return nil
 }
 
 func seconds(f float64) string { return strconv.Itoa(int(f)) }

@@ -63,12 +63,29 @@ func Start(ctx context.Context, root string) (*Emulators, error) {
 	return e, nil
 }
 
+// EndpointsSet reports whether the SDK's endpoint variables already point
+// every service triage uses somewhere (AWS_ENDPOINT_URL for LocalStack's
+// single port, or one variable per service): then triage dev and the tests
+// use those endpoints and start no emulators.
+func EndpointsSet(getenv func(string) string) bool {
+	if getenv("AWS_ENDPOINT_URL") != "" {
+		return true
+	}
+	for _, k := range []string{"AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_S3"} {
+		if getenv(k) == "" {
+			return false
+		}
+	}
+	return true
+}
+
 // Env returns the SDK's standard endpoint variables for these emulators
 // (DynamoDB Local serves the table's stream on its own endpoint), plus the
 // static credentials and region they accept.
 func (e *Emulators) Env() map[string]string {
 	return map[string]string{
 		"AWS_ENDPOINT_URL_SQS":              e.SQSEndpoint,
+		"AWS_ENDPOINT_URL_S3":               e.SQSEndpoint, // fauxqs serves S3 on the same port
 		"AWS_ENDPOINT_URL_DYNAMODB":         e.DynamoDBEndpoint,
 		"AWS_ENDPOINT_URL_DYNAMODB_STREAMS": e.DynamoDBEndpoint,
 		"AWS_ACCESS_KEY_ID":                 "test",

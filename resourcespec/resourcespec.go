@@ -18,6 +18,8 @@ type (
 	Table = spec.Table
 	Queue = spec.Queue
 	Index = spec.Index
+	// Bucket keeps payloads and results too large for a task's item.
+	Bucket = spec.Bucket
 )
 
 // New returns the spec for a deployment whose resource names start with prefix.
@@ -57,6 +59,7 @@ func ValidateType(typ string) error { return task.ValidateType(typ) }
 const (
 	EnvPrefix          = config.EnvPrefix
 	EnvTable           = config.EnvTable
+	EnvBucket          = config.EnvBucket
 	EnvQueueURLPrefix  = config.EnvQueueURLPrefix
 	EnvDLQURLPrefix    = config.EnvDLQURLPrefix
 	EnvTokensSecretARN = config.EnvTokensSecretARN

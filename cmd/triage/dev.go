@@ -19,8 +19,8 @@ func (c *cli) devCmd() *cobra.Command {
 		Short: "Run the API, consumer, promoter and dashboard locally, on emulators",
 		Long: fmt.Sprintf(`Run all of triage in one process against a local AWS stack.
 
-Unless AWS_ENDPOINT_URL (or both AWS_ENDPOINT_URL_SQS and
-AWS_ENDPOINT_URL_DYNAMODB) is set, it installs and starts the emulators
+Unless AWS_ENDPOINT_URL (or all of AWS_ENDPOINT_URL_SQS,
+AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_S3) is set, it installs and starts the emulators
 itself, on free 127.0.0.1 ports, and stops them on exit. It listens on
 TRIAGE_ADDR (default 127.0.0.1:8080) and uses TRIAGE_TOKEN as the admin
 token, or prints a generated one. The terminal shows warnings and errors;

@@ -29,6 +29,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -49,6 +50,9 @@ type Dispatcher struct {
 	Spec resourcespec.Spec
 	// Table is the single task table.
 	Table awsdynamodb.Table
+	// Bucket keeps payloads and results too large for a task's item
+	// (objects under t/, deleted with their tasks by the counters function).
+	Bucket awss3.Bucket
 	// Queues holds each priority's queue and DLQ, in the spec's order.
 	Queues []PriorityQueues
 	// API, Consumer, Promoter and Counters are the four functions.
@@ -100,6 +104,7 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 	d := &Dispatcher{Construct: constructs.NewConstruct(scope, jsii.String(id)), Spec: s}
 
 	d.Table = newTable(d.Construct, s.Table, p.RemovalPolicy)
+	d.Bucket = newBucket(d.Construct, p.RemovalPolicy)
 	for _, q := range s.Queues {
 		d.Queues = append(d.Queues, newQueuePair(d.Construct, q))
 	}
@@ -169,6 +174,24 @@ func newTable(scope constructs.Construct, t resourcespec.Table, removal awscdk.R
 	return table
 }
 
+// newBucket declares the private bucket for large payloads and results.
+// CloudFormation names it (S3 names are global); the functions learn the
+// name from TRIAGE_BUCKET. Objects are removed with their tasks, so it has
+// no expiry rule: none could know how long a task lives.
+func newBucket(scope constructs.Construct, removal awscdk.RemovalPolicy) awss3.Bucket {
+	return awss3.NewBucket(scope, jsii.String("Bucket"), &awss3.BucketProps{
+		Encryption:        awss3.BucketEncryption_S3_MANAGED,
+		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+		EnforceSSL:        jsii.Bool(true),
+		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+		LifecycleRules: &[]*awss3.LifecycleRule{{
+			Id:                                  jsii.String("abort-incomplete-uploads"),
+			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
+		}},
+		RemovalPolicy: removal,
+	})
+}
+
 func stringKey(name string) *awsdynamodb.Attribute {
 	return &awsdynamodb.Attribute{Name: jsii.String(name), Type: awsdynamodb.AttributeType_STRING}
 }
@@ -203,6 +226,7 @@ func (d *Dispatcher) commonEnv(p Props) map[string]string {
 	env := map[string]string{
 		resourcespec.EnvPrefix:    p.Prefix,
 		resourcespec.EnvTable:     *d.Table.TableName(),
+		resourcespec.EnvBucket:    *d.Bucket.BucketName(),
 		resourcespec.EnvRetention: durationEnv(p.Retention),
 		resourcespec.EnvLogLevel:  p.LogLevel,
 		// Every function reads and writes the sharded indexes: one count for all.
@@ -301,6 +325,16 @@ func (d *Dispatcher) grant(p Props) {
 	for _, fn := range []awslambda.Function{d.API, d.Consumer, d.Promoter, d.Counters} {
 		d.Table.GrantReadWriteData(fn)
 	}
+
+	// Payloads and results over the inline limit (internal/blob): the API
+	// and the consumer write them (a submit; an adopted direct send and a
+	// result) and remove the objects of writes that were refused; the
+	// consumer and the API read them; the counters function deletes the
+	// objects of removed tasks. The promoter never touches them.
+	objects := []string{*d.Bucket.ArnForObjects(jsii.String("t/*"))}
+	allow(d.API, objects, "s3:PutObject", "s3:GetObject", "s3:DeleteObject")
+	allow(d.Consumer, objects, "s3:PutObject", "s3:GetObject", "s3:DeleteObject")
+	allow(d.Counters, objects, "s3:DeleteObject")
 
 	// API: enqueue and report depths; read, replay and purge-by-receive the
 	// DLQs; read its tokens.
@@ -458,6 +492,7 @@ func (d *Dispatcher) outputs() {
 	}
 	out("ApiUrl", "Base URL of the triage HTTP API", url)
 	out("TableName", "DynamoDB task table", d.Table.TableName())
+	out("BucketName", "S3 bucket for payloads and results over the inline limit", d.Bucket.BucketName())
 	out("TokensSecretArn", "Secrets Manager secret holding the API bearer tokens", d.TokensSecret.SecretArn())
 	for _, q := range d.Queues {
 		t := title(q.Priority)

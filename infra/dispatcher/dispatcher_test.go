@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -199,6 +200,8 @@ func TestResourceCounts(t *testing.T) {
 		want int
 	}{
 		{"AWS::DynamoDB::Table", 1},
+		{"AWS::S3::Bucket", 1},
+		{"AWS::S3::BucketPolicy", 1}, // EnforceSSL
 		{"AWS::SQS::Queue", 2 * len(s.Queues)},
 		{"AWS::SQS::QueuePolicy", 2 * len(s.Queues)}, // EnforceSSL
 		{"AWS::Lambda::Function", 4},
@@ -871,6 +874,59 @@ func TestCountersStreamTrigger(t *testing.T) {
 			{"BisectBatchOnFunctionError", p["BisectBatchOnFunctionError"], false},
 		} {
 			t.Run(c.name, func(t *testing.T) { equalJSON(t, c.name, c.got, c.want) })
+		}
+	}
+}
+
+// The payload bucket is private and encrypted, every function is told its
+// name, and only the functions that need an object action have it, on the
+// objects under t/ only.
+func TestPayloadBucket(t *testing.T) {
+	f := stackUnderTest(t)
+	bucketID := f.id(f.d.Bucket)
+	check(t, "bucket", func() {
+		f.tmpl.HasResourceProperties(jsii.String("AWS::S3::Bucket"), map[string]any{
+			"PublicAccessBlockConfiguration": map[string]any{
+				"BlockPublicAcls": true, "BlockPublicPolicy": true, "IgnorePublicAcls": true, "RestrictPublicBuckets": true,
+			},
+			"BucketEncryption": map[string]any{
+				"ServerSideEncryptionConfiguration": []any{map[string]any{"ServerSideEncryptionByDefault": map[string]any{"SSEAlgorithm": "AES256"}}},
+			},
+		})
+	})
+	for _, fn := range []awslambda.Function{f.d.API, f.d.Consumer, f.d.Promoter, f.d.Counters} {
+		env := f.resources[f.id(fn)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if !reflect.DeepEqual(env[resourcespec.EnvBucket], normalize(t, ref(bucketID))) {
+			t.Errorf("%s: %s = %v, want a reference to the bucket", f.id(fn), resourcespec.EnvBucket, env[resourcespec.EnvBucket])
+		}
+	}
+	objects := normalize(t, map[string]any{"Fn::Join": []any{"", []any{getAtt(bucketID, "Arn"), "/t/*"}}})
+	want := map[string][]string{
+		"api":      {"s3:PutObject", "s3:GetObject", "s3:DeleteObject"},
+		"consumer": {"s3:PutObject", "s3:GetObject", "s3:DeleteObject"},
+		"counters": {"s3:DeleteObject"},
+		"promoter": nil,
+	}
+	fns := map[string]awslambda.Function{"api": f.d.API, "consumer": f.d.Consumer, "counters": f.d.Counters, "promoter": f.d.Promoter}
+	for name, fn := range fns {
+		stmts := f.policyStatements(t, fn)
+		for _, a := range want[name] {
+			if !allows(t, stmts, a, objects) {
+				t.Errorf("%s: %s on the bucket's objects is missing", name, a)
+			}
+		}
+		for _, st := range stmts {
+			for _, a := range asList(st["Action"]) {
+				act := fmt.Sprint(a)
+				if strings.HasPrefix(act, "s3:") && !slices.Contains(want[name], act) {
+					t.Errorf("%s may %s", name, act)
+				}
+			}
+			for _, r := range asList(st["Resource"]) {
+				if b, _ := json.Marshal(r); strings.Contains(string(b), bucketID) && !reflect.DeepEqual(r, objects) {
+					t.Errorf("%s has a grant on %s beyond its objects", name, b)
+				}
+			}
 		}
 	}
 }

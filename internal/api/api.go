@@ -37,6 +37,8 @@ type Store interface {
 	Cancel(ctx context.Context, id string) (*task.Task, error)
 	Delete(ctx context.Context, cur *task.Task) error
 	Cleanup(ctx context.Context, olderThan time.Time) (int, error)
+	// LoadBodies reads a payload or result kept off the task's record.
+	LoadBodies(ctx context.Context, t *task.Task) error
 	Now() time.Time
 }
 
@@ -254,6 +256,10 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	}
 	t, err := s.store.Get(r.Context(), id)
 	if s.taskError(w, r, "get task", err) {
+		return
+	}
+	if err := s.store.LoadBodies(r.Context(), t); err != nil {
+		s.internal(w, r, "read the payload or result of task "+id, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, t)

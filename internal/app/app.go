@@ -17,11 +17,13 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/auth"
+	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/counters"
@@ -42,6 +44,8 @@ type App struct {
 	AWS      aws.Config
 	DynamoDB *dynamodb.Client
 	SQS      *sqs.Client
+	S3       *s3.Client
+	Blobs    *blob.Store
 	Store    *store.Store
 	Queues   *queue.Queues
 	Enqueuer *enqueue.Enqueuer
@@ -57,16 +61,18 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
-	return Assemble(ctx, cfg, log, awsCfg, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg))
+	return Assemble(ctx, cfg, log, awsCfg, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg))
 }
 
 // Assemble builds the store, counters, queues (resolved), enqueuer and
 // controls on the given clients. New calls it; the bench calls it with
 // clients that count every request.
-func Assemble(ctx context.Context, cfg config.Config, log *slog.Logger, awsCfg aws.Config, ddb *dynamodb.Client, sqsClient *sqs.Client) (*App, error) {
-	a := &App{Config: cfg, Log: log, AWS: awsCfg, DynamoDB: ddb, SQS: sqsClient}
-	a.Store = store.New(a.DynamoDB, cfg.Spec.Table.Name, store.WithLogger(log), store.WithRetention(cfg.Retention), store.WithShards(cfg.Shards))
+func Assemble(ctx context.Context, cfg config.Config, log *slog.Logger, awsCfg aws.Config, ddb *dynamodb.Client, sqsClient *sqs.Client, s3Client *s3.Client) (*App, error) {
+	a := &App{Config: cfg, Log: log, AWS: awsCfg, DynamoDB: ddb, SQS: sqsClient, S3: s3Client}
+	a.Blobs = blob.New(s3Client, cfg.Spec.Bucket.Name)
+	a.Store = store.New(a.DynamoDB, cfg.Spec.Table.Name, store.WithLogger(log), store.WithRetention(cfg.Retention), store.WithShards(cfg.Shards), store.WithBlobs(a.Blobs))
 	a.Counters = counters.New(a.DynamoDB, cfg.Spec.Table.Name, a.Store.Shards())
+	a.Counters.Reap(a.Blobs.Delete)
 	var err error
 	a.Queues, err = queue.Resolve(ctx, a.SQS, cfg.Spec, cfg.QueueURLs, cfg.DLQURLs)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 const (
 	EnvPrefix          = "TRIAGE_PREFIX"               // resource name prefix (default "triage")
 	EnvTable           = "TRIAGE_TABLE"                // table name (default from the spec)
+	EnvBucket          = "TRIAGE_BUCKET"               // S3 bucket for payloads and results over 3 KiB (default "<prefix>-blobs")
 	EnvQueueURLPrefix  = "TRIAGE_QUEUE_URL_"           // + HIGH|MEDIUM|LOW: queue URL (default: looked up by name)
 	EnvDLQURLPrefix    = "TRIAGE_DLQ_URL_"             // + HIGH|MEDIUM|LOW: DLQ URL (default: looked up by name)
 	EnvAddr            = "TRIAGE_ADDR"                 // local listen address (default 127.0.0.1:8080)
@@ -132,6 +133,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	if t := getenv(EnvTable); t != "" {
 		c.Spec.Table.Name = t
+	}
+	if b := getenv(EnvBucket); b != "" {
+		c.Spec.Bucket.Name = b
 	}
 	for _, p := range task.Priorities() {
 		up := strings.ToUpper(string(p))

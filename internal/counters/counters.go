@@ -81,6 +81,7 @@ type Keeper struct {
 	table  string
 	shards int
 	now    func() time.Time
+	reap   func(ctx context.Context, keys ...string) error
 }
 
 // New returns a Keeper for table, listing type counters over shards by-due
@@ -180,11 +181,32 @@ type Guard struct {
 // ErrApplied means the batch was applied before; nothing was written.
 var ErrApplied = errors.New("counters: batch already applied")
 
+// Reap sets what Apply does with the blob store objects of removed tasks
+// (deleted by hand, by cleanup, or by DynamoDB's TTL): the stream is the
+// one place every removal shows, so the objects' deletion rides on the
+// counters' consumer. del runs on every delivery, before the counters are
+// applied (a retried batch deletes again, which is harmless), so a failed
+// deletion fails the batch and is retried with it.
+func (k *Keeper) Reap(del func(ctx context.Context, keys ...string) error) { k.reap = del }
+
 // Apply folds changes into the counters, in transactions of at most
 // maxItems counter items each. guard(first, last) names the guard of the
 // run of changes from sequence number first to last. Changes of a run that
 // was applied before are skipped.
 func (k *Keeper) Apply(ctx context.Context, changes []Change, guard func(first, last string) Guard) error {
+	if k.reap != nil {
+		var keys []string
+		for _, c := range changes {
+			if c.New == nil && c.Old != nil {
+				keys = append(keys, store.BlobKeys(c.Old)...)
+			}
+		}
+		if len(keys) > 0 {
+			if err := k.reap(ctx, keys...); err != nil {
+				return fmt.Errorf("remove the objects of removed tasks: %w", err)
+			}
+		}
+	}
 	d, first := newDelta(), ""
 	flush := func(last string) error {
 		if first == "" {

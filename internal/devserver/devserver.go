@@ -26,6 +26,7 @@ import (
 
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/promote"
@@ -142,7 +143,7 @@ func Run(ctx context.Context, opt Options) error {
 	}
 
 	var emu *localstack.Emulators // nil when AWS endpoints are configured
-	if opt.Getenv("AWS_ENDPOINT_URL") == "" && (opt.Getenv("AWS_ENDPOINT_URL_SQS") == "" || opt.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "") {
+	if !localstack.EndpointsSet(opt.Getenv) {
 		if localstack.Installed(opt.Root) {
 			fmt.Fprintln(opt.Out, "starting local AWS emulators (SQS: fauxqs, DynamoDB: DynamoDB Local)...")
 		} else {
@@ -170,7 +171,7 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return fmt.Errorf("load AWS config: %w", err)
 	}
-	if _, err := localstack.Bootstrap(ctx, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), cfg.Spec); err != nil {
+	if _, err := localstack.Bootstrap(ctx, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg), cfg.Spec); err != nil {
 		return err
 	}
 

@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	mrand "math/rand/v2"
@@ -33,6 +34,8 @@ type Store interface {
 	Transition(ctx context.Context, cur *task.Task, to task.Status, apply func(*task.Task)) (*task.Task, error)
 	Touch(ctx context.Context, cur *task.Task, apply func(*task.Task)) (*task.Task, error)
 	CancelRequested(ctx context.Context, id string) (bool, error)
+	Payload(ctx context.Context, t *task.Task) (json.RawMessage, error)
+	DropPayload(ctx context.Context, id string)
 	Now() time.Time
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
@@ -194,6 +195,7 @@ func (c *Consumer) load(ctx context.Context, m queue.Received, msg task.Message)
 		c.counts.noTask.Add(1)
 		c.log.Warn("message names a task that does not exist; moved to the DLQ", "task_id", msg.ID, "message_id", m.MessageID, "sent_at", m.SentAt)
 		c.poison(ctx, m, fmt.Sprintf("no task %s: its submit sent this message but never recorded the task (it failed or was interrupted), or the task was deleted", msg.ID))
+		c.store.DropPayload(ctx, msg.ID) // a large payload written before the record that never came
 	}
 	return nil, nil
 }
@@ -356,13 +358,22 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 
 	var result json.RawMessage
 	h, err := c.handlers.Lookup(t.Type)
+	if err != nil {
+		err = handler.Permanent(err)
+	}
+	var payload json.RawMessage
+	if err == nil {
+		// A payload kept in the blob store is read for each attempt. One that
+		// is gone can never be run; a failed read is retried like any failure.
+		if payload, err = c.store.Payload(runCtx, t); errors.Is(err, blob.ErrNotFound) {
+			err = handler.Permanent(err)
+		}
+	}
 	if err == nil {
 		result, err = c.safeHandle(runCtx, h, handler.Request{
-			ID: t.ID, Type: t.Type, Payload: t.Payload, Priority: t.Priority,
+			ID: t.ID, Type: t.Type, Payload: payload, Priority: t.Priority,
 			Attempt: t.Attempts, MaxAttempts: t.MaxAttempts, TraceID: t.TraceID,
 		})
-	} else {
-		err = handler.Permanent(err)
 	}
 	close(hbStop)
 	<-hbDone
@@ -378,8 +389,8 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 		// A result that arrived wins over a cancel request or shutdown.
 		if result != nil && !json.Valid(result) {
 			err = handler.Permanent(fmt.Errorf("handler returned a result that is not valid JSON"))
-		} else if len(result) > task.MaxPayloadBytes {
-			err = handler.Permanent(fmt.Errorf("result is %d bytes; the limit is %d", len(result), task.MaxPayloadBytes))
+		} else if len(result) > task.MaxResultBytes {
+			err = handler.Permanent(fmt.Errorf("result is %d bytes; the limit is %d", len(result), task.MaxResultBytes))
 		} else {
 			c.complete(wctx, j, attempt, result)
 			return

@@ -262,6 +262,7 @@ func (e *Enqueuer) Retry(ctx context.Context, get func(context.Context, string) 
 		next, err := e.Redispatch(ctx, t, task.Queued, t.Priority, 0, func(n *task.Task) {
 			n.Attempts = 0
 			n.Error, n.Result = nil, nil
+			n.ResultRef, n.ResultSize = "", 0
 			n.CompletedAt, n.RetryAt, n.StartedAt = nil, nil, nil
 			n.ExpiresAt = 0
 			n.CancelRequested = false

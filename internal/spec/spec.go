@@ -105,10 +105,22 @@ type Queue struct {
 	DLQRetention      time.Duration
 }
 
+// Bucket describes the S3 bucket that keeps the payloads and results too
+// large for a task's item (see internal/blob). Its objects are deleted
+// with their tasks; it needs no lifecycle expiry, which could not know how
+// long a task lives.
+type Bucket struct {
+	// Name is the local bucket's name. S3 names are global, so in AWS the
+	// CDK construct lets CloudFormation name the bucket and hands the name
+	// to the functions in TRIAGE_BUCKET.
+	Name string
+}
+
 // Spec is the whole resource set of one triage deployment.
 type Spec struct {
 	Table  Table
 	Queues []Queue
+	Bucket Bucket
 }
 
 // Default values used when a deployment names nothing else.
@@ -135,6 +147,7 @@ func New(prefix string) Spec {
 			TTLAttribute: AttrTTL,
 			Stream:       StreamNewAndOldImages,
 		},
+		Bucket: Bucket{Name: prefix + "-blobs"},
 	}
 	for _, p := range task.Priorities() {
 		s.Queues = append(s.Queues, Queue{

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
 )
@@ -24,7 +25,35 @@ const IdempotencyWindow = 24 * time.Hour
 // within IdempotencyWindow, nothing is written and the existing task is
 // returned with created=false. The key and the task are written in one
 // transaction, so concurrent submits with one key create exactly one task.
+//
+// A payload over InlineMax is written to the blob store first; if no task
+// ends up referencing it (the write failed, or the key named another
+// task), it is removed again.
 func (s *Store) Create(ctx context.Context, t *task.Task) (saved *task.Task, created bool, err error) {
+	if err := s.offloadPayload(ctx, t); err != nil {
+		return nil, false, err
+	}
+	saved, created, err = s.create(ctx, t)
+	if t.PayloadRef != "" && (err != nil || !created) {
+		s.DropPayload(context.WithoutCancel(ctx), t.ID)
+	}
+	return saved, created, err
+}
+
+// DropPayload removes the blob store object a payload of task id would
+// have, for a task that was never recorded (the consumer calls it when it
+// dead-letters a message whose task never appeared). Failures are logged:
+// the object is then only unreferenced storage.
+func (s *Store) DropPayload(ctx context.Context, id string) {
+	if s.blobs == nil {
+		return
+	}
+	if err := s.blobs.Delete(ctx, blob.PayloadKey(id)); err != nil {
+		s.log.Warn("could not remove the payload object of an unrecorded task", "task_id", id, "error", err)
+	}
+}
+
+func (s *Store) create(ctx context.Context, t *task.Task) (saved *task.Task, created bool, err error) {
 	av, err := s.item(t)
 	if err != nil {
 		return nil, false, err

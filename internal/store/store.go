@@ -70,6 +70,7 @@ type Store struct {
 	now       func() time.Time
 	retention time.Duration
 	shards    int
+	blobs     Blobs
 }
 
 // Option configures a Store.
@@ -135,6 +136,14 @@ func (s *Store) item(t *task.Task) (map[string]types.AttributeValue, error) {
 	av, err := attributevalue.MarshalMap(t)
 	if err != nil {
 		return nil, fmt.Errorf("marshal task %s: %w", t.ID, err)
+	}
+	// A body kept in the blob store is never written to the item, loaded
+	// or not: the item keeps its reference (and size) only.
+	if t.PayloadRef != "" {
+		delete(av, "payload")
+	}
+	if t.ResultRef != "" {
+		delete(av, "result")
 	}
 	sh := s.shardOf(t.ID)
 	av[spec.AttrPK] = &types.AttributeValueMemberS{Value: "TASK#" + t.ID}
@@ -204,6 +213,27 @@ func (s *Store) write(ctx context.Context, cur *task.Task, to task.Status, apply
 	if to.Terminal() && s.retention > 0 {
 		next.ExpiresAt = now.Add(s.retention).Unix()
 	}
+	resultKey, err := s.offloadResult(ctx, next)
+	if err != nil {
+		return nil, err
+	}
+	saved, err := s.update(ctx, cur, next)
+	if err != nil {
+		if resultKey != "" {
+			// Nothing references it: the write that would have was refused.
+			if derr := s.blobs.Delete(context.WithoutCancel(ctx), resultKey); derr != nil {
+				s.log.Warn("could not remove the result of a refused write", "task_id", cur.ID, "key", resultKey, "error", derr)
+			}
+		}
+		return nil, err
+	}
+	return saved, nil
+}
+
+// update writes next over cur: the attributes that differ, conditional on
+// cur's status and version.
+func (s *Store) update(ctx context.Context, cur, next *task.Task) (*task.Task, error) {
+	to := next.Status
 	before, err := s.item(cur)
 	if err != nil {
 		return nil, err

@@ -19,7 +19,13 @@ const (
 	MaxMaxAttempts        = 100
 	DefaultTimeoutSeconds = 300
 	MaxTimeoutSeconds     = 12 * 60 * 60
-	MaxPayloadBytes       = 256 << 10 // a DynamoDB item is at most 400 KB; leave room for the rest
+	// MaxPayloadBytes bounds a payload, and MaxResultBytes a handler's
+	// result. Neither is bounded by DynamoDB's 400 KB item: above
+	// store.InlineMax they are kept as S3 objects. 1 MiB is SQS's message
+	// limit, which a direct send's payload travels in, and keeps a task with
+	// both within a Lambda response (6 MB).
+	MaxPayloadBytes = 1 << 20
+	MaxResultBytes  = MaxPayloadBytes
 	// MaxPayloadDepth bounds how deeply a payload nests arrays and objects:
 	// Go's JSON decoder refuses documents nested over 10,000 levels, so a
 	// deeper payload would break every reader of the task, list pages too.

@@ -107,6 +107,15 @@ type Task struct {
 	TraceID           string          `json:"trace_id,omitempty" dynamodbav:"trace_id,omitempty"`
 	History           []Attempt       `json:"history,omitempty" dynamodbav:"history,omitempty"`
 	CancelRequested   bool            `json:"cancel_requested,omitempty" dynamodbav:"cancel_requested,omitempty"`
+	// PayloadSize and ResultSize are set when the payload or result is too
+	// large to live on the task's record (over store.InlineMax): it is kept
+	// as an object of its own (PayloadRef, ResultRef), and Payload or Result
+	// is empty until a reader loads it (store.Store.LoadBodies). A list page
+	// does not load them; GET of one task does.
+	PayloadSize int    `json:"payload_size,omitempty" dynamodbav:"payload_size,omitempty"`
+	ResultSize  int    `json:"result_size,omitempty" dynamodbav:"result_size,omitempty"`
+	PayloadRef  string `json:"-" dynamodbav:"payload_ref,omitempty"`
+	ResultRef   string `json:"-" dynamodbav:"result_ref,omitempty"`
 
 	// Internal bookkeeping, not part of the API object.
 

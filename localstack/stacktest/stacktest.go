@@ -1,9 +1,8 @@
 // Package stacktest gives integration tests a real local AWS stack.
 //
 // Main starts the emulators once per test binary, unless the SDK's
-// AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL_DYNAMODB
-// variables already point somewhere (LocalStack, say): then the tests use
-// that instead, unchanged. New gives each test its own table and queues
+// endpoint variables already point somewhere, LocalStack say (see
+// localstack.EndpointsSet): then the tests use that instead, unchanged. New gives each test its own table and queues
 // under a unique prefix, so tests never see each other's messages.
 package stacktest
 
@@ -21,9 +20,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
@@ -37,7 +38,7 @@ func Main(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	if os.Getenv("AWS_ENDPOINT_URL") == "" && (os.Getenv("AWS_ENDPOINT_URL_SQS") == "" || os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "") {
+	if !localstack.EndpointsSet(os.Getenv) {
 		root, err := localstack.FindRoot(".")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "stacktest:", err)
@@ -71,6 +72,7 @@ type Env struct {
 	AWS       aws.Config
 	DynamoDB  *dynamodb.Client
 	SQS       *sqs.Client
+	S3        *s3.Client
 	Spec      spec.Spec
 	QueueURLs map[task.Priority]string
 	DLQURLs   map[task.Priority]string
@@ -93,9 +95,10 @@ func New(t testing.TB) *Env {
 		AWS:      cfg,
 		DynamoDB: store.NewClient(cfg),
 		SQS:      sqs.NewFromConfig(cfg),
+		S3:       blob.NewClient(cfg),
 		Spec:     spec.New(prefix),
 	}
-	res, err := localstack.Bootstrap(ctx, e.DynamoDB, e.SQS, e.Spec)
+	res, err := localstack.Bootstrap(ctx, e.DynamoDB, e.SQS, e.S3, e.Spec)
 	if err != nil {
 		t.Fatalf("bootstrap: %v", err)
 	}
