@@ -71,7 +71,7 @@ func hostileRequests() []hostile {
 		add(hostile{name: "invalid UTF-8 " + cutName(f), method: "POST", path: "/api/v1/tasks", body: "{" + f + "}", status: 400})
 		add(hostile{name: "batch invalid UTF-8 " + cutName(f), method: "POST", path: "/api/v1/tasks/batch", body: `{"tasks":[{` + f + `}]}`, status: 400})
 	}
-	add(hostile{name: "payload over 256 KiB", method: "POST", path: "/api/v1/tasks", body: `{"type":"echo","payload":"` + strings.Repeat("p", task.MaxPayloadBytes) + `"}`, status: 413, field: "payload"})
+	add(hostile{name: "payload over MaxPayloadBytes", method: "POST", path: "/api/v1/tasks", body: `{"type":"echo","payload":"` + strings.Repeat("p", task.MaxPayloadBytes) + `"}`, status: 413, field: "payload"})
 	add(hostile{name: "body over the submit limit", method: "POST", path: "/api/v1/tasks", body: strings.Repeat(" ", api.MaxBody+1), status: 413})
 	add(hostile{name: "body over the batch limit", method: "POST", path: "/api/v1/tasks/batch", body: strings.Repeat(" ", api.MaxBatchBody+1), status: 413})
 	add(hostile{name: "batch of 101", method: "POST", path: "/api/v1/tasks/batch", body: `{"tasks":[` + strings.TrimSuffix(strings.Repeat(`{"type":"echo"},`, 101), ",") + `]}`, status: 400, field: "tasks"})

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/triagehq/triage/internal/api"
+	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 )
 
@@ -52,6 +53,8 @@ func TestOpenAPILimitsMatchTheCode(t *testing.T) {
 		{"delay_seconds maximum", sub["delay_seconds"]["maximum"], task.MaxDelaySeconds},
 		{"batch maxItems", batch.Properties["tasks"]["maxItems"], api.MaxBatch},
 		{"task id length", doc.Components.Parameters["TaskID"].Schema["maxLength"], 26},
+		{"payload_size minimum", doc.Components.Schemas["Task"].Properties["payload_size"]["minimum"], store.InlineMax + 1},
+		{"result_size minimum", doc.Components.Schemas["Task"].Properties["result_size"]["minimum"], store.InlineMax + 1},
 	} {
 		if f, ok := c.got.(float64); !ok || int(f) != c.want {
 			t.Errorf("%s: the document says %v, the code %d", c.name, c.got, c.want)
@@ -63,6 +66,7 @@ func TestOpenAPILimitsMatchTheCode(t *testing.T) {
 	}{
 		{"payload bytes", sub["payload"]["description"].(string), task.MaxPayloadBytes},
 		{"payload depth", sub["payload"]["description"].(string), task.MaxPayloadDepth},
+		{"inline payload", doc.Components.Schemas["Task"].Properties["payload"]["description"].(string), store.InlineMax},
 		{"batch body", batch.Description, api.MaxBatchBody},
 		{"submit body", doc.Info.Description, api.MaxBody},
 		{"batch body (info)", doc.Info.Description, api.MaxBatchBody},

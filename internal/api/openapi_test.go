@@ -447,7 +447,9 @@ func TestOpenAPIResponses(t *testing.T) {
 		c.call("POST /api/v1/tasks", "/api/v1/tasks", "adm", `{"type":"echo","priority":"urgent"}`, 400)
 		c.call("POST /api/v1/tasks", "/api/v1/tasks", "", `{"type":"echo"}`, 401)
 		c.call("POST /api/v1/tasks", "/api/v1/tasks", "ro", `{"type":"echo"}`, 403)
-		c.call("POST /api/v1/tasks", "/api/v1/tasks", "adm", `{"type":"echo","payload":"`+strings.Repeat("a", 300<<10)+`"}`, 413)
+		c.call("POST /api/v1/tasks", "/api/v1/tasks", "adm", `{"type":"echo","payload":"`+strings.Repeat("a", 1<<20)+`"}`, 413)
+		// A payload kept off the record: the answer (and later list pages) carry payload_size.
+		c.call("POST /api/v1/tasks", "/api/v1/tasks", "adm", `{"type":"echo","payload":"`+strings.Repeat("a", 10<<10)+`"}`, 201)
 
 		c.call("GET /api/v1/tasks/{id}", "/api/v1/tasks/"+id, "ro", "", 200)
 		c.call("GET /api/v1/tasks/{id}", "/api/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV", "ro", "", 404)
