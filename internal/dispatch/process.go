@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/blob"
+	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
