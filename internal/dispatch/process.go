@@ -3,12 +3,15 @@ package dispatch
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/oklog/ulid/v2"
 
 	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/enqueue"
@@ -300,11 +303,13 @@ func (c *Consumer) adopt(ctx context.Context, m queue.Received) (*task.Task, err
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	if r.IdempotencyKey == "" {
-		r.IdempotencyKey = "sqs:" + m.MessageID
-	}
 	r.RunAt, r.DelaySeconds = nil, nil // the message is already here
 	t := r.NewTask(c.store.Now(), 0)
+	// The task's id is derived from the message, so a redelivery names the
+	// same task and its create finds it: no idempotency item, and no
+	// transaction (which would bill the two items twice), is needed. A
+	// producer's own idempotency_key still works as on the API.
+	t.ID = adoptedID(m)
 	t.EffectivePriority = m.Priority
 	t.DispatchVersion = 0
 	saved, created, err := c.store.Create(ctx, t)
@@ -315,6 +320,24 @@ func (c *Consumer) adopt(ctx context.Context, m queue.Received) (*task.Task, err
 		c.log.Info("adopted direct send", "task_id", saved.ID, "message_id", m.MessageID, "type", saved.Type)
 	}
 	return saved, nil
+}
+
+// adoptedID is the task id of a direct send: a ULID whose time is the
+// message's send time and whose 80 random bits are the first bytes of a
+// SHA-256 of its SQS MessageId (unique per message), so every receive of
+// the message derives the same id.
+func adoptedID(m queue.Received) string {
+	at := m.SentAt
+	if at.IsZero() {
+		at = time.UnixMilli(0)
+	}
+	sum := sha256.Sum256([]byte("sqs:" + m.MessageID))
+	var id ulid.ULID
+	if err := id.SetTime(ulid.Timestamp(at)); err != nil {
+		_ = id.SetTime(0)
+	}
+	_ = id.SetEntropy(sum[:10])
+	return id.String()
 }
 
 // leaseFor is the lease a claim of t takes: Lease, or t's timeout if shorter,

@@ -393,7 +393,7 @@ func TestDirectSendIsAdoptedOnce(t *testing.T) {
 	waitEnds(t, l, 2, 30*time.Second)
 	id, _ := seen.Load().(string)
 	done := stacktest.WaitStatus(t, a.Store, id, task.Completed, 10*time.Second)
-	if done.Attempts != 2 || done.IdempotencyKey != "sqs:"+aws.ToString(out.MessageId) {
+	if done.Attempts != 2 || done.IdempotencyKey != "" || out.MessageId == nil {
 		t.Fatalf("adopted task: attempts %d key %q", done.Attempts, done.IdempotencyKey)
 	}
 	checkOnce(t, l, nil)

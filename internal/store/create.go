@@ -26,15 +26,21 @@ const IdempotencyWindow = 24 * time.Hour
 // returned with created=false. The key and the task are written in one
 // transaction, so concurrent submits with one key create exactly one task.
 //
-// A payload over InlineMax is written to the blob store first; if no task
-// ends up referencing it (the write failed, or the key named another
-// task), it is removed again.
+// A task whose id is taken already (a redelivered direct send derives its
+// id from its message) is not written again: the existing task is returned
+// with created=false.
+//
+// A payload over InlineMax is written to the blob store first. When the
+// idempotency key named another task, nothing references it and it is
+// removed again. After a failed write it is left alone: the write may have
+// landed after all; if it did not, the task's message finds no task and the
+// consumer removes the object when it dead-letters the message.
 func (s *Store) Create(ctx context.Context, t *task.Task) (saved *task.Task, created bool, err error) {
 	if err := s.offloadPayload(ctx, t); err != nil {
 		return nil, false, err
 	}
 	saved, created, err = s.create(ctx, t)
-	if t.PayloadRef != "" && (err != nil || !created) {
+	if err == nil && !created && t.PayloadRef != "" && saved.ID != t.ID {
 		s.DropPayload(context.WithoutCancel(ctx), t.ID)
 	}
 	return saved, created, err
@@ -69,6 +75,14 @@ func (s *Store) create(ctx context.Context, t *task.Task) (saved *task.Task, cre
 			ConditionExpression:      taskCond.Condition(),
 			ExpressionAttributeNames: taskCond.Names(),
 		})
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			existing, gerr := s.Get(ctx, t.ID)
+			if gerr != nil {
+				return nil, false, fmt.Errorf("create task %s: it exists, and reading it failed: %w", t.ID, gerr)
+			}
+			return existing, false, nil
+		}
 		if err != nil {
 			return nil, false, fmt.Errorf("create task %s: %w", t.ID, err)
 		}
@@ -108,8 +122,18 @@ func (s *Store) create(ctx context.Context, t *task.Task) (saved *task.Task, cre
 		return t, true, nil
 	}
 	var tce *types.TransactionCanceledException
-	if !errors.As(err, &tce) || len(tce.CancellationReasons) == 0 || aws.ToString(tce.CancellationReasons[0].Code) != "ConditionalCheckFailed" {
+	refused := func(i int) bool {
+		return len(tce.CancellationReasons) > i && aws.ToString(tce.CancellationReasons[i].Code) == "ConditionalCheckFailed"
+	}
+	if !errors.As(err, &tce) || !refused(0) && !refused(1) {
 		return nil, false, fmt.Errorf("create task %s with idempotency key %q: %w", t.ID, t.IdempotencyKey, err)
+	}
+	if !refused(0) { // the key was free, the id taken: the same task again
+		existing, err := s.Get(ctx, t.ID)
+		if err != nil {
+			return nil, false, fmt.Errorf("create task %s: it exists, and reading it failed: %w", t.ID, err)
+		}
+		return existing, false, nil
 	}
 	existing, err := s.ByIdempotencyKey(ctx, t.IdempotencyKey)
 	if err != nil {
