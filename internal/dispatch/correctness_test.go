@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/triagehq/triage/internal/dispatch"
-	"github.com/triagehq/triage/internal/handler/demo"
+	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/localstack/stacktest"
 )
@@ -132,19 +132,21 @@ func TestDirectSendWithUnknownFieldIsRejected(t *testing.T) {
 	}
 }
 
-// A successful result that cannot be stored (payload + result past
-// DynamoDB's item limit) fails the task once, permanently, saying why: the
-// handler is not run again, and the task is not reported as a lost worker.
-func TestUnstorableResultFailsOnce(t *testing.T) {
+// A result over MaxResultBytes fails the task once, permanently, saying
+// why: the handler is not run again for an outcome that can never be kept,
+// and the task is not reported as a lost worker. (Results up to the limit
+// are kept in the bucket when they are too large for the item: see
+// TestLargeDirectSendAdoptedAndRun.)
+func TestOversizedResultFailsOnce(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
-	big, _ := json.Marshal(strings.Repeat("x", 250_000))
-	tk := submitOne(t, a, task.Request{Type: "echo", Priority: "high", Payload: big, MaxAttempts: intp(3)})
-	l := newLedger(demo.Echo)
-	run(t, a.Consumer(registry("echo", l), fastOptions()))
+	tk := submitOne(t, a, task.Request{Type: "huge", Priority: "high", MaxAttempts: intp(3)})
+	huge, _ := json.Marshal(strings.Repeat("x", task.MaxResultBytes))
+	l := newLedger(func(context.Context, handler.Request) (json.RawMessage, error) { return huge, nil })
+	run(t, a.Consumer(registry("huge", l), fastOptions()))
 	dead := stacktest.WaitStatus(t, a.Store, tk.ID, task.DeadLetter, 30*time.Second)
-	if dead.Attempts != 1 || dead.Error == nil || dead.Error.Retriable || !strings.Contains(dead.Error.Message, "cannot be stored") {
-		t.Fatalf("attempts %d error %+v; want one attempt and a permanent 'cannot be stored'", dead.Attempts, dead.Error)
+	if dead.Attempts != 1 || dead.Error == nil || dead.Error.Retriable || !strings.Contains(dead.Error.Message, "the limit is") {
+		t.Fatalf("attempts %d error %+v; want one attempt and a permanent 'the limit is'", dead.Attempts, dead.Error)
 	}
 	time.Sleep(2 * time.Second) // a second run would have started by now
 	checkOnce(t, l, []string{tk.ID})
