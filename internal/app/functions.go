@@ -44,14 +44,14 @@ func (a *App) Handlers() (*handler.Registry, error) {
 // set, and is an error naming the type otherwise.
 func (a *App) AddRoutes(reg *handler.Registry, override bool) error {
 	for typ, target := range a.Config.Routes {
-		if _, err := reg.Lookup(typ); err == nil && !override {
+		if reg.Has(typ) && !override {
 			return fmt.Errorf("task type %q has a Go handler and a route in %s; give it one", typ, config.EnvRoutes)
 		}
 		h, err := a.routeHandler(target)
 		if err != nil {
 			return fmt.Errorf("route %s: %w", typ, err)
 		}
-		reg.Register(typ, h)
+		reg.Replace(typ, h)
 	}
 	return nil
 }

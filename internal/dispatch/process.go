@@ -422,7 +422,7 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 	switch {
 	case errors.Is(cause, errCancelRequested):
 		attempt.Error = "cancelled on request"
-		c.finishCancelled(wctx, j, attempt)
+		c.finishCancelled(wctx, j, attempt, nil)
 	case errors.Is(cause, errShutdown):
 		attempt.Error = "interrupted: consumer shut down"
 		c.handBack(wctx, j, attempt)
@@ -430,7 +430,15 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 		if runCtx.Err() != nil && cause != nil && !errors.Is(cause, context.Canceled) {
 			err = cause // the timeout, named
 		}
+		if d, ok := handler.SnoozeOf(err); ok {
+			c.snooze(wctx, j, attempt, d)
+			return
+		}
 		attempt.Error = err.Error()
+		if errors.Is(err, handler.ErrCancel) {
+			c.finishCancelled(wctx, j, attempt, task.NewError(err.Error(), false))
+			return
+		}
 		retriable := handler.Retriable(err)
 		if retriable && t.Attempts < t.MaxAttempts {
 			c.retry(wctx, j, attempt, err.Error())
@@ -579,10 +587,15 @@ func (c *Consumer) complete(ctx context.Context, j *job, a task.Attempt, result 
 	}
 }
 
-func (c *Consumer) finishCancelled(ctx context.Context, j *job, a task.Attempt) {
+// finishCancelled records a cancelled task: on request (reason nil), or
+// by its handler's Cancel (reason is its error, recorded on the task).
+func (c *Consumer) finishCancelled(ctx context.Context, j *job, a task.Attempt, reason *task.Error) {
 	now := c.store.Now()
 	if c.finishWrite(ctx, j, "cancellation", func(cur *task.Task) (*task.Task, error) {
 		return c.store.Transition(ctx, cur, task.Cancelled, func(n *task.Task) {
+			if reason != nil {
+				n.Error = reason
+			}
 			n.CompletedAt = &now
 			n.WorkerID, n.LeaseUntil = "", nil
 			n.AddAttempt(a)
@@ -629,35 +642,61 @@ func (c *Consumer) retry(ctx context.Context, j *job, a task.Attempt, msg string
 	c.rngMu.Lock()
 	wait := c.opt.Backoff[t.Priority].Wait(t.Attempts, c.opt.Rand)
 	c.rngMu.Unlock()
+	if c.park(ctx, j, "retry", wait, func(n *task.Task) {
+		n.Error = task.NewError(msg, true)
+		n.AddAttempt(a)
+	}) {
+		c.log.LogAttrs(ctx, slog.LevelInfo, "task will retry", slog.String("task_id", t.ID), slog.Duration("wait", wait), slog.Int("attempt", t.Attempts), slog.String("error", msg))
+	}
+}
+
+// snooze puts the task back to run again after d, as its handler asked,
+// without counting the attempt that asked (so a task may snooze any
+// number of times; max_attempts counts failures only).
+func (c *Consumer) snooze(ctx context.Context, j *job, a task.Attempt, d time.Duration) {
+	a.Error = fmt.Sprintf("snoozed for %s", d)
+	if c.park(ctx, j, "snooze", d, func(n *task.Task) {
+		n.Attempts--
+		n.AddAttempt(a)
+	}) {
+		c.log.LogAttrs(ctx, slog.LevelInfo, "task snoozed", slog.String("task_id", j.snapshot().ID), slog.Duration("wait", d))
+	}
+}
+
+// park moves an executing task to retrying, to run again after wait:
+// by hiding its message, or with a fresh message when this receive is the
+// last before SQS would redrive it, or with none (the promoter sends one
+// when due) when the wait is longer than SQS can hide or delay a message.
+// apply records why. It reports whether the task was parked.
+func (c *Consumer) park(ctx context.Context, j *job, what string, wait time.Duration, apply func(n *task.Task)) bool {
+	t := j.snapshot()
 	now := c.store.Now()
 	at := now.Add(wait)
 	fresh := c.lastReceive(j.msg)
 	noMessage := wait > queue.MaxVisibility || (fresh && wait > queue.MaxDelay)
-	apply := func(n *task.Task) {
-		n.Error = task.NewError(msg, true)
+	edit := func(n *task.Task) {
+		apply(n)
 		n.RetryAt = &at
 		n.WorkerID, n.LeaseUntil = "", nil
-		n.AddAttempt(a)
 		if noMessage {
 			n.DispatchVersion = task.NoMessage // the promoter sends it when due
 		}
 	}
-	if !c.finishWrite(ctx, j, "retry", func(cur *task.Task) (*task.Task, error) {
+	if !c.finishWrite(ctx, j, what, func(cur *task.Task) (*task.Task, error) {
 		if fresh && !noMessage {
-			return c.redisp.Redispatch(ctx, cur, task.Retrying, cur.EffectivePriority, wait, apply)
+			return c.redisp.Redispatch(ctx, cur, task.Retrying, cur.EffectivePriority, wait, edit)
 		}
-		return c.store.Transition(ctx, cur, task.Retrying, apply)
+		return c.store.Transition(ctx, cur, task.Retrying, edit)
 	}) {
-		return
+		return false
 	}
-	c.log.LogAttrs(ctx, slog.LevelInfo, "task will retry", slog.String("task_id", t.ID), slog.Duration("wait", wait), slog.Int("attempt", t.Attempts), slog.String("error", msg))
 	if noMessage || fresh {
 		c.del.add(j.msg.Priority, j.msg.ReceiptHandle)
-		return
+		return true
 	}
 	err := c.queues.ChangeVisibility(ctx, j.msg.Priority, j.msg.ReceiptHandle, wait)
 	if err == nil {
-		return
+		return true
 	}
 	// The message is gone (its visibility ran out and someone deleted it as
 	// busy, or SQS lost the receipt): give the task a new one.
@@ -665,6 +704,7 @@ func (c *Consumer) retry(ctx context.Context, j *job, a task.Attempt, msg string
 	if _, err := c.redisp.Redispatch(ctx, j.snapshot(), task.Queued, t.EffectivePriority, min(wait, queue.MaxDelay), nil); err != nil {
 		c.log.Error("re-send for retry failed; the promoter will re-send it", "task_id", t.ID, "error", err)
 	}
+	return true
 }
 
 // deadLetter records a terminal failure and moves the message to the DLQ.

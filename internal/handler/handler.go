@@ -3,7 +3,10 @@
 //
 // A handler is in-process Go code, a Lambda function invoked by ARN, or an
 // HTTP webhook; the dispatcher treats them alike. A handler's error is
-// retriable unless it is marked with Permanent.
+// retriable unless it says otherwise: Permanent (dead-letter now), Cancel
+// (the task is cancelled), or Snooze (run again later without spending an
+// attempt). Middleware registered with Registry.Use wraps every attempt of
+// every handler (tracing and metrics, say).
 package handler
 
 import (
@@ -11,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/triagehq/triage/internal/task"
 )
@@ -55,30 +59,112 @@ func Permanent(err error) error {
 }
 
 // Retriable reports whether the task may be tried again after err.
-func Retriable(err error) bool { return !errors.Is(err, ErrPermanent) }
+func Retriable(err error) bool { return !errors.Is(err, ErrPermanent) && !errors.Is(err, ErrCancel) }
+
+// ErrCancel matches (errors.Is) every error made with Cancel.
+var ErrCancel = errors.New("cancelled by its handler")
+
+type cancelError struct{ err error }
+
+func (e *cancelError) Error() string   { return e.err.Error() }
+func (e *cancelError) Unwrap() []error { return []error{e.err, ErrCancel} }
+
+// Cancel ends the task as cancelled, not failed: it is not retried and not
+// dead-lettered, and err's message is recorded as the reason. For work
+// that has become pointless (the order it was for is gone).
+func Cancel(err error) error {
+	if err == nil {
+		err = errors.New("cancelled by its handler")
+	}
+	return &cancelError{err: err}
+}
+
+// MaxSnooze is the longest Snooze: a task's timeout's upper bound (12 h).
+const MaxSnooze = time.Duration(task.MaxTimeoutSeconds) * time.Second
+
+// SnoozeError asks for the task to run again After from now. The attempt
+// it ended is not counted: snoozing is waiting, not failing.
+type SnoozeError struct{ After time.Duration }
+
+func (e *SnoozeError) Error() string { return fmt.Sprintf("snoozed for %s", e.After) }
+
+// Snooze returns the error that puts the task back to run again after d
+// (at least a second, at most MaxSnooze) without spending an attempt: for
+// work that is not ready yet (a file still uploading, a rate limit upstream).
+func Snooze(d time.Duration) error {
+	return &SnoozeError{After: min(max(d, time.Second), MaxSnooze)}
+}
+
+// SnoozeOf reports whether err asks for a snooze, and for how long.
+func SnoozeOf(err error) (time.Duration, bool) {
+	var se *SnoozeError
+	if errors.As(err, &se) {
+		return se.After, true
+	}
+	return 0, false
+}
+
+// Middleware runs around every attempt: it may look at or change the
+// request and context, call next (or not), and look at or change the
+// outcome. Middleware is what tracing, metrics and logging hook into.
+type Middleware func(ctx context.Context, r Request, next Func) (json.RawMessage, error)
+
+// Chain wraps h in mws; the first runs outermost.
+func Chain(h Handler, mws ...Middleware) Handler {
+	for i := len(mws) - 1; i >= 0; i-- {
+		mw, next := mws[i], h
+		h = Func(func(ctx context.Context, r Request) (json.RawMessage, error) { return mw(ctx, r, next.Handle) })
+	}
+	return h
+}
 
 // ErrNoHandler is returned for a task type with no registered handler.
 var ErrNoHandler = errors.New("no handler registered for task type")
+
+// ErrDuplicate is returned when a task type is registered twice.
+var ErrDuplicate = errors.New("task type already has a handler")
 
 // Registry maps task types to handlers. Build it before the consumer starts;
 // it is read-only afterwards.
 type Registry struct {
 	byType map[string]Handler
+	mws    []Middleware
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{byType: map[string]Handler{}} }
 
-// Register sets the handler of typ, replacing any earlier one.
-func (r *Registry) Register(typ string, h Handler) { r.byType[typ] = h }
+// Register sets the handler of typ. A type that has one already is an
+// error (ErrDuplicate), so two handlers can never silently fight over a
+// type; Replace is for the one deliberate override.
+func (r *Registry) Register(typ string, h Handler) error {
+	if _, dup := r.byType[typ]; dup {
+		return fmt.Errorf("%w: %q", ErrDuplicate, typ)
+	}
+	r.byType[typ] = h
+	return nil
+}
 
-// Lookup returns the handler of typ.
+// Replace sets the handler of typ, replacing any earlier one.
+func (r *Registry) Replace(typ string, h Handler) { r.byType[typ] = h }
+
+// Use adds middleware around every handler Lookup returns, in order: the
+// first added runs outermost.
+func (r *Registry) Use(mws ...Middleware) { r.mws = append(r.mws, mws...) }
+
+// Lookup returns the handler of typ, wrapped in the registry's middleware.
 func (r *Registry) Lookup(typ string) (Handler, error) {
 	h, ok := r.byType[typ]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrNoHandler, typ)
 	}
-	return h, nil
+	return Chain(h, r.mws...), nil
+}
+
+// Has reports whether typ has a handler.
+func (r *Registry) Has(typ string) bool {
+	_, ok := r.byType[typ]
+	return ok
 }
 
 // Types lists the registered task types.
