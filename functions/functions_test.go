@@ -141,12 +141,36 @@ func TestConsumerFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A deadline 45 s out leaves 5 s of polling before the 40 s reserve.
-	o := invoke(t, "consumer", event, 45*time.Second, map[string]string{"TRIAGE_PREFIX": env.Prefix})
+	o := invoke(t, "consumer", event, 45*time.Second, map[string]string{"TRIAGE_PREFIX": env.Prefix, "TRIAGE_DEMO_HANDLERS": "true"})
 	if o.kind != "response" || !strings.Contains(string(o.body), "worker_id") {
 		t.Fatalf("consumer returned %s %s", o.kind, o.body)
 	}
 	got, err := a.Store.Get(context.Background(), tk.ID)
 	if err != nil || got.Status != task.Completed || string(got.Result) != `{"n":7}` {
+		t.Fatalf("task after the consumer ran: %+v %v", got, err)
+	}
+}
+
+// Without TRIAGE_DEMO_HANDLERS the consumer function has no demo handlers:
+// an echo task is a type with no handler, and goes to dead_letter.
+func TestConsumerFunctionWithoutDemoHandlers(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	r := task.Request{Type: "echo", Priority: "high"}
+	tk, _, err := a.Enqueuer.Submit(context.Background(), r.NewTask(time.Now().UTC(), time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	event, err := os.ReadFile("testdata/eventbridge-scheduled.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := invoke(t, "consumer", event, 45*time.Second, map[string]string{"TRIAGE_PREFIX": env.Prefix, "TRIAGE_DEMO_HANDLERS": ""})
+	if o.kind != "response" {
+		t.Fatalf("consumer returned %s %s", o.kind, o.body)
+	}
+	got, err := a.Store.Get(context.Background(), tk.ID)
+	if err != nil || got.Status != task.DeadLetter || got.Error == nil || !strings.Contains(got.Error.Message, "no handler") {
 		t.Fatalf("task after the consumer ran: %+v %v", got, err)
 	}
 }
