@@ -82,7 +82,7 @@ func TestStrictModeRunsEveryHighBeforeAnyLow(t *testing.T) {
 
 	l := newLedger(nil)
 	opt := fastOptions()
-	opt.Strict, opt.Concurrency, opt.ReservedHigh = true, 1, 0
+	opt.Strict, opt.Concurrency, opt.ReservedHigh = new(true), 1, 0
 	stop := run(t, a.Consumer(registry("rec", l), opt))
 	waitEnds(t, l, 40, 60*time.Second)
 	stop()
