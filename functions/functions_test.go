@@ -204,3 +204,35 @@ func TestPromoterFunction(t *testing.T) {
 		t.Fatalf("task after promotion: %+v %v", got, err)
 	}
 }
+
+// A function that cannot start logs one JSON error record to stderr, where
+// Lambda collects it, and exits 1.
+func TestStartFailureIsLoggedAsJSON(t *testing.T) {
+	for _, name := range []string{"api", "consumer", "promoter", "counters"} {
+		t.Run(name, func(t *testing.T) {
+			bin := filepath.Join(t.TempDir(), "bootstrap")
+			if out, err := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", bin, "./"+name).CombinedOutput(); err != nil {
+				t.Fatalf("build %s: %v\n%s", name, err, out)
+			}
+			cmd := exec.Command(bin)
+			cmd.Env = append(os.Environ(), "TRIAGE_STRICT=maybe")
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			if code := cmd.ProcessState.ExitCode(); code != 1 {
+				t.Fatalf("exit code %d (%v), want 1; stderr:\n%s", code, err, stderr.String())
+			}
+			var rec struct {
+				Level string `json:"level"`
+				Msg   string `json:"msg"`
+				Error string `json:"error"`
+			}
+			if err := json.Unmarshal([]byte(strings.TrimSpace(stderr.String())), &rec); err != nil {
+				t.Fatalf("stderr is not one JSON record (%v):\n%s", err, stderr.String())
+			}
+			if rec.Level != "ERROR" || rec.Msg != "start "+name+" function" || !strings.Contains(rec.Error, "TRIAGE_STRICT") {
+				t.Fatalf("record %+v", rec)
+			}
+		})
+	}
+}
