@@ -3,6 +3,7 @@
 #   make run    start everything locally (emulators, API, consumer, promoter, dashboard)
 #   make test   unit and integration tests on the local emulators, plus the CDK assertions
 #   make unit   only the tests that start no emulators (about 10 s warm; no Java, the dashboard test needs Chromium)
+#   make lint   staticcheck, pinned (the first run downloads and builds it)
 #   make bench  benchmarks on the local emulators (prints tables, writes the ignored bench/out/results.json;
 #               QUICK=1 for a ~1 min smoke run, UPDATE=1 to refresh the committed bench/results.json,
 #               BENCH_ARGS="-tasks 500" for any other flag of `go run ./bench -h`)
@@ -14,7 +15,7 @@ SHELL := /bin/bash
 GO    ?= go
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: run test unit vet bench cli deps java chromium emulators cdk-cli lambda synth deploy deploy-local infra-test fuzz clean
+.PHONY: run test unit vet lint bench cli deps java chromium emulators cdk-cli lambda synth deploy deploy-local infra-test fuzz clean
 
 # `make bench -- -quick` would make "-quick" a goal: refuse it before a
 # full bench starts, and say how to pass flags.
@@ -63,6 +64,13 @@ test: deps vet
 
 vet:
 	$(GO) vet ./...
+
+## lint: staticcheck, pinned (module v0.8.2 is its release 2026.2.2), fetched
+## and built by `go run` (the module cache keeps it), on this module; infra/
+## is its own module and is not linted here. Not part of `test`.
+STATICCHECK_VERSION := v0.8.2
+lint:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 ## unit: the tests of every package outside localstack/ whose tests import
 ## nothing from it (the emulator launcher and stacktest, the only ways a test

@@ -4,7 +4,8 @@
 // can write errors.Is(err, client.ErrNotFound); an *Error carries the API's
 // code, message, field and Retry-After.
 //
-// Code running inside AWS next to the dispatcher can use Direct instead:
+// Code running inside AWS next to the dispatcher can use direct.Producer
+// (package github.com/triagehq/triage/client/direct) instead:
 // it writes the task record and sends the SQS message itself, through the
 // same code the API runs, so the two paths cannot drift apart.
 package client

@@ -141,12 +141,36 @@ func TestConsumerFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A deadline 45 s out leaves 5 s of polling before the 40 s reserve.
-	o := invoke(t, "consumer", event, 45*time.Second, map[string]string{"TRIAGE_PREFIX": env.Prefix})
+	o := invoke(t, "consumer", event, 45*time.Second, map[string]string{"TRIAGE_PREFIX": env.Prefix, "TRIAGE_DEMO_HANDLERS": "true"})
 	if o.kind != "response" || !strings.Contains(string(o.body), "worker_id") {
 		t.Fatalf("consumer returned %s %s", o.kind, o.body)
 	}
 	got, err := a.Store.Get(context.Background(), tk.ID)
 	if err != nil || got.Status != task.Completed || string(got.Result) != `{"n":7}` {
+		t.Fatalf("task after the consumer ran: %+v %v", got, err)
+	}
+}
+
+// Without TRIAGE_DEMO_HANDLERS the consumer function has no demo handlers:
+// an echo task is a type with no handler, and goes to dead_letter.
+func TestConsumerFunctionWithoutDemoHandlers(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	r := task.Request{Type: "echo", Priority: "high"}
+	tk, _, err := a.Enqueuer.Submit(context.Background(), r.NewTask(time.Now().UTC(), time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	event, err := os.ReadFile("testdata/eventbridge-scheduled.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := invoke(t, "consumer", event, 45*time.Second, map[string]string{"TRIAGE_PREFIX": env.Prefix, "TRIAGE_DEMO_HANDLERS": ""})
+	if o.kind != "response" {
+		t.Fatalf("consumer returned %s %s", o.kind, o.body)
+	}
+	got, err := a.Store.Get(context.Background(), tk.ID)
+	if err != nil || got.Status != task.DeadLetter || got.Error == nil || !strings.Contains(got.Error.Message, "no handler") {
 		t.Fatalf("task after the consumer ran: %+v %v", got, err)
 	}
 }
@@ -178,5 +202,37 @@ func TestPromoterFunction(t *testing.T) {
 	got, err := a.Store.Get(context.Background(), tk.ID)
 	if err != nil || got.EffectivePriority != task.Medium {
 		t.Fatalf("task after promotion: %+v %v", got, err)
+	}
+}
+
+// A function that cannot start logs one JSON error record to stderr, where
+// Lambda collects it, and exits 1.
+func TestStartFailureIsLoggedAsJSON(t *testing.T) {
+	for _, name := range []string{"api", "consumer", "promoter", "counters"} {
+		t.Run(name, func(t *testing.T) {
+			bin := filepath.Join(t.TempDir(), "bootstrap")
+			if out, err := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", bin, "./"+name).CombinedOutput(); err != nil {
+				t.Fatalf("build %s: %v\n%s", name, err, out)
+			}
+			cmd := exec.Command(bin)
+			cmd.Env = append(os.Environ(), "TRIAGE_STRICT=maybe")
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			if code := cmd.ProcessState.ExitCode(); code != 1 {
+				t.Fatalf("exit code %d (%v), want 1; stderr:\n%s", code, err, stderr.String())
+			}
+			var rec struct {
+				Level string `json:"level"`
+				Msg   string `json:"msg"`
+				Error string `json:"error"`
+			}
+			if err := json.Unmarshal([]byte(strings.TrimSpace(stderr.String())), &rec); err != nil {
+				t.Fatalf("stderr is not one JSON record (%v):\n%s", err, stderr.String())
+			}
+			if rec.Level != "ERROR" || rec.Msg != "start "+name+" function" || !strings.Contains(rec.Error, "TRIAGE_STRICT") {
+				t.Fatalf("record %+v", rec)
+			}
+		})
 	}
 }

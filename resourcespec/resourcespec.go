@@ -80,6 +80,7 @@ const (
 	EnvShards          = config.EnvShards
 	EnvTypes           = config.EnvTypes
 	EnvLease           = config.EnvLease
+	EnvDemoHandlers    = config.EnvDemoHandlers
 )
 
 // Backoff is one priority's retry wait (see config.Backoff).

@@ -1,12 +1,13 @@
 // Package worker runs triage tasks with your own Go handlers.
 //
-// The stock consumer function runs the demo handlers and the Lambda and
-// webhook routes of TRIAGE_ROUTES. When your handlers are Go code, build
-// your own consumer instead: register a function per task type and start
-// the worker, as a Lambda function on the consumer's schedule or as a
-// long-running process. It is the same consumer: weighted polling over the
-// priority queues, claims with leases, retries with backoff, dead letters,
-// pause and limits, configured by the same TRIAGE_* variables.
+// The stock consumer function runs the Lambda and webhook routes of
+// TRIAGE_ROUTES (and the demo handlers when TRIAGE_DEMO_HANDLERS is true).
+// When your handlers are Go code, build your own consumer instead: register
+// a function per task type and start the worker, as a Lambda function on
+// the consumer's schedule or as a long-running process. It is the same
+// consumer: weighted polling over the priority queues, claims with leases,
+// retries with backoff, dead letters, pause and limits, configured by the
+// same TRIAGE_* variables.
 //
 //	w := worker.New(worker.Options{})
 //	w.Handle("resize", func(ctx context.Context, t *worker.Task) (any, error) {

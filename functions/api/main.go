@@ -4,7 +4,8 @@ package main
 
 import (
 	"context"
-	"log"
+	"log/slog"
+	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
 
@@ -15,11 +16,13 @@ func main() {
 	ctx := context.Background()
 	a, err := app.FromEnvironment(ctx)
 	if err != nil {
-		log.Fatal(err)
+		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("start api function", "error", err)
+		os.Exit(1)
 	}
 	h, err := a.LambdaAPI(ctx)
 	if err != nil {
-		log.Fatal(err)
+		a.Log.Error("start api function", "error", err)
+		os.Exit(1)
 	}
 	lambda.Start(h)
 }

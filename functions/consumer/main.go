@@ -5,7 +5,8 @@ package main
 
 import (
 	"context"
-	"log"
+	"log/slog"
+	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
 
@@ -15,11 +16,13 @@ import (
 func main() {
 	a, err := app.FromEnvironment(context.Background())
 	if err != nil {
-		log.Fatal(err)
+		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("start consumer function", "error", err)
+		os.Exit(1)
 	}
 	reg, err := a.Handlers()
 	if err != nil {
-		log.Fatal(err)
+		a.Log.Error("start consumer function", "error", err)
+		os.Exit(1)
 	}
 	lambda.Start(a.LambdaConsumer(reg))
 }

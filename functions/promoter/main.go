@@ -4,7 +4,8 @@ package main
 
 import (
 	"context"
-	"log"
+	"log/slog"
+	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
 
@@ -15,7 +16,8 @@ import (
 func main() {
 	a, err := app.FromEnvironment(context.Background())
 	if err != nil {
-		log.Fatal(err)
+		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("start promoter function", "error", err)
+		os.Exit(1)
 	}
 	lambda.Start(promote.LambdaHandler(a.Promoter(promote.Options{}), a.FanOut()))
 }

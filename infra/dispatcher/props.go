@@ -115,7 +115,8 @@ type Props struct {
 	// ConsumerPackage is the Go package built as the consumer function's
 	// bootstrap: a main package, named as `go build` takes it in SourceRoot,
 	// by import path or relative to SourceRoot ("./cmd/consumer"). Default
-	// DefaultConsumerPackage, the stock consumer (demo handlers and Routes).
+	// DefaultConsumerPackage, the stock consumer (Routes; the demo handlers
+	// only with TRIAGE_DEMO_HANDLERS=true).
 	// Set it to your own main built on the worker package
 	// (github.com/triagehq/triage/worker) to run Go handlers; the function
 	// keeps the consumer's environment, schedule, permissions and alarms.

@@ -443,6 +443,12 @@ func TestStatsMatchAKnownWorkload(t *testing.T) {
 		f.waitStatus(t, id, "dead_letter")
 	}
 	stop()
+	// The paused type's tasks were never started: each is still queued.
+	for _, id := range parked {
+		if _, got := f.do(t, "GET", "/api/v1/tasks/"+id, "adm", ""); got["status"] != "queued" || got["attempts"] != 0.0 {
+			t.Errorf("parked task %s: status %v, attempts %v; want queued, 0", id, got["status"], got["attempts"])
+		}
+	}
 
 	// The counters follow the table's stream: wait until they have caught up.
 	stacktest.RunCounters(t, f.app)

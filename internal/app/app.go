@@ -146,10 +146,18 @@ func (a *App) API(tokens *auth.Tokens, opt api.Options) http.Handler {
 // Consumer returns a consumer running handlers from reg, with the polling
 // settings of the configuration unless opt sets them.
 func (a *App) Consumer(reg *handler.Registry, opt dispatch.Options) *dispatch.Consumer {
+	return dispatch.New(a.Store, a.Queues, a.Enqueuer, reg, a.consumerOptions(opt))
+}
+
+// consumerOptions is opt with the settings it leaves unset taken from the
+// configuration (a nil Strict: TRIAGE_STRICT; set, it wins either way).
+func (a *App) consumerOptions(opt dispatch.Options) dispatch.Options {
 	if opt.Weights == nil {
 		opt.Weights = a.Config.Weights
 	}
-	opt.Strict = opt.Strict || a.Config.Strict
+	if opt.Strict == nil {
+		opt.Strict = new(a.Config.Strict)
+	}
 	if opt.Concurrency == 0 {
 		opt.Concurrency = a.Config.Concurrency
 		if opt.ReservedHigh == 0 {
@@ -174,7 +182,7 @@ func (a *App) Consumer(reg *handler.Registry, opt dispatch.Options) *dispatch.Co
 	if opt.MaxReceiveCount == 0 && len(a.Config.Spec.Queues) > 0 {
 		opt.MaxReceiveCount = a.Config.Spec.Queues[0].MaxReceiveCount
 	}
-	return dispatch.New(a.Store, a.Queues, a.Enqueuer, reg, opt)
+	return opt
 }
 
 // CounterPoller returns the stream reader that keeps the /stats counters

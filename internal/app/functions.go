@@ -28,11 +28,14 @@ func FromEnvironment(ctx context.Context) (*App, error) {
 	return New(ctx, cfg, NewLogger(os.Stderr, cfg.LogLevel))
 }
 
-// Handlers returns the handler registry: the demo handlers, then the
-// configured routes (which win on a name clash).
+// Handlers returns the handler registry: the demo handlers when
+// Config.DemoHandlers is set (TRIAGE_DEMO_HANDLERS=true; `triage dev` sets
+// it always), then the configured routes (which win on a name clash).
 func (a *App) Handlers() (*handler.Registry, error) {
 	reg := handler.NewRegistry()
-	demo.Register(reg)
+	if a.Config.DemoHandlers {
+		demo.Register(reg)
+	}
 	if err := a.AddRoutes(reg, true); err != nil {
 		return nil, err
 	}

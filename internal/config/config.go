@@ -50,6 +50,7 @@ const (
 	EnvLease           = "TRIAGE_LEASE"                // a claim's lease, renewed every third of it (default 30s); bounds crash recovery
 	EnvShards          = "TRIAGE_SHARDS"               // partitions per index key (default 16); may be raised, never lowered
 	EnvTypes           = "TRIAGE_TYPES"                // task types the API accepts, "a,b,c" (default: any; triage dev: its handlers')
+	EnvDemoHandlers    = "TRIAGE_DEMO_HANDLERS"        // "true": the consumer function also runs the demo handlers (triage dev always does)
 )
 
 // Config is the parsed environment.
@@ -63,6 +64,7 @@ type Config struct {
 	TokensSecretARN string
 	Weights         map[task.Priority]int
 	Strict          bool
+	DemoHandlers    bool // register the demo handlers (echo, sleep, fail, noop) in the consumer
 	Concurrency     int
 	ReservedHigh    int
 	PollWait        time.Duration
@@ -148,6 +150,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	if c.Strict, err = parseBool(getenv(EnvStrict)); err != nil {
 		return c, fmt.Errorf("%s: %w", EnvStrict, err)
+	}
+	if c.DemoHandlers, err = parseBool(getenv(EnvDemoHandlers)); err != nil {
+		return c, fmt.Errorf("%s: %w", EnvDemoHandlers, err)
 	}
 	ints := []struct {
 		name string

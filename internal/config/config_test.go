@@ -24,12 +24,16 @@ func TestDefaults(t *testing.T) {
 	if c.Addr != "127.0.0.1:8080" || c.Spec.Table.Name != "triage-tasks" || c.MaxDepthHigh != 2*c.MaxDepth {
 		t.Errorf("addr %s table %s depth %d/%d", c.Addr, c.Spec.Table.Name, c.MaxDepth, c.MaxDepthHigh)
 	}
+	if c.DemoHandlers {
+		t.Errorf("demo handlers on by default")
+	}
 }
 
 func TestOverrides(t *testing.T) {
 	c, err := FromEnv(env(map[string]string{
 		EnvPrefix: "acme", EnvWeights: "high=8,low=2", EnvStrict: "true", EnvLowAfter: "2s",
 		EnvRoutes: "a=https://example.test/hook,b=arn:aws:lambda:us-east-1:1:function:f", EnvMaxDepth: "10",
+		EnvDemoHandlers: "true",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -40,12 +44,16 @@ func TestOverrides(t *testing.T) {
 	if len(c.Routes) != 2 || c.MaxDepth != 10 || c.MaxDepthHigh != 20 {
 		t.Errorf("routes %v depth %d/%d", c.Routes, c.MaxDepth, c.MaxDepthHigh)
 	}
+	if !c.DemoHandlers {
+		t.Errorf("%s=true: demo handlers off", EnvDemoHandlers)
+	}
 }
 
 func TestErrorsNameTheVariable(t *testing.T) {
 	tests := map[string]string{
 		EnvWeights:      "high=x",
 		EnvStrict:       "maybe",
+		EnvDemoHandlers: "yes please",
 		EnvConcurrency:  "-1",
 		EnvLowAfter:     "soon",
 		EnvRoutes:       "a=ftp://x",

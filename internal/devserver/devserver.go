@@ -121,6 +121,7 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
+	cfg.DemoHandlers = true // whatever TRIAGE_DEMO_HANDLERS says
 	if opt.StateDir == "" {
 		opt.StateDir = StateDir()
 	}

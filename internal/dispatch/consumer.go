@@ -61,7 +61,7 @@ type Handlers interface {
 // Options tunes a Consumer. Zero values take the defaults in parentheses.
 type Options struct {
 	Weights      map[task.Priority]int // shares of weighted polling (6/3/1)
-	Strict       bool                  // always take the highest non-empty queue
+	Strict       *bool                 // always take the highest non-empty queue (nil: no; app.Consumer: TRIAGE_STRICT)
 	Concurrency  int                   // tasks run at once (8)
 	ReservedHigh int                   // of those, slots only high tasks may use (0)
 	// PollWait is the long-poll wait used when every queue looked empty (1 s).
@@ -207,7 +207,7 @@ func New(s Store, q Queues, r Redispatcher, h Handlers, opt Options) *Consumer {
 		polling:    map[task.Priority]bool{},
 		pollNews:   make(chan struct{}, 8),
 	}
-	c.picker = picker{weights: opt.Weights, strict: opt.Strict, rng: opt.Rand}
+	c.picker = picker{weights: opt.Weights, strict: opt.Strict != nil && *opt.Strict, rng: opt.Rand}
 	c.del = newDeleter(q, c.log)
 	return c
 }

@@ -82,7 +82,7 @@ func TestStrictModeRunsEveryHighBeforeAnyLow(t *testing.T) {
 
 	l := newLedger(nil)
 	opt := fastOptions()
-	opt.Strict, opt.Concurrency, opt.ReservedHigh = true, 1, 0
+	opt.Strict, opt.Concurrency, opt.ReservedHigh = new(true), 1, 0
 	stop := run(t, a.Consumer(registry("rec", l), opt))
 	waitEnds(t, l, 40, 60*time.Second)
 	stop()
@@ -120,9 +120,11 @@ func TestWeightedModeShares(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	const perQueue = 1000
-	var all []string
+	submitted := map[string]task.Priority{}
 	for _, p := range task.Priorities() {
-		all = append(all, submit(t, a, "rec", p, perQueue, `{}`)...)
+		for _, id := range submit(t, a, "rec", p, perQueue, `{}`) {
+			submitted[id] = p
+		}
 	}
 	l := newLedger(nil)
 	opt := fastOptions()
@@ -137,6 +139,9 @@ func TestWeightedModeShares(t *testing.T) {
 	// chose, and no queue can run dry within 1,000 draws.
 	got := map[task.Priority]int{}
 	for _, e := range l.Starts()[:draws] {
+		if p, ok := submitted[e.ID]; !ok || p != e.Priority {
+			t.Fatalf("start of %s at %s: submitted %t at %q", e.ID, e.Priority, ok, p)
+		}
 		got[e.Priority]++
 	}
 	want := map[task.Priority]float64{task.High: 60, task.Medium: 30, task.Low: 10}
@@ -151,6 +156,9 @@ func TestWeightedModeShares(t *testing.T) {
 		t.Errorf("overlapping runs: %v", o)
 	}
 	for id, n := range l.Runs() {
+		if _, ok := submitted[id]; !ok {
+			t.Errorf("task %s ran but was not submitted", id)
+		}
 		if n != 1 {
 			t.Errorf("task %s ran %d times", id, n)
 		}

@@ -89,7 +89,7 @@ func TestStarvationBound(t *testing.T) {
 	reg := handler.NewRegistry()
 	reg.Register("hi", h)
 	reg.Register("lo", h)
-	opt := dispatch.Options{Strict: true, Concurrency: 1, PollWait: time.Second, EmptyBackoff: 200 * time.Millisecond}
+	opt := dispatch.Options{Strict: new(true), Concurrency: 1, PollWait: time.Second, EmptyBackoff: 200 * time.Millisecond}
 	runConsumer(t, a.Consumer(reg, opt))
 
 	// Keep a few high tasks queued at all times, for the whole test.

@@ -8,7 +8,25 @@ import (
 // Status is a task's place in its lifecycle.
 type Status string
 
-// The task states of DESIGN.md §4.
+// The task states. A task is in exactly one of them:
+//
+//   - scheduled: its run_at is further away than SQS can delay a message
+//     (15 minutes); it has no message until the promoter releases it to
+//     queued.
+//   - queued: its message waits on a priority queue (hidden until run_at,
+//     if it has one) for a consumer.
+//   - executing: a consumer claimed it, counted the attempt and holds its
+//     lease.
+//   - retrying: an attempt failed and attempts are left; it waits until
+//     retry_at (its message hidden or delayed, or sent by the promoter when
+//     due).
+//   - completed, cancelled, dead_letter: finished (see Terminal). Only
+//     dead_letter is ever left, and only by hand (an operator's retry or
+//     DLQ replay puts it back in queued).
+//
+// The invariant: a task moves only as CanTransition allows, and every move
+// (see store.Transition) is one conditional write on the task's status and
+// version, so of two writers that read the same state only one can move it.
 const (
 	Scheduled  Status = "scheduled"
 	Queued     Status = "queued"

@@ -1,5 +1,7 @@
-// Package demo provides the built-in demo handlers that `triage dev` and the
-// tests register: echo, sleep and fail.
+// Package demo provides the built-in demo handlers echo, sleep, fail and
+// noop. `triage dev`, the tests and the bench always register them; the
+// deployed consumer function registers them only when TRIAGE_DEMO_HANDLERS
+// is true.
 package demo
 
 import (

@@ -1,0 +1,41 @@
+package app_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/config"
+)
+
+// The consumer function registers the demo handlers only when
+// TRIAGE_DEMO_HANDLERS is true.
+func TestHandlersRegisterDemoOnlyWhenAsked(t *testing.T) {
+	for _, tt := range []struct {
+		env  string
+		want []string
+	}{
+		{"", []string{}},
+		{"false", []string{}},
+		{"true", []string{"echo", "fail", "noop", "sleep"}},
+	} {
+		cfg, err := config.FromEnv(func(k string) string {
+			if k == config.EnvDemoHandlers {
+				return tt.env
+			}
+			return ""
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg, err := (&app.App{Config: cfg}).Handlers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := reg.Types()
+		slices.Sort(got)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s=%q: handlers %v, want %v", config.EnvDemoHandlers, tt.env, got, tt.want)
+		}
+	}
+}
