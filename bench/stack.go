@@ -17,6 +17,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
@@ -125,7 +126,7 @@ func (d *deployment) table() string { return d.app.Config.Spec.Table.Name }
 // consumer is app.Consumer with concurrency slots of which reserved only
 // run high tasks, running the app's handlers with noop wrapped by the ledger.
 func (d *deployment) consumer(concurrency, reserved int, l *ledger.Ledger) (*dispatch.Consumer, error) {
-	reg, err := d.app.Handlers()
+	reg, err := consumerapp.Handlers(d.app)
 	if err != nil {
 		return nil, fmt.Errorf("handlers: %w", err)
 	}
@@ -135,7 +136,7 @@ func (d *deployment) consumer(concurrency, reserved int, l *ledger.Ledger) (*dis
 	}
 	l.SetInner(inner)
 	reg.Register("noop", l)
-	return d.app.Consumer(reg, dispatch.Options{Concurrency: concurrency, ReservedHigh: reserved}), nil
+	return consumerapp.New(d.app, reg, dispatch.Options{Concurrency: concurrency, ReservedHigh: reserved}), nil
 }
 
 // teardown deletes the deployment's table and queues, so later scenarios

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/api"
+	"github.com/triagehq/triage/internal/app/apiapp"
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/task"
 )
@@ -66,7 +67,7 @@ func newProducer(d *deployment, batchAPI bool) *producer {
 	toks.Add(benchToken, auth.Submit)
 	return &producer{
 		d:   d,
-		srv: httptest.NewServer(d.app.API(toks, api.Options{})),
+		srv: httptest.NewServer(apiapp.Handler(d.app, toks, api.Options{})),
 		hc: &http.Client{
 			Timeout:   30 * time.Second,
 			Transport: &http.Transport{MaxIdleConns: 2 * maxIdleConnsPerHost, MaxIdleConnsPerHost: maxIdleConnsPerHost},

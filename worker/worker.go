@@ -32,6 +32,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/handler"
@@ -117,22 +118,22 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return a.Consumer(reg, dispatch.Options{}).Run(ctx)
+	return consumerapp.New(a, reg, dispatch.Options{}).Run(ctx)
 }
 
 // LambdaSummary is what one invocation of the Lambda handler returns.
-type LambdaSummary = dispatch.LambdaSummary
+type LambdaSummary = consumerapp.LambdaSummary
 
 // LambdaHandler returns the handler of a consumer Lambda function, for
 // lambda.Start: each invocation (the consumer's EventBridge schedule)
-// polls until app.LambdaConsumerReserve (40 s) before its deadline, then
+// polls until consumerapp.LambdaReserve (40 s) before its deadline, then
 // drains. Build it once, at cold start.
 func (w *Worker) LambdaHandler(ctx context.Context) (func(context.Context, events.EventBridgeEvent) (LambdaSummary, error), error) {
 	a, reg, err := w.assemble(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return a.LambdaConsumer(reg), nil
+	return consumerapp.Lambda(a, reg), nil
 }
 
 // StartLambda serves the Lambda handler; it does not return. A
@@ -162,7 +163,7 @@ func (w *Worker) assemble(ctx context.Context) (*app.App, *handler.Registry, err
 	for typ, h := range w.handlers {
 		reg.Register(typ, adapt(h))
 	}
-	if err := a.AddRoutes(reg, false); err != nil {
+	if err := consumerapp.AddRoutes(a, reg, false); err != nil {
 		return nil, nil, fmt.Errorf("worker: %w", err)
 	}
 	if len(reg.Types()) == 0 {

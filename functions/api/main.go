@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/app/apiapp"
 )
 
 func main() {
@@ -19,7 +20,7 @@ func main() {
 		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("start api function", "error", err)
 		os.Exit(1)
 	}
-	h, err := a.LambdaAPI(ctx)
+	h, err := apiapp.Lambda(ctx, a)
 	if err != nil {
 		a.Log.Error("start api function", "error", err)
 		os.Exit(1)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/app/consumerapp"
 )
 
 func main() {
@@ -19,10 +20,10 @@ func main() {
 		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("start consumer function", "error", err)
 		os.Exit(1)
 	}
-	reg, err := a.Handlers()
+	reg, err := consumerapp.Handlers(a)
 	if err != nil {
 		a.Log.Error("start consumer function", "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(a.LambdaConsumer(reg))
+	lambda.Start(consumerapp.Lambda(a, reg))
 }

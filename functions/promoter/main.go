@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/triagehq/triage/internal/app"
-	"github.com/triagehq/triage/internal/promote"
+	"github.com/triagehq/triage/internal/app/promoterapp"
 )
 
 func main() {
@@ -19,5 +19,5 @@ func main() {
 		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("start promoter function", "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(promote.LambdaHandler(a.Promoter(promote.Options{}), a.FanOut()))
+	lambda.Start(promoterapp.Lambda(a))
 }

@@ -174,7 +174,7 @@ const (
 	defaultOldestMessageAge = 30 * time.Minute
 	defaultAlarmPeriod      = 5 * time.Minute
 	// minConsumerTimeout leaves the consumer time to poll: it stops 40 s
-	// before its deadline (app.LambdaConsumerReserve) to drain.
+	// before its deadline (consumerapp.LambdaReserve) to drain.
 	minConsumerTimeout = time.Minute
 )
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/triagehq/triage/client"
 	"github.com/triagehq/triage/internal/api"
+	"github.com/triagehq/triage/internal/app/apiapp"
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/localstack/stacktest"
@@ -33,7 +34,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(a.API(toks, api.Options{}))
+	srv := httptest.NewServer(apiapp.Handler(a, toks, api.Options{}))
 	t.Cleanup(srv.Close)
 	return &fixture{srv: srv, env: env}
 }
@@ -164,7 +165,7 @@ func TestErrors(t *testing.T) {
 func TestLambdaEventFixture(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, map[string]string{"TRIAGE_TOKEN": "lambda-token"})
-	h, err := a.LambdaAPI(context.Background())
+	h, err := apiapp.Lambda(context.Background(), a)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/app/apiapp"
+	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/handler"
@@ -35,7 +37,7 @@ func newFix2(t *testing.T, extra map[string]string, opt api.Options) *fix2 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(a.API(toks, opt))
+	srv := httptest.NewServer(apiapp.Handler(a, toks, opt))
 	t.Cleanup(srv.Close)
 	return &fix2{fixture: &fixture{srv: srv, env: env}, app: a}
 }
@@ -44,7 +46,7 @@ func (f *fix2) consume(t *testing.T) (stop func()) {
 	t.Helper()
 	reg := handler.NewRegistry()
 	demo.Register(reg)
-	c := f.app.Consumer(reg, dispatch.Options{PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond, Lease: 5 * time.Second, LeaseMargin: time.Second, DrainTimeout: 2 * time.Second})
+	c := consumerapp.New(f.app, reg, dispatch.Options{PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond, Lease: 5 * time.Second, LeaseMargin: time.Second, DrainTimeout: 2 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = c.Run(ctx); close(done) }()

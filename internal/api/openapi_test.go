@@ -19,6 +19,7 @@ import (
 
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/app/apiapp"
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/task"
@@ -266,7 +267,7 @@ func oaNewServer(t *testing.T) *oaServer {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_, _ = io.WriteString(w, "<!doctype html><title>triage</title>")
 	})
-	h := a.API(toks, api.Options{Dashboard: dash})
+	h := apiapp.Handler(a, toks, api.Options{Dashboard: dash})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &oaServer{srv: srv, handler: h, app: a}

@@ -1,8 +1,13 @@
-// Package app assembles triage's parts from configuration: the AWS clients,
-// the store, the queues, the API, the consumer and the promoter.
+// Package app assembles the parts every triage process shares from the
+// configuration: the AWS clients, the store (with its blob store), the
+// queues, the enqueuer, the controls and the counters.
 //
-// The three Lambda mains and `triage dev` all build their parts here, so a
-// setting behaves the same in every place triage runs.
+// The roles are assembled on top of it, each in a package of its own so a
+// binary links only what it runs: apiapp (the HTTP API and dashboard),
+// consumerapp (the consumer and its handlers) and promoterapp (the
+// promoter). The Lambda mains, `triage dev` and the public worker all build
+// their parts there, so a setting behaves the same in every place triage
+// runs.
 package app
 
 import (
@@ -10,7 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
+	"os"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -18,23 +23,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/triagehq/triage/internal/api"
-	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/counters"
-	"github.com/triagehq/triage/internal/dashboard"
-	"github.com/triagehq/triage/internal/deadletter"
-	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/enqueue"
-	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
-	"github.com/triagehq/triage/internal/task"
 )
 
 // App holds the assembled parts.
@@ -64,6 +61,16 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	return Assemble(ctx, cfg, log, awsCfg, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg))
 }
 
+// FromEnvironment builds the app the way a Lambda function does: settings
+// from the process environment, JSON logs to stderr.
+func FromEnvironment(ctx context.Context) (*App, error) {
+	cfg, err := config.FromEnv(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	return New(ctx, cfg, NewLogger(os.Stderr, cfg.LogLevel))
+}
+
 // Assemble builds the store, counters, queues (resolved), enqueuer and
 // controls on the given clients. New calls it; the bench calls it with
 // clients that count every request.
@@ -83,124 +90,10 @@ func Assemble(ctx context.Context, cfg config.Config, log *slog.Logger, awsCfg a
 	return a, nil
 }
 
-// SecretReader reads a secret's value (Secrets Manager's GetSecretValue).
-type SecretReader interface {
-	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, opts ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
-}
-
-// Tokens returns the API tokens: TRIAGE_TOKEN as an admin token, the
-// tokens in TRIAGE_TOKENS, and, when TRIAGE_TOKENS_SECRET_ARN is set, the
-// tokens kept in that Secrets Manager secret (read through sm, or a client
-// built from the AWS configuration when sm is nil).
-func (a *App) Tokens(ctx context.Context, sm SecretReader) (*auth.Tokens, error) {
-	toks, err := auth.Parse(a.Config.Tokens)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", config.EnvTokens, err)
-	}
-	if a.Config.Token != "" {
-		toks.Add(a.Config.Token, auth.Admin)
-	}
-	if arn := a.Config.TokensSecretARN; arn != "" {
-		if sm == nil {
-			sm = secretsmanager.NewFromConfig(a.AWS)
-		}
-		out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
-		if err != nil {
-			return nil, fmt.Errorf("read tokens secret %s: %w", arn, err)
-		}
-		fromSecret, err := auth.ParseSecret(aws.ToString(out.SecretString))
-		if err != nil {
-			return nil, fmt.Errorf("tokens secret %s: %w", arn, err)
-		}
-		toks.Merge(fromSecret)
-	}
-	if toks.Len() == 0 {
-		return nil, fmt.Errorf("no API tokens: set %s, %s or %s", config.EnvToken, config.EnvTokens, config.EnvTokensSecretARN)
-	}
-	return toks, nil
-}
-
-// API returns the HTTP API handler.
-func (a *App) API(tokens *auth.Tokens, opt api.Options) http.Handler {
-	if opt.Logger == nil {
-		opt.Logger = a.Log
-	}
-	if opt.Dashboard == nil {
-		opt.Dashboard = dashboard.Handler()
-	}
-	if opt.MaxDepth == 0 {
-		opt.MaxDepth = a.Config.MaxDepth
-	}
-	if opt.MaxDepthHigh == 0 {
-		opt.MaxDepthHigh = a.Config.MaxDepthHigh
-	}
-	if opt.KnownTypes == nil {
-		opt.KnownTypes = a.Config.Types
-	}
-	return api.New(api.Deps{
-		Store: a.Store, Enqueuer: a.Enqueuer, Queues: a.Queues, Controls: a.Controls,
-		DLQ: deadletter.New(a.Queues, a.Store, a.Enqueuer), Counters: a.Counters, Tokens: tokens,
-	}, opt)
-}
-
-// Consumer returns a consumer running handlers from reg, with the polling
-// settings of the configuration unless opt sets them.
-func (a *App) Consumer(reg *handler.Registry, opt dispatch.Options) *dispatch.Consumer {
-	return dispatch.New(a.Store, a.Queues, a.Enqueuer, reg, a.consumerOptions(opt))
-}
-
-// consumerOptions is opt with the settings it leaves unset taken from the
-// configuration (a nil Strict: TRIAGE_STRICT; set, it wins either way).
-func (a *App) consumerOptions(opt dispatch.Options) dispatch.Options {
-	if opt.Weights == nil {
-		opt.Weights = a.Config.Weights
-	}
-	if opt.Strict == nil {
-		opt.Strict = new(a.Config.Strict)
-	}
-	if opt.Concurrency == 0 {
-		opt.Concurrency = a.Config.Concurrency
-		if opt.ReservedHigh == 0 {
-			opt.ReservedHigh = a.Config.ReservedHigh
-		}
-	}
-	if opt.PollWait == 0 {
-		opt.PollWait = a.Config.PollWait
-	}
-	if opt.Lease == 0 {
-		opt.Lease = a.Config.Lease
-	}
-	if opt.Logger == nil {
-		opt.Logger = a.Log
-	}
-	if opt.Gate == nil {
-		opt.Gate = a.Controls
-	}
-	if opt.Backoff == nil {
-		opt.Backoff = RetryBackoff(a.Config.RetryBackoff)
-	}
-	if opt.MaxReceiveCount == 0 && len(a.Config.Spec.Queues) > 0 {
-		opt.MaxReceiveCount = a.Config.Spec.Queues[0].MaxReceiveCount
-	}
-	return opt
-}
-
 // CounterPoller returns the stream reader that keeps the /stats counters
 // where no Lambda trigger does (triage dev, tests, the bench).
 func (a *App) CounterPoller() *counters.Poller {
 	return &counters.Poller{Keeper: a.Counters, Tables: a.DynamoDB, Streams: dynamodbstreams.NewFromConfig(a.AWS), Logger: a.Log}
-}
-
-// RetryBackoff is the consumer's retry policy: dispatch.DefaultBackoff with
-// the priorities TRIAGE_RETRY_BACKOFF sets replaced (same jitter).
-func RetryBackoff(set map[task.Priority]config.Backoff) map[task.Priority]dispatch.Backoff {
-	b := dispatch.DefaultBackoff()
-	for p, v := range set {
-		d := b[p]
-		d.Base, d.Max = v.Base, v.Max
-		b[p] = d
-	}
-	return b
 }
 
 // NewLogger returns a JSON logger at level ("debug", "info", "warn", "error").

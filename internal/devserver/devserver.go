@@ -26,6 +26,9 @@ import (
 
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/app/apiapp"
+	"github.com/triagehq/triage/internal/app/consumerapp"
+	"github.com/triagehq/triage/internal/app/promoterapp"
 	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
@@ -187,11 +190,11 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return err
 	}
-	tokens, err := a.Tokens(ctx, nil)
+	tokens, err := apiapp.Tokens(ctx, a, nil)
 	if err != nil {
 		return err
 	}
-	reg, err := a.Handlers()
+	reg, err := consumerapp.Handlers(a)
 	if err != nil {
 		return err
 	}
@@ -213,7 +216,7 @@ func Run(ctx context.Context, opt Options) error {
 	if len(known) == 0 {
 		known = reg.Types()
 	}
-	srv := NewHTTPServer(a.API(tokens, api.Options{KnownTypes: known}), opt.Timeouts)
+	srv := NewHTTPServer(apiapp.Handler(a, tokens, api.Options{KnownTypes: known}), opt.Timeouts)
 	base := "http://" + ln.Addr().String()
 
 	runCtx, stop := context.WithCancel(ctx)
@@ -228,9 +231,9 @@ func Run(ctx context.Context, opt Options) error {
 			errc <- fmt.Errorf("API server: %w", err)
 		}
 	}()
-	consumer := a.Consumer(reg, dispatch.Options{DrainTimeout: DrainGrace})
+	consumer := consumerapp.New(a, reg, dispatch.Options{DrainTimeout: DrainGrace})
 	go func() { defer wg.Done(); _ = consumer.Run(runCtx) }()
-	go func() { defer wg.Done(); _ = a.Promoter(promote.Options{}).Run(runCtx, interval) }()
+	go func() { defer wg.Done(); _ = promoterapp.New(a, promote.Options{}).Run(runCtx, interval) }()
 
 	banner := fmt.Sprintf("  API:        %s/api/v1\n  dashboard:  %s/#token=%s\n  token:      %s\n", base, base, token, token)
 	fmt.Fprintf(opt.Out, "\ntriage is running\n%s  logs:       %s (the terminal shows warnings and errors)\n\n  export TRIAGE_URL=%s TRIAGE_TOKEN=%s\n  curl -H \"Authorization: Bearer $TRIAGE_TOKEN\" -d '{\"type\":\"echo\",\"payload\":{\"x\":1},\"priority\":\"high\"}' $TRIAGE_URL/api/v1/tasks\n\nPress Ctrl-C to stop.\n",

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/store"
@@ -48,7 +49,7 @@ func TestLargeDirectSendAdoptedAndRun(t *testing.T) {
 	})
 	opt := fastOptions()
 	opt.Backoff = map[task.Priority]dispatch.Backoff{task.Medium: {Base: time.Second, Max: time.Second}}
-	run(t, a.Consumer(registry("big", l), opt))
+	run(t, consumerapp.New(a, registry("big", l), opt))
 	waitEnds(t, l, 2, 30*time.Second)
 	id, _ := seen.Load().(string)
 	done := stacktest.WaitStatus(t, a.Store, id, task.Completed, 10*time.Second)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/localstack/stacktest"
@@ -45,7 +46,7 @@ func TestSnoozeCancelAndMiddleware(t *testing.T) {
 	_ = reg.Register("quitter", handler.Func(func(context.Context, handler.Request) (json.RawMessage, error) {
 		return nil, handler.Cancel(errors.New("the order is gone"))
 	}))
-	run(t, a.Consumer(reg, fastOptions()))
+	run(t, consumerapp.New(a, reg, fastOptions()))
 
 	done := stacktest.WaitStatus(t, a.Store, snoozy.ID, task.Completed, 30*time.Second)
 	if done.Attempts != 1 || string(done.Result) != `"awake"` || len(done.History) != 3 {

@@ -23,6 +23,8 @@ import (
 
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/app/apiapp"
+	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
@@ -72,7 +74,7 @@ func TestRetriesBackOffThenComplete(t *testing.T) {
 	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "high", Payload: json.RawMessage(`{"times":2}`), MaxAttempts: intp(3)})
 	opt := fastOptions()
 	opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: 2 * time.Second, Max: time.Minute, Jitter: 0.25}}
-	run(t, a.Consumer(demoRegistry(), opt))
+	run(t, consumerapp.New(a, demoRegistry(), opt))
 	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 40*time.Second)
 	if done.Attempts != 3 || len(done.History) != 3 {
 		t.Fatalf("attempts %d, history %d, want 3 and 3", done.Attempts, len(done.History))
@@ -94,7 +96,7 @@ func TestRetryBackoffFromEnvironment(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, map[string]string{"TRIAGE_RETRY_BACKOFF": "medium=3s:3s"})
 	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "medium", Payload: json.RawMessage(`{"times":1}`)})
-	run(t, a.Consumer(demoRegistry(), fastOptions()))
+	run(t, consumerapp.New(a, demoRegistry(), fastOptions()))
 	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 30*time.Second)
 	if len(done.History) != 2 {
 		t.Fatalf("history %+v, want 2 attempts", done.History)
@@ -110,7 +112,7 @@ func TestNonRetriableErrorGoesStraightToDLQ(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "medium", Payload: json.RawMessage(`{"times":9,"permanent":true,"message":"card declined"}`), MaxAttempts: intp(5)})
-	run(t, a.Consumer(demoRegistry(), fastOptions()))
+	run(t, consumerapp.New(a, demoRegistry(), fastOptions()))
 	dead := stacktest.WaitStatus(t, a.Store, tk.ID, task.DeadLetter, 20*time.Second)
 	if dead.Attempts != 1 || dead.Error == nil || dead.Error.Message != "card declined" || dead.Error.Retriable {
 		t.Fatalf("dead task: attempts %d error %+v", dead.Attempts, dead.Error)
@@ -127,7 +129,7 @@ func TestTimeoutCutsOffAndRetries(t *testing.T) {
 	tk := submitOne(t, a, task.Request{Type: "sleep", Priority: "high", Payload: json.RawMessage(`{"ms":5000}`), MaxAttempts: intp(2), TimeoutSeconds: intp(1)})
 	opt := fastOptions()
 	opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: time.Second, Max: time.Second}}
-	run(t, a.Consumer(demoRegistry(), opt))
+	run(t, consumerapp.New(a, demoRegistry(), opt))
 	dead := stacktest.WaitStatus(t, a.Store, tk.ID, task.DeadLetter, 30*time.Second)
 	if dead.Attempts != 2 || len(dead.History) != 2 {
 		t.Fatalf("attempts %d history %+v", dead.Attempts, dead.History)
@@ -162,7 +164,7 @@ func runChildConsumer() {
 	if cfg.Lease > 0 { // TRIAGE_LEASE given: the lease and its margin come from it, as in production
 		opt.Lease, opt.LeaseMargin = 0, 0
 	}
-	_ = a.Consumer(demoRegistry(), opt).Run(context.Background())
+	_ = consumerapp.New(a, demoRegistry(), opt).Run(context.Background())
 }
 
 func TestCrashedConsumerTaskIsFinishedByAnother(t *testing.T) {
@@ -190,7 +192,7 @@ func TestCrashedConsumerTaskIsFinishedByAnother(t *testing.T) {
 	l := newLedger(demo.Sleep)
 	opt := fastOptions()
 	opt.Lease, opt.LeaseMargin, opt.WorkerID = 2*time.Second, time.Second, "rescuer"
-	run(t, a.Consumer(registry("sleep", l), opt))
+	run(t, consumerapp.New(a, registry("sleep", l), opt))
 	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 40*time.Second)
 	checkOnce(t, l, []string{tk.ID})
 	if done.Attempts != 2 || len(done.History) != 2 || done.History[0].WorkerID != "victim" || !strings.Contains(done.History[0].Error, "lease expired") || done.History[1].WorkerID != "rescuer" {
@@ -215,7 +217,7 @@ func TestCrashRecoveryFollowsLease(t *testing.T) {
 	if r := stacktest.WaitStatus(t, a.Store, tk.ID, task.Executing, 20*time.Second); r.WorkerID != "victim" {
 		t.Fatalf("claimed by %q", r.WorkerID)
 	}
-	run(t, a.Consumer(demoRegistry(), dispatch.Options{PollWait: time.Second, WorkerID: "rescuer"}))
+	run(t, consumerapp.New(a, demoRegistry(), dispatch.Options{PollWait: time.Second, WorkerID: "rescuer"}))
 	killed := time.Now()
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -247,7 +249,7 @@ func TestLostLeaseCannotComplete(t *testing.T) {
 	opt := fastOptions()
 	opt.WorkerID = "worker-a"
 	opt.Lease = 30 * time.Second // no heartbeat during the test
-	run(t, a.Consumer(registry("block", h), opt))
+	run(t, consumerapp.New(a, registry("block", h), opt))
 	select {
 	case <-entered:
 	case <-time.After(20 * time.Second):
@@ -307,7 +309,7 @@ func TestFourConsumersUnderFailures(t *testing.T) {
 		opt := fastOptions()
 		opt.Concurrency = 8
 		opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: time.Second, Max: time.Second}, task.Medium: {Base: time.Second, Max: time.Second}, task.Low: {Base: time.Second, Max: time.Second}}
-		run(t, a.Consumer(registry("work", l), opt))
+		run(t, consumerapp.New(a, registry("work", l), opt))
 	}
 	wantRuns := 0
 	failing := 0
@@ -350,7 +352,7 @@ func TestPoisonMessagesGoToDLQ(t *testing.T) {
 		}
 	}
 	tk := submitOne(t, a, task.Request{Type: "echo", Priority: "low", Payload: json.RawMessage(`7`)})
-	run(t, a.Consumer(demoRegistry(), fastOptions()))
+	run(t, consumerapp.New(a, demoRegistry(), fastOptions()))
 	stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 20*time.Second)
 	msgs := dlqMessages(t, a, task.Low, 3)
 	if len(msgs) != 3 {
@@ -389,7 +391,7 @@ func TestDirectSendIsAdoptedOnce(t *testing.T) {
 	})
 	opt := fastOptions()
 	opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: time.Second, Max: time.Second}}
-	run(t, a.Consumer(registry("flaky", l), opt))
+	run(t, consumerapp.New(a, registry("flaky", l), opt))
 	waitEnds(t, l, 2, 30*time.Second)
 	id, _ := seen.Load().(string)
 	done := stacktest.WaitStatus(t, a.Store, id, task.Completed, 10*time.Second)
@@ -403,7 +405,7 @@ func TestDirectSendIsAdoptedOnce(t *testing.T) {
 	// It is visible through the API like any other task.
 	toks := &auth.Tokens{}
 	toks.Add("tok", auth.Read)
-	srv := httptest.NewServer(a.API(toks, api.Options{}))
+	srv := httptest.NewServer(apiapp.Handler(a, toks, api.Options{}))
 	defer srv.Close()
 	req, _ := http.NewRequest("GET", srv.URL+"/api/v1/tasks/"+id, nil)
 	req.Header.Set("Authorization", "Bearer tok")
@@ -430,7 +432,7 @@ func TestPauseAndResume(t *testing.T) {
 	l := newLedger(nil)
 	opt := fastOptions()
 	opt.MaxReceiveCount = 3 // low, so the test also covers refreshing put-off messages
-	run(t, a.Consumer(registry("rec", l), opt))
+	run(t, consumerapp.New(a, registry("rec", l), opt))
 	time.Sleep(6 * time.Second)
 	started := len(l.Starts())
 	if started != 0 {
@@ -464,7 +466,7 @@ func TestPauseOneType(t *testing.T) {
 	reg := handler.NewRegistry()
 	reg.Register("held", l)
 	reg.Register("free", l)
-	run(t, a.Consumer(reg, fastOptions()))
+	run(t, consumerapp.New(a, reg, fastOptions()))
 	for _, id := range free {
 		stacktest.WaitStatus(t, a.Store, id, task.Completed, 20*time.Second)
 	}
@@ -496,7 +498,7 @@ func TestConcurrencyLimitAcrossInstances(t *testing.T) {
 		b := env.App(t, nil)
 		opt := fastOptions()
 		opt.Concurrency = 4
-		run(t, b.Consumer(registry("limited", l), opt))
+		run(t, consumerapp.New(b, registry("limited", l), opt))
 	}
 	waitEnds(t, l, len(ids), 60*time.Second)
 	checkOnce(t, l, ids)
@@ -521,7 +523,7 @@ func TestRateLimitAcrossInstances(t *testing.T) {
 		b := env.App(t, nil)
 		opt := fastOptions()
 		opt.Concurrency = 8
-		run(t, b.Consumer(registry("metered", l), opt))
+		run(t, consumerapp.New(b, registry("metered", l), opt))
 	}
 	time.Sleep(13 * time.Second)
 	starts := l.Starts()
@@ -556,7 +558,7 @@ func TestReservedSlotStartsHighPromptly(t *testing.T) {
 	opt := fastOptions()
 	opt.Concurrency, opt.ReservedHigh = 3, 1
 	opt.DrainTimeout = time.Second
-	run(t, a.Consumer(registry("job", l), opt))
+	run(t, consumerapp.New(a, registry("job", l), opt))
 	lows := submit(t, a, "job", task.Low, 2, `{}`)
 	for _, id := range lows {
 		stacktest.WaitStatus(t, a.Store, id, task.Executing, 20*time.Second)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/handler/webhook"
@@ -49,7 +50,7 @@ func TestWebhookHandler(t *testing.T) {
 
 	env := stacktest.New(t)
 	a := env.App(t, map[string]string{config.EnvRoutes: "hook=" + srv.URL + "/tasks", config.EnvWebhookSecret: secret})
-	reg, err := a.Handlers()
+	reg, err := consumerapp.Handlers(a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestWebhookHandler(t *testing.T) {
 	broken := submitOne(t, a, task.Request{Type: "hook", Priority: "high", Payload: json.RawMessage(`{"status":503}`), MaxAttempts: intp(2)})
 	opt := fastOptions()
 	opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: time.Second, Max: time.Second}}
-	run(t, a.Consumer(reg, opt))
+	run(t, consumerapp.New(a, reg, opt))
 
 	done := stacktest.WaitStatus(t, a.Store, ok.ID, task.Completed, 20*time.Second)
 	if string(done.Result) != `{"status_was":"OK"}` {

@@ -22,6 +22,8 @@ import (
 
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/app/apiapp"
+	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/deadletter"
@@ -197,7 +199,7 @@ func TestKillBetweenSendAndRecord(t *testing.T) {
 
 			toks, _ := auth.Parse("")
 			toks.Add(crashToken, auth.Admin)
-			srv := httptest.NewServer(a.API(toks, api.Options{}))
+			srv := httptest.NewServer(apiapp.Handler(a, toks, api.Options{}))
 			t.Cleanup(srv.Close)
 			var ids []string
 			created := 0
@@ -225,7 +227,7 @@ func TestKillBetweenSendAndRecord(t *testing.T) {
 			l := ledger.New(handler.Func(demo.Echo))
 			reg := handler.NewRegistry()
 			reg.Register("echo", l)
-			c := a.Consumer(reg, dispatch.Options{PollWait: time.Second, Lease: 5 * time.Second, OrphanAfter: 2 * time.Second})
+			c := consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second, Lease: 5 * time.Second, OrphanAfter: 2 * time.Second})
 			ctx, cancel := context.WithCancel(context.Background())
 			stopped := make(chan struct{})
 			go func() { _ = c.Run(ctx); close(stopped) }()

@@ -12,6 +12,8 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/app/consumerapp"
+	"github.com/triagehq/triage/internal/app/promoterapp"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/promote"
@@ -90,7 +92,7 @@ func TestStarvationBound(t *testing.T) {
 	reg.Register("hi", h)
 	reg.Register("lo", h)
 	opt := dispatch.Options{Strict: new(true), Concurrency: 1, PollWait: time.Second, EmptyBackoff: 200 * time.Millisecond}
-	runConsumer(t, a.Consumer(reg, opt))
+	runConsumer(t, consumerapp.New(a, reg, opt))
 
 	// Keep a few high tasks queued at all times, for the whole test.
 	ctx, stopFeed := context.WithCancel(context.Background())
@@ -117,7 +119,7 @@ func TestStarvationBound(t *testing.T) {
 
 	t0 := time.Now()
 	low := submitReq(t, a, task.Request{Type: "lo", Priority: "low"}, time.Minute)
-	runPromoter(t, a.Promoter(promote.Options{LowAfter: lowAfter, MediumAfter: mediumAfter}), interval)
+	runPromoter(t, promoterapp.New(a, promote.Options{LowAfter: lowAfter, MediumAfter: mediumAfter}), interval)
 
 	deadline := t0.Add(bound + slack + 5*time.Second)
 	var started time.Time
@@ -149,7 +151,7 @@ func TestPromotedTaskRunsOnceAndStaleCopyIsDropped(t *testing.T) {
 	a := env.App(t, nil)
 	low := submitReq(t, a, task.Request{Type: "lo", Priority: "low"}, time.Minute)
 	time.Sleep(1100 * time.Millisecond)
-	rep, err := a.Promoter(promote.Options{LowAfter: time.Second, MediumAfter: time.Hour}).RunOnce(context.Background())
+	rep, err := promoterapp.New(a, promote.Options{LowAfter: time.Second, MediumAfter: time.Hour}).RunOnce(context.Background())
 	if err != nil || rep.Promoted[task.Medium] != 1 {
 		t.Fatalf("promote: %+v %v", rep, err)
 	}
@@ -162,7 +164,7 @@ func TestPromotedTaskRunsOnceAndStaleCopyIsDropped(t *testing.T) {
 	h := newStarts(0)
 	reg := handler.NewRegistry()
 	reg.Register("lo", h)
-	runConsumer(t, a.Consumer(reg, dispatch.Options{Concurrency: 4, PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond}))
+	runConsumer(t, consumerapp.New(a, reg, dispatch.Options{Concurrency: 4, PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond}))
 	done := stacktest.WaitStatus(t, a.Store, low.ID, task.Completed, 20*time.Second)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -191,14 +193,14 @@ func TestCancelledTaskIsNeverPromotedOrRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(1100 * time.Millisecond)
-	rep, err := a.Promoter(promote.Options{LowAfter: time.Second, MediumAfter: time.Second}).RunOnce(context.Background())
+	rep, err := promoterapp.New(a, promote.Options{LowAfter: time.Second, MediumAfter: time.Second}).RunOnce(context.Background())
 	if err != nil || rep.Promoted[task.Medium]+rep.Promoted[task.High] != 0 {
 		t.Fatalf("promoter: %+v %v", rep, err)
 	}
 	h := newStarts(0)
 	reg := handler.NewRegistry()
 	reg.Register("lo", h)
-	runConsumer(t, a.Consumer(reg, dispatch.Options{PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond}))
+	runConsumer(t, consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond}))
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if d, _ := a.Queues.Depth(context.Background(), task.Low); d.Visible+d.InFlight == 0 {
@@ -233,8 +235,8 @@ func TestScheduledTaskRunsOnTime(t *testing.T) {
 	h := newStarts(0)
 	reg := handler.NewRegistry()
 	reg.Register("at", h)
-	runConsumer(t, a.Consumer(reg, dispatch.Options{PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond}))
-	runPromoter(t, a.Promoter(promote.Options{DirectWindow: window}), 200*time.Millisecond)
+	runConsumer(t, consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond}))
+	runPromoter(t, promoterapp.New(a, promote.Options{DirectWindow: window}), 200*time.Millisecond)
 
 	time.Sleep(time.Until(runAt) - 1500*time.Millisecond)
 	if got, _ := a.Store.Get(context.Background(), tk.ID); got.Status != task.Scheduled {
@@ -271,7 +273,7 @@ func TestRedrivenMessageMarksTaskDeadLetter(t *testing.T) {
 	if d, _ := a.Queues.Depth(ctx, task.High); d.DLQ != 1 || d.Visible != 0 {
 		t.Fatalf("after %d receives the queues hold %+v; want the message redriven to the DLQ", maxRecv+2, d)
 	}
-	rep, err := a.Promoter(promote.Options{}).RunOnce(ctx)
+	rep, err := promoterapp.New(a, promote.Options{}).RunOnce(ctx)
 	if err != nil || rep.Reconciled != 1 {
 		t.Fatalf("reconcile: %+v %v", rep, err)
 	}
@@ -286,7 +288,7 @@ func TestRedrivenMessageMarksTaskDeadLetter(t *testing.T) {
 	}
 	// A second run leaves it alone.
 	time.Sleep(1100 * time.Millisecond)
-	if rep, err := a.Promoter(promote.Options{}).RunOnce(ctx); err != nil || rep.Reconciled != 0 {
+	if rep, err := promoterapp.New(a, promote.Options{}).RunOnce(ctx); err != nil || rep.Reconciled != 0 {
 		t.Fatalf("second reconcile: %+v %v", rep, err)
 	}
 }
@@ -318,14 +320,14 @@ func TestLostRetryMessageIsRecovered(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := a.Promoter(promote.Options{}).RunOnce(ctx)
+	rep, err := promoterapp.New(a, promote.Options{}).RunOnce(ctx)
 	if err != nil || rep.Released != 1 {
 		t.Fatalf("release: %+v %v", rep, err)
 	}
 	h := newStarts(0)
 	reg := handler.NewRegistry()
 	reg.Register("lo", h)
-	runConsumer(t, a.Consumer(reg, dispatch.Options{PollWait: time.Second}))
+	runConsumer(t, consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second}))
 	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 20*time.Second)
 	if done.Attempts != 2 || done.History[0].WorkerID != "ghost" {
 		t.Fatalf("attempts %d history %+v: want the failed attempt counted", done.Attempts, done.History)

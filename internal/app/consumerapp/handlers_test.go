@@ -1,8 +1,10 @@
-package app_test
+package consumerapp_test
 
 import (
 	"slices"
 	"testing"
+
+	"github.com/triagehq/triage/internal/app/consumerapp"
 
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/config"
@@ -28,7 +30,7 @@ func TestHandlersRegisterDemoOnlyWhenAsked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reg, err := (&app.App{Config: cfg}).Handlers()
+		reg, err := consumerapp.Handlers(&app.App{Config: cfg})
 		if err != nil {
 			t.Fatal(err)
 		}

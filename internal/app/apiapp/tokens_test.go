@@ -1,4 +1,4 @@
-package app_test
+package apiapp_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/triagehq/triage/internal/app/apiapp"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -53,7 +55,7 @@ func TestTokensFromSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := &app.App{Config: cfg}
-	toks, err := a.Tokens(context.Background(), sm)
+	toks, err := apiapp.Tokens(context.Background(), a, sm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func TestTokensSecretMissing(t *testing.T) {
 	cfg, _ := config.FromEnv(func(k string) string {
 		return map[string]string{config.EnvTokensSecretARN: "arn:aws:secretsmanager:us-east-1:1:secret:gone"}[k]
 	})
-	_, err := (&app.App{Config: cfg}).Tokens(context.Background(), sm)
+	_, err := apiapp.Tokens(context.Background(), &app.App{Config: cfg}, sm)
 	if err == nil || !strings.Contains(err.Error(), "gone") {
 		t.Fatalf("err = %v, want one naming the secret", err)
 	}
@@ -88,7 +90,7 @@ func TestTokensSecretMissing(t *testing.T) {
 
 func TestNoTokensIsAnError(t *testing.T) {
 	cfg, _ := config.FromEnv(func(string) string { return "" })
-	_, err := (&app.App{Config: cfg}).Tokens(context.Background(), nil)
+	_, err := apiapp.Tokens(context.Background(), &app.App{Config: cfg}, nil)
 	if err == nil || !strings.Contains(err.Error(), config.EnvToken) {
 		t.Fatalf("err = %v", err)
 	}

@@ -1,7 +1,9 @@
-package app
+package consumerapp
 
 import (
 	"testing"
+
+	"github.com/triagehq/triage/internal/app"
 
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
@@ -25,8 +27,8 @@ func TestConsumerStrictMode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := &App{Config: config.Config{Strict: tt.cfg}}
-			got := a.consumerOptions(dispatch.Options{Strict: tt.opt}).Strict
+			a := &app.App{Config: config.Config{Strict: tt.cfg}}
+			got := options(a, dispatch.Options{Strict: tt.opt}).Strict
 			if got == nil || *got != tt.want {
 				t.Fatalf("strict = %v, want %v", deref(got), tt.want)
 			}

@@ -1,0 +1,93 @@
+// Package apiapp assembles the HTTP API (and the dashboard it serves) on
+// an app.App: the API function's main and `triage dev` build it here, and
+// nothing else links the API, the dashboard or the Secrets Manager client.
+package apiapp
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"github.com/triagehq/triage/internal/api"
+	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/auth"
+	"github.com/triagehq/triage/internal/config"
+	"github.com/triagehq/triage/internal/dashboard"
+	"github.com/triagehq/triage/internal/deadletter"
+)
+
+// SecretReader reads a secret's value (Secrets Manager's GetSecretValue).
+type SecretReader interface {
+	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, opts ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+// Tokens returns the API tokens: TRIAGE_TOKEN as an admin token, the
+// tokens in TRIAGE_TOKENS, and, when TRIAGE_TOKENS_SECRET_ARN is set, the
+// tokens kept in that Secrets Manager secret (read through sm, or a client
+// built from the AWS configuration when sm is nil).
+func Tokens(ctx context.Context, a *app.App, sm SecretReader) (*auth.Tokens, error) {
+	toks, err := auth.Parse(a.Config.Tokens)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", config.EnvTokens, err)
+	}
+	if a.Config.Token != "" {
+		toks.Add(a.Config.Token, auth.Admin)
+	}
+	if arn := a.Config.TokensSecretARN; arn != "" {
+		if sm == nil {
+			sm = secretsmanager.NewFromConfig(a.AWS)
+		}
+		out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
+		if err != nil {
+			return nil, fmt.Errorf("read tokens secret %s: %w", arn, err)
+		}
+		fromSecret, err := auth.ParseSecret(aws.ToString(out.SecretString))
+		if err != nil {
+			return nil, fmt.Errorf("tokens secret %s: %w", arn, err)
+		}
+		toks.Merge(fromSecret)
+	}
+	if toks.Len() == 0 {
+		return nil, fmt.Errorf("no API tokens: set %s, %s or %s", config.EnvToken, config.EnvTokens, config.EnvTokensSecretARN)
+	}
+	return toks, nil
+}
+
+// Handler returns the HTTP API handler (the dashboard included) on a's
+// parts, with the configured limits unless opt sets them.
+func Handler(a *app.App, tokens *auth.Tokens, opt api.Options) http.Handler {
+	if opt.Logger == nil {
+		opt.Logger = a.Log
+	}
+	if opt.Dashboard == nil {
+		opt.Dashboard = dashboard.Handler()
+	}
+	if opt.MaxDepth == 0 {
+		opt.MaxDepth = a.Config.MaxDepth
+	}
+	if opt.MaxDepthHigh == 0 {
+		opt.MaxDepthHigh = a.Config.MaxDepthHigh
+	}
+	if opt.KnownTypes == nil {
+		opt.KnownTypes = a.Config.Types
+	}
+	return api.New(api.Deps{
+		Store: a.Store, Enqueuer: a.Enqueuer, Queues: a.Queues, Controls: a.Controls,
+		DLQ: deadletter.New(a.Queues, a.Store, a.Enqueuer), Counters: a.Counters, Tokens: tokens,
+	}, opt)
+}
+
+// Lambda returns the API function's handler: API Gateway HTTP API
+// (payload v2) events in, through the same http.Handler `triage dev` serves.
+func Lambda(ctx context.Context, a *app.App) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
+	tokens, err := Tokens(ctx, a, nil)
+	if err != nil {
+		return nil, err
+	}
+	return httpadapter.NewV2(Handler(a, tokens, api.Options{})).ProxyWithContext, nil
+}

@@ -1,0 +1,167 @@
+// Package consumerapp assembles the consumer on an app.App: its options
+// from the configuration, the handler registry (Go handlers, demo handlers
+// when enabled, and the Lambda and webhook routes), and the Lambda entry
+// point. The consumer function, `triage dev` and the public worker build
+// it here, and link neither the API nor the promoter.
+package consumerapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/config"
+	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/handler/demo"
+	"github.com/triagehq/triage/internal/handler/lambdainvoke"
+	"github.com/triagehq/triage/internal/handler/webhook"
+	"github.com/triagehq/triage/internal/task"
+)
+
+// New returns a consumer running handlers from reg, with the polling
+// settings of the configuration unless opt sets them.
+func New(a *app.App, reg *handler.Registry, opt dispatch.Options) *dispatch.Consumer {
+	return dispatch.New(a.Store, a.Queues, a.Enqueuer, reg, options(a, opt))
+}
+
+// options is opt with the settings it leaves unset taken from the
+// configuration (a nil Strict: TRIAGE_STRICT; set, it wins either way).
+func options(a *app.App, opt dispatch.Options) dispatch.Options {
+	if opt.Weights == nil {
+		opt.Weights = a.Config.Weights
+	}
+	if opt.Strict == nil {
+		opt.Strict = new(a.Config.Strict)
+	}
+	if opt.Concurrency == 0 {
+		opt.Concurrency = a.Config.Concurrency
+		if opt.ReservedHigh == 0 {
+			opt.ReservedHigh = a.Config.ReservedHigh
+		}
+	}
+	if opt.PollWait == 0 {
+		opt.PollWait = a.Config.PollWait
+	}
+	if opt.Lease == 0 {
+		opt.Lease = a.Config.Lease
+	}
+	if opt.Logger == nil {
+		opt.Logger = a.Log
+	}
+	if opt.Gate == nil {
+		opt.Gate = a.Controls
+	}
+	if opt.Backoff == nil {
+		opt.Backoff = RetryBackoff(a.Config.RetryBackoff)
+	}
+	if opt.MaxReceiveCount == 0 && len(a.Config.Spec.Queues) > 0 {
+		opt.MaxReceiveCount = a.Config.Spec.Queues[0].MaxReceiveCount
+	}
+	return opt
+}
+
+// RetryBackoff is the consumer's retry policy: dispatch.DefaultBackoff with
+// the priorities TRIAGE_RETRY_BACKOFF sets replaced (same jitter).
+func RetryBackoff(set map[task.Priority]config.Backoff) map[task.Priority]dispatch.Backoff {
+	b := dispatch.DefaultBackoff()
+	for p, v := range set {
+		d := b[p]
+		d.Base, d.Max = v.Base, v.Max
+		b[p] = d
+	}
+	return b
+}
+
+// Handlers returns the handler registry: the demo handlers when
+// Config.DemoHandlers is set (TRIAGE_DEMO_HANDLERS=true; `triage dev` sets
+// it always), then the configured routes (which win on a name clash).
+func Handlers(a *app.App) (*handler.Registry, error) {
+	reg := handler.NewRegistry()
+	if a.Config.DemoHandlers {
+		demo.Register(reg)
+	}
+	if err := AddRoutes(a, reg, true); err != nil {
+		return nil, err
+	}
+	return reg, nil
+}
+
+// AddRoutes registers the Lambda and webhook handlers of TRIAGE_ROUTES in
+// reg. A route for a type reg already has replaces it when override is
+// set, and is an error naming the type otherwise.
+func AddRoutes(a *app.App, reg *handler.Registry, override bool) error {
+	for typ, target := range a.Config.Routes {
+		if reg.Has(typ) && !override {
+			return fmt.Errorf("task type %q has a Go handler and a route in %s; give it one", typ, config.EnvRoutes)
+		}
+		h, err := routeHandler(a, target)
+		if err != nil {
+			return fmt.Errorf("route %s: %w", typ, err)
+		}
+		reg.Replace(typ, h)
+	}
+	return nil
+}
+
+// routeHandler returns the handler for a route target: a Lambda function
+// ARN is invoked through the SDK; an http(s) URL gets a signed webhook.
+func routeHandler(a *app.App, target string) (handler.Handler, error) {
+	switch {
+	case strings.HasPrefix(target, "arn:"):
+		return lambdainvoke.New(lambda.NewFromConfig(a.AWS), target), nil
+	case strings.HasPrefix(target, "http://"), strings.HasPrefix(target, "https://"):
+		if a.Config.WebhookSecret == "" {
+			return nil, errors.New(config.EnvWebhookSecret + " must be set to sign webhook requests")
+		}
+		return webhook.New(target, []byte(a.Config.WebhookSecret)), nil
+	}
+	return nil, fmt.Errorf("target %q is neither a Lambda ARN nor an http(s) URL", target)
+}
+
+// LambdaReserve is how long before its deadline the consumer
+// function stops polling: the drain timeout plus time to record outcomes.
+const LambdaReserve = 40 * time.Second
+
+// lambdaRecordReserve is the part of LambdaReserve kept for
+// recording outcomes after the drain timeout.
+const lambdaRecordReserve = 10 * time.Second
+
+// Lambda returns the consumer function's handler, running the
+// handlers of reg: each scheduled invocation polls until
+// LambdaReserve before its deadline, then drains.
+func Lambda(a *app.App, reg *handler.Registry) func(context.Context, events.EventBridgeEvent) (LambdaSummary, error) {
+	c := New(a, reg, dispatch.Options{DrainTimeout: LambdaReserve - lambdaRecordReserve})
+	return LambdaHandler(c, LambdaReserve)
+}
+
+// LambdaSummary is what one scheduled consumer invocation reports.
+type LambdaSummary struct {
+	WorkerID string `json:"worker_id"`
+	PolledMS int64  `json:"polled_ms"`
+}
+
+// LambdaHandler returns the handler of the consumer function. Invoked on a
+// schedule, it polls until reserve before the invocation's deadline, then
+// drains: running tasks get until DrainTimeout to finish, and any still
+// running after that are handed back to their queue, so the function never
+// freezes with a claimed task. reserve must exceed DrainTimeout.
+func LambdaHandler(c *dispatch.Consumer, reserve time.Duration) func(context.Context, events.EventBridgeEvent) (LambdaSummary, error) {
+	return func(ctx context.Context, _ events.EventBridgeEvent) (LambdaSummary, error) {
+		start := time.Now()
+		pollCtx := ctx
+		if dl, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			pollCtx, cancel = context.WithDeadline(ctx, dl.Add(-reserve))
+			defer cancel()
+		}
+		err := c.Run(pollCtx)
+		return LambdaSummary{WorkerID: c.WorkerID(), PolledMS: time.Since(start).Milliseconds()}, err
+	}
+}

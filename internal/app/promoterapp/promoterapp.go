@@ -1,0 +1,65 @@
+// Package promoterapp assembles the promoter on an app.App, with its
+// consumer fan-out and Lambda entry point: the promoter function and
+// `triage dev` build it here.
+package promoterapp
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/promote"
+)
+
+// New returns the promoter with the configured thresholds.
+func New(a *app.App, opt promote.Options) *promote.Promoter {
+	if opt.LowAfter == 0 {
+		opt.LowAfter = a.Config.LowAfter
+	}
+	if opt.MediumAfter == 0 {
+		opt.MediumAfter = a.Config.MediumAfter
+	}
+	if opt.Logger == nil {
+		opt.Logger = a.Log
+	}
+	return promote.New(a.Store, a.Enqueuer, a.Queues, opt)
+}
+
+// FanOut returns the promoter's consumer fan-out, configured by
+// TRIAGE_CONSUMER_FUNCTION, TRIAGE_FANOUT_PER and TRIAGE_FANOUT_MAX.
+func FanOut(a *app.App) promote.FanOut {
+	f := promote.FanOut{Depths: a.Queues, FunctionARN: a.Config.ConsumerARN, PerConsumer: a.Config.FanOutPer, Max: a.Config.FanOutMax}
+	if f.FunctionARN != "" {
+		f.Invoker = lambda.NewFromConfig(a.AWS)
+	}
+	return f
+}
+
+// LambdaHandler returns the handler of the promoter function: each
+// EventBridge scheduled event runs one sweep, then fans out extra consumers
+// if the backlog calls for it, and returns its report. Errors of single
+// tasks are counted, not returned, so one bad task does not make the
+// schedule retry the whole sweep.
+func LambdaHandler(p *promote.Promoter, fan promote.FanOut, log *slog.Logger) func(context.Context, events.EventBridgeEvent) (promote.Report, error) {
+	return func(ctx context.Context, ev events.EventBridgeEvent) (promote.Report, error) {
+		r, err := p.RunOnce(ctx)
+		if err != nil {
+			log.Warn("promoter run had errors", "event_id", ev.ID, "error", err)
+		}
+		n, err := fan.Run(ctx)
+		r.ConsumersStarted = n
+		if err != nil {
+			r.Errors++
+			log.Warn("consumer fan-out failed", "error", err)
+		}
+		return r, nil
+	}
+}
+
+// Lambda returns the promoter function's handler on a's parts.
+func Lambda(a *app.App) func(context.Context, events.EventBridgeEvent) (promote.Report, error) {
+	return LambdaHandler(New(a, promote.Options{}), FanOut(a), a.Log)
+}
