@@ -3,6 +3,8 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/triagehq/triage/worker"
 )
@@ -12,7 +14,7 @@ import (
 // schedule; elsewhere, call w.Run(ctx) instead.
 func Example() {
 	w := worker.New(worker.Options{})
-	w.Handle("welcome-email", func(ctx context.Context, t *worker.Task) (any, error) {
+	_ = w.Handle("welcome-email", func(ctx context.Context, t *worker.Task) (any, error) {
 		var in struct {
 			To string `json:"to"`
 		}
@@ -27,3 +29,43 @@ func Example() {
 	})
 	w.StartLambda()
 }
+
+// Thumbnail is a task payload that names its task type, so AddWorker can
+// register a worker for it without repeating the name.
+type Thumbnail struct {
+	URL   string `json:"url"`
+	Width int    `json:"width"`
+}
+
+// Kind is the task type of a Thumbnail task.
+func (Thumbnail) Kind() string { return "thumbnail" }
+
+// A typed worker: the payload arrives decoded. Middleware wraps every
+// attempt (here, timing it), and Snooze puts a task back without spending
+// an attempt while its input is not ready.
+func ExampleAddWorker() {
+	w := worker.New(worker.Options{Concurrency: 16, ReservedHigh: 2})
+	w.Use(func(ctx context.Context, t *worker.Task, next func(context.Context) error) error {
+		start := time.Now()
+		err := next(ctx)
+		slog.Info("attempt", "task_id", t.ID, "type", t.Type, "took", time.Since(start), "error", err)
+		return err
+	})
+	err := worker.AddWorker(w, func(ctx context.Context, j *worker.Job[Thumbnail]) (any, error) {
+		if !uploaded(j.Args.URL) {
+			return nil, worker.Snooze(30 * time.Second)
+		}
+		if j.Args.Width <= 0 {
+			return nil, worker.Cancel(fmt.Errorf("width %d: nothing to make", j.Args.Width))
+		}
+		return map[string]string{"thumbnail": j.Args.URL + "?w=" + fmt.Sprint(j.Args.Width)}, nil
+	})
+	if err != nil {
+		panic(err) // a duplicate or malformed task type
+	}
+	if err := w.Run(context.Background()); err != nil {
+		slog.Error("worker stopped", "error", err)
+	}
+}
+
+func uploaded(string) bool { return true }

@@ -1,23 +1,30 @@
 // Package worker runs triage tasks with your own Go handlers.
 //
 // The stock consumer function runs the Lambda and webhook routes of
-// TRIAGE_ROUTES (and the demo handlers when TRIAGE_DEMO_HANDLERS is true).
-// When your handlers are Go code, build your own consumer instead: register
-// a function per task type and start the worker, as a Lambda function on
-// the consumer's schedule or as a long-running process. It is the same
-// consumer: weighted polling over the priority queues, claims with leases,
-// retries with backoff, dead letters, pause and limits, configured by the
-// same TRIAGE_* variables.
+// TRIAGE_ROUTES. When your handlers are Go code, build your own consumer
+// instead: register a worker per task type and start it, as a Lambda
+// function on the consumer's schedule or as a long-running process. It is
+// the same consumer: weighted polling over the priority queues, claims with
+// leases, retries with backoff, dead letters, pause and limits, configured
+// by the same TRIAGE_* variables (or Options, which win over them). It
+// links only the consumer, not the API, dashboard or promoter.
+//
+//	type Thumbnail struct{ URL string `json:"url"` }
+//
+//	func (Thumbnail) Kind() string { return "thumbnail" }
 //
 //	w := worker.New(worker.Options{})
-//	w.Handle("resize", func(ctx context.Context, t *worker.Task) (any, error) {
-//		var in struct{ URL string `json:"url"` }
-//		if err := t.Decode(&in); err != nil {
-//			return nil, worker.Permanent(err) // retrying cannot fix bad input
+//	err := worker.AddWorker(w, func(ctx context.Context, j *worker.Job[Thumbnail]) (any, error) {
+//		if !ready(j.Args.URL) {
+//			return nil, worker.Snooze(30 * time.Second) // no attempt spent
 //		}
-//		return map[string]string{"thumbnail": thumb(ctx, in.URL)}, nil
+//		return map[string]string{"thumbnail": thumb(ctx, j.Args.URL)}, nil
 //	})
 //	w.StartLambda() // or: err := w.Run(ctx)
+//
+// A handler's error is retried with backoff while attempts remain, unless
+// it is Permanent (dead letter now), Cancel (the task is cancelled) or
+// Snooze (run again later). Middleware added with Use wraps every attempt.
 package worker
 
 import (
@@ -27,6 +34,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
@@ -36,6 +44,7 @@ import (
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/task"
 )
 
 // Task is one attempt of a task, as a handler sees it.
@@ -74,8 +83,28 @@ var ErrPermanent = handler.ErrPermanent
 // to dead_letter with err's message.
 func Permanent(err error) error { return handler.Permanent(err) }
 
+// ErrCancel matches (errors.Is) every error made with Cancel.
+var ErrCancel = handler.ErrCancel
+
+// Cancel ends the task as cancelled rather than failed: no retry, no dead
+// letter, and err's message recorded as the reason. For work that has
+// become pointless (the order it was for is gone).
+func Cancel(err error) error { return handler.Cancel(err) }
+
+// Snooze puts the task back to run again after d (1 s to 12 h) without
+// spending an attempt: for work that is not ready yet. The task waits in
+// status retrying meanwhile.
+func Snooze(d time.Duration) error { return handler.Snooze(d) }
+
+// Middleware runs around every attempt of every handler: it may change the
+// context (a span, a logger), call next to run the attempt (or not), and
+// look at or replace its error. Register it with Worker.Use.
+type Middleware func(ctx context.Context, t *Task, next func(ctx context.Context) error) error
+
 // Options configures a Worker. The zero value reads the process
-// environment and logs JSON to stderr.
+// environment and logs JSON to stderr. The polling fields, when set, win
+// over their TRIAGE_* variables; zero leaves the variable (or its default)
+// in charge.
 type Options struct {
 	// Getenv reads the TRIAGE_* settings (default os.Getenv). AWS settings
 	// (region, credentials, AWS_ENDPOINT_URL*) always come from the
@@ -84,12 +113,25 @@ type Options struct {
 	// Logger receives the worker's JSON logs (default: stderr, at
 	// TRIAGE_LOG_LEVEL).
 	Logger *slog.Logger
+	// Concurrency is how many tasks run at once (TRIAGE_CONCURRENCY, 8);
+	// ReservedHigh of those slots run only high tasks (TRIAGE_RESERVED_HIGH,
+	// 1). Setting Concurrency applies ReservedHigh as given, zero included.
+	Concurrency, ReservedHigh int
+	// Weights are the weighted-polling shares by priority, "high", "medium"
+	// and "low" (TRIAGE_WEIGHTS, 6/3/1).
+	Weights map[string]int
+	// Strict, when set, always takes the highest non-empty queue (true) or
+	// polls by weight (false), whatever TRIAGE_STRICT says.
+	Strict *bool
+	// Lease is a claim's lease, renewed every third of it (TRIAGE_LEASE, 30 s).
+	Lease time.Duration
 }
 
-// Worker runs the task types registered with Handle.
+// Worker runs the task types registered with Handle or AddWorker.
 type Worker struct {
 	opt      Options
 	handlers map[string]HandlerFunc
+	mws      []Middleware
 }
 
 // New returns a worker with no handlers.
@@ -100,10 +142,62 @@ func New(opt Options) *Worker {
 	return &Worker{opt: opt, handlers: map[string]HandlerFunc{}}
 }
 
-// Handle registers h for tasks of type typ, replacing any earlier handler
-// of typ. Register every handler before Run or StartLambda.
-func (w *Worker) Handle(typ string, h HandlerFunc) {
+// ErrDuplicate is returned when a task type is registered twice.
+var ErrDuplicate = handler.ErrDuplicate
+
+// Handle registers h for tasks of type typ. A type registered before is an
+// error (ErrDuplicate), as is a name the API would refuse. Register every
+// handler before Run or StartLambda.
+func (w *Worker) Handle(typ string, h HandlerFunc) error {
+	if err := task.ValidateType(typ); err != nil {
+		return fmt.Errorf("worker: task type %q: %w", typ, err)
+	}
+	if _, dup := w.handlers[typ]; dup {
+		return fmt.Errorf("worker: %w: %q", ErrDuplicate, typ)
+	}
 	w.handlers[typ] = h
+	return nil
+}
+
+// Use adds middleware around every attempt; the first added runs outermost.
+func (w *Worker) Use(mws ...Middleware) { w.mws = append(w.mws, mws...) }
+
+// Args is a payload type that names its task type, as River's JobArgs
+// does: AddWorker registers a worker for T under T's Kind.
+type Args interface {
+	Kind() string
+}
+
+// Job is one attempt of a task whose payload was decoded into T.
+type Job[T any] struct {
+	*Task
+	Args T
+}
+
+// WorkFunc runs one attempt of a typed task. Its result and error mean
+// what HandlerFunc's do.
+type WorkFunc[T any] func(ctx context.Context, j *Job[T]) (any, error)
+
+// AddWorker registers fn for the task type named by T's Kind. Each
+// attempt's payload is decoded into a T; a payload that does not decode
+// fails the task permanently (retrying cannot fix it).
+func AddWorker[T Args](w *Worker, fn WorkFunc[T]) error {
+	var zero T
+	return AddWorkerKind(w, zero.Kind(), fn)
+}
+
+// AddWorkerKind registers fn for task type kind, decoding payloads into T:
+// for payload types that do not implement Args, or one type under two kinds.
+func AddWorkerKind[T any](w *Worker, kind string, fn WorkFunc[T]) error {
+	return w.Handle(kind, func(ctx context.Context, t *Task) (any, error) {
+		j := &Job[T]{Task: t}
+		if len(t.Payload) > 0 && string(t.Payload) != "null" {
+			if err := json.Unmarshal(t.Payload, &j.Args); err != nil {
+				return nil, Permanent(fmt.Errorf("decode payload of task %s into %T: %w", t.ID, j.Args, err))
+			}
+		}
+		return fn(ctx, j)
+	})
 }
 
 // ErrNoHandlers is returned by Run when nothing was registered, neither
@@ -114,11 +208,11 @@ var ErrNoHandlers = errors.New("worker: no handlers registered")
 // finish (up to the drain timeout) and returns nil. It returns an error
 // when the configuration is invalid or AWS cannot be reached at start.
 func (w *Worker) Run(ctx context.Context) error {
-	a, reg, err := w.assemble(ctx)
+	a, reg, opt, err := w.assemble(ctx)
 	if err != nil {
 		return err
 	}
-	return consumerapp.New(a, reg, dispatch.Options{}).Run(ctx)
+	return consumerapp.New(a, reg, opt).Run(ctx)
 }
 
 // LambdaSummary is what one invocation of the Lambda handler returns.
@@ -129,11 +223,11 @@ type LambdaSummary = consumerapp.LambdaSummary
 // polls until consumerapp.LambdaReserve (40 s) before its deadline, then
 // drains. Build it once, at cold start.
 func (w *Worker) LambdaHandler(ctx context.Context) (func(context.Context, events.EventBridgeEvent) (LambdaSummary, error), error) {
-	a, reg, err := w.assemble(ctx)
+	a, reg, opt, err := w.assemble(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return consumerapp.Lambda(a, reg), nil
+	return consumerapp.Lambda(a, reg, opt), nil
 }
 
 // StartLambda serves the Lambda handler; it does not return. A
@@ -148,28 +242,59 @@ func (w *Worker) StartLambda() {
 	lambda.Start(h)
 }
 
-// assemble builds the app from the configuration and the handler
-// registry: the registered Go handlers plus the configured routes.
-func (w *Worker) assemble(ctx context.Context) (*app.App, *handler.Registry, error) {
+// assemble builds the app from the configuration, the consumer options
+// and the handler registry: the registered Go handlers plus the configured routes.
+func (w *Worker) assemble(ctx context.Context) (*app.App, *handler.Registry, dispatch.Options, error) {
+	opt, err := w.dispatchOptions()
+	if err != nil {
+		return nil, nil, opt, err
+	}
 	cfg, err := config.FromEnv(w.opt.Getenv)
 	if err != nil {
-		return nil, nil, fmt.Errorf("worker: configuration: %w", err)
+		return nil, nil, opt, fmt.Errorf("worker: configuration: %w", err)
 	}
 	a, err := app.New(ctx, cfg, w.logger(cfg.LogLevel))
 	if err != nil {
-		return nil, nil, fmt.Errorf("worker: %w", err)
+		return nil, nil, opt, fmt.Errorf("worker: %w", err)
 	}
 	reg := handler.NewRegistry()
 	for typ, h := range w.handlers {
-		reg.Register(typ, adapt(h))
+		if err := reg.Register(typ, adapt(h)); err != nil {
+			return nil, nil, opt, fmt.Errorf("worker: %w", err)
+		}
+	}
+	for _, mw := range w.mws {
+		reg.Use(middleware(mw))
 	}
 	if err := consumerapp.AddRoutes(a, reg, false); err != nil {
-		return nil, nil, fmt.Errorf("worker: %w", err)
+		return nil, nil, opt, fmt.Errorf("worker: %w", err)
 	}
 	if len(reg.Types()) == 0 {
-		return nil, nil, ErrNoHandlers
+		return nil, nil, opt, ErrNoHandlers
 	}
-	return a, reg, nil
+	return a, reg, opt, nil
+}
+
+// dispatchOptions are the consumer options Options sets (zero: unset),
+// checked by the rules their TRIAGE_* variables follow.
+func (w *Worker) dispatchOptions() (dispatch.Options, error) {
+	o := dispatch.Options{Concurrency: w.opt.Concurrency, Strict: w.opt.Strict, Lease: w.opt.Lease}
+	if o.Concurrency < 0 || w.opt.ReservedHigh < 0 || w.opt.Lease < 0 {
+		return o, errors.New("worker: Concurrency, ReservedHigh and Lease must not be negative")
+	}
+	if o.Concurrency > 0 {
+		if w.opt.ReservedHigh >= o.Concurrency {
+			return o, fmt.Errorf("worker: ReservedHigh (%d) must be less than Concurrency (%d)", w.opt.ReservedHigh, o.Concurrency)
+		}
+		o.ReservedHigh = w.opt.ReservedHigh
+	}
+	if len(w.opt.Weights) > 0 {
+		var err error
+		if o.Weights, err = config.WeightsFrom(w.opt.Weights); err != nil {
+			return o, fmt.Errorf("worker: Weights: %w", err)
+		}
+	}
+	return o, nil
 }
 
 func (w *Worker) logger(level string) *slog.Logger {
@@ -179,13 +304,33 @@ func (w *Worker) logger(level string) *slog.Logger {
 	return app.NewLogger(os.Stderr, level)
 }
 
+func taskOf(r handler.Request) *Task {
+	return &Task{
+		ID: r.ID, Type: r.Type, Payload: r.Payload, Priority: string(r.Priority),
+		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, TraceID: r.TraceID,
+	}
+}
+
+// middleware turns a Middleware into the dispatcher's.
+func middleware(mw Middleware) handler.Middleware {
+	return func(ctx context.Context, r handler.Request, next handler.Func) (json.RawMessage, error) {
+		var out json.RawMessage
+		err := mw(ctx, taskOf(r), func(ctx context.Context) error {
+			var err error
+			out, err = next(ctx, r)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+}
+
 // adapt turns a HandlerFunc into the dispatcher's handler.
 func adapt(h HandlerFunc) handler.Handler {
 	return handler.Func(func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
-		out, err := h(ctx, &Task{
-			ID: r.ID, Type: r.Type, Payload: r.Payload, Priority: string(r.Priority),
-			Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, TraceID: r.TraceID,
-		})
+		out, err := h(ctx, taskOf(r))
 		if err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/app/consumerapp"
+	"github.com/triagehq/triage/internal/dispatch"
 )
 
 func main() {
@@ -25,5 +26,5 @@ func main() {
 		a.Log.Error("start consumer function", "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(consumerapp.Lambda(a, reg))
+	lambda.Start(consumerapp.Lambda(a, reg, dispatch.Options{}))
 }

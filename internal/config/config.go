@@ -284,10 +284,31 @@ func ParseWeights(s string) (map[task.Priority]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w[task.High]+w[task.Medium]+w[task.Low] == 0 {
-		return nil, fmt.Errorf("at least one weight must be positive")
+	return w, checkWeights(w)
+}
+
+// WeightsFrom is ParseWeights for weights given in code, by priority name:
+// the same rules, the same defaults for missing priorities.
+func WeightsFrom(m map[string]int) (map[task.Priority]int, error) {
+	w := DefaultWeights()
+	for name, n := range m {
+		p, err := task.ParsePriority(name)
+		if err != nil {
+			return nil, err
+		}
+		if n < 0 {
+			return nil, fmt.Errorf("weight of %s must be a whole number >= 0, got %d", p, n)
+		}
+		w[p] = n
 	}
-	return w, nil
+	return w, checkWeights(w)
+}
+
+func checkWeights(w map[task.Priority]int) error {
+	if w[task.High]+w[task.Medium]+w[task.Low] == 0 {
+		return fmt.Errorf("at least one weight must be positive")
+	}
+	return nil
 }
 
 // ParseRoutes parses "type=target,type2=target2" where a target is a Lambda

@@ -136,8 +136,9 @@ const lambdaRecordReserve = 10 * time.Second
 // Lambda returns the consumer function's handler, running the
 // handlers of reg: each scheduled invocation polls until
 // LambdaReserve before its deadline, then drains.
-func Lambda(a *app.App, reg *handler.Registry) func(context.Context, events.EventBridgeEvent) (LambdaSummary, error) {
-	c := New(a, reg, dispatch.Options{DrainTimeout: LambdaReserve - lambdaRecordReserve})
+func Lambda(a *app.App, reg *handler.Registry, opt dispatch.Options) func(context.Context, events.EventBridgeEvent) (LambdaSummary, error) {
+	opt.DrainTimeout = LambdaReserve - lambdaRecordReserve
+	c := New(a, reg, opt)
 	return LambdaHandler(c, LambdaReserve)
 }
 
