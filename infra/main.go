@@ -8,6 +8,7 @@
 //	prefix         resource name prefix (default "triage")
 //	fanOut         consumers started every minute (default 1)
 //	iamAuth        "true" puts IAM authorization on the API routes
+//	demoHandlers   "true" makes the consumer also run the demo handlers (trying it out)
 //	routes         task type handlers, "type=arn:aws:lambda:...,type2=https://hook"
 //	alarmTopicArn  SNS topic that receives alarm notifications
 //	removalPolicy  "destroy" deletes the table and tokens secret with the stack (default "retain")
@@ -26,6 +27,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/triagehq/triage/infra/dispatcher"
+	"github.com/triagehq/triage/resourcespec"
 )
 
 // StackName is the name of the one stack this app defines.
@@ -108,22 +110,21 @@ func propsFromContext(scope constructs.Construct, get func(string) string) (*dis
 		}
 		p.FanOut = n
 	}
-	if v := get("iamAuth"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return nil, fmt.Errorf("context iamAuth: want true or false, got %q", v)
+	for key, dst := range map[string]*bool{"iamAuth": &p.IAMAuth, "demoHandlers": &p.DemoHandlers} {
+		if v := get(key); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, fmt.Errorf("context %s: want true or false, got %q", key, v)
+			}
+			*dst = b
 		}
-		p.IAMAuth = b
 	}
 	if v := get("routes"); v != "" {
-		p.Routes = map[string]string{}
-		for _, part := range strings.Split(v, ",") {
-			typ, target, ok := strings.Cut(strings.TrimSpace(part), "=")
-			if !ok {
-				return nil, fmt.Errorf("context routes: %q is not type=target", part)
-			}
-			p.Routes[typ] = target
+		routes, err := resourcespec.ParseRoutes(v) // the functions' own TRIAGE_ROUTES parser
+		if err != nil {
+			return nil, fmt.Errorf("context routes: %w", err)
 		}
+		p.Routes = routes
 	}
 	if v := get("alarmTopicArn"); v != "" {
 		p.Alarms.Topic = awssns.Topic_FromTopicArn(scope, jsii.String("AlarmTopic"), jsii.String(v))

@@ -25,6 +25,7 @@ func TestPropsFromContext(t *testing.T) {
 		"prefix":        "acme",
 		"fanOut":        "3",
 		"iamAuth":       "true",
+		"demoHandlers":  "true",
 		"routes":        "resize=arn:aws:lambda:eu-west-1:123456789012:function:resize, notify=https://hooks.example.com/x",
 		"removalPolicy": "destroy",
 	}
@@ -32,14 +33,14 @@ func TestPropsFromContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Prefix != "acme" || p.FanOut != 3 || !p.IAMAuth || p.RemovalPolicy != awscdk.RemovalPolicy_DESTROY {
+	if p.Prefix != "acme" || p.FanOut != 3 || !p.IAMAuth || !p.DemoHandlers || p.RemovalPolicy != awscdk.RemovalPolicy_DESTROY {
 		t.Errorf("props = %+v", p)
 	}
 	if len(p.Routes) != 2 || p.Routes["notify"] != "https://hooks.example.com/x" {
 		t.Errorf("routes = %v", p.Routes)
 	}
 
-	for key, bad := range map[string]string{"fanOut": "many", "iamAuth": "perhaps", "routes": "nonsense", "removalPolicy": "snapshot"} {
+	for key, bad := range map[string]string{"fanOut": "many", "iamAuth": "perhaps", "demoHandlers": "maybe", "routes": "nonsense", "removalPolicy": "snapshot"} {
 		if _, err := propsFromContext(nil, func(k string) string {
 			if k == key {
 				return bad

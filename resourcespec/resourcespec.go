@@ -52,6 +52,10 @@ const (
 	MaxShards     = spec.MaxShards
 )
 
+// ParseRoutes parses a TRIAGE_ROUTES value, "type=arn:aws:lambda:...,type2=https://hook",
+// as the functions do.
+func ParseRoutes(s string) (map[string]string, error) { return config.ParseRoutes(s) }
+
 // ValidateType checks a task type name as the API does.
 func ValidateType(typ string) error { return task.ValidateType(typ) }
 

@@ -253,6 +253,9 @@ func consumerEnv(p Props) map[string]string {
 	if p.Strict {
 		env[resourcespec.EnvStrict] = "true"
 	}
+	if p.DemoHandlers {
+		env[resourcespec.EnvDemoHandlers] = "true"
+	}
 	if p.WebhookSecret != nil {
 		// A Secrets Manager value stays a dynamic reference in the template;
 		// CloudFormation resolves it at deploy time.

@@ -657,6 +657,7 @@ func TestVariants(t *testing.T) {
 		RemovalPolicy:   awscdk.RemovalPolicy_DESTROY,
 		Shards:          32,
 		Types:           []string{"resize", "notify"},
+		DemoHandlers:    true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -691,6 +692,7 @@ func TestVariants(t *testing.T) {
 	t.Run("consumer settings", func(t *testing.T) {
 		vars := f.resources[f.id(f.d.Consumer)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
 		equalJSON(t, "weights", vars[resourcespec.EnvWeights], "high=8,low=2")
+		equalJSON(t, "demo handlers", vars[resourcespec.EnvDemoHandlers], "true")
 		equalJSON(t, "retry", vars[resourcespec.EnvRetryBackoff], "high=1s:5s,low=2s:2m0s")
 		equalJSON(t, "routes", vars[resourcespec.EnvRoutes], "notify=https://hooks.example.com/triage,resize="+handler)
 	})

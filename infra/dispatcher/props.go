@@ -34,6 +34,10 @@ type Props struct {
 	Weights map[string]int
 	// Strict makes the consumer always take the highest non-empty queue.
 	Strict bool
+	// DemoHandlers makes the stock consumer also run the demo handlers
+	// (echo, sleep, fail, noop): for trying a deployment out, never for
+	// production.
+	DemoHandlers bool
 
 	// Retry sets retry waits by priority name: Base is the wait after a
 	// task's first failed attempt, doubling after each further failure up
