@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -111,8 +112,8 @@ func (h *HTTPTransport) Retry(ctx context.Context, id string) (*Task, error) {
 
 // task sends a request about task id (to /tasks/{id}, then suffix).
 func (h *HTTPTransport) task(ctx context.Context, method, id, suffix string) (*Task, error) {
-	if err := required("id", id); err != nil {
-		return nil, err
+	if id == "" {
+		return nil, task.CheckID(id).APIError("")
 	}
 	var t Task
 	if _, err := h.do(ctx, method, "/tasks/"+url.PathEscape(id)+suffix, nil, nil, &t); err != nil {
@@ -123,8 +124,8 @@ func (h *HTTPTransport) task(ctx context.Context, method, id, suffix string) (*T
 
 // Delete implements Transport: DELETE /tasks/{id}.
 func (h *HTTPTransport) Delete(ctx context.Context, id string) error {
-	if err := required("id", id); err != nil {
-		return err
+	if id == "" {
+		return task.CheckID(id).APIError("")
 	}
 	_, err := h.do(ctx, http.MethodDelete, "/tasks/"+url.PathEscape(id), nil, nil, nil)
 	return err
@@ -170,8 +171,9 @@ func (h *HTTPTransport) SetPaused(ctx context.Context, typ string, paused bool) 
 
 // SetLimits implements Transport: PUT /control/types/{type}.
 func (h *HTTPTransport) SetLimits(ctx context.Context, typ string, l LimitsRequest) (*ControlSettings, error) {
-	if err := required("type", typ); err != nil {
-		return nil, err
+	if typ == "" {
+		// Limits are per type; sent, an empty one would change the route.
+		return nil, invalid("type", "is required")
 	}
 	var s ControlSettings
 	if _, err := h.do(ctx, http.MethodPut, "/control/types/"+url.PathEscape(typ), nil, l, &s); err != nil {
@@ -225,13 +227,9 @@ func (h *HTTPTransport) OpenAPI(ctx context.Context) ([]byte, error) {
 	return data, err
 }
 
-// required refuses an empty path parameter as the server refuses a bad
-// one (400, naming it): sent, it would change the route instead.
-func required(name, v string) error {
-	if v != "" {
-		return nil
-	}
-	return &Error{Status: http.StatusBadRequest, Code: "invalid_field", Field: name, Message: name + ": is required"}
+// invalid is the answer to a bad parameter, as the server gives it.
+func invalid(field, msg string) *Error {
+	return (&task.FieldError{Field: field, Message: msg}).APIError("")
 }
 
 // do sends a request and decodes a 2xx JSON response into out.

@@ -65,6 +65,12 @@ const (
 	DeadLetter = triagetype.DeadLetter
 )
 
+// Priorities lists every priority, highest first.
+func Priorities() []Priority { return triagetype.Priorities() }
+
+// Statuses lists every status, in lifecycle order.
+func Statuses() []Status { return triagetype.Statuses() }
+
 // ParsePriority returns the priority named s.
 func ParsePriority(s string) (Priority, error) { return triagetype.ParsePriority(s) }
 

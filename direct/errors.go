@@ -33,9 +33,8 @@ func invalid(field, msg string) *triage.Error {
 
 // checkID refuses an id that could never name a task.
 func checkID(id string) error {
-	if !task.ValidID(id) {
-		return &triage.Error{Status: http.StatusBadRequest, Code: "invalid_field", Field: "id",
-			Message: fmt.Sprintf("id: %q is not a task id (26 characters of Crockford base32, as in 01J0ABCDEFGHJKMNPQRSTVWXYZ)", task.Shorten(id, 64))}
+	if fe := task.CheckID(id); fe != nil {
+		return fe.APIError("")
 	}
 	return nil
 }
