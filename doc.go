@@ -29,9 +29,11 @@
 // store to a caller by a Go conversion, never through JSON, and there is
 // one definition of each wire type.
 //
-// The HTTP transport lives here and needs only the standard library. The
-// direct transport lives in package direct so that a program that only
-// talks HTTP does not link the AWS SDK.
+// The HTTP transport lives here. Outside the standard library this package
+// depends only on triagetype, two small internal packages (the task rules
+// and the token header's name) and github.com/oklog/ulid. The direct
+// transport lives in package direct so that a program that only talks HTTP
+// does not link the AWS SDK.
 //
 // Configuration is by functional options throughout: HTTPOption for the
 // HTTP transport, SubmitOption for a submit, direct.Option for the direct

@@ -16,8 +16,8 @@ import (
 	"github.com/triagehq/triage/triagetype"
 )
 
-// HTTPTransport is the transport over triage's HTTP API. It needs only
-// the standard library. Make one with HTTP.
+// HTTPTransport is the transport over triage's HTTP API; it links no AWS
+// SDK. Make one with HTTP.
 type HTTPTransport struct {
 	base        string
 	token       string

@@ -539,3 +539,11 @@ func TestSameOperations(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitsMatchTheAPI keeps the public limits and the API's own
+// constants equal until the API imports them.
+func TestLimitsMatchTheAPI(t *testing.T) {
+	if triage.MaxBatch != api.MaxBatch || triage.MaxListLimit != api.MaxListLimit {
+		t.Fatalf("triage.MaxBatch %d, MaxListLimit %d; the API's %d, %d", triage.MaxBatch, triage.MaxListLimit, api.MaxBatch, api.MaxListLimit)
+	}
+}
