@@ -179,7 +179,10 @@ func TestPaths(t *testing.T) {
 		{"stats", `{"queues":{}}`, func(ctx context.Context, c *triage.Client) error { _, err := c.Stats(ctx); return err }, "GET", "/api/v1/stats", "", ""},
 		{"pause", `{}`, func(ctx context.Context, c *triage.Client) error { _, err := c.Pause(ctx, "echo"); return err }, "POST", "/api/v1/control/pause", "type=echo", ""},
 		{"resume all", `{}`, func(ctx context.Context, c *triage.Client) error { _, err := c.Resume(ctx, ""); return err }, "POST", "/api/v1/control/resume", "", ""},
-		{"limits", `{}`, func(ctx context.Context, c *triage.Client) error { _, err := c.SetLimits(ctx, "echo", 0, 0); return err }, "PUT", "/api/v1/control/types/echo", "", `{"rate_limit_per_second":0,"max_concurrency":0}`},
+		{"limits", `{}`, func(ctx context.Context, c *triage.Client) error {
+			_, err := c.SetLimits(ctx, "echo", 0, 0)
+			return err
+		}, "PUT", "/api/v1/control/types/echo", "", `{"rate_limit_per_second":0,"max_concurrency":0}`},
 		{"controls", `{"controls":[]}`, func(ctx context.Context, c *triage.Client) error { _, err := c.Controls(ctx); return err }, "GET", "/api/v1/control", "", ""},
 		{"dlq", `{"messages":[]}`, func(ctx context.Context, c *triage.Client) error { _, err := c.DLQ(ctx, triage.Low, 10); return err }, "GET", "/api/v1/dlq", "limit=10&priority=low", ""},
 		{"replay", `{"replayed":1}`, func(ctx context.Context, c *triage.Client) error {
