@@ -177,7 +177,7 @@ func TestRequests(t *testing.T) {
 				if err != nil {
 					return nil, err
 				}
-				return tk.Status, nil
+				return string(tk.Status), nil // a triage.Status now
 			},
 			method: "POST", path: "/api/v1/tasks/01X/cancel", wantValue: "cancelled",
 		},
@@ -188,7 +188,7 @@ func TestRequests(t *testing.T) {
 				if err != nil {
 					return nil, err
 				}
-				return tk.Status, nil
+				return string(tk.Status), nil // a triage.Status now
 			},
 			method: "POST", path: "/api/v1/tasks/01X/retry", wantValue: "queued",
 		},

@@ -9,14 +9,20 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/triagehq/triage/client"
+	"github.com/triagehq/triage"
 )
 
 // priorityOrder and statusOrder are the order people read them in.
-func priorityOrder() []string { return []string{"high", "medium", "low"} }
+func priorityOrder() []string { return names(triage.Priorities()) }
 
-func statusOrder() []string {
-	return []string{"scheduled", "queued", "executing", "retrying", "completed", "cancelled", "dead_letter"}
+func statusOrder() []string { return names(triage.Statuses()) }
+
+func names[S ~string](ss []S) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = string(s)
+	}
+	return out
 }
 
 func (c *cli) statsCmd() *cobra.Command {
@@ -34,7 +40,7 @@ func (c *cli) statsCmd() *cobra.Command {
 			}
 			tw := c.table("QUEUE", "DEPTH", "IN FLIGHT", "DELAYED", "DLQ", "OLDEST")
 			for _, p := range ordered(priorityOrder(), keys(s.Queues)) {
-				q := s.Queues[p]
+				q := s.Queues[triage.Priority(p)]
 				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", p, q.Depth, q.InFlight, q.Delayed, q.DLQDepth, fmtAge(q.OldestAgeSeconds))
 			}
 			if err := tw.Flush(); err != nil {
@@ -43,7 +49,7 @@ func (c *cli) statsCmd() *cobra.Command {
 			fmt.Fprintln(c.out)
 			tw = c.table("STATUS", "TASKS")
 			for _, st := range ordered(statusOrder(), keys(s.Statuses)) {
-				fmt.Fprintf(tw, "%s\t%d\n", st, s.Statuses[st])
+				fmt.Fprintf(tw, "%s\t%d\n", st, s.Statuses[triage.Status(st)])
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -60,7 +66,7 @@ func (c *cli) statsCmd() *cobra.Command {
 				for _, typ := range slices.Sorted(slices.Values(keys(s.Types))) {
 					row := []string{typ}
 					for _, st := range cols {
-						row = append(row, strconv.Itoa(s.Types[typ][st]))
+						row = append(row, strconv.Itoa(s.Types[typ][triage.Status(st)]))
 					}
 					fmt.Fprintln(tw, strings.Join(row, "\t"))
 				}
@@ -76,10 +82,10 @@ func (c *cli) statsCmd() *cobra.Command {
 }
 
 // keys returns m's keys (order unspecified; callers order them).
-func keys[V any](m map[string]V) []string {
+func keys[K ~string, V any](m map[K]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
-		out = append(out, k)
+		out = append(out, string(k))
 	}
 	return out
 }
@@ -187,14 +193,14 @@ the type's settings.`,
 				return c.printControls(controls)
 			}
 			typ := args[0]
-			cur := client.ControlSettings{Type: typ}
+			cur := triage.ControlSettings{Type: typ}
 			for _, s := range controls {
 				if s.Type == typ {
 					cur = s
 				}
 			}
 			if !rateSet && !concSet {
-				return c.printControls([]client.ControlSettings{cur})
+				return c.printControls([]triage.ControlSettings{cur})
 			}
 			// The API sets both limits at once; keep the one not given.
 			if !rateSet {
@@ -207,7 +213,7 @@ the type's settings.`,
 			if err != nil {
 				return err
 			}
-			return c.printControls([]client.ControlSettings{*s})
+			return c.printControls([]triage.ControlSettings{*s})
 		},
 	}
 	cmd.Flags().Float64Var(&rate, "rate", 0, "task starts per second (0: no limit)")
@@ -215,7 +221,7 @@ the type's settings.`,
 	return cmd
 }
 
-func (c *cli) printControls(cs []client.ControlSettings) error {
+func (c *cli) printControls(cs []triage.ControlSettings) error {
 	if c.json {
 		return c.printJSON(cs)
 	}
@@ -248,12 +254,12 @@ func (c *cli) dlqCmd() *cobra.Command {
 		Short: "Show messages in the dead-letter queues",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ms, err := c.client().DLQ(cmd.Context(), prio, limit)
+			ms, err := c.client().DLQ(cmd.Context(), triage.Priority(prio), limit)
 			if err != nil {
 				return err
 			}
 			if ms == nil {
-				ms = []client.DLQMessage{}
+				ms = []triage.DLQMessage{}
 			}
 			if c.json {
 				return c.printJSON(ms)
@@ -272,12 +278,14 @@ func (c *cli) dlqCmd() *cobra.Command {
 	list.Flags().StringVar(&prio, "priority", "", "only this priority's DLQ (default: all three)")
 	list.Flags().IntVar(&limit, "limit", 0, "most messages to show, up to 1000 (default 100)")
 
-	var rr client.ReplayRequest
+	var rr triage.ReplayRequest
+	var replayPrio string
 	replay := &cobra.Command{
 		Use:   "replay [--priority P] [--type T] [--limit N]",
 		Short: "Queue dead-lettered tasks again and delete their DLQ messages",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			rr.Priority = triage.Priority(replayPrio)
 			r, err := c.client().ReplayDLQ(cmd.Context(), rr)
 			if err != nil {
 				return err
@@ -289,7 +297,7 @@ func (c *cli) dlqCmd() *cobra.Command {
 			return nil
 		},
 	}
-	replay.Flags().StringVar(&rr.Priority, "priority", "", "only this priority's DLQ")
+	replay.Flags().StringVar(&replayPrio, "priority", "", "only this priority's DLQ")
 	replay.Flags().StringVar(&rr.Type, "type", "", "only tasks of this type")
 	replay.Flags().IntVar(&rr.Limit, "limit", 0, "most tasks to replay (default: the server's, 1000)")
 	cmd.AddCommand(list, replay)

@@ -16,13 +16,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/triagehq/triage/client"
+	"github.com/triagehq/triage"
 )
 
 // Batch submission tuning. 100 is the API's batch limit; four requests in
 // flight keep a Lambda-backed API busy without tripping its throttles.
 const (
-	batchSize        = client.MaxBatch
+	batchSize        = triage.MaxBatch
 	batchConcurrency = 4
 	// A throttled (429) or unqueued (503) batch or item is sent again up to
 	// batchTries times in all, waiting Retry-After or a doubling backoff.
@@ -36,8 +36,8 @@ const (
 type lineResult struct {
 	Line   int                 `json:"line"`
 	Status int                 `json:"status"`
-	Task   *client.Task        `json:"task,omitempty"`
-	Error  *client.ErrorDetail `json:"error,omitempty"`
+	Task   *triage.Task        `json:"task,omitempty"`
+	Error  *triage.ErrorDetail `json:"error,omitempty"`
 }
 
 func (r *lineResult) ok() bool { return r.Status == http.StatusCreated || r.Status == http.StatusOK }
@@ -128,7 +128,7 @@ func (c *cli) submitFile(cmd *cobra.Command, name string, ids bool) error {
 // parseNDJSON reads one submit body per non-blank line, checking them all
 // before anything is sent, so a typo on line 900 does not leave 899 tasks
 // submitted. Unknown fields are refused here as the API would refuse them.
-func parseNDJSON(r io.Reader) (lines []int, reqs []client.SubmitRequest, err error) {
+func parseNDJSON(r io.Reader) (lines []int, reqs []triage.SubmitRequest, err error) {
 	sc := bufio.NewScanner(r)
 	// A line may be as large as the API's biggest request body, and more.
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
@@ -140,7 +140,7 @@ func parseNDJSON(r io.Reader) (lines []int, reqs []client.SubmitRequest, err err
 		if len(text) == 0 {
 			continue
 		}
-		var req client.SubmitRequest
+		var req triage.SubmitRequest
 		dec := json.NewDecoder(bytes.NewReader(text))
 		dec.DisallowUnknownFields()
 		err := dec.Decode(&req)
@@ -173,7 +173,7 @@ func parseNDJSON(r io.Reader) (lines []int, reqs []client.SubmitRequest, err err
 // chunks in flight and returns one result per request. Failures of single
 // items are results; only an auth failure (every other chunk would fail the
 // same way) or a cancelled context is an error.
-func (c *cli) sendBatches(ctx context.Context, lines []int, reqs []client.SubmitRequest, prog *progress) ([]lineResult, error) {
+func (c *cli) sendBatches(ctx context.Context, lines []int, reqs []triage.SubmitRequest, prog *progress) ([]lineResult, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	cl := c.client()
@@ -215,34 +215,34 @@ feed:
 
 // sendChunk submits one chunk, resending its throttled or unqueued items,
 // and fills res. It returns an error only when the whole run should stop.
-func sendChunk(ctx context.Context, cl *client.Client, reqs []client.SubmitRequest, res []lineResult) error {
+func sendChunk(ctx context.Context, cl *triage.Client, reqs []triage.SubmitRequest, res []lineResult) error {
 	pending := make([]int, len(reqs))
 	for i := range pending {
 		pending[i] = i
 	}
 	for try := 0; len(pending) > 0; try++ {
-		batch := make([]client.SubmitRequest, len(pending))
+		batch := make([]triage.SubmitRequest, len(pending))
 		for j, i := range pending {
 			batch[j] = reqs[i]
 		}
 		items, err := cl.SubmitBatch(ctx, batch)
 		last := try == batchTries-1
 		if err != nil {
-			if errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) || ctx.Err() != nil {
+			if errors.Is(err, triage.ErrUnauthorized) || errors.Is(err, triage.ErrForbidden) || ctx.Err() != nil {
 				return err
 			}
-			var ae *client.Error
-			if !last && (errors.Is(err, client.ErrTooMany) || errors.Is(err, client.ErrUnavailable)) {
+			var ae *triage.Error
+			if !last && (errors.Is(err, triage.ErrTooMany) || errors.Is(err, triage.ErrUnavailable)) {
 				errors.As(err, &ae)
 				if err := sleep(ctx, backoff(try, ae.RetryAfter)); err != nil {
 					return err
 				}
 				continue
 			}
-			detail := &client.ErrorDetail{Code: "request_failed", Message: err.Error()}
+			detail := &triage.ErrorDetail{Code: "request_failed", Message: err.Error()}
 			status := 0
 			if errors.As(err, &ae) {
-				status, detail = ae.Status, &client.ErrorDetail{Code: ae.Code, Message: ae.Message, Field: ae.Field}
+				status, detail = ae.Status, &triage.ErrorDetail{Code: ae.Code, Message: ae.Message, Field: ae.Field}
 			}
 			for _, i := range pending {
 				res[i].Status, res[i].Error = status, detail
@@ -267,7 +267,7 @@ func sendChunk(ctx context.Context, cl *client.Client, reqs []client.SubmitReque
 				}
 			} else if !res[i].ok() || it.Task == nil {
 				res[i].Status = 0
-				res[i].Error = &client.ErrorDetail{Code: "unexpected", Message: fmt.Sprintf("status %d without a task or an error", it.Status)}
+				res[i].Error = &triage.ErrorDetail{Code: "unexpected", Message: fmt.Sprintf("status %d without a task or an error", it.Status)}
 			}
 		}
 		pending = again

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/triagehq/triage/client"
+	"github.com/triagehq/triage"
 )
 
 // Exit codes.
@@ -49,8 +49,8 @@ func main() {
 	c, root := newRoot(os.Stdout, os.Stderr)
 	err := root.ExecuteContext(ctx)
 	if err != nil {
-		// API errors already start with "triage:" (the client package
-		// names itself, as libraries do); say it once.
+		// API errors already start with "triage:" (package triage names
+		// itself, as libraries do); say it once.
 		fmt.Fprintln(os.Stderr, "triage:", strings.TrimPrefix(err.Error(), "triage: "))
 		if h := hint(err, c.endpoint()); h != "" {
 			fmt.Fprintln(os.Stderr, "triage:", h)
@@ -103,17 +103,17 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.Is(err, client.ErrNotFound):
+	case errors.Is(err, triage.ErrNotFound):
 		return exitNotFound
-	case errors.Is(err, client.ErrConflict):
+	case errors.Is(err, triage.ErrConflict):
 		return exitConflict
-	case errors.Is(err, client.ErrUnauthorized), errors.Is(err, client.ErrForbidden):
+	case errors.Is(err, triage.ErrUnauthorized), errors.Is(err, triage.ErrForbidden):
 		return exitAuth
 	case errors.Is(err, errIncomplete):
 		return exitIncomplete
 	case errors.Is(err, errTimeout):
 		return exitTimeout
-	case errors.Is(err, client.ErrBadRequest):
+	case errors.Is(err, triage.ErrBadRequest):
 		return exitUsage
 	}
 	return exitError

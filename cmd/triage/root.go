@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/triagehq/triage/client"
+	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/devserver"
 )
 
@@ -77,9 +77,9 @@ func usageArgs(cmd *cobra.Command) {
 
 const defaultURL = "http://127.0.0.1:8080"
 
-func (c *cli) client() *client.Client {
+func (c *cli) client() *triage.Client {
 	ep := c.endpoint()
-	return client.New(ep.url, ep.token)
+	return triage.NewClient(triage.HTTP(ep.url, ep.token))
 }
 
 // endpoint is the API a command talks to.
@@ -139,7 +139,7 @@ func (c *cli) printJSON(v any) error {
 }
 
 // printTask prints a task as JSON or as a short table.
-func (c *cli) printTask(t *client.Task) error {
+func (c *cli) printTask(t *triage.Task) error {
 	if c.json {
 		return c.printJSON(t)
 	}

@@ -12,12 +12,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/triagehq/triage/client"
+	"github.com/triagehq/triage"
 )
 
 func (c *cli) submitCmd() *cobra.Command {
-	var r client.SubmitRequest
-	var payload, file string
+	var typ, prio, key, payload, file string
 	var maxAttempts, timeout, delay int
 	var ids bool
 	cmd := &cobra.Command{
@@ -49,25 +48,33 @@ Exit status 1 when any task failed.`,
 				}
 				return c.submitFile(cmd, file, ids)
 			}
-			if r.Type == "" {
+			if typ == "" {
 				return usageError{fmt.Errorf("--type (or --file) is required")}
 			}
+			var body any
 			if payload != "" {
 				if !json.Valid([]byte(payload)) {
 					return usageError{fmt.Errorf("--payload is not valid JSON")}
 				}
-				r.Payload = json.RawMessage(payload)
+				body = json.RawMessage(payload)
+			}
+			var opts []triage.SubmitOption
+			if prio != "" {
+				opts = append(opts, triage.WithPriority(triage.Priority(prio)))
 			}
 			if cmd.Flags().Changed("max-attempts") {
-				r.MaxAttempts = &maxAttempts
+				opts = append(opts, triage.WithMaxAttempts(maxAttempts))
 			}
 			if cmd.Flags().Changed("timeout") {
-				r.TimeoutSeconds = &timeout
+				opts = append(opts, triage.WithTimeout(time.Duration(timeout)*time.Second))
 			}
 			if cmd.Flags().Changed("delay") {
-				r.DelaySeconds = &delay
+				opts = append(opts, triage.WithDelay(time.Duration(delay)*time.Second))
 			}
-			t, created, err := c.client().Submit(cmd.Context(), r)
+			if key != "" {
+				opts = append(opts, triage.WithIdempotencyKey(key))
+			}
+			t, created, err := c.client().Submit(cmd.Context(), typ, body, opts...)
 			if err != nil {
 				return err
 			}
@@ -87,13 +94,13 @@ Exit status 1 when any task failed.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&r.Type, "type", "", "task type")
+	f.StringVar(&typ, "type", "", "task type")
 	f.StringVar(&payload, "payload", "", "JSON payload")
-	f.StringVar(&r.Priority, "priority", "", "high, medium or low (default medium)")
+	f.StringVar(&prio, "priority", "", "high, medium or low (default medium)")
 	f.IntVar(&maxAttempts, "max-attempts", 3, "attempts before the task is dead-lettered")
 	f.IntVar(&timeout, "timeout", 300, "seconds an attempt may run")
 	f.IntVar(&delay, "delay", 0, "seconds to wait before the task may run")
-	f.StringVar(&r.IdempotencyKey, "idempotency-key", "", "key that makes a repeated submit return the first task")
+	f.StringVar(&key, "idempotency-key", "", "key that makes a repeated submit return the first task")
 	f.StringVarP(&file, "file", "f", "", "NDJSON file of submit bodies, one per line (- for stdin)")
 	f.BoolVar(&ids, "ids", false, "print only task ids, one per line")
 	return cmd
@@ -142,7 +149,7 @@ dead-letter queue, or cancelled); 3 when an id is unknown.`,
 				defer cancel()
 			}
 			cl := c.client()
-			var done []*client.Task
+			var done []*triage.Task
 			incomplete := 0
 			for i, id := range args {
 				t, err := cl.Wait(ctx, id, 200*time.Millisecond)
@@ -172,7 +179,7 @@ dead-letter queue, or cancelled); 3 when an id is unknown.`,
 }
 
 // printWaited shows one task in full, or several as a table with a count.
-func (c *cli) printWaited(ts []*client.Task) error {
+func (c *cli) printWaited(ts []*triage.Task) error {
 	if len(ts) == 1 {
 		return c.printTask(ts[0])
 	}
@@ -199,7 +206,8 @@ func (c *cli) printWaited(ts []*client.Task) error {
 }
 
 func (c *cli) listCmd() *cobra.Command {
-	var o client.ListOptions
+	var o triage.ListParams
+	var status, prio string
 	var all bool
 	cmd := &cobra.Command{
 		Use:   "list [--type T] [--status S] [--priority P] [--limit N] [--all]",
@@ -213,10 +221,11 @@ error; --cursor continues from it, and --all follows every page.`,
 			if o.Limit < 1 || o.Limit > 1000 {
 				return usageError{fmt.Errorf("--limit must be from 1 to 1000")}
 			}
+			o.Status, o.Priority = triage.Status(status), triage.Priority(prio)
 			cl := c.client()
-			var page client.TaskList
+			var page triage.TaskPage
 			if all {
-				err := cl.ListAll(cmd.Context(), o, func(t *client.Task) error {
+				err := cl.ListAll(cmd.Context(), o, func(t *triage.Task) error {
 					page.Tasks = append(page.Tasks, *t)
 					return nil
 				})
@@ -231,7 +240,7 @@ error; --cursor continues from it, and --all follows every page.`,
 				page = *p
 			}
 			if page.Tasks == nil {
-				page.Tasks = []client.Task{}
+				page.Tasks = []triage.Task{}
 			}
 			if c.json {
 				return c.printJSON(page)
@@ -259,8 +268,8 @@ error; --cursor continues from it, and --all follows every page.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Type, "type", "", "only tasks of this type")
-	f.StringVar(&o.Status, "status", "", "only tasks in this status (scheduled, queued, executing, retrying, completed, cancelled, dead_letter)")
-	f.StringVar(&o.Priority, "priority", "", "only tasks whose effective priority is this (high, medium, low)")
+	f.StringVar(&status, "status", "", "only tasks in this status (scheduled, queued, executing, retrying, completed, cancelled, dead_letter)")
+	f.StringVar(&prio, "priority", "", "only tasks whose effective priority is this (high, medium, low)")
 	f.IntVar(&o.Limit, "limit", 100, "tasks per page, 1 to 1000")
 	f.StringVar(&o.Cursor, "cursor", "", "continue from a previous page's cursor")
 	f.BoolVar(&all, "all", false, "follow every page to the end")

@@ -26,6 +26,7 @@ import (
 
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // DynamoDB is the part of the DynamoDB client controls use.
@@ -35,13 +36,9 @@ type DynamoDB interface {
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 }
 
-// Settings are the controls of one scope: "" for global, else a task type.
-type Settings struct {
-	Type               string  `json:"type,omitempty" dynamodbav:"type,omitempty"`
-	Paused             bool    `json:"paused" dynamodbav:"paused"`
-	RateLimitPerSecond float64 `json:"rate_limit_per_second,omitempty" dynamodbav:"rate_limit_per_second,omitempty"`
-	MaxConcurrency     int     `json:"max_concurrency,omitempty" dynamodbav:"max_concurrency,omitempty"`
-}
+// Settings are the controls of one scope: "" for global, else a task type
+// (the public type, whose dynamodbav names are the item's).
+type Settings = triagetype.ControlSettings
 
 // Controls reads and writes settings and enforces them.
 type Controls struct {

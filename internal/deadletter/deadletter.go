@@ -25,6 +25,7 @@ import (
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Queues is the part of the queues the DLQ tools use.
@@ -44,17 +45,8 @@ type Retrier interface {
 	Retry(ctx context.Context, get func(context.Context, string) (*task.Task, error), id string) (*task.Task, error)
 }
 
-// Message is one DLQ message as the API shows it.
-type Message struct {
-	Priority     task.Priority `json:"priority"`
-	MessageID    string        `json:"message_id"`
-	TaskID       string        `json:"task_id,omitempty"`
-	Type         string        `json:"type,omitempty"`
-	Reason       string        `json:"reason"`
-	Body         string        `json:"body"`
-	SentAt       time.Time     `json:"sent_at"`
-	ReceiveCount int           `json:"receive_count"`
-}
+// Message is one DLQ message as the API shows it (the public type).
+type Message = triagetype.DLQMessage
 
 // DLQ reads and replays dead-letter queues.
 type DLQ struct {
@@ -133,11 +125,8 @@ type ReplayFilter struct {
 	Limit      int
 }
 
-// ReplayResult counts what Replay did.
-type ReplayResult struct {
-	Replayed int `json:"replayed"`
-	Skipped  int `json:"skipped"`
-}
+// ReplayResult counts what Replay did (the public type).
+type ReplayResult = triagetype.ReplayResult
 
 // Replay puts back on their queues the dead-lettered tasks whose DLQ
 // messages match f, with attempts reset, and deletes those messages. A

@@ -16,6 +16,7 @@ import (
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Counters reads the stream-kept counters.
@@ -28,36 +29,15 @@ type Queues interface {
 	Depth(ctx context.Context, p task.Priority) (queue.Depth, error)
 }
 
-// Queue is one priority's queue figures.
-type Queue struct {
-	Depth    int `json:"depth"`
-	InFlight int `json:"in_flight"`
-	Delayed  int `json:"delayed"`
-	DLQDepth int `json:"dlq_depth"`
-	// OldestAgeSeconds is how long the longest-waiting queued task has
-	// waited at this priority (since it was queued or promoted into it): an
-	// upper bound, within 60 s of the true age (the counters keep the
-	// minute each wait began); 0 when none is queued.
-	OldestAgeSeconds float64 `json:"oldest_age_seconds"`
-}
+// Queue is one priority's queue figures (the public type).
+type Queue = triagetype.QueueStats
 
-// Throughput counts outcomes over the last minute.
-type Throughput struct {
-	CompletedLastMinute int `json:"completed_last_minute"`
-	FailedLastMinute    int `json:"failed_last_minute"`
-}
+// Throughput counts outcomes over the last minute (the public type).
+type Throughput = triagetype.Throughput
 
-// Stats is the body of GET /stats.
-type Stats struct {
-	Queues   map[task.Priority]Queue        `json:"queues"`
-	Statuses map[task.Status]int            `json:"statuses"`
-	Types    map[string]map[task.Status]int `json:"types"`
-	// TypesTruncated says Types holds only the first counters.MaxTypes
-	// types by name.
-	TypesTruncated bool       `json:"types_truncated,omitempty"`
-	Throughput     Throughput `json:"throughput"`
-	GeneratedAt    time.Time  `json:"generated_at"`
-}
+// Stats is the body of GET /stats (the public type). Its TypesTruncated
+// says Types holds only the first counters.MaxTypes types by name.
+type Stats = triagetype.Stats
 
 // Collect gathers the stats at now.
 func Collect(ctx context.Context, c Counters, q Queues, now time.Time) (Stats, error) {

@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Limits and defaults of a submitted task. They are the API's documented
@@ -37,18 +39,11 @@ const (
 )
 
 // Request is a task submission: the body of POST /api/v1/tasks, and the
-// body of a message a producer sends straight to SQS.
-type Request struct {
-	Type           string          `json:"type"`
-	Payload        json.RawMessage `json:"payload,omitempty"`
-	Priority       string          `json:"priority,omitempty"`
-	MaxAttempts    *int            `json:"max_attempts,omitempty"`
-	TimeoutSeconds *int            `json:"timeout_seconds,omitempty"`
-	RunAt          *time.Time      `json:"run_at,omitempty"`
-	DelaySeconds   *int            `json:"delay_seconds,omitempty"`
-	IdempotencyKey string          `json:"idempotency_key,omitempty"`
-	TraceID        string          `json:"trace_id,omitempty"`
-}
+// body of a message a producer sends straight to SQS. It is a defined type
+// over the public triagetype.SubmitRequest, so the fields and their JSON
+// names are written once and a client's request converts to it with a Go
+// conversion; the validation and defaults are this package's.
+type Request triagetype.SubmitRequest
 
 // FieldError is a validation failure of one request field.
 type FieldError struct {

@@ -3,10 +3,13 @@ package task
 import (
 	"errors"
 	"fmt"
+
+	"github.com/triagehq/triage/triagetype"
 )
 
-// Status is a task's place in its lifecycle.
-type Status string
+// Status is a task's place in its lifecycle (the public type; its
+// Terminal and Claimable methods are defined there).
+type Status = triagetype.Status
 
 // The task states. A task is in exactly one of them:
 //
@@ -28,37 +31,20 @@ type Status string
 // (see store.Transition) is one conditional write on the task's status and
 // version, so of two writers that read the same state only one can move it.
 const (
-	Scheduled  Status = "scheduled"
-	Queued     Status = "queued"
-	Executing  Status = "executing"
-	Retrying   Status = "retrying"
-	Completed  Status = "completed"
-	Cancelled  Status = "cancelled"
-	DeadLetter Status = "dead_letter"
+	Scheduled  = triagetype.Scheduled
+	Queued     = triagetype.Queued
+	Executing  = triagetype.Executing
+	Retrying   = triagetype.Retrying
+	Completed  = triagetype.Completed
+	Cancelled  = triagetype.Cancelled
+	DeadLetter = triagetype.DeadLetter
 )
 
 // Statuses lists every status.
-func Statuses() []Status {
-	return []Status{Scheduled, Queued, Executing, Retrying, Completed, Cancelled, DeadLetter}
-}
+func Statuses() []Status { return triagetype.Statuses() }
 
 // ParseStatus returns the status named s.
-func ParseStatus(s string) (Status, error) {
-	for _, st := range Statuses() {
-		if string(st) == s {
-			return st, nil
-		}
-	}
-	return "", fmt.Errorf("unknown status %q", s)
-}
-
-// Terminal reports whether no automatic transition leaves s.
-func (s Status) Terminal() bool {
-	return s == Completed || s == Cancelled || s == DeadLetter
-}
-
-// Claimable reports whether a consumer may claim a task in s.
-func (s Status) Claimable() bool { return s == Queued || s == Retrying }
+func ParseStatus(s string) (Status, error) { return triagetype.ParseStatus(s) }
 
 // ErrInvalidTransition is returned for a transition the state machine forbids.
 var ErrInvalidTransition = errors.New("invalid transition")

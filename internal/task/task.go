@@ -9,77 +9,44 @@ package task
 import (
 	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/triagehq/triage/triagetype"
 )
 
-// Priority is a task's scheduling class. Each priority has its own SQS queue.
-type Priority string
+// Priority is a task's scheduling class. Each priority has its own SQS
+// queue. It is the public type, so a task's priority needs no conversion
+// on its way to a client.
+type Priority = triagetype.Priority
 
 // The three priorities, highest first.
 const (
-	High   Priority = "high"
-	Medium Priority = "medium"
-	Low    Priority = "low"
+	High   = triagetype.High
+	Medium = triagetype.Medium
+	Low    = triagetype.Low
 )
 
 // Priorities lists every priority, highest first.
-func Priorities() []Priority { return []Priority{High, Medium, Low} }
+func Priorities() []Priority { return triagetype.Priorities() }
 
 // ParsePriority returns the priority named s, or an error naming the allowed values.
-func ParsePriority(s string) (Priority, error) {
-	switch p := Priority(s); p {
-	case High, Medium, Low:
-		return p, nil
-	}
-	return "", fmt.Errorf("unknown priority %q: want high, medium or low", s)
-}
+func ParsePriority(s string) (Priority, error) { return triagetype.ParsePriority(s) }
 
-// Rank orders priorities: high is 0, medium 1, low 2.
-func (p Priority) Rank() int {
-	switch p {
-	case High:
-		return 0
-	case Medium:
-		return 1
-	default:
-		return 2
-	}
-}
-
-// Next returns the priority one step higher, and false if p is already high.
-func (p Priority) Next() (Priority, bool) {
-	switch p {
-	case Low:
-		return Medium, true
-	case Medium:
-		return High, true
-	}
-	return p, false
-}
-
-// Error is the failure recorded on a task. Build it with NewError so the
-// message stays within MaxErrorBytes.
-type Error struct {
-	Message   string `json:"message" dynamodbav:"message"`
-	Retriable bool   `json:"retriable" dynamodbav:"retriable"`
-}
+// Error is the failure recorded on a task (the public type, whose
+// dynamodbav names are the item's). Build it with NewError so the message
+// stays within MaxErrorBytes.
+type Error = triagetype.TaskError
 
 // NewError returns the failure record for msg, cut to MaxErrorBytes.
 func NewError(msg string, retriable bool) *Error {
 	return &Error{Message: Truncate(msg, MaxErrorBytes), Retriable: retriable}
 }
 
-// Attempt is one entry of a task's capped attempt history.
-type Attempt struct {
-	Attempt    int       `json:"attempt" dynamodbav:"attempt"`
-	WorkerID   string    `json:"worker_id" dynamodbav:"worker_id"`
-	StartedAt  time.Time `json:"started_at" dynamodbav:"started_at"`
-	FinishedAt time.Time `json:"finished_at" dynamodbav:"finished_at"`
-	Error      string    `json:"error,omitempty" dynamodbav:"error,omitempty"`
-}
+// Attempt is one entry of a task's capped attempt history (the public
+// type, whose dynamodbav names are the item's).
+type Attempt = triagetype.Attempt
 
 // MaxHistory caps the attempt history kept on a task.
 const MaxHistory = 10

@@ -1,0 +1,211 @@
+package triage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Transport carries a Client's calls to one triage deployment. HTTP
+// returns the transport over the API; package direct has the one that
+// writes DynamoDB and SQS itself. Both give the same answers, errors
+// included, to the same calls (their tests run one suite against both).
+// A test may implement it to stand in for a deployment.
+type Transport interface {
+	// Submit creates the task r describes. created is false when r's
+	// idempotency key was used within 24 h: the first task comes back and
+	// nothing is written.
+	Submit(ctx context.Context, r SubmitRequest) (t *Task, created bool, err error)
+	// SubmitBatch submits 1 to MaxBatch tasks; each gets its own result.
+	SubmitBatch(ctx context.Context, rs []SubmitRequest) ([]BatchResult, error)
+	Get(ctx context.Context, id string) (*Task, error)
+	List(ctx context.Context, p ListParams) (*TaskPage, error)
+	Cancel(ctx context.Context, id string) (*Task, error)
+	Retry(ctx context.Context, id string) (*Task, error)
+	Delete(ctx context.Context, id string) error
+	Cleanup(ctx context.Context, olderThan time.Time) (int, error)
+	Stats(ctx context.Context) (*Stats, error)
+	// SetPaused pauses (or resumes) task type typ, or every type when typ
+	// is empty.
+	SetPaused(ctx context.Context, typ string, paused bool) (*ControlSettings, error)
+	SetLimits(ctx context.Context, typ string, l LimitsRequest) (*ControlSettings, error)
+	Controls(ctx context.Context) ([]ControlSettings, error)
+	// DLQ reads up to limit messages (0: DefaultListLimit) from priority's
+	// DLQ, or from all three when priority is empty.
+	DLQ(ctx context.Context, priority Priority, limit int) ([]DLQMessage, error)
+	ReplayDLQ(ctx context.Context, r ReplayRequest) (*ReplayResult, error)
+}
+
+// ListParams filters and pages a task listing. Zero values mean no filter
+// and the server's page size (100).
+type ListParams struct {
+	Type   string
+	Status Status
+	// Priority filters on the effective priority, the queue a task is on now.
+	Priority Priority
+	// Limit is the page size, 1 to MaxListLimit.
+	Limit int
+	// Cursor is a previous page's NextCursor.
+	Cursor string
+}
+
+// Client is triage's client. It is safe for concurrent use.
+type Client struct {
+	t Transport
+}
+
+// NewClient returns a client that works through t: HTTP(url, token), or
+// package direct's transport.
+func NewClient(t Transport) *Client { return &Client{t: t} }
+
+// Submit creates a task of type typ. payload is the task's input: a
+// json.RawMessage or []byte is sent as the JSON text it holds (and
+// validated as such by the server), nil means none, and anything else is
+// encoded with encoding/json. created is false when the idempotency key
+// (WithIdempotencyKey) was used within 24 h: the first task comes back and
+// nothing is written or sent.
+//
+// A bad option or payload is an *Error matching ErrBadRequest (or
+// ErrTooLarge) whose Field names it; a queue over its depth limit is
+// ErrTooMany with RetryAfter; ErrUnavailable means nothing was accepted
+// and the same call may be repeated safely.
+func (c *Client) Submit(ctx context.Context, typ string, payload any, opts ...SubmitOption) (t *Task, created bool, err error) {
+	r, err := NewRequest(typ, payload, opts...)
+	if err != nil {
+		return nil, false, err
+	}
+	return c.t.Submit(ctx, r)
+}
+
+// SubmitBatch submits 1 to MaxBatch tasks in one call (build them with
+// NewRequest). The call fails as a whole only when the request does
+// (authorization, a malformed batch, the network); each task's own outcome
+// is its BatchResult, in order, so a batch can partly succeed: check each
+// result's Err.
+func (c *Client) SubmitBatch(ctx context.Context, rs []SubmitRequest) ([]BatchResult, error) {
+	res, err := c.t.SubmitBatch(ctx, rs)
+	if err == nil && len(res) != len(rs) {
+		return res, fmt.Errorf("submit batch: %d results for %d tasks", len(res), len(rs))
+	}
+	return res, err
+}
+
+// Get reads one task; an unknown id is ErrNotFound.
+func (c *Client) Get(ctx context.Context, id string) (*Task, error) { return c.t.Get(ctx, id) }
+
+// Wait reads a task every interval until it is terminal or ctx ends (then
+// it returns the last task read and ctx's error).
+func (c *Client) Wait(ctx context.Context, id string, interval time.Duration) (*Task, error) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		t, err := c.t.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if t.Terminal() {
+			return t, nil
+		}
+		select {
+		case <-ctx.Done():
+			return t, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// List reads one page of tasks, newest first; pass its NextCursor as
+// p.Cursor to read the next, or use ListAll.
+func (c *Client) List(ctx context.Context, p ListParams) (*TaskPage, error) { return c.t.List(ctx, p) }
+
+// ErrStop, returned by a ListAll callback, ends the walk early without an
+// error.
+var ErrStop = errors.New("stop listing")
+
+// ListAll calls fn for every task matching p, following the cursor from
+// page to page (starting at p.Cursor). It stops at the first error from
+// the deployment or from fn; ErrStop from fn stops it with a nil error. A
+// cursor handed back twice is an error rather than an endless loop.
+func (c *Client) ListAll(ctx context.Context, p ListParams, fn func(*Task) error) error {
+	seen := map[string]bool{}
+	for {
+		page, err := c.t.List(ctx, p)
+		if err != nil {
+			return err
+		}
+		for i := range page.Tasks {
+			if err := fn(&page.Tasks[i]); err != nil {
+				if errors.Is(err, ErrStop) {
+					return nil
+				}
+				return err
+			}
+		}
+		if page.NextCursor == "" {
+			return nil
+		}
+		if seen[page.NextCursor] {
+			return fmt.Errorf("list tasks: the server repeated cursor %q", page.NextCursor)
+		}
+		seen[page.NextCursor] = true
+		p.Cursor = page.NextCursor
+	}
+}
+
+// Cancel cancels a task that is not terminal. A queued, scheduled or
+// retrying task comes back cancelled; an executing one comes back with
+// CancelRequested set, and its handler's context is cancelled at the next
+// heartbeat. A terminal task is ErrConflict.
+func (c *Client) Cancel(ctx context.Context, id string) (*Task, error) { return c.t.Cancel(ctx, id) }
+
+// Retry puts a dead_letter task back on its queue with its attempts reset
+// and its error cleared. Any other status (cancelled too) is ErrConflict.
+func (c *Client) Retry(ctx context.Context, id string) (*Task, error) { return c.t.Retry(ctx, id) }
+
+// Delete removes a terminal task. A task that is not terminal is
+// ErrConflict: cancel it first.
+func (c *Client) Delete(ctx context.Context, id string) error { return c.t.Delete(ctx, id) }
+
+// Cleanup deletes every terminal task that finished before olderThan and
+// returns how many it deleted.
+func (c *Client) Cleanup(ctx context.Context, olderThan time.Time) (int, error) {
+	return c.t.Cleanup(ctx, olderThan)
+}
+
+// Stats reads the queue depths, task counts and throughput.
+func (c *Client) Stats(ctx context.Context) (*Stats, error) { return c.t.Stats(ctx) }
+
+// Pause stops consumers from starting tasks of type typ, or of every type
+// when typ is empty. Running tasks finish; queued ones wait.
+func (c *Client) Pause(ctx context.Context, typ string) (*ControlSettings, error) {
+	return c.t.SetPaused(ctx, typ, true)
+}
+
+// Resume undoes Pause for typ (or globally when typ is empty).
+func (c *Client) Resume(ctx context.Context, typ string) (*ControlSettings, error) {
+	return c.t.SetPaused(ctx, typ, false)
+}
+
+// SetLimits sets task type typ's rate limit (task starts per second across
+// every consumer) and concurrency limit. Both are always set, and 0 means
+// no limit, so one call states the type's whole limit configuration.
+func (c *Client) SetLimits(ctx context.Context, typ string, ratePerSecond float64, maxConcurrency int) (*ControlSettings, error) {
+	return c.t.SetLimits(ctx, typ, LimitsRequest{RateLimitPerSecond: ratePerSecond, MaxConcurrency: maxConcurrency})
+}
+
+// Controls lists the control settings: the global ones first, then those
+// of every type that has any.
+func (c *Client) Controls(ctx context.Context) ([]ControlSettings, error) { return c.t.Controls(ctx) }
+
+// DLQ reads up to limit messages (0: 100) from priority's dead-letter
+// queue, or from all three when priority is empty, without consuming them.
+func (c *Client) DLQ(ctx context.Context, priority Priority, limit int) ([]DLQMessage, error) {
+	return c.t.DLQ(ctx, priority, limit)
+}
+
+// ReplayDLQ sends dead_letter tasks whose DLQ message matches r back to
+// queued, with their attempts reset, and deletes those DLQ messages.
+func (c *Client) ReplayDLQ(ctx context.Context, r ReplayRequest) (*ReplayResult, error) {
+	return c.t.ReplayDLQ(ctx, r)
+}

@@ -1,0 +1,114 @@
+package direct_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/direct"
+	"github.com/triagehq/triage/internal/config"
+	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/localstack/stacktest"
+)
+
+func TestMain(m *testing.M) { stacktest.Main(m) }
+
+func ctx(t *testing.T) context.Context {
+	t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+func receiveAll(t *testing.T, env *stacktest.Env, p task.Priority) []string {
+	t.Helper()
+	out, err := env.SQS.ReceiveMessage(ctx(t), &sqs.ReceiveMessageInput{
+		QueueUrl: aws.String(env.QueueURLs[p]), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+	})
+	if err != nil {
+		t.Fatalf("receive from %s: %v", p, err)
+	}
+	var bodies []string
+	for _, m := range out.Messages {
+		bodies = append(bodies, aws.ToString(m.Body))
+	}
+	return bodies
+}
+
+// TestRecordAndMessage checks what a direct submit leaves behind: the
+// record the API reads, and one message in the dispatcher's format on the
+// task's queue.
+func TestRecordAndMessage(t *testing.T) {
+	env := stacktest.New(t)
+	c := ctx(t)
+	tr, err := direct.New(c, env.AWS, env.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, created, err := triage.NewClient(tr).Submit(c, "echo", json.RawMessage(`{ "x": 1 }`), triage.WithPriority(triage.High), triage.WithIdempotencyKey("k"))
+	if err != nil || !created {
+		t.Fatalf("Submit = %v, %v, %v", tk, created, err)
+	}
+	rec, err := store.New(env.DynamoDB, env.Spec.Table.Name).Get(c, tk.ID)
+	if err != nil {
+		t.Fatalf("task not stored: %v", err)
+	}
+	if rec.Status != task.Queued || rec.IdempotencyKey != "k" || rec.EffectivePriority != task.High || string(rec.Payload) != `{"x":1}` {
+		t.Fatalf("stored %+v", rec)
+	}
+	bodies := receiveAll(t, env, task.High)
+	var msg task.Message
+	if len(bodies) != 1 || json.Unmarshal([]byte(bodies[0]), &msg) != nil || msg.ID != tk.ID || msg.Version != rec.DispatchVersion {
+		t.Fatalf("high queue holds %v, want one message for %s at version %d", bodies, tk.ID, rec.DispatchVersion)
+	}
+}
+
+// TestNew covers the ways New finds a deployment, and refuses one it
+// cannot find.
+func TestNew(t *testing.T) {
+	env := stacktest.New(t)
+	tests := []struct {
+		name   string
+		prefix string
+		opts   []direct.Option
+		ok     bool
+	}{
+		{"by prefix", env.Prefix, nil, true},
+		{"prefix from the environment", "", []direct.Option{direct.WithEnv(env.Getenv(nil))}, true},
+		{"explicit table and queue", env.Prefix, []direct.Option{direct.WithTable(env.Spec.Table.Name), direct.WithQueueURL(triage.High, env.QueueURLs[task.High])}, true},
+		{"settings from the environment", env.Prefix, []direct.Option{direct.WithEnv(env.Getenv(map[string]string{config.EnvShards: "32", config.EnvTypes: "echo"}))}, true},
+		{"a prefix with no queues", env.Prefix + "-missing", nil, false},
+		{"a queue URL for an unknown priority", env.Prefix, []direct.Option{direct.WithQueueURL("urgent", "http://127.0.0.1:1/q")}, false},
+		{"a malformed setting", env.Prefix, []direct.Option{direct.WithEnv(env.Getenv(map[string]string{config.EnvShards: "many"}))}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, err := direct.New(ctx(t), env.AWS, tt.prefix, tt.opts...)
+			if !tt.ok {
+				if err == nil {
+					t.Fatal("New succeeded")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk, _, err := triage.NewClient(tr).Submit(ctx(t), "echo", nil)
+			if err != nil || tk.Status != triage.Queued {
+				t.Fatalf("Submit = %+v, %v", tk, err)
+			}
+			if tt.name == "settings from the environment" {
+				if _, _, err := triage.NewClient(tr).Submit(ctx(t), "other", nil); !strings.Contains(err.Error(), "TRIAGE_TYPES") {
+					t.Fatalf("a type TRIAGE_TYPES leaves out: %v", err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,323 @@
+package triage_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/triagehq/triage"
+)
+
+// The HTTP transport's requests and answers against a recording server;
+// the tests of package direct run it against the real API.
+
+type recorded struct {
+	Method, Path, Query, Body string
+	Header                    http.Header
+}
+
+type recorder struct {
+	mu      sync.Mutex
+	reqs    []recorded
+	status  int
+	body    string
+	headers map[string]string
+}
+
+func (f *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.reqs = append(f.reqs, recorded{r.Method, r.URL.EscapedPath(), r.URL.RawQuery, string(b), r.Header.Clone()})
+	f.mu.Unlock()
+	for k, v := range f.headers {
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(f.status)
+	_, _ = io.WriteString(w, f.body)
+}
+
+func (f *recorder) last(t *testing.T) recorded {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.reqs) == 0 {
+		t.Fatal("no request was sent")
+	}
+	return f.reqs[len(f.reqs)-1]
+}
+
+func serve(t *testing.T, status int, body string, opts ...triage.HTTPOption) (*recorder, *triage.Client) {
+	t.Helper()
+	f := &recorder{status: status, body: body}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	return f, triage.NewClient(triage.HTTP(srv.URL+"/", "tok", opts...))
+}
+
+func ctx(t *testing.T) context.Context {
+	t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+const taskJSON = `{"id":"01J0000000000000000000000A","type":"echo","payload":{"x":1},"priority":"high","effective_priority":"high","status":"queued","attempts":0,"max_attempts":3,"timeout_seconds":300,"created_at":"2026-01-02T03:04:05Z","trace_id":"t"}`
+
+// TestSubmitOptions checks the body each option produces.
+func TestSubmitOptions(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name    string
+		payload any
+		opts    []triage.SubmitOption
+		body    string
+	}{
+		{"bare", nil, nil, `{"type":"echo"}`},
+		{"struct payload", struct {
+			X int `json:"x"`
+		}{1}, nil, `{"type":"echo","payload":{"x":1}}`},
+		{"raw payload", json.RawMessage(`[1, 2]`), nil, `{"type":"echo","payload":[1,2]}`},
+		{"bytes payload", []byte(`"s"`), nil, `{"type":"echo","payload":"s"}`},
+		{"every option", nil, []triage.SubmitOption{
+			triage.WithPriority(triage.Low), triage.WithMaxAttempts(7), triage.WithTimeout(1001 * time.Millisecond),
+			triage.WithRunAt(at), triage.WithIdempotencyKey("k"), triage.WithTraceID("tr"),
+		}, `{"type":"echo","priority":"low","max_attempts":7,"timeout_seconds":2,"run_at":"2026-01-02T03:04:05Z","idempotency_key":"k","trace_id":"tr"}`},
+		{"delay replaces run_at", nil, []triage.SubmitOption{triage.WithRunAt(at), triage.WithDelay(90 * time.Second)}, `{"type":"echo","delay_seconds":90}`},
+		{"run_at replaces delay", nil, []triage.SubmitOption{triage.WithDelay(time.Second), triage.WithRunAt(at)}, `{"type":"echo","run_at":"2026-01-02T03:04:05Z"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, c := serve(t, http.StatusCreated, taskJSON)
+			tk, created, err := c.Submit(ctx(t), "echo", tt.payload, tt.opts...)
+			if err != nil || !created || tk.ID != "01J0000000000000000000000A" || tk.Status != triage.Queued {
+				t.Fatalf("Submit = %+v, %v, %v", tk, created, err)
+			}
+			r := f.last(t)
+			if r.Method != "POST" || r.Path != "/api/v1/tasks" || !jsonEqual(t, r.Body, tt.body) {
+				t.Errorf("sent %s %s %s, want POST /api/v1/tasks %s", r.Method, r.Path, r.Body, tt.body)
+			}
+		})
+	}
+}
+
+func jsonEqual(t *testing.T, a, b string) bool {
+	t.Helper()
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		t.Fatalf("not JSON: %s or %s", a, b)
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// TestSubmitChecksLocally: a bad field fails before anything is sent,
+// with the deployment's own answer.
+func TestSubmitChecksLocally(t *testing.T) {
+	tests := []struct {
+		name    string
+		typ     string
+		payload any
+		opts    []triage.SubmitOption
+		is      error
+		field   string
+	}{
+		{"no type", "", nil, nil, triage.ErrBadRequest, "type"},
+		{"priority", "echo", nil, []triage.SubmitOption{triage.WithPriority("urgent")}, triage.ErrBadRequest, "priority"},
+		{"payload not JSON", "echo", json.RawMessage(`{`), nil, triage.ErrBadRequest, "payload"},
+		{"payload too large", "echo", make([]byte, triage.MaxPayloadBytes+1), nil, triage.ErrTooLarge, "payload"},
+		{"negative delay", "echo", nil, []triage.SubmitOption{triage.WithDelay(-time.Millisecond)}, triage.ErrBadRequest, "delay_seconds"},
+		{"zero timeout", "echo", nil, []triage.SubmitOption{triage.WithTimeout(0)}, triage.ErrBadRequest, "timeout_seconds"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, c := serve(t, http.StatusCreated, taskJSON)
+			_, _, err := c.Submit(ctx(t), tt.typ, tt.payload, tt.opts...)
+			var e *triage.Error
+			if !errors.Is(err, tt.is) || !errors.As(err, &e) || e.Field != tt.field {
+				t.Fatalf("err = %v, want %v naming %s", err, tt.is, tt.field)
+			}
+			if len(f.reqs) != 0 {
+				t.Fatalf("sent %d requests", len(f.reqs))
+			}
+		})
+	}
+	if _, err := triage.NewRequest("echo", make(chan int)); err == nil {
+		t.Error("NewRequest encoded a channel")
+	}
+}
+
+// TestPaths checks the request of every other method.
+func TestPaths(t *testing.T) {
+	older := time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600))
+	tests := []struct {
+		name         string
+		resp         string
+		call         func(context.Context, *triage.Client) error
+		method, path string
+		query, body  string
+	}{
+		{"get", taskJSON, func(ctx context.Context, c *triage.Client) error { _, err := c.Get(ctx, "a/b"); return err }, "GET", "/api/v1/tasks/a%2Fb", "", ""},
+		{"list", `{"tasks":[]}`, func(ctx context.Context, c *triage.Client) error {
+			_, err := c.List(ctx, triage.ListParams{Type: "echo", Status: triage.Queued, Priority: triage.Low, Limit: 7, Cursor: "c"})
+			return err
+		}, "GET", "/api/v1/tasks", "cursor=c&limit=7&priority=low&status=queued&type=echo", ""},
+		{"cancel", taskJSON, func(ctx context.Context, c *triage.Client) error { _, err := c.Cancel(ctx, "01X"); return err }, "POST", "/api/v1/tasks/01X/cancel", "", ""},
+		{"retry", taskJSON, func(ctx context.Context, c *triage.Client) error { _, err := c.Retry(ctx, "01X"); return err }, "POST", "/api/v1/tasks/01X/retry", "", ""},
+		{"delete", "", func(ctx context.Context, c *triage.Client) error { return c.Delete(ctx, "01X") }, "DELETE", "/api/v1/tasks/01X", "", ""},
+		{"cleanup", `{"deleted":1}`, func(ctx context.Context, c *triage.Client) error { _, err := c.Cleanup(ctx, older); return err }, "DELETE", "/api/v1/tasks", "older_than=2026-01-02T02%3A04%3A05Z", ""},
+		{"batch", `{"results":[{"index":0,"status":201,"task":` + taskJSON + `}]}`, func(ctx context.Context, c *triage.Client) error {
+			_, err := c.SubmitBatch(ctx, []triage.SubmitRequest{{Type: "echo"}})
+			return err
+		}, "POST", "/api/v1/tasks/batch", "", `{"tasks":[{"type":"echo"}]}`},
+		{"stats", `{"queues":{}}`, func(ctx context.Context, c *triage.Client) error { _, err := c.Stats(ctx); return err }, "GET", "/api/v1/stats", "", ""},
+		{"pause", `{}`, func(ctx context.Context, c *triage.Client) error { _, err := c.Pause(ctx, "echo"); return err }, "POST", "/api/v1/control/pause", "type=echo", ""},
+		{"resume all", `{}`, func(ctx context.Context, c *triage.Client) error { _, err := c.Resume(ctx, ""); return err }, "POST", "/api/v1/control/resume", "", ""},
+		{"limits", `{}`, func(ctx context.Context, c *triage.Client) error {
+			_, err := c.SetLimits(ctx, "echo", 0, 0)
+			return err
+		}, "PUT", "/api/v1/control/types/echo", "", `{"rate_limit_per_second":0,"max_concurrency":0}`},
+		{"controls", `{"controls":[]}`, func(ctx context.Context, c *triage.Client) error { _, err := c.Controls(ctx); return err }, "GET", "/api/v1/control", "", ""},
+		{"dlq", `{"messages":[]}`, func(ctx context.Context, c *triage.Client) error { _, err := c.DLQ(ctx, triage.Low, 10); return err }, "GET", "/api/v1/dlq", "limit=10&priority=low", ""},
+		{"replay", `{"replayed":1}`, func(ctx context.Context, c *triage.Client) error {
+			_, err := c.ReplayDLQ(ctx, triage.ReplayRequest{Type: "echo"})
+			return err
+		}, "POST", "/api/v1/dlq/replay", "", `{"type":"echo"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, c := serve(t, http.StatusOK, tt.resp)
+			if err := tt.call(ctx(t), c); err != nil {
+				t.Fatal(err)
+			}
+			r := f.last(t)
+			if r.Method != tt.method || r.Path != tt.path || r.Query != tt.query {
+				t.Errorf("sent %s %s?%s, want %s %s?%s", r.Method, r.Path, r.Query, tt.method, tt.path, tt.query)
+			}
+			if (tt.body == "" && r.Body != "") || (tt.body != "" && !jsonEqual(t, r.Body, tt.body)) {
+				t.Errorf("body %s, want %s", r.Body, tt.body)
+			}
+			if r.Header.Get("Authorization") != "Bearer tok" {
+				t.Errorf("Authorization = %q", r.Header.Get("Authorization"))
+			}
+		})
+	}
+}
+
+// An empty id or type would change the route; it is refused locally, as
+// the server refuses a malformed one.
+func TestEmptyPathParameters(t *testing.T) {
+	f, c := serve(t, http.StatusOK, taskJSON)
+	calls := map[string]func() error{
+		"id":   func() error { _, err := c.Get(ctx(t), ""); return err },
+		"type": func() error { _, err := c.SetLimits(ctx(t), "", 1, 1); return err },
+	}
+	for field, call := range calls {
+		var e *triage.Error
+		if err := call(); !errors.Is(err, triage.ErrBadRequest) || !errors.As(err, &e) || e.Field != field {
+			t.Errorf("empty %s: %v", field, err)
+		}
+	}
+	if len(f.reqs) != 0 {
+		t.Errorf("sent %d requests", len(f.reqs))
+	}
+}
+
+func TestTokenHeader(t *testing.T) {
+	f, c := serve(t, http.StatusOK, taskJSON, triage.WithTokenHeader(), triage.WithHTTPClient(&http.Client{Timeout: time.Second}))
+	if _, err := c.Get(ctx(t), "01X"); err != nil {
+		t.Fatal(err)
+	}
+	if h := f.last(t).Header; h.Get(triage.TokenHeader) != "tok" || h.Get("Authorization") != "" {
+		t.Errorf("headers %v", h)
+	}
+}
+
+// TestErrors checks that each error status matches its sentinel and only
+// it, keeps the body's code, message and field, and reads Retry-After.
+func TestErrors(t *testing.T) {
+	sentinels := []error{triage.ErrBadRequest, triage.ErrUnauthorized, triage.ErrForbidden, triage.ErrNotFound, triage.ErrConflict,
+		triage.ErrTooLarge, triage.ErrTooMany, triage.ErrUnavailable, triage.ErrInternal}
+	tests := []struct {
+		status     int
+		body       string
+		retryAfter string
+		want       error
+		field      string
+		wait       time.Duration
+	}{
+		{400, `{"error":{"code":"invalid_field","message":"priority: unknown","field":"priority"}}`, "", triage.ErrBadRequest, "priority", 0},
+		{401, `{"error":{"code":"unauthorized","message":"no"}}`, "", triage.ErrUnauthorized, "", 0},
+		{403, `{"error":{"code":"forbidden","message":"no"}}`, "", triage.ErrForbidden, "", 0},
+		{404, `{"error":{"code":"not_found","message":"no task","field":"id"}}`, "", triage.ErrNotFound, "id", 0},
+		{409, `{"error":{"code":"conflict","message":"finished"}}`, "", triage.ErrConflict, "", 0},
+		{413, `{"error":{"code":"too_large","message":"big"}}`, "", triage.ErrTooLarge, "", 0},
+		{429, `{"error":{"code":"too_many_requests","message":"later"}}`, "5", triage.ErrTooMany, "", 5 * time.Second},
+		{429, `{"error":{"code":"too_many_requests","message":"later"}}`, time.Now().Add(time.Minute).UTC().Format(http.TimeFormat), triage.ErrTooMany, "", time.Minute},
+		{500, `{"error":{"code":"internal","message":"oops"}}`, "", triage.ErrInternal, "", 0},
+		{503, `{"error":{"code":"unavailable","message":"queue"}}`, "1", triage.ErrUnavailable, "", time.Second},
+		{502, `<html>bad gateway</html>`, "", nil, "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(http.StatusText(tt.status), func(t *testing.T) {
+			f, c := serve(t, tt.status, tt.body)
+			if tt.retryAfter != "" {
+				f.headers = map[string]string{"Retry-After": tt.retryAfter}
+			}
+			_, err := c.Get(ctx(t), "01X")
+			var e *triage.Error
+			if !errors.As(err, &e) || e.Status != tt.status || e.Field != tt.field || e.Message == "" {
+				t.Fatalf("err = %#v", err)
+			}
+			if e.RetryAfter > tt.wait || e.RetryAfter < tt.wait-2*time.Second {
+				t.Errorf("RetryAfter = %v, want %v", e.RetryAfter, tt.wait)
+			}
+			for _, s := range sentinels {
+				if errors.Is(err, s) != (s == tt.want) {
+					t.Errorf("errors.Is(%v, %v) = %v", err, s, !(s == tt.want))
+				}
+			}
+			if tt.want == nil && e.Message != "<html>bad gateway</html>" {
+				t.Errorf("a body that is not the API's kept as %q", e.Message)
+			}
+		})
+	}
+}
+
+// An *Error with a Cause matches both its sentinel and the cause.
+func TestErrorCause(t *testing.T) {
+	cause := errors.New("throttled")
+	err := error(&triage.Error{Status: 503, Code: "unavailable", Message: "try again", Cause: cause})
+	if !errors.Is(err, triage.ErrUnavailable) || !errors.Is(err, cause) || !strings.Contains(err.Error(), "503 unavailable: try again") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestListAllStopsAndRefusesRepeatedCursors(t *testing.T) {
+	f, c := serve(t, http.StatusOK, `{"tasks":[{"id":"a"},{"id":"b"}],"next_cursor":"same"}`)
+	err := c.ListAll(ctx(t), triage.ListParams{}, func(*triage.Task) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "repeated cursor") || len(f.reqs) != 2 {
+		t.Fatalf("err = %v after %d requests", err, len(f.reqs))
+	}
+	f.body = `{"tasks":[{"id":"a"},{"id":"b"}]}`
+	var ids []string
+	if err := c.ListAll(ctx(t), triage.ListParams{}, func(tk *triage.Task) error {
+		ids = append(ids, tk.ID)
+		return triage.ErrStop
+	}); err != nil || len(ids) != 1 {
+		t.Fatalf("ErrStop: ids %v, err %v", ids, err)
+	}
+}
+
+func TestBatchResultCountMismatch(t *testing.T) {
+	_, c := serve(t, http.StatusOK, `{"results":[]}`)
+	if _, err := c.SubmitBatch(ctx(t), []triage.SubmitRequest{{Type: "echo"}}); err == nil {
+		t.Fatal("no error for fewer results than tasks")
+	}
+}

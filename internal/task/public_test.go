@@ -1,0 +1,75 @@
+package task
+
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/triagehq/triage/triagetype"
+)
+
+// jsonFields lists the JSON names of a struct type's encoded fields.
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		out = append(out, name+" "+f.Type.String())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestPublicFields keeps the API's task object and the record in step: a
+// field added to one with a JSON name must be added to the other (and to
+// Public), or this fails.
+func TestPublicFields(t *testing.T) {
+	rec, pub := jsonFields(reflect.TypeFor[Task]()), jsonFields(reflect.TypeFor[triagetype.Task]())
+	if !slices.Equal(rec, pub) {
+		t.Fatalf("task.Task encodes\n  %v\ntriagetype.Task encodes\n  %v", rec, pub)
+	}
+}
+
+// TestPublicMatchesJSON fills every field and checks that Public encodes
+// to exactly the record's JSON, and that it copies rather than shares.
+func TestPublicMatchesJSON(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	later := at.Add(time.Minute)
+	tk := &Task{
+		ID: NewID(at), Type: "echo", Payload: json.RawMessage(`{"x":1}`), Priority: Low, EffectivePriority: Medium,
+		Status: Retrying, Attempts: 2, MaxAttempts: 5, TimeoutSeconds: 30, RunAt: &at, CreatedAt: at,
+		EnqueuedAt: &at, StartedAt: &later, CompletedAt: &later, Result: json.RawMessage(`[1]`),
+		Error: NewError("boom", true), IdempotencyKey: "k", TraceID: "tr",
+		History:         []Attempt{{Attempt: 1, WorkerID: "w", StartedAt: at, FinishedAt: later, Error: "boom"}},
+		CancelRequested: true, RetryAt: &later, PayloadSize: 5000, ResultSize: 6000, PayloadRef: "t/00/x/payload", ResultRef: "t/00/x/result-3",
+		Version: 7, DispatchVersion: 3, WaitingSince: at, LeaseUntil: &later, WorkerID: "w", Tracked: true, ExpiresAt: 9,
+	}
+	want, err := json.Marshal(tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := tk.Public()
+	got, err := json.Marshal(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("Public encodes\n  %s\nthe record\n  %s", got, want)
+	}
+	// Every field is set, so an omitted one would show as a missing key.
+	var keys map[string]any
+	_ = json.Unmarshal(got, &keys)
+	if n := len(jsonFields(reflect.TypeFor[triagetype.Task]())); len(keys) != n {
+		t.Errorf("encoded %d keys, want all %d", len(keys), n)
+	}
+	pub.Payload[0], pub.Error.Message, pub.History[0].WorkerID = '[', "changed", "changed"
+	*pub.RunAt = later
+	if string(tk.Payload) != `{"x":1}` || tk.Error.Message != "boom" || tk.History[0].WorkerID != "w" || !tk.RunAt.Equal(at) {
+		t.Error("Public shares memory with the record")
+	}
+}

@@ -1,0 +1,85 @@
+package triage
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// SubmitOption sets one field of a submit.
+type SubmitOption func(*SubmitRequest)
+
+// WithPriority sets the task's priority (default Medium).
+func WithPriority(p Priority) SubmitOption {
+	return func(r *SubmitRequest) { r.Priority = string(p) }
+}
+
+// WithMaxAttempts sets how many times the task may run before it is
+// dead-lettered (default DefaultMaxAttempts, at most 100).
+func WithMaxAttempts(n int) SubmitOption {
+	return func(r *SubmitRequest) { r.MaxAttempts = &n }
+}
+
+// WithTimeout sets how long one attempt may run (default
+// DefaultTimeoutSeconds), in whole seconds, rounded up.
+func WithTimeout(d time.Duration) SubmitOption {
+	s := seconds(d)
+	return func(r *SubmitRequest) { r.TimeoutSeconds = &s }
+}
+
+// WithRunAt makes the task wait until at. It replaces WithDelay.
+func WithRunAt(at time.Time) SubmitOption {
+	return func(r *SubmitRequest) { r.RunAt, r.DelaySeconds = &at, nil }
+}
+
+// WithDelay makes the task wait d (whole seconds, rounded up) after it is
+// submitted. It replaces WithRunAt.
+func WithDelay(d time.Duration) SubmitOption {
+	s := seconds(d)
+	return func(r *SubmitRequest) { r.DelaySeconds, r.RunAt = &s, nil }
+}
+
+// WithIdempotencyKey makes a submit with the same key within 24 h return
+// the first task instead of making another (created is false).
+func WithIdempotencyKey(key string) SubmitOption {
+	return func(r *SubmitRequest) { r.IdempotencyKey = key }
+}
+
+// WithTraceID ties the task to the caller's trace in triage's logs (default:
+// the task's id).
+func WithTraceID(id string) SubmitOption {
+	return func(r *SubmitRequest) { r.TraceID = id }
+}
+
+// seconds rounds d away from zero to whole seconds, so a negative d stays
+// negative and the deployment names the field instead of quietly using 0.
+func seconds(d time.Duration) int {
+	if d < 0 {
+		return -seconds(-d)
+	}
+	return int((d + time.Second - 1) / time.Second)
+}
+
+// NewRequest builds the request Submit sends, for SubmitBatch. payload is
+// taken as Submit takes it. The request is checked with ValidateRequest:
+// a bad field is the *Error the deployment would have answered with.
+func NewRequest(typ string, payload any, opts ...SubmitOption) (SubmitRequest, error) {
+	r := SubmitRequest{Type: typ}
+	switch p := payload.(type) {
+	case nil:
+	case json.RawMessage:
+		r.Payload = p
+	case []byte:
+		r.Payload = json.RawMessage(p)
+	default:
+		b, err := json.Marshal(p)
+		if err != nil {
+			return r, fmt.Errorf("encode the payload of a %q task: %w", typ, err)
+		}
+		r.Payload = b
+	}
+	for _, o := range opts {
+		o(&r)
+	}
+	return r, ValidateRequest(r)
+}

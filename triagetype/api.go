@@ -1,0 +1,147 @@
+package triagetype
+
+import "time"
+
+// Limits of the API's collection endpoints.
+const (
+	// MaxBatch is the most tasks one batch submit may carry; an empty or
+	// larger batch is refused with ErrBadRequest naming the field "tasks".
+	MaxBatch = 100
+	// DefaultListLimit is the page size of a list (of tasks or DLQ
+	// messages) that names none; MaxListLimit is the largest allowed.
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+	// MaxReplayLimit is the most tasks one DLQ replay may name; a replay
+	// that names none replays up to MaxListLimit.
+	MaxReplayLimit = 10000
+	// MaxRateLimitPerSecond and MaxConcurrencyLimit bound a task type's
+	// limits (0 is no limit).
+	MaxRateLimitPerSecond = 100000
+	MaxConcurrencyLimit   = 10000
+)
+
+// BatchRequest is the body of POST /tasks/batch.
+type BatchRequest struct {
+	Tasks []SubmitRequest `json:"tasks"`
+}
+
+// BatchResponse is the answer to POST /tasks/batch: one result per
+// submitted task, in request order.
+type BatchResponse struct {
+	Results []BatchResult `json:"results"`
+}
+
+// BatchResult is the outcome of one task of a batch. Status is what a
+// single submit would have answered: 201 created, 200 existing (its
+// idempotency key was seen), or an error status with Error set.
+type BatchResult struct {
+	Index  int          `json:"index"`
+	Status int          `json:"status"`
+	Task   *Task        `json:"task,omitempty"`
+	Error  *ErrorDetail `json:"error,omitempty"`
+}
+
+// Created reports whether this item made a new task.
+func (r *BatchResult) Created() bool { return r.Status == statusCreated }
+
+// Err is the item's failure as an *Error (so errors.Is(err, ErrTooMany)
+// works per item), or nil when the task was accepted.
+func (r *BatchResult) Err() error {
+	if r.Status >= 200 && r.Status < 300 && r.Error == nil {
+		return nil
+	}
+	e := &Error{Status: r.Status}
+	if r.Error != nil {
+		e.Code, e.Message, e.Field = r.Error.Code, r.Error.Message, r.Error.Field
+	}
+	return e
+}
+
+// TaskPage is one page of tasks, the answer of GET /tasks. NextCursor is
+// empty on the last page.
+type TaskPage struct {
+	Tasks      []Task `json:"tasks"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// Stats is the answer of GET /stats: queue depths, task counts and
+// throughput at GeneratedAt.
+type Stats struct {
+	Queues   map[Priority]QueueStats `json:"queues"`
+	Statuses map[Status]int          `json:"statuses"`
+	// Types counts tasks per type and status (only non-zero statuses).
+	Types map[string]map[Status]int `json:"types"`
+	// TypesTruncated says Types holds only the first types by name.
+	TypesTruncated bool       `json:"types_truncated,omitempty"`
+	Throughput     Throughput `json:"throughput"`
+	GeneratedAt    time.Time  `json:"generated_at"`
+}
+
+// QueueStats describes one priority's queue and its DLQ. The counts are
+// SQS's approximate attributes.
+type QueueStats struct {
+	Depth    int `json:"depth"`
+	InFlight int `json:"in_flight"`
+	Delayed  int `json:"delayed"`
+	DLQDepth int `json:"dlq_depth"`
+	// OldestAgeSeconds is how long the longest-waiting queued task has
+	// waited at this priority (since it was queued or promoted into it): an
+	// upper bound, within 60 s of the true age (the counters keep the
+	// minute each wait began); 0 when none is queued.
+	OldestAgeSeconds float64 `json:"oldest_age_seconds"`
+}
+
+// Throughput counts finished tasks over the last minute.
+type Throughput struct {
+	CompletedLastMinute int `json:"completed_last_minute"`
+	FailedLastMinute    int `json:"failed_last_minute"`
+}
+
+// ControlSettings are the controls of one scope: global when Type is
+// empty, else one task type. A zero limit means no limit. The dynamodbav
+// names are the stored item's.
+type ControlSettings struct {
+	Type               string  `json:"type,omitempty" dynamodbav:"type,omitempty"`
+	Paused             bool    `json:"paused" dynamodbav:"paused"`
+	RateLimitPerSecond float64 `json:"rate_limit_per_second,omitempty" dynamodbav:"rate_limit_per_second,omitempty"`
+	MaxConcurrency     int     `json:"max_concurrency,omitempty" dynamodbav:"max_concurrency,omitempty"`
+}
+
+// LimitsRequest is the body of PUT /control/types/{type}. Both limits are
+// always sent, so one request states the type's whole limit configuration.
+type LimitsRequest struct {
+	RateLimitPerSecond float64 `json:"rate_limit_per_second"`
+	MaxConcurrency     int     `json:"max_concurrency"`
+}
+
+// DLQMessage is a message in a dead-letter queue.
+type DLQMessage struct {
+	Priority  Priority `json:"priority"`
+	MessageID string   `json:"message_id"`
+	// TaskID and Type are set when the body names a task triage knows.
+	TaskID string `json:"task_id,omitempty"`
+	Type   string `json:"type,omitempty"`
+	// Reason says why the message is there: the task's last error, a
+	// poison body, or SQS's redrive after too many receives.
+	Reason string    `json:"reason"`
+	Body   string    `json:"body"`
+	SentAt time.Time `json:"sent_at"`
+	// ReceiveCount is SQS's count, which every listing raises by one.
+	ReceiveCount int `json:"receive_count"`
+}
+
+// ReplayRequest, the body of POST /dlq/replay, filters a DLQ replay; empty
+// fields match everything, and Limit 0 is the server's default
+// (MaxListLimit).
+type ReplayRequest struct {
+	Priority Priority `json:"priority,omitempty"`
+	Type     string   `json:"type,omitempty"`
+	Limit    int      `json:"limit,omitempty"`
+}
+
+// ReplayResult counts what a replay did: tasks put back on their queue,
+// and messages left alone or deleted with no task to replay.
+type ReplayResult struct {
+	Replayed int `json:"replayed"`
+	Skipped  int `json:"skipped"`
+}

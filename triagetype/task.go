@@ -1,0 +1,83 @@
+package triagetype
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Task is a task as the API returns it.
+//
+// It is the API's view of the task record internal/task keeps (which adds
+// bookkeeping the API never shows); internal/task's Public converts one to
+// the other field by field, and a test checks that both encode to the same
+// JSON.
+type Task struct {
+	ID                string          `json:"id"`
+	Type              string          `json:"type"`
+	Payload           json.RawMessage `json:"payload"`
+	Priority          Priority        `json:"priority"`
+	EffectivePriority Priority        `json:"effective_priority"`
+	Status            Status          `json:"status"`
+	Attempts          int             `json:"attempts"`
+	MaxAttempts       int             `json:"max_attempts"`
+	TimeoutSeconds    int             `json:"timeout_seconds"`
+	RunAt             *time.Time      `json:"run_at,omitempty"`
+	CreatedAt         time.Time       `json:"created_at"`
+	EnqueuedAt        *time.Time      `json:"enqueued_at,omitempty"`
+	StartedAt         *time.Time      `json:"started_at,omitempty"`
+	CompletedAt       *time.Time      `json:"completed_at,omitempty"`
+	Result            json.RawMessage `json:"result,omitempty"`
+	Error             *TaskError      `json:"error,omitempty"`
+	IdempotencyKey    string          `json:"idempotency_key,omitempty"`
+	TraceID           string          `json:"trace_id,omitempty"`
+	// History holds the last attempts, oldest first.
+	History         []Attempt `json:"history,omitempty"`
+	CancelRequested bool      `json:"cancel_requested,omitempty"`
+	// PayloadSize and ResultSize are set when the payload or result is over
+	// 3 KiB and kept off the task's record: only a GET of the one task
+	// carries it then (list pages and other answers leave it out).
+	PayloadSize int `json:"payload_size,omitempty"`
+	ResultSize  int `json:"result_size,omitempty"`
+	// RetryAt is when a retrying task runs again.
+	RetryAt *time.Time `json:"retry_at,omitempty"`
+}
+
+// Terminal reports whether the task will not change by itself any more.
+func (t *Task) Terminal() bool { return t.Status.Terminal() }
+
+// TaskError is the failure recorded on a task. Its dynamodbav names are
+// the stored item's, so the one definition serves the API and the table.
+type TaskError struct {
+	Message   string `json:"message" dynamodbav:"message"`
+	Retriable bool   `json:"retriable" dynamodbav:"retriable"`
+}
+
+// Attempt is one entry of a task's attempt history.
+type Attempt struct {
+	Attempt    int       `json:"attempt" dynamodbav:"attempt"`
+	WorkerID   string    `json:"worker_id" dynamodbav:"worker_id"`
+	StartedAt  time.Time `json:"started_at" dynamodbav:"started_at"`
+	FinishedAt time.Time `json:"finished_at" dynamodbav:"finished_at"`
+	Error      string    `json:"error,omitempty" dynamodbav:"error,omitempty"`
+}
+
+// SubmitRequest is a new task: the body of POST /api/v1/tasks, one item of
+// a batch, and the body of a message a producer sends straight to SQS.
+// Absent fields take the server's defaults; the server validates every
+// field and names the one at fault.
+type SubmitRequest struct {
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// Priority names a Priority; empty is medium.
+	Priority       string     `json:"priority,omitempty"`
+	MaxAttempts    *int       `json:"max_attempts,omitempty"`
+	TimeoutSeconds *int       `json:"timeout_seconds,omitempty"`
+	RunAt          *time.Time `json:"run_at,omitempty"`
+	DelaySeconds   *int       `json:"delay_seconds,omitempty"`
+	// IdempotencyKey makes a repeated submit within 24 h return the first
+	// task instead of making another.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// TraceID ties the task to the caller's trace in triage's logs; it
+	// defaults to the task's id.
+	TraceID string `json:"trace_id,omitempty"`
+}

@@ -1,0 +1,104 @@
+package triage
+
+import (
+	"github.com/triagehq/triage/internal/auth"
+	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
+)
+
+// The vocabulary, defined in package triagetype (see the package doc).
+type (
+	// Task is a task as the API returns it.
+	Task = triagetype.Task
+	// TaskError is a task's recorded failure.
+	TaskError = triagetype.TaskError
+	// Attempt is one entry of a task's attempt history.
+	Attempt = triagetype.Attempt
+	// Priority is a task's scheduling class: High, Medium or Low.
+	Priority = triagetype.Priority
+	// Status is a task's place in its lifecycle.
+	Status = triagetype.Status
+	// SubmitRequest is a new task, as NewRequest builds it; it is the body
+	// of a submit and one item of a batch.
+	SubmitRequest = triagetype.SubmitRequest
+	// BatchResult is the outcome of one task of a batch submit.
+	BatchResult = triagetype.BatchResult
+	// TaskPage is one page of a task listing.
+	TaskPage = triagetype.TaskPage
+	// Stats are the dispatcher's queue depths, counts and throughput.
+	Stats = triagetype.Stats
+	// QueueStats are one priority's queue figures.
+	QueueStats = triagetype.QueueStats
+	// Throughput counts finished tasks over the last minute.
+	Throughput = triagetype.Throughput
+	// ControlSettings are the pause and limit settings of one scope.
+	ControlSettings = triagetype.ControlSettings
+	// LimitsRequest is a task type's rate and concurrency limits.
+	LimitsRequest = triagetype.LimitsRequest
+	// DLQMessage is a message in a dead-letter queue.
+	DLQMessage = triagetype.DLQMessage
+	// ReplayRequest filters a DLQ replay.
+	ReplayRequest = triagetype.ReplayRequest
+	// ReplayResult counts what a DLQ replay did.
+	ReplayResult = triagetype.ReplayResult
+	// Error is a failed request; see the sentinels below.
+	Error = triagetype.Error
+	// ErrorDetail is the body of an API error, and of a failed batch item.
+	ErrorDetail = triagetype.ErrorDetail
+)
+
+// The priorities, highest first.
+const (
+	High   = triagetype.High
+	Medium = triagetype.Medium
+	Low    = triagetype.Low
+)
+
+// The statuses.
+const (
+	Scheduled  = triagetype.Scheduled
+	Queued     = triagetype.Queued
+	Executing  = triagetype.Executing
+	Retrying   = triagetype.Retrying
+	Completed  = triagetype.Completed
+	Cancelled  = triagetype.Cancelled
+	DeadLetter = triagetype.DeadLetter
+)
+
+// Priorities lists every priority, highest first.
+func Priorities() []Priority { return triagetype.Priorities() }
+
+// Statuses lists every status, in lifecycle order.
+func Statuses() []Status { return triagetype.Statuses() }
+
+// ParsePriority returns the priority named s.
+func ParsePriority(s string) (Priority, error) { return triagetype.ParsePriority(s) }
+
+// ParseStatus returns the status named s.
+func ParseStatus(s string) (Status, error) { return triagetype.ParseStatus(s) }
+
+// Sentinel errors. An *Error matches the one its Status maps to:
+// errors.Is(err, triage.ErrNotFound).
+var (
+	ErrBadRequest   = triagetype.ErrBadRequest   // 400: bad input; Error.Field names it
+	ErrUnauthorized = triagetype.ErrUnauthorized // 401: no valid token
+	ErrForbidden    = triagetype.ErrForbidden    // 403: the token lacks the scope
+	ErrNotFound     = triagetype.ErrNotFound     // 404
+	ErrConflict     = triagetype.ErrConflict     // 409: the task's status does not allow it
+	ErrTooLarge     = triagetype.ErrTooLarge     // 413: a payload or body over its limit
+	ErrTooMany      = triagetype.ErrTooMany      // 429: the queue is over its depth limit
+	ErrUnavailable  = triagetype.ErrUnavailable  // 503: not accepted; retry, with the same idempotency key too
+	ErrInternal     = triagetype.ErrInternal     // 500
+)
+
+// Limits and defaults of the API, for callers that check before sending.
+const (
+	MaxBatch              = triagetype.MaxBatch
+	MaxListLimit          = triagetype.MaxListLimit
+	MaxPayloadBytes       = task.MaxPayloadBytes
+	DefaultMaxAttempts    = task.DefaultMaxAttempts
+	DefaultTimeoutSeconds = task.DefaultTimeoutSeconds
+)
+
+// TokenHeader is the header WithTokenHeader sends the token in.
+const TokenHeader = auth.TokenHeader
