@@ -292,7 +292,7 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 	if p == task.High {
 		n += res
 	}
-	msgs, err := c.queues.Receive(ctx, p, min(n, queue.MaxBatch), 0, c.visibility())
+	msgs, err := c.receive(ctx, p, min(n, queue.MaxBatch), 0)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Warn("receive failed", "priority", p, "error", err)
@@ -346,7 +346,7 @@ func (c *Consumer) idlePoll(ctx, work context.Context, wg *sync.WaitGroup, eligi
 		go func() {
 			defer wg.Done()
 			defer c.endPoll(p)
-			msgs, err := c.queues.Receive(ctx, p, 1, c.opt.PollWait, c.visibility())
+			msgs, err := c.receive(ctx, p, 1, c.opt.PollWait)
 			switch {
 			case err != nil:
 				if ctx.Err() == nil {
@@ -391,10 +391,32 @@ func (c *Consumer) endPoll(p task.Priority) {
 	}
 }
 
+// receive reads up to n messages from p's queue, long-polling up to wait.
+// A shutdown does not cut the request short: a receive cancelled in flight
+// may have taken messages whose answer is then lost, hiding them for the
+// whole visibility timeout. It runs to its end instead (wait is at most
+// SQS's 20 s; PollWait, 1 s by default), and start makes what it brought
+// visible again at once.
+func (c *Consumer) receive(ctx context.Context, p task.Priority, n int, wait time.Duration) ([]queue.Received, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+receiveSlack)
+	defer cancel()
+	return c.queues.Receive(rctx, p, n, wait, c.visibility())
+}
+
+// receiveSlack bounds a receive beyond its long-poll wait.
+const receiveSlack = 10 * time.Second
+
 // start takes a slot for each message and processes it in its own
-// goroutine; a message with no slot left is made visible again at once.
+// goroutine; a message with no slot left, or received as the consumer
+// stops, is made visible again at once.
 func (c *Consumer) start(ctx, work context.Context, wg *sync.WaitGroup, msgs []queue.Received) {
 	for _, m := range msgs {
+		if ctx.Err() != nil {
+			if err := c.queues.ChangeVisibility(context.WithoutCancel(ctx), m.Priority, m.ReceiptHandle, 0); err != nil {
+				c.log.Warn("release message", "priority", m.Priority, "error", err)
+			}
+			continue
+		}
 		kind, ok := c.slots.take(m.Priority)
 		if !ok {
 			if err := c.queues.ChangeVisibility(context.WithoutCancel(ctx), m.Priority, m.ReceiptHandle, 0); err != nil {
