@@ -1,7 +1,11 @@
-// Package localstack runs triage's local AWS stack: an SQS emulator (fauxqs)
-// and DynamoDB Local, both bound to 127.0.0.1, with the table and queues
-// created from the resource spec.
+// Package localstack runs triage's local AWS stack: an SQS and S3 emulator
+// (fauxqs) and DynamoDB Local, all bound to 127.0.0.1, with the table,
+// queues and bucket created from the resource spec.
 //
+// It is development and test tooling, not part of triage's API: no
+// compatibility is promised, and nothing a deployed binary links imports
+// it. (It stays importable because its launchers sit beside the
+// docker-compose file in localstack/, where go:embed can reach them.)
 // `triage dev` and the integration tests use it. Nothing here is needed in
 // AWS or on LocalStack: there the SDK's AWS_ENDPOINT_URL* variables (or no
 // variables at all) point the same code at the real services.
