@@ -13,9 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -111,8 +109,8 @@ type Server struct {
 	log      *slog.Logger
 	mux      *http.ServeMux
 	routes   []string
-	depth    depthCache
-	known    map[string]bool // nil: any type
+	pressure *enqueue.Backpressure // shared with the direct transport
+	known    task.KnownTypes
 }
 
 // New returns the API handler.
@@ -125,26 +123,26 @@ func New(d Deps, opt Options) *Server {
 	}
 	srv := &Server{
 		store: d.Store, enq: d.Enqueuer, queues: d.Queues, controls: d.Controls, dlq: d.DLQ, counters: d.Counters, tokens: d.Tokens,
-		opt: opt, log: opt.Logger, mux: http.NewServeMux(), depth: depthCache{at: map[task.Priority]time.Time{}, n: map[task.Priority]int{}},
+		opt: opt, log: opt.Logger, mux: http.NewServeMux(), known: task.NewKnownTypes(opt.KnownTypes),
 	}
-	if len(opt.KnownTypes) > 0 {
-		srv.known = map[string]bool{}
-		for _, typ := range opt.KnownTypes {
-			srv.known[typ] = true
-		}
+	if d.Queues != nil {
+		srv.pressure = enqueue.NewBackpressure(d.Queues, opt.MaxDepth, opt.MaxDepthHigh, opt.Logger)
 	}
 	srv.register()
 	return srv
 }
 
-// checkKnown refuses a type this deployment has no handler for, when it
-// knows its types.
-func (s *Server) checkKnown(typ string) *task.FieldError {
-	if s.known == nil || s.known[typ] {
-		return nil
+// overloaded is the shared backpressure check (enqueue.Backpressure):
+// how long to wait, and whether the submit must be refused with 429.
+func (s *Server) overloaded(ctx context.Context, p task.Priority) (time.Duration, bool) {
+	if s.pressure == nil {
+		return 0, false
 	}
-	names := slices.Sorted(maps.Keys(s.known))
-	return &task.FieldError{Field: "type", Message: fmt.Sprintf("unknown task type %q: this deployment runs %s (TRIAGE_TYPES)", cut(typ, 64), strings.Join(names, ", "))}
+	var oe *enqueue.OverloadedError
+	if errors.As(s.pressure.Check(ctx, p), &oe) {
+		return oe.RetryAfter, true
+	}
+	return 0, false
 }
 
 func (s *Server) register() {
@@ -227,7 +225,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	if !validate(w, &req) {
 		return
 	}
-	if fe := s.checkKnown(req.Type); fe != nil {
+	if fe := s.known.Check(req.Type); fe != nil {
 		writeError(w, http.StatusBadRequest, "invalid_field", fe.Field, fe.Error())
 		return
 	}
@@ -270,8 +268,8 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 // key size).
 func taskID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
-	if !task.ValidID(id) {
-		writeError(w, http.StatusBadRequest, "invalid_field", "id", fmt.Sprintf("id: %q is not a task id (26 characters of Crockford base32, as in 01J0ABCDEFGHJKMNPQRSTVWXYZ)", cut(id, 64)))
+	if fe := task.CheckID(id); fe != nil {
+		writeError(w, http.StatusBadRequest, "invalid_field", fe.Field, fe.Error())
 		return "", false
 	}
 	return id, true
@@ -288,14 +286,6 @@ func typeParam(w http.ResponseWriter, typ, name string) bool {
 		return false
 	}
 	return true
-}
-
-// cut shortens s for an error message.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return strings.ToValidUTF8(s, "?")
-	}
-	return strings.ToValidUTF8(s[:n], "?") + "…"
 }
 
 // decode reads a JSON body of at most limit bytes into v, rejecting

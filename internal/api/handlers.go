@@ -1,13 +1,11 @@
 package api
 
 import (
-	"context"
 	_ "embed"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/triagehq/triage/internal/deadletter"
@@ -49,7 +47,7 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 		items[i].Index = i
 		rq := &req.Tasks[i]
 		err := rq.Validate()
-		if fe := s.checkKnown(rq.Type); err == nil && fe != nil {
+		if fe := s.known.Check(rq.Type); err == nil && fe != nil {
 			err = fe
 		}
 		if err != nil {
@@ -349,43 +347,4 @@ var openapiDoc []byte
 func (s *Server) openapi(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(openapiDoc)
-}
-
-// depthCache remembers queue depths for a second, so backpressure costs
-// one SQS call per priority per second, not one per submit.
-type depthCache struct {
-	mu sync.Mutex
-	at map[task.Priority]time.Time
-	n  map[task.Priority]int
-}
-
-// overloaded reports whether priority p's queue is over its depth limit,
-// and how long a client should wait.
-func (s *Server) overloaded(ctx context.Context, p task.Priority) (time.Duration, bool) {
-	limit := s.opt.MaxDepth
-	if p == task.High && s.opt.MaxDepthHigh > 0 {
-		limit = s.opt.MaxDepthHigh
-	}
-	if limit <= 0 || s.queues == nil {
-		return 0, false
-	}
-	now := time.Now()
-	s.depth.mu.Lock()
-	n, fresh := s.depth.n[p], now.Sub(s.depth.at[p]) < time.Second
-	s.depth.mu.Unlock()
-	if !fresh {
-		d, err := s.queues.Depth(ctx, p)
-		if err != nil {
-			s.log.Warn("read queue depth for backpressure failed; admitting", "priority", p, "error", err)
-			return 0, false
-		}
-		n = d.Visible + d.Delayed
-		s.depth.mu.Lock()
-		s.depth.at[p], s.depth.n[p] = now, n
-		s.depth.mu.Unlock()
-	}
-	if n < limit {
-		return 0, false
-	}
-	return 5 * time.Second, true
 }
