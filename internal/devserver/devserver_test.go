@@ -75,7 +75,9 @@ func TestDevServer(t *testing.T) {
 	}
 	submitted := time.Now()
 	var got map[string]any
-	for time.Since(submitted) < 2*time.Second {
+	// Usually well under a second; the bound only catches a task that never
+	// runs (speed is the bench's business, not a test's on a busy machine).
+	for time.Since(submitted) < 15*time.Second {
 		_, got = do("GET", "/api/v1/tasks/"+sub["id"].(string), "")
 		if got["status"] == "completed" {
 			break
@@ -83,7 +85,7 @@ func TestDevServer(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if res, _ := json.Marshal(got["result"]); got["status"] != "completed" || string(res) != `{"x":1}` {
-		t.Fatalf("2 s after submit: %v", got)
+		t.Fatalf("15 s after submit: %v", got)
 	}
 	t.Logf("completed %v after submit", time.Since(submitted).Round(time.Millisecond))
 
