@@ -34,7 +34,7 @@ func (f *fixture) s3Key(t *testing.T, fn awslambda.Function) string {
 func TestConsumerPackage(t *testing.T) {
 	def := stackUnderTest(t)
 	const other = "./cmd/triage" // any main package stands in for a custom consumer here
-	f, err := synth(filepath.Join(env.outDir, "consumer-package"), false, &dispatcher.Props{ConsumerPackage: other})
+	f, err := synth(filepath.Join(env.outDir, "consumer-package"), false, &dispatcher.Props{ConsumerPackage: other, PhysicalNames: true})
 	if err != nil {
 		t.Fatal(err)
 	}
