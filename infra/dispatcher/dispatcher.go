@@ -407,22 +407,23 @@ func (d *Dispatcher) countersTrigger() {
 func (d *Dispatcher) grant() {
 	queues, dlqs := d.queueARNs()
 
-	// All four read and write the table; the grant covers the table and its
-	// indexes. The counters function also reads the stream (its trigger
-	// grants that).
-	for _, fn := range []awslambda.Function{d.API, d.Consumer, d.Promoter, d.Counters} {
-		if fn == d.Consumer {
-			d.GrantConsume(fn)
-			continue
-		}
+	// Consumer: work the queues, dead-letter into the DLQs, read and write
+	// the table and the objects, invoke the routed Lambda handlers. No
+	// access to the tokens secret.
+	d.GrantConsume(d.Consumer)
+
+	// The other three read and write the table too; the grant covers the
+	// table and its indexes. The counters function also reads the stream
+	// (its trigger grants that).
+	for _, fn := range []awslambda.Function{d.API, d.Promoter, d.Counters} {
 		d.Table.GrantReadWriteData(fn)
 	}
 
 	// Payloads and results over the inline limit (internal/blob): the API
 	// writes them (a submit) and removes the objects of writes that were
 	// refused, and reads them; the counters function deletes the objects
-	// of removed tasks. The promoter never touches them. (The consumer's,
-	// in GrantConsume.)
+	// of removed tasks. The promoter never touches them. The consumer's
+	// access is GrantConsume's.
 	objects := []string{d.objectsARN()}
 	allow(d.API, objects, "s3:PutObject", "s3:GetObject", "s3:DeleteObject")
 	allow(d.Counters, objects, "s3:DeleteObject")
