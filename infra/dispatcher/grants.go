@@ -31,10 +31,12 @@ import (
 //     queue-depth backpressure reads each queue's depth with its DLQ's
 //     (queue.Queues.Depth). Without it every read fails, and a failed read
 //     admits the task: backpressure would be silently off.
-//   - sqs:GetQueueUrl on the same six: a producer that was given only the
-//     prefix (with Props.PhysicalNames) looks every queue and DLQ up by
-//     name when it starts (queue.Resolve); given ProducerEnvironment's
-//     URLs it looks nothing up. It reveals only those queues' URLs.
+//   - sqs:GetQueueUrl on the same six: a producer looks up by name, when it
+//     starts, every queue and DLQ whose URL it was not given
+//     (queue.Resolve); client/direct.New takes the queues' URLs but not the
+//     DLQs', so it always looks the DLQs up (which only works with
+//     Props.PhysicalNames). Given all of ProducerEnvironment's URLs, a
+//     producer looks nothing up. It reveals only those queues' URLs.
 //   - s3:PutObject and s3:DeleteObject on the bucket's t/ objects: a
 //     payload over 3 KiB is written there before the task's record, and
 //     removed again when an idempotency key turns out to name another

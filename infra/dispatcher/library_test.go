@@ -155,7 +155,9 @@ func render(v any) string {
 }
 
 // TestGrants checks that each grant method gives its grantee exactly the
-// intended actions on exactly the deployment's resources, nothing more.
+// intended actions on exactly the deployment's resources, nothing more
+// (TestGrantSubmitDirectCoversSubmit checks the other side for
+// GrantSubmitDirect: nothing less than the submit code calls).
 func TestGrants(t *testing.T) {
 	f, g := libraryStack(t)
 	table := getAtt(f.id(f.d.Table), "Arn")
