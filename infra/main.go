@@ -6,12 +6,19 @@
 // cdk.json's "context"):
 //
 //	prefix         resource name prefix (default "triage")
+//	physicalNames  "false" lets CloudFormation name the table, queues and functions
+//	               (default "true": <prefix>-tasks, <prefix>-high, ...; see below)
 //	fanOut         consumers started every minute (default 1)
 //	iamAuth        "true" puts IAM authorization on the API routes
 //	demoHandlers   "true" makes the consumer also run the demo handlers (trying it out)
 //	routes         task type handlers, "type=arn:aws:lambda:...,type2=https://hook"
 //	alarmTopicArn  SNS topic that receives alarm notifications
 //	removalPolicy  "destroy" deletes the table and tokens secret with the stack (default "retain")
+//
+// Unlike the construct, whose default follows the CDK convention of
+// generated names, this app keeps the fixed names it has always given: a
+// deployed TriageStack whose names changed would have its table, queues and
+// functions replaced. Set physicalNames=false only for a new stack.
 package main
 
 import (
@@ -102,7 +109,7 @@ func NewStack(app constructs.Construct, name, root string) (awscdk.Stack, error)
 // propsFromContext reads the settings documented on the package through get,
 // which returns "" for a missing key.
 func propsFromContext(scope constructs.Construct, get func(string) string) (*dispatcher.Props, error) {
-	p := &dispatcher.Props{Prefix: get("prefix")}
+	p := &dispatcher.Props{Prefix: get("prefix"), PhysicalNames: true}
 	if v := get("fanOut"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -110,7 +117,7 @@ func propsFromContext(scope constructs.Construct, get func(string) string) (*dis
 		}
 		p.FanOut = n
 	}
-	for key, dst := range map[string]*bool{"iamAuth": &p.IAMAuth, "demoHandlers": &p.DemoHandlers} {
+	for key, dst := range map[string]*bool{"iamAuth": &p.IAMAuth, "demoHandlers": &p.DemoHandlers, "physicalNames": &p.PhysicalNames} {
 		if v := get(key); v != "" {
 			b, err := strconv.ParseBool(v)
 			if err != nil {

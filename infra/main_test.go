@@ -36,11 +36,19 @@ func TestPropsFromContext(t *testing.T) {
 	if p.Prefix != "acme" || p.FanOut != 3 || !p.IAMAuth || !p.DemoHandlers || p.RemovalPolicy != awscdk.RemovalPolicy_DESTROY {
 		t.Errorf("props = %+v", p)
 	}
+	// The app keeps the fixed names TriageStack has always had, unless told.
+	if !p.PhysicalNames {
+		t.Error("PhysicalNames off by default in the app: a deployed TriageStack would be replaced")
+	}
+	ctx["physicalNames"] = "false"
+	if p, err := propsFromContext(nil, func(k string) string { return ctx[k] }); err != nil || p.PhysicalNames {
+		t.Errorf("physicalNames=false: PhysicalNames %v, err %v", p != nil && p.PhysicalNames, err)
+	}
 	if len(p.Routes) != 2 || p.Routes["notify"] != "https://hooks.example.com/x" {
 		t.Errorf("routes = %v", p.Routes)
 	}
 
-	for key, bad := range map[string]string{"fanOut": "many", "iamAuth": "perhaps", "demoHandlers": "maybe", "routes": "nonsense", "removalPolicy": "snapshot"} {
+	for key, bad := range map[string]string{"fanOut": "many", "iamAuth": "perhaps", "demoHandlers": "maybe", "physicalNames": "some", "routes": "nonsense", "removalPolicy": "snapshot"} {
 		if _, err := propsFromContext(nil, func(k string) string {
 			if k == key {
 				return bad

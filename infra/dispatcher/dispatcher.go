@@ -3,6 +3,11 @@
 // consumer and promoter functions with their schedules, least-privilege
 // roles, alarms and stack outputs.
 //
+// Code of your own joins a deployment through grant methods and
+// environments: a producer gets GrantSubmitDirect (or GrantSendMessages,
+// or GrantInvokeApi) and ProducerEnvironment, a consumer running outside
+// the stack's consumer function gets GrantConsume and ConsumerEnvironment.
+//
 // Table and queue shapes come from resourcespec.New, the same spec the local
 // bootstrap uses, and function settings travel as the environment variables
 // internal/config reads, so the deployed stack and `triage dev` cannot drift
@@ -47,6 +52,9 @@ type Dispatcher struct {
 	constructs.Construct
 
 	// Spec is the resource spec the table and queues were declared from.
+	// Its names are the resources' names only with Props.PhysicalNames;
+	// otherwise CloudFormation names them, so read names from the
+	// resources (Table.TableName(), Queue.QueueUrl(), ...).
 	Spec resourcespec.Spec
 	// Table is the single task table.
 	Table awsdynamodb.Table
@@ -68,6 +76,16 @@ type Dispatcher struct {
 	ConsumerSchedules []awsevents.Rule
 	// Alarms are all the alarms, in creation order.
 	Alarms []awscloudwatch.Alarm
+
+	physicalNames bool
+	iamAuth       bool
+	// handlers are the routed Lambda ARNs, which a consumer may invoke.
+	handlers []string
+	// apiRoute is the route of the task API, /api/v1/{proxy+}.
+	apiRoute awsapigatewayv2.HttpRoute
+	// producerEnv and consumerEnv are what ProducerEnvironment and
+	// ConsumerEnvironment return.
+	producerEnv, consumerEnv map[string]string
 }
 
 // PriorityQueues is one priority's queue pair.
@@ -101,12 +119,17 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 			return nil, fmt.Errorf("dispatcher %s: function %s: %w", id, fn.name, err)
 		}
 	}
-	d := &Dispatcher{Construct: constructs.NewConstruct(scope, jsii.String(id)), Spec: s}
+	d := &Dispatcher{Construct: constructs.NewConstruct(scope, jsii.String(id)), Spec: s, physicalNames: p.PhysicalNames, iamAuth: p.IAMAuth}
+	for _, typ := range sortedKeys(p.Routes) {
+		if t := p.Routes[typ]; isLambdaTarget(t) {
+			d.handlers = append(d.handlers, t)
+		}
+	}
 
-	d.Table = newTable(d.Construct, s.Table, p.RemovalPolicy)
+	d.Table = newTable(d.Construct, s.Table, p.RemovalPolicy, p.PhysicalNames)
 	d.Bucket = newBucket(d.Construct, p.RemovalPolicy)
 	for _, q := range s.Queues {
-		d.Queues = append(d.Queues, newQueuePair(d.Construct, q))
+		d.Queues = append(d.Queues, newQueuePair(d.Construct, q, p.PhysicalNames))
 	}
 	d.TokensSecret = p.TokensSecret
 	if d.TokensSecret == nil {
@@ -121,11 +144,12 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 	}
 
 	common := d.commonEnv(p)
-	d.API = d.newFunction("Api", p, p.API, code["api"], merge(common, map[string]string{
+	d.producerEnv = merge(d.locationEnv(p), tableEnv(p), typesEnv(p))
+	d.consumerEnv = merge(common, consumerEnv(p))
+	d.API = d.newFunction("Api", p, p.API, code["api"], merge(common, typesEnv(p), map[string]string{
 		resourcespec.EnvTokensSecretARN: *d.TokensSecret.SecretArn(),
-		resourcespec.EnvTypes:           strings.Join(p.Types, ","),
 	}), false)
-	d.Consumer = d.newFunction("Consumer", p, p.Consumer, code["consumer"], merge(common, consumerEnv(p)), true)
+	d.Consumer = d.newFunction("Consumer", p, p.Consumer, code["consumer"], d.consumerEnv, true)
 	d.Promoter = d.newFunction("Promoter", p, p.Promoter, code["promoter"], merge(common, map[string]string{
 		resourcespec.EnvLowAfter:        durationEnv(p.PromoteLowAfter),
 		resourcespec.EnvMediumAfter:     durationEnv(p.PromoteMediumAfter),
@@ -135,7 +159,7 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 	d.Counters = d.newFunction("Counters", p, p.Counters, code["counters"], common, false)
 	d.countersTrigger()
 
-	d.grant(p)
+	d.grant()
 	d.HTTPAPI = d.newHTTPAPI(p)
 	d.schedule(p)
 	d.alarms(p)
@@ -143,10 +167,11 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 	return d, nil
 }
 
-// newTable declares the on-demand task table from the spec.
-func newTable(scope constructs.Construct, t resourcespec.Table, removal awscdk.RemovalPolicy) awsdynamodb.Table {
+// newTable declares the on-demand task table from the spec, named as the
+// spec says when physical, else by CloudFormation.
+func newTable(scope constructs.Construct, t resourcespec.Table, removal awscdk.RemovalPolicy, physical bool) awsdynamodb.Table {
 	table := awsdynamodb.NewTable(scope, jsii.String("Table"), &awsdynamodb.TableProps{
-		TableName:    jsii.String(t.Name),
+		TableName:    physicalName(physical, t.Name),
 		PartitionKey: stringKey(t.PartitionKey),
 		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
@@ -197,17 +222,18 @@ func stringKey(name string) *awsdynamodb.Attribute {
 }
 
 // newQueuePair declares one priority's DLQ and the queue that redrives to it.
-// Both use SQS-managed encryption and refuse plain-HTTP access.
-func newQueuePair(scope constructs.Construct, q resourcespec.Queue) PriorityQueues {
+// Both use SQS-managed encryption and refuse plain-HTTP access. They are
+// named as the spec says when physical, else by CloudFormation.
+func newQueuePair(scope constructs.Construct, q resourcespec.Queue, physical bool) PriorityQueues {
 	prio := string(q.Priority)
 	dlq := awssqs.NewQueue(scope, jsii.String("DeadLetterQueue"+title(prio)), &awssqs.QueueProps{
-		QueueName:       jsii.String(q.DLQName),
+		QueueName:       physicalName(physical, q.DLQName),
 		RetentionPeriod: seconds(q.DLQRetention),
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:      jsii.Bool(true),
 	})
 	queue := awssqs.NewQueue(scope, jsii.String("Queue"+title(prio)), &awssqs.QueueProps{
-		QueueName:         jsii.String(q.Name),
+		QueueName:         physicalName(physical, q.Name),
 		VisibilityTimeout: seconds(q.VisibilityTimeout),
 		RetentionPeriod:   seconds(q.RetentionPeriod),
 		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
@@ -220,17 +246,30 @@ func newQueuePair(scope constructs.Construct, q resourcespec.Queue) PriorityQueu
 	return PriorityQueues{Priority: prio, Spec: q, Queue: queue, DLQ: dlq}
 }
 
-// commonEnv is the environment every function gets: where the table and
-// queues are, and settings that shape every function's behaviour.
+// physicalName is name when the construct names its resources, else nil:
+// CloudFormation generates one.
+func physicalName(physical bool, name string) *string {
+	if !physical {
+		return nil
+	}
+	return jsii.String(name)
+}
+
+// commonEnv is the environment every function gets: where the resources
+// are, the settings every reader and writer of the table shares, and the
+// log level.
 func (d *Dispatcher) commonEnv(p Props) map[string]string {
+	return merge(d.locationEnv(p), tableEnv(p), map[string]string{resourcespec.EnvLogLevel: p.LogLevel})
+}
+
+// locationEnv says where the resources are: the table, the bucket, every
+// queue and DLQ by URL, so no process derives a name from the prefix or
+// looks a queue up by name (with generated names it could not).
+func (d *Dispatcher) locationEnv(p Props) map[string]string {
 	env := map[string]string{
-		resourcespec.EnvPrefix:    p.Prefix,
-		resourcespec.EnvTable:     *d.Table.TableName(),
-		resourcespec.EnvBucket:    *d.Bucket.BucketName(),
-		resourcespec.EnvRetention: durationEnv(p.Retention),
-		resourcespec.EnvLogLevel:  p.LogLevel,
-		// Every function reads and writes the sharded indexes: one count for all.
-		resourcespec.EnvShards: intEnv(p.Shards),
+		resourcespec.EnvPrefix: p.Prefix,
+		resourcespec.EnvTable:  *d.Table.TableName(),
+		resourcespec.EnvBucket: *d.Bucket.BucketName(),
 	}
 	for _, q := range d.Queues {
 		up := strings.ToUpper(q.Priority)
@@ -238,6 +277,59 @@ func (d *Dispatcher) commonEnv(p Props) map[string]string {
 		env[resourcespec.EnvDLQURLPrefix+up] = *q.DLQ.QueueUrl()
 	}
 	return env
+}
+
+// tableEnv holds the settings every process that writes tasks must share
+// with the functions: the shard count of the index keys (a writer with
+// another count would put entries where no reader looks) and the retention
+// of terminal tasks.
+func tableEnv(p Props) map[string]string {
+	return map[string]string{
+		resourcespec.EnvShards:    intEnv(p.Shards),
+		resourcespec.EnvRetention: durationEnv(p.Retention),
+	}
+}
+
+// typesEnv is the list of accepted task types, which the API checks on
+// submit, and so does a direct producer.
+func typesEnv(p Props) map[string]string {
+	return map[string]string{resourcespec.EnvTypes: strings.Join(p.Types, ",")}
+}
+
+// ProducerEnvironment returns the TRIAGE_* variables a producer needs,
+// for a Lambda function's or container's environment: where the table,
+// the bucket and every queue and DLQ are (TRIAGE_TABLE, TRIAGE_BUCKET,
+// TRIAGE_QUEUE_URL_*, TRIAGE_DLQ_URL_*, TRIAGE_PREFIX), the shard count
+// and retention every writer of the table must share (TRIAGE_SHARDS,
+// TRIAGE_RETENTION) and the task types the API accepts (TRIAGE_TYPES).
+// Settings left at their defaults are absent, as on the functions. The
+// values are the ones the functions get, most of them tokens that resolve
+// at deploy time; each call returns a new map.
+//
+// A Go producer reads them as the functions do (the direct transport's
+// environment option, or config from os.Getenv); one that sends raw
+// messages with the AWS SDK needs only TRIAGE_QUEUE_URL_<PRIORITY>.
+// Grant the access with GrantSubmitDirect or GrantSendMessages.
+func (d *Dispatcher) ProducerEnvironment() map[string]*string { return envVars(d.producerEnv) }
+
+// ConsumerEnvironment returns the stock consumer function's environment:
+// ProducerEnvironment's variables, the log level and every consumer setting
+// (weights, concurrency, retries, routes, webhook secret, ...). Give it to
+// a consumer built on the worker package that runs outside the stack's
+// consumer function (a container, say), together with GrantConsume, and it
+// behaves as that function does. Each call returns a new map.
+func (d *Dispatcher) ConsumerEnvironment() map[string]*string { return envVars(d.consumerEnv) }
+
+// envVars converts env for the CDK, leaving out empty values so the
+// process applies its own default.
+func envVars(env map[string]string) map[string]*string {
+	vars := map[string]*string{}
+	for k, v := range env {
+		if v != "" {
+			vars[k] = jsii.String(v)
+		}
+	}
+	return vars
 }
 
 // consumerEnv is the consumer's polling and handler configuration.
@@ -275,14 +367,9 @@ func (d *Dispatcher) newFunction(id string, p Props, f FunctionProps, code awsla
 		// once the stack is gone.
 		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
 	})
-	vars := map[string]*string{}
-	for k, v := range env {
-		if v != "" {
-			vars[k] = jsii.String(v)
-		}
-	}
+	vars := envVars(env)
 	props := &awslambda.FunctionProps{
-		FunctionName: jsii.String(p.Prefix + "-" + strings.ToLower(id)),
+		FunctionName: physicalName(p.PhysicalNames, p.Prefix+"-"+strings.ToLower(id)),
 		Description:  jsii.String("triage " + strings.ToLower(id) + " (" + p.Prefix + ")"),
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
 		Architecture: awslambda.Architecture_ARM_64(),
@@ -314,29 +401,31 @@ func (d *Dispatcher) countersTrigger() {
 	}))
 }
 
-// grant gives each function exactly the access its job needs.
-func (d *Dispatcher) grant(p Props) {
-	var queues, dlqs []string
-	for _, q := range d.Queues {
-		queues = append(queues, *q.Queue.QueueArn())
-		dlqs = append(dlqs, *q.DLQ.QueueArn())
-	}
+// grant gives each function exactly the access its job needs. The
+// consumer's policy is GrantConsume's, so a consumer outside the stack
+// gets exactly what the stock one has.
+func (d *Dispatcher) grant() {
+	queues, dlqs := d.queueARNs()
 
-	// All four read and write the table; the grant covers the table and its
-	// indexes. The counters function also reads the stream (its trigger
-	// grants that).
-	for _, fn := range []awslambda.Function{d.API, d.Consumer, d.Promoter, d.Counters} {
+	// Consumer: work the queues, dead-letter into the DLQs, read and write
+	// the table and the objects, invoke the routed Lambda handlers. No
+	// access to the tokens secret.
+	d.GrantConsume(d.Consumer)
+
+	// The other three read and write the table too; the grant covers the
+	// table and its indexes. The counters function also reads the stream
+	// (its trigger grants that).
+	for _, fn := range []awslambda.Function{d.API, d.Promoter, d.Counters} {
 		d.Table.GrantReadWriteData(fn)
 	}
 
 	// Payloads and results over the inline limit (internal/blob): the API
-	// and the consumer write them (a submit; an adopted direct send and a
-	// result) and remove the objects of writes that were refused; the
-	// consumer and the API read them; the counters function deletes the
-	// objects of removed tasks. The promoter never touches them.
-	objects := []string{*d.Bucket.ArnForObjects(jsii.String("t/*"))}
+	// writes them (a submit) and removes the objects of writes that were
+	// refused, and reads them; the counters function deletes the objects
+	// of removed tasks. The promoter never touches them. The consumer's
+	// access is GrantConsume's.
+	objects := []string{d.objectsARN()}
 	allow(d.API, objects, "s3:PutObject", "s3:GetObject", "s3:DeleteObject")
-	allow(d.Consumer, objects, "s3:PutObject", "s3:GetObject", "s3:DeleteObject")
 	allow(d.Counters, objects, "s3:DeleteObject")
 
 	// API: enqueue and report depths; read, replay and purge-by-receive the
@@ -346,20 +435,6 @@ func (d *Dispatcher) grant(p Props) {
 	allow(d.API, []string{secretPolicyARN(d.TokensSecret)}, "secretsmanager:GetSecretValue")
 	if key := d.TokensSecret.EncryptionKey(); key != nil {
 		key.GrantDecrypt(d.API)
-	}
-
-	// Consumer: work the queues, dead-letter into the DLQs, invoke the
-	// routed Lambda handlers. No access to the tokens secret.
-	allow(d.Consumer, queues, "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:SendMessage", "sqs:GetQueueAttributes")
-	allow(d.Consumer, dlqs, "sqs:SendMessage")
-	var handlers []string
-	for _, typ := range sortedKeys(p.Routes) {
-		if t := p.Routes[typ]; isLambdaTarget(t) {
-			handlers = append(handlers, t)
-		}
-	}
-	if len(handlers) > 0 {
-		allow(d.Consumer, handlers, "lambda:InvokeFunction")
 	}
 
 	// Promoter: re-send promoted and scheduled tasks, reconcile the DLQs,
@@ -399,11 +474,11 @@ func (d *Dispatcher) newHTTPAPI(p Props) awsapigatewayv2.HttpApi {
 	}
 	api := awsapigatewayv2.NewHttpApi(d.Construct, jsii.String("HttpApi"), props)
 	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ApiIntegration"), d.API, nil)
-	api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+	d.apiRoute = (*api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
 		Path:        jsii.String("/api/v1/{proxy+}"),
 		Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_ANY},
 		Integration: integration,
-	})
+	}))[0]
 	// The dashboard: its page and its two assets, served by the API function.
 	for _, path := range []string{"/", "/dashboard.js", "/dashboard.css"} {
 		api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
@@ -465,11 +540,18 @@ func (d *Dispatcher) alarms(p Props) {
 	sumOver := &awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: period}
 	for _, q := range d.Queues {
 		t := title(q.Priority)
+		// Fixed names are known now; generated ones are named by the
+		// priority and prefix, which say the same to a reader.
+		queueName, dlqName := q.Spec.Name, q.Spec.DLQName
+		if !d.physicalNames {
+			queueName = fmt.Sprintf("triage %s %s queue", p.Prefix, q.Priority)
+			dlqName = fmt.Sprintf("triage %s %s", p.Prefix, q.Priority)
+		}
 		add("DeadLetters"+t,
-			fmt.Sprintf("%s DLQ holds more than %v messages: tasks that crashed the consumer %d times", q.Spec.DLQName, a.DLQDepthThreshold, q.Spec.MaxReceiveCount),
+			fmt.Sprintf("%s DLQ holds more than %v messages: tasks that crashed the consumer %d times", dlqName, a.DLQDepthThreshold, q.Spec.MaxReceiveCount),
 			q.DLQ.MetricApproximateNumberOfMessagesVisible(maxOver), a.DLQDepthThreshold)
 		add("OldestMessage"+t,
-			fmt.Sprintf("%s: oldest message older than %s; consumers are not keeping up", q.Spec.Name, a.OldestMessageAge),
+			fmt.Sprintf("%s: oldest message older than %s; consumers are not keeping up", queueName, a.OldestMessageAge),
 			q.Queue.MetricApproximateAgeOfOldestMessage(maxOver), a.OldestMessageAge.Seconds())
 	}
 	for _, f := range []struct {
@@ -483,7 +565,7 @@ func (d *Dispatcher) alarms(p Props) {
 
 // outputs exports what clients and operators need. The logical ids are fixed
 // ("ApiUrl", "QueueUrlHigh", ...) so scripts can read them by name; that
-// limits a stack to one Dispatcher, which the fixed resource names do anyway.
+// limits a stack to one Dispatcher (with or without fixed resource names).
 func (d *Dispatcher) outputs() {
 	out := func(id, desc string, value *string) {
 		o := awscdk.NewCfnOutput(d.Construct, jsii.String(id), &awscdk.CfnOutputProps{Value: value, Description: jsii.String(desc)})
@@ -547,13 +629,13 @@ func weightsEnv(w map[string]int) string {
 	return strings.Join(parts, ",")
 }
 
-func merge(a, b map[string]string) map[string]string {
-	m := make(map[string]string, len(a)+len(b))
-	for k, v := range a {
-		m[k] = v
-	}
-	for k, v := range b {
-		m[k] = v
+// merge returns the union of maps; a later map wins.
+func merge(maps ...map[string]string) map[string]string {
+	m := map[string]string{}
+	for _, x := range maps {
+		for k, v := range x {
+			m[k] = v
+		}
 	}
 	return m
 }

@@ -87,8 +87,15 @@ func stackUnderTest(t *testing.T) *fixture {
 
 // synth builds a stack in a new app whose outdir is dir. bundle=false sets
 // the context the CLI uses to skip bundling, for tests that only need the
-// template.
+// template. nil props are those of this repository's app, which keeps
+// fixed names.
 func synth(dir string, bundle bool, props *dispatcher.Props) (*fixture, error) {
+	return synthWith(dir, bundle, props, nil)
+}
+
+// synthWith is synth with extra, when not nil, called to add constructs
+// (grantees, say) to the stack before the template is taken.
+func synthWith(dir string, bundle bool, props *dispatcher.Props, extra func(awscdk.Stack, *dispatcher.Dispatcher)) (*fixture, error) {
 	ctx, err := cdkContext()
 	if err != nil {
 		return nil, err
@@ -99,7 +106,7 @@ func synth(dir string, bundle bool, props *dispatcher.Props) (*fixture, error) {
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(dir), Context: &ctx})
 	stack := awscdk.NewStack(app, jsii.String("TriageStack"), nil)
 	if props == nil {
-		props = &dispatcher.Props{}
+		props = &dispatcher.Props{PhysicalNames: true}
 	}
 	if props.SourceRoot == "" {
 		props.SourceRoot = env.root
@@ -107,6 +114,9 @@ func synth(dir string, bundle bool, props *dispatcher.Props) (*fixture, error) {
 	d, err := dispatcher.New(stack, "Dispatcher", props)
 	if err != nil {
 		return nil, err
+	}
+	if extra != nil {
+		extra(stack, d)
 	}
 	tmpl := assertions.Template_FromStack(stack, nil)
 	raw, err := json.Marshal(tmpl.ToJSON())
@@ -375,7 +385,14 @@ func TestFunctions(t *testing.T) {
 // fn's role.
 func (f *fixture) policyStatements(t *testing.T, fn awslambda.Function) []map[string]any {
 	t.Helper()
-	roleRef := normalize(t, ref(f.id(fn.Role())))
+	return f.roleStatements(t, fn.Role())
+}
+
+// roleStatements returns the statements of every inline policy attached to
+// role.
+func (f *fixture) roleStatements(t *testing.T, role constructs.IConstruct) []map[string]any {
+	t.Helper()
+	roleRef := normalize(t, ref(f.id(role)))
 	var out []map[string]any
 	for _, r := range f.ofType("AWS::IAM::Policy") {
 		roles, _ := r.Properties["Roles"].([]any)
@@ -393,7 +410,7 @@ func (f *fixture) policyStatements(t *testing.T, fn awslambda.Function) []map[st
 		}
 	}
 	if len(out) == 0 {
-		t.Fatalf("no policy attached to the role of %s", *fn.Node().Path())
+		t.Fatalf("no policy attached to %s", *role.Node().Path())
 	}
 	return out
 }
@@ -647,6 +664,7 @@ func TestVariants(t *testing.T) {
 	const handler = "arn:aws:lambda:eu-west-1:123456789012:function:resize"
 	f, err := synth(filepath.Join(env.outDir, "variants"), false, &dispatcher.Props{
 		Prefix:          "acme",
+		PhysicalNames:   true,
 		FanOut:          7,
 		IAMAuth:         true,
 		PromoteInterval: 90 * time.Second,

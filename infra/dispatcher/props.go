@@ -24,9 +24,30 @@ import (
 // default" from internal/config, so the defaults live in one place and the
 // construct never disagrees with `triage dev`.
 type Props struct {
-	// Prefix starts every resource name: the table, the queues, the
-	// functions and the API. Default "triage" (the spec's default).
+	// Prefix names the deployment: with PhysicalNames it starts every
+	// resource name (the table "<prefix>-tasks", the queues
+	// "<prefix>-high", ..., the functions "<prefix>-api", ...); it always
+	// names the HTTP API ("<prefix>-api"), appears in descriptions and is
+	// passed to the functions as TRIAGE_PREFIX. Default "triage" (the
+	// spec's default).
 	Prefix string
+	// PhysicalNames gives the table, the queues and DLQs and the four
+	// functions fixed names made from Prefix, as `triage dev` and the
+	// direct producer's look-up by prefix expect. Default false:
+	// CloudFormation generates the names (the CDK convention), so the
+	// construct can be deployed to one account and region under any number
+	// of stacks, and a change that replaces a resource never fails on a
+	// name that is taken. Every function finds every resource through its
+	// TRIAGE_* environment either way, and so do producers and consumers
+	// given ProducerEnvironment or ConsumerEnvironment.
+	//
+	// A deployment made with fixed names (this repository's TriageStack,
+	// and any stack synthesized before this setting existed) must keep it
+	// true: turning it off renames the resources, which CloudFormation does
+	// by replacing them — a new, empty table (a retained old one is left
+	// behind with its tasks), new queues (their messages are lost) and new
+	// functions.
+	PhysicalNames bool
 
 	// Weights are the weighted-polling shares by priority name ("high",
 	// "medium", "low"). Missing priorities keep the consumer's default
