@@ -246,8 +246,12 @@ func TestScheduledTaskRunsOnTime(t *testing.T) {
 	started, runs := h.get(tk.ID)
 	late := started.Sub(runAt)
 	t.Logf("started %v after run_at", late.Round(time.Millisecond))
-	if runs != 1 || late < -200*time.Millisecond || late > time.Second {
-		t.Fatalf("started %v after run_at (runs %d); want within 1 s of it, not early", late, runs)
+	// SQS delays in whole seconds (rounded up, so never early) and the
+	// consumer needs a receive: up to about a second late by design, and
+	// more on a busy machine; 3 s still tells "on time" from "a promoter
+	// interval or a poll backoff late".
+	if runs != 1 || late < -200*time.Millisecond || late > 3*time.Second {
+		t.Fatalf("started %v after run_at (runs %d); want within 3 s of it, not early", late, runs)
 	}
 }
 
