@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 this deprecated wrapper builds on the deprecated client package on purpose
+
 package direct_test
 
 import (

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/triagehq/triage/client"
+	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/app/apiapp"
 	"github.com/triagehq/triage/internal/auth"
@@ -214,8 +214,8 @@ func TestTokenHeaderBesideSigV4(t *testing.T) {
 	ctx := context.Background()
 	signed := &http.Client{Transport: signingTransport{}}
 
-	c := client.New(f.srv.URL, "adm").WithHTTPClient(signed).WithTokenHeader()
-	tk, created, err := c.Submit(ctx, client.SubmitRequest{Type: "echo"})
+	c := triage.NewClient(triage.HTTP(f.srv.URL, "adm", triage.WithHTTPClient(signed), triage.WithTokenHeader()))
+	tk, created, err := c.Submit(ctx, "echo", nil)
 	if err != nil || !created {
 		t.Fatalf("submit with the token header: %v (created %v)", err, created)
 	}
@@ -223,13 +223,13 @@ func TestTokenHeaderBesideSigV4(t *testing.T) {
 		t.Fatalf("get with the token header: %v", err)
 	}
 	// Scopes still apply to the header's token.
-	ro := client.New(f.srv.URL, "ro").WithHTTPClient(signed).WithTokenHeader()
-	if _, _, err := ro.Submit(ctx, client.SubmitRequest{Type: "echo"}); !errors.Is(err, client.ErrForbidden) {
+	ro := triage.NewClient(triage.HTTP(f.srv.URL, "ro", triage.WithHTTPClient(signed), triage.WithTokenHeader()))
+	if _, _, err := ro.Submit(ctx, "echo", nil); !errors.Is(err, triage.ErrForbidden) {
 		t.Fatalf("read token submitting: %v, want ErrForbidden", err)
 	}
 	// Without it the signer's Authorization replaces the bearer token.
-	plain := client.New(f.srv.URL, "adm").WithHTTPClient(signed)
-	if _, err := plain.Get(ctx, tk.ID); !errors.Is(err, client.ErrUnauthorized) {
+	plain := triage.NewClient(triage.HTTP(f.srv.URL, "adm", triage.WithHTTPClient(signed)))
+	if _, err := plain.Get(ctx, tk.ID); !errors.Is(err, triage.ErrUnauthorized) {
 		t.Fatalf("bearer token under a signer: %v, want ErrUnauthorized", err)
 	}
 }
