@@ -7,9 +7,9 @@
 // This package is a thin wrapper over it, kept for compatibility; unlike
 // its first version it applies the API's queue-depth backpressure, as its
 // documentation always said it behaved exactly like the API's submit.
-//lint:file-ignore SA1019 this deprecated wrapper builds on the deprecated client package on purpose
-
 package direct
+
+//lint:file-ignore SA1019 this deprecated wrapper builds on the deprecated client package on purpose
 
 import (
 	"context"
