@@ -73,9 +73,10 @@ type options struct {
 }
 
 // WithEnv reads the deployment's TRIAGE_* settings through getenv, as the
-// dispatcher's own functions do: TRIAGE_TABLE, TRIAGE_QUEUE_URL_*,
-// TRIAGE_SHARDS, TRIAGE_RETENTION, TRIAGE_MAX_QUEUE_DEPTH(_HIGH) and
-// TRIAGE_TYPES matter here. Give it os.Getenv in a function deployed with
+// dispatcher's own functions do: TRIAGE_TABLE, TRIAGE_BUCKET (where
+// payloads over 3 KiB go), TRIAGE_QUEUE_URL_*, TRIAGE_SHARDS,
+// TRIAGE_RETENTION, TRIAGE_MAX_QUEUE_DEPTH(_HIGH) and TRIAGE_TYPES matter
+// here. Give it os.Getenv in a function deployed with
 // the dispatcher's environment. Without it every setting has its default,
 // which is right for a deployment that changed none.
 func WithEnv(getenv func(string) string) Option { return func(o *options) { o.getenv = getenv } }
