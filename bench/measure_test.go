@@ -132,7 +132,9 @@ func TestKeyCeilings(t *testing.T) {
 func TestReadsPerKey(t *testing.T) {
 	c := newCounter(specIndexes())
 	before := c.keySnapshot()
-	key := func(pk string) map[string]ddbtypes.AttributeValue { return map[string]ddbtypes.AttributeValue{"pk": str(pk)} }
+	key := func(pk string) map[string]ddbtypes.AttributeValue {
+		return map[string]ddbtypes.AttributeValue{"pk": str(pk)}
+	}
 	for range 4 {
 		c.capacity(&dynamodb.GetItemInput{Key: key("CTRL#global"), ConsistentRead: aws.Bool(true)}, &dynamodb.GetItemOutput{Item: key("CTRL#global")}, nil)
 	}
