@@ -239,6 +239,7 @@ type targetInputs struct {
 	Hot      []HotKey
 	Ceiling  KeyCeiling
 	Payloads []PayloadRun
+	Direct   []DirectRun
 	Cost     Cost
 	Stats    StatsScaling
 	Verdicts []verdict
@@ -284,6 +285,11 @@ func targets(in targetInputs) []Target {
 		if p.Target > 0 {
 			ts = append(ts, atMost(fmt.Sprintf("billed write units/task, %s payload, indexes included (group 7)", bytesText(p.PayloadBytes)),
 				p.Total.DDBWriteWithGSI, p.Target, reportedOf(p.Total)))
+		}
+	}
+	for _, x := range in.Direct {
+		if x.Path == directSQS && len(x.HotKeys) > 0 {
+			ts = append(ts, atMost("hottest partition key, write units/task, direct send ("+x.HotKeys[0].Key+", group 8)", x.HotKeys[0].WriteUnitsPerTask, targetHotKeyUnits, nil))
 		}
 	}
 	for _, c := range in.Cost.Paths {

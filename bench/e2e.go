@@ -256,7 +256,7 @@ func measureE2E(ctx context.Context, cl clients, cnt *counter, o options, batchA
 	start := time.Now()
 	run := startConsumers(ctx, cs)
 	// Leave time for the scenarios after this one (see budget).
-	r.Complete = done.wait(ctx, budget(ctx, o.E2ETimeout, 2*time.Minute))
+	r.Complete = done.wait(ctx, budget(ctx, o.E2ETimeout, 5*time.Minute))
 	end := done.lastAt()
 	if !r.Complete {
 		end = time.Now()

@@ -68,6 +68,7 @@ type options struct {
 	DirectTasks    int             `json:"direct_tasks_per_path"`
 	Retained       []int           `json:"stats_retained_sizes"`
 	StatsCalls     int             `json:"stats_requests_per_size"`
+	StatsFill      time.Duration   `json:"-"`
 	Out            string          `json:"-"`
 	MaxRun         time.Duration   `json:"-"`
 	WarmupMax      time.Duration   `json:"-"`
@@ -109,6 +110,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.DirectTasks, "direct-tasks", 2000, "direct send: tasks per path (SQS batch send adopted by the consumer; client/direct Producer)")
 	retained := fs.String("retained", "1000,10000,100000", "/stats: retained-task counts, comma-separated, smallest first (the last is compared with the first)")
 	fs.IntVar(&o.StatsCalls, "stats-calls", 20, "/stats: timed requests per retained size")
+	fs.DurationVar(&o.StatsFill, "stats-fill", 5*time.Minute, "/stats: at most this long for writing the retained tasks of every size (a size not reached is measured as far as it got, and says so)")
 	fs.StringVar(&o.Out, "out", defaultOut, "results file, relative to the repository root")
 	update := fs.Bool("update", false, "write the committed sample "+sampleOut+" instead of -out (not with -quick)")
 	fs.DurationVar(&o.MaxRun, "max", 14*time.Minute+30*time.Second, "abort the whole run after this long")
@@ -156,6 +158,7 @@ func parseOptions(args []string) (options, error) {
 		shrinkD("warmup", &o.WarmupMax, 20*time.Second)
 		shrink("payload-tasks", &o.PayloadTasks, 30)
 		shrink("direct-tasks", &o.DirectTasks, 300)
+		shrinkD("stats-fill", &o.StatsFill, time.Minute)
 		if !set["retained"] {
 			*retained = "1000,5000,10000"
 		}
@@ -182,8 +185,8 @@ func parseOptions(args []string) (options, error) {
 		return o, errors.New("-payload-tasks, -direct-tasks and -stats-calls must be at least 1")
 	}
 	o.SetupsText = setups
-	o.Durations = fmt.Sprintf("warmup<=%v ceiling-time=%v e2e-timeout=%v high-for=%v high-after=%v latency-timeout=%v max=%v",
-		o.WarmupMax, o.CeilingDur, o.E2ETimeout, o.HighFor, o.HighAfter, o.LatencyTimeout, o.MaxRun)
+	o.Durations = fmt.Sprintf("warmup<=%v ceiling-time=%v e2e-timeout=%v high-for=%v high-after=%v latency-timeout=%v stats-fill<=%v max=%v",
+		o.WarmupMax, o.CeilingDur, o.E2ETimeout, o.HighFor, o.HighAfter, o.LatencyTimeout, o.StatsFill, o.MaxRun)
 	return o, nil
 }
 
@@ -463,7 +466,7 @@ func analyze(r *Results) {
 	}
 
 	r.Requests = Requests{CapacityMethod: capacityMethod, Phases: phases, Targets: targets(targetInputs{
-		Steady: steady, Counters: countersPh, Hot: e.HotKeys, Ceiling: e.Ceiling, Payloads: r.Payloads,
+		Steady: steady, Counters: countersPh, Hot: e.HotKeys, Ceiling: e.Ceiling, Payloads: r.Payloads, Direct: r.Direct,
 		Cost: r.Cost, Stats: r.Stats, Verdicts: allVerdicts(r),
 	})}
 	r.CrossCheck = crossCheck(r, steady, countersPh)
