@@ -157,8 +157,8 @@ func parseOptions(args []string) (options, error) {
 		shrinkD("latency-timeout", &o.LatencyTimeout, time.Minute)
 		shrinkD("warmup", &o.WarmupMax, 20*time.Second)
 		shrink("payload-tasks", &o.PayloadTasks, 30)
-		shrink("direct-tasks", &o.DirectTasks, 300)
-		shrinkD("stats-fill", &o.StatsFill, time.Minute)
+		shrink("direct-tasks", &o.DirectTasks, 200)
+		shrinkD("stats-fill", &o.StatsFill, 90*time.Second)
 		if !set["retained"] {
 			*retained = "1000,5000,10000"
 		}

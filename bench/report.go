@@ -396,9 +396,11 @@ func printCrossCheck(w io.Writer, rows []CrossCheck) {
 	}
 	t.note("both columns cover the same calls: those that came back with a ConsumedCapacity (a write refused by its condition comes back as an error with none; the computed figures elsewhere charge it 1 unit)")
 	t.note("the emulator is DynamoDB Local: its figures follow its own reading of the billing rules, not necessarily AWS's (diff %% = (computed - reported) / reported)")
-	t.note("known difference, checked against DynamoDB Local 3.3.0: it charges nothing for a BatchGetItem key that finds no item and nothing for a Query that returns none,")
-	t.note("  where the computed figure follows AWS's documented rule (each BatchGetItem key is read like a GetItem, which costs a unit even for a missing item; a Query reads at least one 4 KB unit):")
-	t.note("  /stats asks for throughput buckets that may not exist and queries 16 type shards, most of them empty, so its computed reads are the higher, and the one its target is checked on")
+	t.note("known differences, checked against DynamoDB Local 3.3.0, where the computed figure follows AWS's documented rules:")
+	t.note("  reads: it charges nothing for a BatchGetItem key that finds no item and nothing for a Query that returns none (AWS: each BatchGetItem key is read like a GetItem,")
+	t.note("    which costs a unit even for a missing item; a Query reads at least one 4 KB unit); /stats asks for throughput buckets that may not exist and queries 16 type")
+	t.note("    shards, most of them empty, so its computed reads are the higher, and the ones its target is checked on")
+	t.note("  transactions: it reports 2 units for a TransactWriteItems of several small updates (AWS: 2 units per item per KB); the counters' transactions are all updates")
 	t.write(w)
 }
 

@@ -90,75 +90,93 @@ func streamOff(ctx context.Context, cl clients, d *deployment) error {
 // fillRetained writes n completed tasks into d's table with BatchWriteItem
 // (25 items a call, each built by the store's own store.Item) from workers
 // goroutines, and folds them into the /stats counters with the counters'
-// own Keeper.Apply, as the stream reader would. It stops early when ctx
-// ends and returns how many tasks are in the table and in the counters.
-// The writes are the bench's setup, not a task's requests: not counted.
+// own Keeper.Apply, as the stream reader would, in batches of 1,000 (the
+// stream trigger's batch size). No chunk is started after deadline; it
+// returns how many tasks are in the table, every one of them counted. The
+// writes are the bench's setup, not a task's requests: not counted.
 //
-// The table's stream is switched off first (streamOff): DynamoDB Local looks up its
-// stream description on every write to a table with a stream, a look-up
-// that grows with the stream records it holds (all tables share one
-// database), so a 100,000-task fill through the stream takes quadratic
-// time (measured: 10,000 tasks in 37 s, the next 30,000 not done in 5 min).
-// Apply gets exactly the records the stream would have carried (one insert
-// per task) in batches of 1,000, the stream trigger's batch size.
-func fillRetained(ctx context.Context, cl clients, d *deployment, n, workers int) (int, error) {
+// The table's stream is switched off first (streamOff): DynamoDB Local
+// looks up its stream description on every write to a table with a
+// stream, a look-up that grows with the stream records it holds (all
+// tables share one database), so a 100,000-task fill through the stream
+// takes quadratic time (measured: 10,000 tasks in 37 s, the next 30,000
+// not done in 5 min).
+func fillRetained(ctx context.Context, cl clients, d *deployment, n, workers int, deadline time.Time) (int, error) {
 	ctx = uncounted(ctx)
 	now := time.Now().UTC()
 	table := d.table()
-	const chunk = 1000 // tasks per worker turn: one counters batch
+	const applyBatch = 1000
 	var next atomic.Int64
 	var written atomic.Int64
+	var mu sync.Mutex
+	var pending []counters.Change
 	var firstErr error
 	var once sync.Once
 	fail := func(err error) { once.Do(func() { firstErr = err }) }
+	batch := 0
+	apply := func(changes []counters.Change) error {
+		mu.Lock()
+		batch++
+		key := fmt.Sprintf("bench-fill:%d", batch)
+		mu.Unlock()
+		guard := func(first, last string) counters.Guard { return counters.Guard{Key: key + ":" + first + "-" + last} }
+		if err := d.app.Counters.Apply(ctx, changes, guard); err != nil {
+			return fmt.Errorf("counters: %w", err)
+		}
+		written.Add(int64(len(changes)))
+		return nil
+	}
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil {
-				start := int(next.Add(chunk)) - chunk
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				start := int(next.Add(25)) - 25
 				if start >= n {
 					return
 				}
-				end := min(start+chunk, n)
+				var reqs []ddbtypes.WriteRequest
 				var changes []counters.Change
-				for from := start; from < end && ctx.Err() == nil; from += 25 {
-					var reqs []ddbtypes.WriteRequest
-					for i := from; i < min(from+25, end); i++ {
-						t := retainedTask(i, now, d.app.Config.Retention)
-						item, err := d.app.Store.Item(t)
-						if err != nil {
-							fail(err)
-							return
-						}
-						reqs = append(reqs, ddbtypes.WriteRequest{PutRequest: &ddbtypes.PutRequest{Item: item}})
-						changes = append(changes, counters.Change{Seq: strconv.Itoa(i), New: t})
+				for i := start; i < min(start+25, n); i++ {
+					t := retainedTask(i, now, d.app.Config.Retention)
+					item, err := d.app.Store.Item(t)
+					if err != nil {
+						fail(err)
+						return
 					}
-					if err := batchWrite(ctx, cl.ddb, table, reqs); err != nil {
-						if ctx.Err() == nil {
-							fail(err)
-						}
+					reqs = append(reqs, ddbtypes.WriteRequest{PutRequest: &ddbtypes.PutRequest{Item: item}})
+					changes = append(changes, counters.Change{Seq: strconv.Itoa(i), New: t})
+				}
+				if err := batchWrite(ctx, cl.ddb, table, reqs); err != nil {
+					fail(err)
+					return
+				}
+				mu.Lock()
+				pending = append(pending, changes...)
+				var full []counters.Change
+				if len(pending) >= applyBatch {
+					full, pending = pending[:applyBatch:applyBatch], pending[applyBatch:]
+				}
+				mu.Unlock()
+				if full != nil {
+					if err := apply(full); err != nil {
+						fail(err)
 						return
 					}
 				}
-				if len(changes) < end-start {
-					return // cut short: these tasks stay out of the counters and the count
-				}
-				guard := func(first, last string) counters.Guard {
-					return counters.Guard{Key: "bench-fill:" + first + "-" + last}
-				}
-				if err := d.app.Counters.Apply(ctx, changes, guard); err != nil {
-					if ctx.Err() == nil {
-						fail(fmt.Errorf("counters: %w", err))
-					}
-					return
-				}
-				written.Add(int64(len(changes)))
 			}
 		}()
 	}
 	wg.Wait()
+	if firstErr == nil && len(pending) > 0 {
+		if err := apply(pending); err != nil {
+			fail(err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return int(written.Load()), err
+	}
 	return int(written.Load()), firstErr
 }
 
@@ -197,10 +215,9 @@ func measureStats(ctx context.Context, cl clients, cnt *counter, o options, prog
 	}()
 	// One deadline for every fill, leaving time for the requests: a fill
 	// cut short is measured at the size it reached, and says so.
-	fillCtx, cancelFill := context.WithTimeout(ctx, budget(ctx, o.StatsFill, 45*time.Second))
-	defer cancelFill()
+	deadline := time.Now().Add(budget(ctx, o.StatsFill, 45*time.Second))
 	for i, n := range o.Retained {
-		if fillCtx.Err() != nil {
+		if time.Now().After(deadline) {
 			s.Partial = true
 			progress("   %d retained tasks: skipped (the fill's time budget ran out)", n)
 			break
@@ -215,12 +232,9 @@ func measureStats(ctx context.Context, cl clients, cnt *counter, o options, prog
 		}
 		run := StatsRun{Wanted: n}
 		t0 := time.Now()
-		got, err := fillRetained(fillCtx, cl, d, n, o.Concurrency)
+		got, err := fillRetained(ctx, cl, d, n, o.Concurrency, deadline)
 		if err != nil {
 			return s, err
-		}
-		if ctx.Err() != nil {
-			return s, ctx.Err()
 		}
 		if got == 0 {
 			s.Partial = true
