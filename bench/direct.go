@@ -57,7 +57,7 @@ func measureDirect(ctx context.Context, cl clients, cnt *counter, o options, pro
 	var out []DirectRun
 	for i, path := range []string{directSQS, directProducer} {
 		progress("   %s: %d tasks", path, o.DirectTasks)
-		r, err := measureDirectPath(ctx, cl, cnt, o, fmt.Sprintf("bench-direct-%d", i), path)
+		r, err := measureDirectPath(ctx, cl, cnt, o, fmt.Sprintf("bench-direct-%d", i), path, problems)
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", path, err)
 		}
@@ -72,7 +72,7 @@ func measureDirect(ctx context.Context, cl clients, cnt *counter, o options, pro
 	return out, nil
 }
 
-func measureDirectPath(ctx context.Context, cl clients, cnt *counter, o options, prefix, path string) (DirectRun, error) {
+func measureDirectPath(ctx context.Context, cl clients, cnt *counter, o options, prefix, path string, problems *problems) (DirectRun, error) {
 	d, err := deploy(ctx, cl, prefix)
 	if err != nil {
 		return DirectRun{}, err
@@ -106,6 +106,9 @@ func measureDirectPath(ctx context.Context, cl clients, cnt *counter, o options,
 	pl, err := runPipeline(ctx, cnt, d, setup, budget(ctx, o.E2ETimeout, 2*time.Minute), true, submit, verify)
 	if err != nil {
 		return r, err
+	}
+	if pl.Problem != "" {
+		problems.add("%s: %s", path, pl.Problem)
 	}
 	r.Completed, r.Complete, r.Verdict = pl.Completed, pl.Complete, pl.Verdict
 	r.LoadSec, r.Seconds = round(pl.Load.Seconds(), 3), round(pl.Consume.Seconds(), 3)

@@ -3,7 +3,10 @@
 // API, how many tasks per second the consumer completes, how long high
 // priority tasks wait behind a low-priority backlog, how many AWS requests
 // (and so how many dollars) one task costs, and how much consumer CPU one
-// task takes.
+// task takes. Groups 7 to 10 measure the data model: DynamoDB units, S3
+// and SQS requests per task by payload size, the direct-send paths that
+// skip the HTTP API, GET /stats with 1k to 100k retained tasks, and the
+// computed capacity against what DynamoDB reports (ReturnConsumedCapacity).
 //
 // `make bench` runs it (go run ./bench). It starts fauxqs and DynamoDB Local
 // on loopback ports, warms them up, bootstraps a fresh table and queues per

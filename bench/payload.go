@@ -62,7 +62,7 @@ func measurePayloads(ctx context.Context, cl clients, cnt *counter, o options, b
 	setup := o.Setups[0]
 	for i, size := range payloadSizes {
 		progress("   payload %s: %d tasks", bytesText(size), o.PayloadTasks)
-		r, err := measurePayload(ctx, cl, cnt, o, batchAPI, setup, fmt.Sprintf("bench-payload-%d", i), size)
+		r, err := measurePayload(ctx, cl, cnt, o, batchAPI, setup, fmt.Sprintf("bench-payload-%d", i), size, problems)
 		if err != nil {
 			return out, fmt.Errorf("payload %s: %w", bytesText(size), err)
 		}
@@ -77,7 +77,7 @@ func measurePayloads(ctx context.Context, cl clients, cnt *counter, o options, b
 	return out, nil
 }
 
-func measurePayload(ctx context.Context, cl clients, cnt *counter, o options, batchAPI bool, setup consumerSetup, prefix string, size int) (PayloadRun, error) {
+func measurePayload(ctx context.Context, cl clients, cnt *counter, o options, batchAPI bool, setup consumerSetup, prefix string, size int, problems *problems) (PayloadRun, error) {
 	d, err := deploy(ctx, cl, prefix)
 	if err != nil {
 		return PayloadRun{}, err
@@ -104,6 +104,9 @@ func measurePayload(ctx context.Context, cl clients, cnt *counter, o options, ba
 		check)
 	if err != nil {
 		return r, err
+	}
+	if pl.Problem != "" {
+		problems.add("payload %s: %s", bytesText(size), pl.Problem)
 	}
 	r.Completed, r.Complete, r.Verdict = pl.Completed, pl.Complete, pl.Verdict
 	r.Seconds = round(pl.Consume.Seconds(), 3)

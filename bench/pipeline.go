@@ -20,6 +20,9 @@ type pipeline struct {
 	Load      time.Duration
 	Consume   time.Duration
 	Verdict   verdict
+	// Problem is set when the consumers did not stop in time (reported as
+	// a problem; the figures stand).
+	Problem string
 
 	loadCounts, consumeCounts, countersCounts counts
 	keys0, keys1                              map[string]keyUse
@@ -71,7 +74,7 @@ func runPipeline(ctx context.Context, cnt *counter, d *deployment, setup consume
 		return r, err
 	}
 	if stopErr != nil {
-		return r, stopErr
+		r.Problem = stopErr.Error()
 	}
 	r.Verdict = verify(l, sent, done, r.Complete)
 

@@ -202,11 +202,11 @@ func batchWrite(ctx context.Context, db *dynamodb.Client, table string, reqs []d
 // measureStats runs group 9.
 func measureStats(ctx context.Context, cl clients, cnt *counter, o options, progress func(string, ...any)) (StatsScaling, error) {
 	s := StatsScaling{Quick: o.Quick, Sizes: o.Retained, Requests: o.StatsCalls}
-	type target struct {
+	type sized struct {
 		d *deployment
 		p *producer
 	}
-	var ts []target
+	var ts []sized
 	defer func() {
 		for _, t := range ts {
 			t.p.close()
@@ -226,7 +226,7 @@ func measureStats(ctx context.Context, cl clients, cnt *counter, o options, prog
 		if err != nil {
 			return s, err
 		}
-		ts = append(ts, target{d: d, p: newProducer(d, false)})
+		ts = append(ts, sized{d: d, p: newProducer(d, false)})
 		if err := streamOff(ctx, cl, d); err != nil {
 			return s, err
 		}
