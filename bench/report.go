@@ -381,7 +381,8 @@ func printStats(w io.Writer, s StatsScaling) {
 	t.note("each size has its own table, filled with completed tasks built by store.Item (BatchWriteItem, not counted) and folded into the /stats counters by counters.Keeper.Apply, the stream reader's own code, in batches of 1,000;")
 	t.note("  the stream itself is off for these tables: DynamoDB Local's per-write stream bookkeeping grows with the records it holds, which made a 100,000-task fill quadratic")
 	t.note("the counters hold exactly the retained tasks before the first request; nothing else runs while /stats is timed")
-	t.note("measured right after the warm-up, before groups 1-8: DynamoDB Local's writes slow down as the run's stream records pile up (deleted tables' included), which would stretch the fill")
+	t.note("measured first, on the fresh emulators: DynamoDB Local's writes slow down as the run's stream records pile up (deleted tables' included), which would stretch the fill;")
+	t.note("  the fill warms DynamoDB Local up, and %d untimed requests per size go before the timed ones", statsUntimed)
 	t.note("the emulators' latency is not AWS's: the ratio between sizes is the point, not the milliseconds")
 	t.write(w)
 }

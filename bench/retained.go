@@ -51,6 +51,10 @@ type StatsRun struct {
 	Reported Reported `json:"reported_capacity"`
 }
 
+// statsUntimed is how many requests per size go before the timed ones
+// (the JIT of DynamoDB Local has seen writes only when they start).
+const statsUntimed = 5
+
 // Target: /stats with the largest retained size within this factor of the
 // smallest, in median latency and in read units per request.
 const targetStatsRatio = 1.5
@@ -215,7 +219,9 @@ func measureStats(ctx context.Context, cl clients, cnt *counter, o options, prog
 	}()
 	// One deadline for every fill, leaving time for the requests: a fill
 	// cut short is measured at the size it reached, and says so.
-	deadline := time.Now().Add(budget(ctx, o.StatsFill, 45*time.Second))
+	// The rest of the run needs most of -max: the fill never takes more
+	// than what leaves two thirds of the run's time for it.
+	deadline := time.Now().Add(budget(ctx, o.StatsFill, 2*o.MaxRun/3))
 	for i, n := range o.Retained {
 		if time.Now().After(deadline) {
 			s.Partial = true
@@ -260,14 +266,14 @@ func measureStats(ctx context.Context, cl clients, cnt *counter, o options, prog
 		s.Runs = append(s.Runs, run)
 	}
 
-	// Two untimed requests each, then the timed ones, round-robin with the
+	// Untimed requests first, then the timed ones, round-robin with the
 	// starting size rotating, so no size always follows the same one.
 	lat := make([][]time.Duration, len(ts))
 	cs := make([]counts, len(ts))
 	for i := range cs {
 		cs[i] = counts{}
 	}
-	for round := -2; round < o.StatsCalls; round++ {
+	for round := -statsUntimed; round < o.StatsCalls; round++ {
 		for k := range ts {
 			i := (k + max(round, 0)) % len(ts)
 			before := cnt.snapshot()
