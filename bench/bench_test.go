@@ -200,7 +200,7 @@ func TestHotKeys(t *testing.T) {
 		}
 		c.capacity(&dynamodb.PutItemInput{TableName: table, Item: item}, &dynamodb.PutItemOutput{}, nil)
 	}
-	hot := hotKeys(before, c.keySnapshot(), 4, 2)
+	hot := hotKeys(before, c.keySnapshot(), 4, 2, false)
 	if len(hot) != 2 || hot[0].Key != "by-type noop#0" || hot[0].WriteUnitsPerTask != 1 || hot[0].CeilingTasksPerSec != 1000 {
 		t.Fatalf("hot keys %+v: want by-type noop#0 first, 1 unit per task, ceiling 1000", hot)
 	}

@@ -1,6 +1,10 @@
 package main
 
-import "math"
+import (
+	"fmt"
+	"math"
+	"strings"
+)
 
 // Requests is scenario 5: AWS requests and capacity per task, per phase.
 type Requests struct {
@@ -20,8 +24,28 @@ type Phase struct {
 	DDBWriteWithGSI float64 `json:"ddb_write_units_with_gsi"`
 	DDBRead         float64 `json:"ddb_read_units"`
 	SQSRequests     float64 `json:"sqs_requests"`
+	// S3 requests by price class (payloads and results kept off the item).
+	S3Put float64 `json:"s3_put_class_requests"`
+	S3Get float64 `json:"s3_get_class_requests"`
+	// DynamoDB Streams requests (the counters' stream reads; free when a
+	// Lambda trigger makes them).
+	StreamsRequests float64 `json:"streams_requests"`
+	// What DynamoDB reported (ReturnConsumedCapacity), per task, and the
+	// computed units of the same calls; Reported is the share of DynamoDB
+	// calls that came back with a report (refused writes do not).
+	Reported Reported `json:"reported_capacity"`
 
 	counts counts
+}
+
+// Reported is DynamoDB's own capacity figures for a phase, per task.
+type Reported struct {
+	CallsShare      float64 `json:"share_of_calls_reported"`
+	WriteUnits      float64 `json:"write_units"`
+	WriteUnitsIndex float64 `json:"write_units_indexes"`
+	ReadUnits       float64 `json:"read_units"`
+	ComputedWrite   float64 `json:"computed_write_units_same_calls"`
+	ComputedRead    float64 `json:"computed_read_units_same_calls"`
 }
 
 // OpPerTask is one operation's calls per task.
@@ -36,21 +60,26 @@ type OpPerTask struct {
 	AvgMillis  float64 `json:"avg_ms"`                // mean latency of a call, retries included
 }
 
-// Target is one of the issue's targets, measured.
+// Target is one of the issues' targets, measured. Reported is DynamoDB's
+// own figure (ReturnConsumedCapacity) where the target is in capacity units.
 type Target struct {
-	Metric   string  `json:"metric"`
-	Measured float64 `json:"measured"`
-	Target   float64 `json:"target"`
-	Met      bool    `json:"met"`
+	Metric   string   `json:"metric"`
+	Measured float64  `json:"measured"`
+	Reported *float64 `json:"reported_by_dynamodb,omitempty"`
+	Cmp      string   `json:"comparison"`
+	Target   float64  `json:"target"`
+	Met      bool     `json:"met"`
 }
 
-const capacityMethod = "no ReturnConsumedCapacity (the store does not ask for it): units are computed from the items each call sends " +
+const capacityMethod = "units are computed from the items each call sends " +
 	"or gets back: writes ceil(size/1KB) (UpdateItem sized from its ALL_NEW item), 1 for a write refused by its condition, " +
 	"2x in transactions; each GSI (keys-only or include, entries sized as keys + projected attributes + 100 bytes) adds " +
 	"ceil(entry/1KB) when an item enters or leaves it or a projected attribute changes and twice that when its key changes, " +
-	"nothing otherwise; every write is also charged to its partition key (3b); consistent GetItem ceil(size/4KB), GSI Query " +
-	"half of ceil(total/4KB). SQS requests " +
-	"are HTTP attempts (retries included); every message here is far below the 64 KB billing chunk"
+	"nothing otherwise; every write and read is also charged to its partition key (3b); consistent GetItem ceil(size/4KB), " +
+	"eventually consistent reads and GSI Queries half, Query on the total size returned, BatchGetItem per key. " +
+	"The bench also asks DynamoDB for ReturnConsumedCapacity=INDEXES on every call that leaves it unset (the store does not) " +
+	"and shows DynamoDB's figure next to the computed one (group 10; refused writes come back with no report). SQS and S3 requests " +
+	"are HTTP attempts (retries included); every SQS message here is far below the 64 KB billing chunk"
 
 func newPhase(name string, c counts, tasks int) Phase {
 	p := Phase{Name: name, Tasks: tasks, counts: c}
@@ -78,12 +107,62 @@ func newPhase(name string, c counts, tasks int) Phase {
 	p.DDBWriteWithGSI = round(per(d.WriteTable+d.WriteIndex, tasks), 4)
 	p.DDBRead = round(per(d.Read, tasks), 4)
 	p.SQSRequests = round(per(float64(s.Attempts), tasks), 4)
+	put, get := c.s3Requests()
+	p.S3Put, p.S3Get = round(per(put, tasks), 4), round(per(get, tasks), 4)
+	p.StreamsRequests = round(per(float64(c.total(svcStreams).Attempts), tasks), 4)
+	p.Reported = Reported{
+		CallsShare:      round(per(float64(d.Reported), int(d.Calls)), 4),
+		WriteUnits:      round(per(d.RepWrite, tasks), 4),
+		WriteUnitsIndex: round(per(d.RepWriteIndex, tasks), 4),
+		ReadUnits:       round(per(d.RepRead, tasks), 4),
+		ComputedWrite:   round(per(d.CmpWrite, tasks), 4),
+		ComputedRead:    round(per(d.CmpRead, tasks), 4),
+	}
 	return p
+}
+
+// s3Requests counts c's S3 requests (HTTP attempts, as billed) by price class.
+func (c counts) s3Requests() (put, get float64) {
+	for k, v := range c {
+		if k.Service != svcS3 {
+			continue
+		}
+		switch s3Class(k.Operation) {
+		case s3PutClass:
+			put += float64(v.Attempts)
+		case s3GetClass:
+			get += float64(v.Attempts)
+		}
+	}
+	return put, get
+}
+
+// S3 request price classes (S3 Standard): PUT, COPY, POST and LIST
+// requests are the dear class; DELETE and CANCEL are free; GET, SELECT,
+// HEAD and every other request are the cheap class.
+const (
+	s3PutClass  = "put"
+	s3GetClass  = "get"
+	s3FreeClass = "free"
+)
+
+// s3Class is the price class of an S3 operation, by its name.
+func s3Class(op string) string {
+	for _, p := range []string{"Put", "Copy", "Create", "Upload", "Complete", "List", "Post", "Restore"} {
+		if strings.HasPrefix(op, p) {
+			return s3PutClass
+		}
+	}
+	if strings.HasPrefix(op, "Delete") || strings.HasPrefix(op, "Abort") {
+		return s3FreeClass
+	}
+	return s3GetClass
 }
 
 // combine adds per-task phases measured on different task counts.
 func combine(name string, ps ...Phase) Phase {
 	out := Phase{Name: name}
+	var calls, reported float64
 	byOp := map[string]*OpPerTask{}
 	var order []string
 	for _, p := range ps {
@@ -93,6 +172,17 @@ func combine(name string, ps ...Phase) Phase {
 		out.DDBWriteWithGSI += p.DDBWriteWithGSI
 		out.DDBRead += p.DDBRead
 		out.SQSRequests += p.SQSRequests
+		out.S3Put += p.S3Put
+		out.S3Get += p.S3Get
+		out.StreamsRequests += p.StreamsRequests
+		out.Reported.WriteUnits += p.Reported.WriteUnits
+		out.Reported.WriteUnitsIndex += p.Reported.WriteUnitsIndex
+		out.Reported.ReadUnits += p.Reported.ReadUnits
+		out.Reported.ComputedWrite += p.Reported.ComputedWrite
+		out.Reported.ComputedRead += p.Reported.ComputedRead
+		// The share of calls reported, weighted by the phases' calls per task.
+		calls += p.DDBCalls
+		reported += p.Reported.CallsShare * p.DDBCalls
 		for _, o := range p.Ops {
 			if byOp[o.Op] == nil {
 				byOp[o.Op] = &OpPerTask{Op: o.Op}
@@ -117,54 +207,166 @@ func combine(name string, ps ...Phase) Phase {
 	}
 	out.DDBCalls, out.DDBWriteTable, out.DDBWriteWithGSI = round(out.DDBCalls, 4), round(out.DDBWriteTable, 4), round(out.DDBWriteWithGSI, 4)
 	out.DDBRead, out.SQSRequests = round(out.DDBRead, 4), round(out.SQSRequests, 4)
+	out.S3Put, out.S3Get, out.StreamsRequests = round(out.S3Put, 4), round(out.S3Get, 4), round(out.StreamsRequests, 4)
+	r := &out.Reported
+	r.CallsShare = 0
+	if calls > 0 {
+		r.CallsShare = round(reported/calls, 4)
+	}
+	r.WriteUnits, r.WriteUnitsIndex, r.ReadUnits = round(r.WriteUnits, 4), round(r.WriteUnitsIndex, 4), round(r.ReadUnits, 4)
+	r.ComputedWrite, r.ComputedRead = round(r.ComputedWrite, 4), round(r.ComputedRead, 4)
 	return out
 }
 
-// The targets for steady state with batching: table writes and SQS
-// requests from the benchmark issue, billed writes (indexes included) and
-// the hottest partition key from the data-model issue.
+// The issue's targets. Write units and SQS requests per task are for the
+// steady state with batching (submit + consume); the hottest key and the
+// projected ceiling are over scenario 3's whole run; the payload targets
+// are group 7's, the cost target group 8's direct send, the /stats ones
+// group 9's.
 const (
 	targetTableWriteUnits  = 3.5
 	targetBilledWriteUnits = 5.0
 	targetSQSRequests      = 0.5
 	targetHotKeyUnits      = 0.1 // write units per task on the busiest partition key
+	targetCeiling          = 10000.0
+	targetDirectCost       = 3.5 // USD per million no-op tasks, direct send, all in
 )
 
-func targets(steady Phase, hot []HotKey) []Target {
+// targetInputs are the measurements the targets are checked against.
+type targetInputs struct {
+	Steady   Phase
+	Counters Phase
+	Hot      []HotKey
+	Ceiling  KeyCeiling
+	Payloads []PayloadRun
+	Direct   []DirectRun
+	Cost     Cost
+	Stats    StatsScaling
+	Verdicts []verdict
+}
+
+// atMost and atLeast build a target row. A row with a DynamoDB-reported
+// figure is met only when both the computed and the reported figure are.
+func atMost(metric string, measured, target float64, reported *float64) Target {
+	t := Target{Metric: metric, Measured: measured, Target: target, Cmp: "<=", Reported: reported}
+	t.Met = measured <= target && (reported == nil || *reported <= target)
+	return t
+}
+
+func atLeast(metric string, measured, target float64) Target {
+	return Target{Metric: metric, Measured: measured, Target: target, Cmp: ">=", Met: measured >= target}
+}
+
+// reportedOf is a phase's reported write units, or nil when DynamoDB
+// reported nothing for it.
+func reportedOf(p Phase) *float64 {
+	if p.Reported.CallsShare == 0 {
+		return nil
+	}
+	v := p.Reported.WriteUnits
+	return &v
+}
+
+func targets(in targetInputs) []Target {
+	steady := in.Steady
 	ts := []Target{
-		{Metric: "DynamoDB write units/task (table only)", Measured: steady.DDBWriteTable, Target: targetTableWriteUnits, Met: steady.DDBWriteTable <= targetTableWriteUnits},
-		{Metric: "DynamoDB write units/task (with GSI writes, as billed)", Measured: steady.DDBWriteWithGSI, Target: targetBilledWriteUnits, Met: steady.DDBWriteWithGSI <= targetBilledWriteUnits},
-		{Metric: "SQS requests/task", Measured: steady.SQSRequests, Target: targetSQSRequests, Met: steady.SQSRequests <= targetSQSRequests},
+		atMost("DynamoDB write units/task (table only)", steady.DDBWriteTable, targetTableWriteUnits, nil),
+		atMost("DynamoDB write units/task (with GSI writes, as billed)", steady.DDBWriteWithGSI, targetBilledWriteUnits, reportedOf(steady)),
+		atMost("SQS requests/task", steady.SQSRequests, targetSQSRequests, nil),
 	}
-	if len(hot) > 0 {
-		ts = append(ts, Target{Metric: "hottest partition key, write units/task (" + hot[0].Key + ")", Measured: hot[0].WriteUnitsPerTask, Target: targetHotKeyUnits, Met: hot[0].WriteUnitsPerTask <= targetHotKeyUnits})
+	if len(in.Hot) > 0 {
+		ts = append(ts, atMost("hottest partition key, write units/task ("+in.Hot[0].Key+")", in.Hot[0].WriteUnitsPerTask, targetHotKeyUnits, nil))
 	}
+	if in.Ceiling.TasksPerSec > 0 {
+		ts = append(ts, atLeast(fmt.Sprintf("projected AWS ceiling, tasks/s of one type at one priority (1,000 WCU/s ÷ %s, 3,000 RCU/s ÷ %s)",
+			in.Ceiling.HottestWriteKey, orNone(in.Ceiling.HottestReadKey)), in.Ceiling.TasksPerSec, targetCeiling))
+	}
+	for _, p := range in.Payloads {
+		if p.Target > 0 {
+			ts = append(ts, atMost(fmt.Sprintf("billed write units/task, %s payload, indexes included (group 7)", bytesText(p.PayloadBytes)),
+				p.Total.DDBWriteWithGSI, p.Target, reportedOf(p.Total)))
+		}
+	}
+	for _, x := range in.Direct {
+		if x.Path == directSQS && len(x.HotKeys) > 0 {
+			ts = append(ts, atMost("hottest partition key, write units/task, direct send ("+x.HotKeys[0].Key+", group 8)", x.HotKeys[0].WriteUnitsPerTask, targetHotKeyUnits, nil))
+		}
+	}
+	for _, c := range in.Cost.Paths {
+		if c.Name == directSQS {
+			ts = append(ts, atMost("all-in USD per million no-op tasks, "+c.Name, c.Total, targetDirectCost, nil))
+		}
+	}
+	if n := len(in.Stats.Runs); n > 1 {
+		a, b := in.Stats.Runs[0], in.Stats.Runs[n-1]
+		ts = append(ts,
+			atMost(fmt.Sprintf("/stats p50 latency, %d retained ÷ %d retained (group 9)", b.Retained, a.Retained), in.Stats.LatencyRatio, targetStatsRatio, nil),
+			atMost(fmt.Sprintf("/stats read units/request, %d retained ÷ %d retained (group 9)", b.Retained, a.Retained), in.Stats.ReadRatio, targetStatsRatio, ptrIf(in.Stats.ReportedRatio, a.ReportedRead > 0)))
+	} else if len(in.Stats.Sizes) > 1 {
+		// Fewer than two sizes were reached: the target was not measured,
+		// which is not a pass.
+		for _, m := range []string{"p50 latency", "read units/request"} {
+			t := atMost(fmt.Sprintf("/stats %s, largest ÷ smallest retained: NOT MEASURED (%d of %d sizes filled in time, group 9)", m, n, len(in.Stats.Sizes)), 0, targetStatsRatio, nil)
+			t.Met = false
+			ts = append(ts, t)
+		}
+	}
+	bad := 0
+	for _, v := range in.Verdicts {
+		bad += v.Lost + v.Duplicates + v.Concurrent + v.Unknown
+	}
+	ts = append(ts, atMost("tasks lost, run twice or unknown, every run with a ledger", float64(bad), 0, nil))
 	return ts
 }
 
-// Public on-demand prices (USD) used for the cost figures.
-type Prices struct {
-	SQSPerMillionRequests     float64 `json:"sqs_per_million_requests"`
-	DDBPerMillionWriteUnits   float64 `json:"dynamodb_per_million_write_units"`
-	DDBPerMillionReadUnits    float64 `json:"dynamodb_per_million_read_units"`
-	LambdaPerMillionRequests  float64 `json:"lambda_per_million_requests"`
-	LambdaPerGBSecondARM      float64 `json:"lambda_per_gb_second_arm64"`
-	ConsumerLambdaMB          int     `json:"consumer_lambda_mb"`
-	APILambdaMB               int     `json:"api_lambda_mb"`
-	ConsumerInvocationsPerMin float64 `json:"consumer_invocations_per_minute"`
+func orNone(s string) string {
+	if s == "" {
+		return "(no reads)"
+	}
+	return s
 }
 
-// publicPrices are the prices the cost figures use (us-east-1, on demand).
+func ptrIf(v float64, ok bool) *float64 {
+	if !ok {
+		return nil
+	}
+	return &v
+}
+
+// Public on-demand prices (USD, us-east-1) used for the cost figures. This
+// is the one place that owns them; the tables print them as they are.
+type Prices struct {
+	SQSPerMillionRequests        float64 `json:"sqs_per_million_requests"`
+	DDBPerMillionWriteUnits      float64 `json:"dynamodb_per_million_write_units"`
+	DDBPerMillionReadUnits       float64 `json:"dynamodb_per_million_read_units"`
+	S3PerThousandPut             float64 `json:"s3_per_thousand_put_copy_post_list"`
+	S3PerThousandGet             float64 `json:"s3_per_thousand_get_and_other"`
+	APIGatewayPerMillionRequests float64 `json:"api_gateway_http_api_per_million_requests"`
+	LambdaPerMillionRequests     float64 `json:"lambda_per_million_requests"`
+	LambdaPerGBSecondARM         float64 `json:"lambda_per_gb_second_arm64"`
+	ConsumerLambdaMB             int     `json:"consumer_lambda_mb"`
+	APILambdaMB                  int     `json:"api_lambda_mb"`
+	CountersLambdaMB             int     `json:"counters_lambda_mb"`
+	ConsumerInvocationsPerMin    float64 `json:"consumer_invocations_per_minute"`
+}
+
+// publicPrices are the prices the cost figures use (us-east-1, on demand;
+// S3 Standard; API Gateway HTTP API, first 300 million requests a month).
+// The Lambda sizes are the CDK construct's defaults (infra/dispatcher).
 func publicPrices() Prices {
 	return Prices{
-		SQSPerMillionRequests:     0.40,
-		DDBPerMillionWriteUnits:   0.625,
-		DDBPerMillionReadUnits:    0.125,
-		LambdaPerMillionRequests:  0.20,
-		LambdaPerGBSecondARM:      0.0000133334,
-		ConsumerLambdaMB:          512,
-		APILambdaMB:               256,
-		ConsumerInvocationsPerMin: 1,
+		SQSPerMillionRequests:        0.40,
+		DDBPerMillionWriteUnits:      0.625,
+		DDBPerMillionReadUnits:       0.125,
+		S3PerThousandPut:             0.005,
+		S3PerThousandGet:             0.0004,
+		APIGatewayPerMillionRequests: 1.00,
+		LambdaPerMillionRequests:     0.20,
+		LambdaPerGBSecondARM:         0.0000133334,
+		ConsumerLambdaMB:             512,
+		APILambdaMB:                  256,
+		CountersLambdaMB:             256,
+		ConsumerInvocationsPerMin:    1,
 	}
 }
 
@@ -182,34 +384,73 @@ type CostPath struct {
 	DDBWrites         float64 `json:"dynamodb_writes"`
 	DDBWritesTable    float64 `json:"dynamodb_writes_table_only"`
 	DDBReads          float64 `json:"dynamodb_reads"`
+	S3                float64 `json:"s3_requests"`
+	APIGateway        float64 `json:"api_gateway"`
 	APILambda         float64 `json:"api_lambda"`
 	ConsumerLambda    float64 `json:"consumer_lambda"`
+	Counters          float64 `json:"counters"` // their DynamoDB units and their λ
 	Total             float64 `json:"total"`
 	APISecondsPerTask float64 `json:"api_seconds_per_task"`
 	ConsumerGBSecTask float64 `json:"consumer_gb_seconds_per_task"`
 }
 
-// costPath prices a million tasks of phase p. apiRequests and apiSeconds
-// are the API Lambda's invocations and billed seconds per task; consumer
-// seconds are one consumer instance's billed seconds per task.
-func costPath(name string, p Phase, pr Prices, apiRequests, apiSeconds, consumerSeconds float64) CostPath {
+// costInput is what one path's cost is computed from, all per task.
+type costInput struct {
+	Name                string
+	Tasks               Phase   // submit + consume
+	Counters            Phase   // the stream-kept counters' calls
+	APIRequests         float64 // API invocations (and API Gateway requests); 0 on direct paths
+	APISeconds          float64 // API λ billed seconds
+	ConsumerSeconds     float64 // one consumer instance's billed seconds
+	CountersInvocations float64 // counters λ invocations
+	CountersSeconds     float64 // counters λ billed seconds
+}
+
+// costPath prices a million tasks of one path.
+func costPath(in costInput, pr Prices) CostPath {
 	const million = 1e6
-	c := CostPath{Name: name}
+	p := in.Tasks
+	c := CostPath{Name: in.Name}
+	gbs := func(sec float64, mb int) float64 { return million * sec * float64(mb) / 1024 * pr.LambdaPerGBSecondARM }
 	c.SQS = p.SQSRequests * pr.SQSPerMillionRequests
 	c.DDBWrites = p.DDBWriteWithGSI * pr.DDBPerMillionWriteUnits
 	c.DDBWritesTable = p.DDBWriteTable * pr.DDBPerMillionWriteUnits
 	c.DDBReads = p.DDBRead * pr.DDBPerMillionReadUnits
-	c.APILambda = apiRequests*pr.LambdaPerMillionRequests + million*apiSeconds*float64(pr.APILambdaMB)/1024*pr.LambdaPerGBSecondARM
-	consumerGBs := consumerSeconds * float64(pr.ConsumerLambdaMB) / 1024
-	invocations := consumerSeconds / 60 * pr.ConsumerInvocationsPerMin
-	c.ConsumerLambda = invocations*pr.LambdaPerMillionRequests + million*consumerGBs*pr.LambdaPerGBSecondARM
-	c.Total = c.SQS + c.DDBWrites + c.DDBReads + c.APILambda + c.ConsumerLambda
-	c.APISecondsPerTask = sig(apiSeconds, 4)
-	c.ConsumerGBSecTask = sig(consumerGBs, 4)
-	for _, f := range []*float64{&c.SQS, &c.DDBWrites, &c.DDBWritesTable, &c.DDBReads, &c.APILambda, &c.ConsumerLambda, &c.Total} {
+	c.S3 = (p.S3Put*pr.S3PerThousandPut + p.S3Get*pr.S3PerThousandGet) * million / 1000
+	c.APIGateway = in.APIRequests * pr.APIGatewayPerMillionRequests
+	c.APILambda = in.APIRequests*pr.LambdaPerMillionRequests + gbs(in.APISeconds, pr.APILambdaMB)
+	invocations := in.ConsumerSeconds / 60 * pr.ConsumerInvocationsPerMin
+	c.ConsumerLambda = invocations*pr.LambdaPerMillionRequests + gbs(in.ConsumerSeconds, pr.ConsumerLambdaMB)
+	k := in.Counters
+	c.Counters = k.DDBWriteWithGSI*pr.DDBPerMillionWriteUnits + k.DDBRead*pr.DDBPerMillionReadUnits +
+		k.SQSRequests*pr.SQSPerMillionRequests + (k.S3Put*pr.S3PerThousandPut+k.S3Get*pr.S3PerThousandGet)*million/1000 +
+		in.CountersInvocations*pr.LambdaPerMillionRequests + gbs(in.CountersSeconds, pr.CountersLambdaMB)
+	c.Total = c.SQS + c.DDBWrites + c.DDBReads + c.S3 + c.APIGateway + c.APILambda + c.ConsumerLambda + c.Counters
+	c.APISecondsPerTask = sig(in.APISeconds, 4)
+	c.ConsumerGBSecTask = sig(in.ConsumerSeconds*float64(pr.ConsumerLambdaMB)/1024, 4)
+	for _, f := range []*float64{&c.SQS, &c.DDBWrites, &c.DDBWritesTable, &c.DDBReads, &c.S3, &c.APIGateway, &c.APILambda, &c.ConsumerLambda, &c.Counters, &c.Total} {
 		*f = round(*f, 4)
 	}
 	return c
+}
+
+// countersLambda estimates the counters function per task from its phase:
+// one invocation per counters transaction (one per stream batch applied),
+// billed for the time its DynamoDB calls took.
+func countersLambda(p Phase) (invocations, seconds float64) {
+	if p.Tasks == 0 {
+		return 0, 0
+	}
+	var tx, nanos float64
+	for k, v := range p.counts {
+		if k.Service == svcDynamoDB {
+			nanos += float64(v.Nanos)
+			if k.Operation == "TransactWriteItems" {
+				tx += float64(v.Calls)
+			}
+		}
+	}
+	return tx / float64(p.Tasks), nanos / 1e9 / float64(p.Tasks)
 }
 
 // Bound is the throughput the emulators allow this design, from the

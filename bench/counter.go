@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -36,6 +37,18 @@ func (k opKey) String() string {
 	return k.Service + " " + k.Operation + " [" + k.Target + "]"
 }
 
+// uncountedKey marks a context whose calls the counter leaves out: the
+// bench's own reads (of the counters it waits on, of queue depths), which
+// are not a task's requests.
+type uncountedKey struct{}
+
+// uncounted returns ctx with its calls left out of the counts.
+func uncounted(ctx context.Context) context.Context {
+	return context.WithValue(ctx, uncountedKey{}, true)
+}
+
+func isUncounted(ctx context.Context) bool { v, _ := ctx.Value(uncountedKey{}).(bool); return v }
+
 // targetKey carries an operation's target from the Initialize step (which
 // sees the input) to the Finalize step (which counts attempts).
 type targetKey struct{}
@@ -58,9 +71,65 @@ func target(params any) string {
 			return "index " + *in.IndexName
 		}
 		return "table"
+	case *dynamodb.TransactWriteItemsInput:
+		var pks []string
+		for _, it := range in.TransactItems {
+			switch {
+			case it.Put != nil:
+				pks = append(pks, attrString(it.Put.Item, spec.AttrPK))
+			case it.Update != nil:
+				pks = append(pks, attrString(it.Update.Key, spec.AttrPK))
+			case it.Delete != nil:
+				pks = append(pks, attrString(it.Delete.Key, spec.AttrPK))
+			case it.ConditionCheck != nil:
+				pks = append(pks, attrString(it.ConditionCheck.Key, spec.AttrPK))
+			}
+		}
+		return kinds(pks)
+	case *dynamodb.BatchWriteItemInput:
+		var pks []string
+		for _, ws := range in.RequestItems {
+			for _, w := range ws {
+				switch {
+				case w.PutRequest != nil:
+					pks = append(pks, attrString(w.PutRequest.Item, spec.AttrPK))
+				case w.DeleteRequest != nil:
+					pks = append(pks, attrString(w.DeleteRequest.Key, spec.AttrPK))
+				}
+			}
+		}
+		return kinds(pks)
+	case *dynamodb.BatchGetItemInput:
+		var pks []string
+		for _, ka := range in.RequestItems {
+			for _, k := range ka.Keys {
+				pks = append(pks, attrString(k, spec.AttrPK))
+			}
+		}
+		return kinds(pks)
 	default:
 		return ""
 	}
+	return kindOf(pk)
+}
+
+// kinds names the distinct kinds of items a multi-item call touches, in a
+// fixed order: "idempotency key+task".
+func kinds(pks []string) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, pk := range pks {
+		if k := kindOf(pk); !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, "+")
+}
+
+// kindOf names the kind of item a table key is, from its prefix.
+func kindOf(pk string) string {
 	prefix, _, found := strings.Cut(pk, "#")
 	if !found {
 		return strings.ToLower(pk)
@@ -93,6 +162,16 @@ type opStats struct {
 	WriteTable float64 // write units on the base table
 	WriteIndex float64 // write units on global secondary indexes
 	Read       float64 // read units
+	// What DynamoDB itself reported (ReturnConsumedCapacity=INDEXES, which
+	// the counter asks for on every call that leaves it unset), on the calls
+	// that answered with it (a refused write answers with an error and no
+	// report), next to the computed units of those same calls.
+	Reported      int64   // calls that came back with a ConsumedCapacity
+	RepWrite      float64 // reported write units, table and indexes
+	RepWriteIndex float64 // of which on global secondary indexes
+	RepRead       float64 // reported read units
+	CmpWrite      float64 // computed write units (table + indexes) of the reported calls
+	CmpRead       float64 // computed read units of the reported calls
 }
 
 func (s *opStats) add(o opStats) {
@@ -106,6 +185,12 @@ func (s *opStats) add(o opStats) {
 	s.WriteTable += o.WriteTable
 	s.WriteIndex += o.WriteIndex
 	s.Read += o.Read
+	s.Reported += o.Reported
+	s.RepWrite += o.RepWrite
+	s.RepWriteIndex += o.RepWriteIndex
+	s.RepRead += o.RepRead
+	s.CmpWrite += o.CmpWrite
+	s.CmpRead += o.CmpRead
 }
 
 func (s *opStats) sub(o opStats) {
@@ -119,6 +204,12 @@ func (s *opStats) sub(o opStats) {
 	s.WriteTable -= o.WriteTable
 	s.WriteIndex -= o.WriteIndex
 	s.Read -= o.Read
+	s.Reported -= o.Reported
+	s.RepWrite -= o.RepWrite
+	s.RepWriteIndex -= o.RepWriteIndex
+	s.RepRead -= o.RepRead
+	s.CmpWrite -= o.CmpWrite
+	s.CmpRead -= o.CmpRead
 }
 
 // counts is a snapshot of the counter, or the difference of two.
@@ -157,10 +248,15 @@ func (c counts) total(service string) opStats {
 	return t
 }
 
-// Service IDs as the SDK names them.
+// Service IDs as the SDK names them. Any other service a client built
+// from the bench's configuration calls (S3 for payloads kept off the item,
+// DynamoDB Streams for the counters) is counted the same way, by the name
+// the SDK gives it.
 const (
 	svcDynamoDB = "DynamoDB"
 	svcSQS      = "SQS"
+	svcS3       = "S3"
+	svcStreams  = "DynamoDB Streams"
 )
 
 // counter counts every SDK call by service and operation through two
@@ -175,9 +271,9 @@ type counter struct {
 	// each index, so a write is known to add, move or remove one.
 	entriesMu sync.Mutex
 	entries   map[string]map[string]string
-	// keyUnits adds up the write units each partition key took: "table
-	// <pk>" for the table, "<index> <partition>" for an index.
-	keyUnits map[string]float64
+	// keyUnits adds up the write and read units each partition key took:
+	// "table <pk>" for the table, "<index> <partition>" for an index.
+	keyUnits map[string]keyUse
 
 	mu        sync.Mutex
 	ops       counts
@@ -185,7 +281,7 @@ type counter struct {
 }
 
 func newCounter(indexes []spec.Index) *counter {
-	return &counter{indexes: indexes, ops: counts{}, observers: map[string]*tracker{}, entries: map[string]map[string]string{}, keyUnits: map[string]float64{}}
+	return &counter{indexes: indexes, ops: counts{}, observers: map[string]*tracker{}, entries: map[string]map[string]string{}, keyUnits: map[string]keyUse{}}
 }
 
 // observe reports every write that moves a task of table to completed to t
@@ -226,6 +322,7 @@ func (c *counter) notify(in *dynamodb.UpdateItemInput, result any) {
 		Created:   attrTime(out.Attributes, "created_at"),
 		Started:   attrTime(out.Attributes, "started_at"),
 		Completed: attrTime(out.Attributes, "completed_at"),
+		Key:       attrString(out.Attributes, "idempotency_key"),
 	})
 }
 
@@ -246,12 +343,21 @@ func attrTime(item map[string]ddbtypes.AttributeValue, name string) time.Time {
 func (c *counter) register(stack *middleware.Stack) error {
 	err := stack.Initialize.Add(middleware.InitializeMiddlewareFunc("BenchCountCalls",
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			in.Parameters = askCapacity(in.Parameters)
+			if isUncounted(ctx) {
+				return next.HandleInitialize(ctx, in)
+			}
 			tgt := target(in.Parameters)
 			ctx = context.WithValue(ctx, targetKey{}, tgt)
 			t0 := time.Now()
 			out, md, err := next.HandleInitialize(ctx, in)
 			st := c.capacity(in.Parameters, out.Result, err)
 			st.Calls, st.Nanos = 1, int64(time.Since(t0))
+			if rep, ok := consumed(out.Result); ok && err == nil {
+				st.Reported = 1
+				st.RepWrite, st.RepWriteIndex, st.RepRead = rep.Write, rep.WriteIndex, rep.Read
+				st.CmpWrite, st.CmpRead = st.WriteTable+st.WriteIndex, st.Read
+			}
 			k := opKey{awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx), tgt}
 			if err != nil {
 				st.Errors = 1
@@ -274,6 +380,9 @@ func (c *counter) register(stack *middleware.Stack) error {
 	}
 	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("BenchCountAttempts",
 		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			if isUncounted(ctx) {
+				return next.HandleFinalize(ctx, in)
+			}
 			tgt, _ := ctx.Value(targetKey{}).(string)
 			c.record(opKey{awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx), tgt}, opStats{Attempts: 1})
 			return next.HandleFinalize(ctx, in)
@@ -299,16 +408,19 @@ func (c *counter) snapshot() counts {
 	return out
 }
 
-// Capacity estimate. The store cannot ask for ReturnConsumedCapacity without
-// changes outside bench/, so units are computed from the items the calls
-// carry, with DynamoDB's published rules:
+// Capacity estimate. The store does not ask for ReturnConsumedCapacity (and
+// bench/ leaves the store alone), so units are computed from the items the
+// calls carry, with DynamoDB's published rules; the counter also asks
+// DynamoDB for its own figure on every call (askCapacity) and keeps both,
+// so the two can be compared (group 10). The rules:
 //   - item size: attribute name lengths plus value sizes (strings and binary
 //     by length, numbers ~1 byte per 2 digits + 1, maps/lists 3 bytes + 1
 //     per element);
 //   - a write costs ceil(size / 1 KB) units on the table, using the item as
-//     written (PutItem) or as returned with ReturnValues=ALL_NEW (UpdateItem;
-//     1 unit when no item comes back, as for DeleteItem); a write refused by
-//     its condition still costs 1 unit; transactional writes cost 2x;
+//     written (PutItem, BatchWriteItem) or as returned with
+//     ReturnValues=ALL_NEW (UpdateItem; 1 unit when no item comes back, as
+//     for DeleteItem); a write refused by its condition still costs 1 unit;
+//     transactional writes cost 2x, their index writes too;
 //   - a GSI costs one write of the index entry (its keys, the table key,
 //     the projected attributes and 100 bytes of overhead, per 1 KB) when an
 //     item enters it or leaves it or a projected non-key attribute changes,
@@ -316,11 +428,19 @@ func (c *counter) snapshot() counts {
 //     (the counter remembers each item's index entries to tell which);
 //   - a strongly consistent GetItem costs ceil(size / 4 KB) read units
 //     (at least 1); an eventually consistent read (every GSI Query) half;
-//     a Query is charged on the total size of the items it returns.
+//     a Query is charged on the total size of the items it returns;
+//     BatchGetItem is a GetItem per key asked for.
+//
+// Every unit is also charged to the partition key it lands on (keyUnits):
+// a table write or read to "table <pk>", an index write to "<index>
+// <partition>", a Query to the partition its key condition names.
 const (
 	writeUnitBytes = 1024
 	readUnitBytes  = 4096
 )
+
+// keyUse is what one partition key took: write and read units.
+type keyUse struct{ W, R float64 }
 
 func (c *counter) capacity(params, result any, err error) opStats {
 	var st opStats
@@ -331,17 +451,16 @@ func (c *counter) capacity(params, result any, err error) opStats {
 		if err != nil {
 			if refused {
 				st.WriteTable = 1
+				c.keyWrite("table "+attrString(in.Item, spec.AttrPK), 1)
 			}
 			return st
 		}
-		size := itemSize(in.Item)
-		st.WriteTable = units(size, writeUnitBytes)
-		st.WriteIndex = c.indexWritesPut(in.TableName, in.Item, size)
-		c.keyWrite("table "+attrString(in.Item, spec.AttrPK), st.WriteTable)
+		st.WriteTable, st.WriteIndex = c.putWrite(in.TableName, in.Item, 1)
 	case *dynamodb.UpdateItemInput:
 		if err != nil {
 			if refused {
 				st.WriteTable = 1
+				c.keyWrite("table "+attrString(in.Key, spec.AttrPK), 1)
 			}
 			return st
 		}
@@ -351,14 +470,46 @@ func (c *counter) capacity(params, result any, err error) opStats {
 		}
 		size := itemSize(after)
 		st.WriteTable = units(size, writeUnitBytes)
-		st.WriteIndex = c.indexWritesUpdate(in, after, size)
+		st.WriteIndex = c.indexWritesUpdate(in, after, 1)
 		c.keyWrite("table "+attrString(in.Key, spec.AttrPK), st.WriteTable)
 	case *dynamodb.DeleteItemInput:
 		if err == nil || refused {
 			st.WriteTable = 1
+			c.keyWrite("table "+attrString(in.Key, spec.AttrPK), 1)
 		}
 		if err == nil {
-			st.WriteIndex = c.deleteEntries(in.TableName, in.Key[spec.AttrPK])
+			st.WriteIndex = c.deleteEntries(in.TableName, in.Key[spec.AttrPK], 1)
+		}
+	case *dynamodb.BatchWriteItemInput:
+		if err != nil {
+			return st
+		}
+		var left map[string][]ddbtypes.WriteRequest
+		if out, ok := result.(*dynamodb.BatchWriteItemOutput); ok && out != nil {
+			left = out.UnprocessedItems
+		}
+		for table, reqs := range in.RequestItems {
+			skip := map[string]bool{}
+			for _, w := range left[table] {
+				switch {
+				case w.PutRequest != nil:
+					skip[attrString(w.PutRequest.Item, spec.AttrPK)] = true
+				case w.DeleteRequest != nil:
+					skip[attrString(w.DeleteRequest.Key, spec.AttrPK)] = true
+				}
+			}
+			for _, w := range reqs {
+				switch {
+				case w.PutRequest != nil && !skip[attrString(w.PutRequest.Item, spec.AttrPK)]:
+					t, ix := c.putWrite(aws.String(table), w.PutRequest.Item, 1)
+					st.WriteTable += t
+					st.WriteIndex += ix
+				case w.DeleteRequest != nil && !skip[attrString(w.DeleteRequest.Key, spec.AttrPK)]:
+					st.WriteTable++
+					c.keyWrite("table "+attrString(w.DeleteRequest.Key, spec.AttrPK), 1)
+					st.WriteIndex += c.deleteEntries(aws.String(table), w.DeleteRequest.Key[spec.AttrPK], 1)
+				}
+			}
 		}
 	case *dynamodb.TransactWriteItemsInput:
 		if err != nil {
@@ -367,17 +518,21 @@ func (c *counter) capacity(params, result any, err error) opStats {
 		for _, it := range in.TransactItems {
 			switch {
 			case it.Put != nil:
-				size := itemSize(it.Put.Item)
-				st.WriteTable += 2 * units(size, writeUnitBytes)
-				c.keyWrite("table "+attrString(it.Put.Item, spec.AttrPK), 2*units(size, writeUnitBytes))
-				st.WriteIndex += 2 * c.indexWritesPut(it.Put.TableName, it.Put.Item, size)
+				t, ix := c.putWrite(it.Put.TableName, it.Put.Item, 2)
+				st.WriteTable += t
+				st.WriteIndex += ix
 			case it.Update != nil:
 				st.WriteTable += 2
 				c.keyWrite("table "+attrString(it.Update.Key, spec.AttrPK), 2)
 				upd := &dynamodb.UpdateItemInput{TableName: it.Update.TableName, Key: it.Update.Key, UpdateExpression: it.Update.UpdateExpression, ExpressionAttributeNames: it.Update.ExpressionAttributeNames}
-				st.WriteIndex += 2 * c.indexWritesUpdate(upd, nil, 0)
-			case it.Delete != nil, it.ConditionCheck != nil:
+				st.WriteIndex += c.indexWritesUpdate(upd, nil, 2)
+			case it.Delete != nil:
 				st.WriteTable += 2
+				c.keyWrite("table "+attrString(it.Delete.Key, spec.AttrPK), 2)
+				st.WriteIndex += c.deleteEntries(it.Delete.TableName, it.Delete.Key[spec.AttrPK], 2)
+			case it.ConditionCheck != nil:
+				st.WriteTable += 2
+				c.keyWrite("table "+attrString(it.ConditionCheck.Key, spec.AttrPK), 2)
 			}
 		}
 	case *dynamodb.GetItemInput:
@@ -388,9 +543,36 @@ func (c *counter) capacity(params, result any, err error) opStats {
 		if out, ok := result.(*dynamodb.GetItemOutput); ok && out != nil {
 			size = itemSize(out.Item)
 		}
-		st.Read = units(size, readUnitBytes)
-		if in.ConsistentRead == nil || !*in.ConsistentRead {
-			st.Read /= 2
+		st.Read = readUnits(size, aws.ToBool(in.ConsistentRead))
+		c.keyRead("table "+attrString(in.Key, spec.AttrPK), st.Read)
+	case *dynamodb.BatchGetItemInput:
+		if err != nil {
+			return st
+		}
+		var out *dynamodb.BatchGetItemOutput
+		if o, ok := result.(*dynamodb.BatchGetItemOutput); ok {
+			out = o
+		}
+		for table, ka := range in.RequestItems {
+			sizes := map[string]int{}
+			left := map[string]bool{}
+			if out != nil {
+				for _, it := range out.Responses[table] {
+					sizes[attrString(it, spec.AttrPK)] = itemSize(it)
+				}
+				for _, k := range out.UnprocessedKeys[table].Keys {
+					left[attrString(k, spec.AttrPK)] = true
+				}
+			}
+			for _, k := range ka.Keys {
+				pk := attrString(k, spec.AttrPK)
+				if left[pk] {
+					continue
+				}
+				u := readUnits(sizes[pk], aws.ToBool(ka.ConsistentRead))
+				st.Read += u
+				c.keyRead("table "+pk, u)
+			}
 		}
 	case *dynamodb.QueryInput:
 		if err != nil {
@@ -406,10 +588,8 @@ func (c *counter) capacity(params, result any, err error) opStats {
 				size = int(out.ScannedCount) * writeUnitBytes
 			}
 		}
-		st.Read = units(size, readUnitBytes)
-		if in.IndexName != nil || in.ConsistentRead == nil || !*in.ConsistentRead {
-			st.Read /= 2
-		}
+		st.Read = readUnits(size, in.IndexName == nil && aws.ToBool(in.ConsistentRead))
+		c.keyRead(c.queryPartition(in), st.Read)
 	case *sqs.SendMessageBatchInput:
 		st.Entries = int64(len(in.Entries))
 	case *sqs.DeleteMessageBatchInput:
@@ -422,14 +602,63 @@ func (c *counter) capacity(params, result any, err error) opStats {
 	return st
 }
 
+// putWrite charges a put of item (mult 2 in a transaction): its table
+// units to its key, and its index entries replacing whatever it had.
+func (c *counter) putWrite(table *string, item map[string]ddbtypes.AttributeValue, mult float64) (tableUnits, indexUnits float64) {
+	tableUnits = mult * units(itemSize(item), writeUnitBytes)
+	c.keyWrite("table "+attrString(item, spec.AttrPK), tableUnits)
+	return tableUnits, c.moveEntries(table, item[spec.AttrPK], item, nil, mult)
+}
+
 // units is ceil(size/unit), at least 1.
 func units(size, unit int) float64 {
 	return math.Max(1, math.Ceil(float64(size)/float64(unit)))
 }
 
-// indexWritesPut: the item's entries replace whatever entries it had.
-func (c *counter) indexWritesPut(table *string, item map[string]ddbtypes.AttributeValue, _ int) float64 {
-	return c.moveEntries(table, item[spec.AttrPK], item, nil)
+// readUnits is the read units of reading size bytes: ceil(size/4 KB), at
+// least 1, halved for an eventually consistent read.
+func readUnits(size int, consistent bool) float64 {
+	u := units(size, readUnitBytes)
+	if !consistent {
+		u /= 2
+	}
+	return u
+}
+
+// keyCondition finds "name = :value" terms in a key condition expression.
+var keyCondition = regexp.MustCompile(`(#?[A-Za-z0-9_]+)\s*=\s*(:[A-Za-z0-9_]+)`)
+
+// queryPartition names the partition a Query reads: "<index> <value>" or
+// "table <value>", from the equality on the partition key in its key
+// condition ("<index> ?" when the condition cannot be read).
+func (c *counter) queryPartition(in *dynamodb.QueryInput) string {
+	where, pkName := "table", spec.AttrPK
+	if in.IndexName != nil {
+		where = *in.IndexName
+		for _, ix := range c.indexes {
+			if ix.Name == where {
+				pkName = ix.PartitionKey
+			}
+		}
+	}
+	return where + " " + partitionValue(aws.ToString(in.KeyConditionExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues, pkName)
+}
+
+// partitionValue is the string value a key condition gives attribute pk.
+func partitionValue(cond string, names map[string]string, values map[string]ddbtypes.AttributeValue, pk string) string {
+	for _, m := range keyCondition.FindAllStringSubmatch(cond, -1) {
+		name := m[1]
+		if strings.HasPrefix(name, "#") {
+			name = names[name]
+		}
+		if name != pk {
+			continue
+		}
+		if v, ok := values[m[2]].(*ddbtypes.AttributeValueMemberS); ok {
+			return v.Value
+		}
+	}
+	return "?"
 }
 
 var placeholder = regexp.MustCompile(`#[A-Za-z0-9_]+`)
@@ -442,8 +671,8 @@ func isTask(key map[string]ddbtypes.AttributeValue) bool {
 // indexWritesUpdate compares the item's index entries after the update
 // (from the item returned with ALL_NEW) with those it had. An update that
 // returns no item (control and counter items) changes entries only by the
-// index keys it names.
-func (c *counter) indexWritesUpdate(in *dynamodb.UpdateItemInput, after map[string]ddbtypes.AttributeValue, _ int) float64 {
+// index keys it names. mult is 2 in a transaction.
+func (c *counter) indexWritesUpdate(in *dynamodb.UpdateItemInput, after map[string]ddbtypes.AttributeValue, mult float64) float64 {
 	if in.UpdateExpression == nil {
 		return 0
 	}
@@ -455,7 +684,8 @@ func (c *counter) indexWritesUpdate(in *dynamodb.UpdateItemInput, after map[stri
 	}
 	if after == nil {
 		// Counter items set their index keys with if_not_exists: the
-		// first such write adds the entry, later ones change nothing.
+		// first such write adds the entry, later ones change nothing. The
+		// partition the entry lands on is not in the update's names.
 		added := map[string]string{}
 		for _, ix := range c.indexes {
 			if changed[ix.PartitionKey] && changed[ix.SortKey] {
@@ -472,16 +702,16 @@ func (c *counter) indexWritesUpdate(in *dynamodb.UpdateItemInput, after map[stri
 			return 0
 		}
 		c.entries[key] = added
-		return float64(len(added))
+		return mult * float64(len(added))
 	}
-	return c.moveEntries(in.TableName, in.Key[spec.AttrPK], after, changed)
+	return c.moveEntries(in.TableName, in.Key[spec.AttrPK], after, changed, mult)
 }
 
 // moveEntries records item's index entries and returns the index writes
 // that took it from its previous entries to these: 1 to add or remove an
 // entry, 2 to move one, 1 to rewrite one whose projected attributes
-// changed (names in changed), per index-entry write unit.
-func (c *counter) moveEntries(table *string, pk ddbtypes.AttributeValue, after map[string]ddbtypes.AttributeValue, changed map[string]bool) float64 {
+// changed (names in changed), per index-entry write unit, times mult.
+func (c *counter) moveEntries(table *string, pk ddbtypes.AttributeValue, after map[string]ddbtypes.AttributeValue, changed map[string]bool, mult float64) float64 {
 	key := entryItem(table, pk)
 	now := map[string]string{}
 	sizes := map[string]int{}
@@ -506,7 +736,7 @@ func (c *counter) moveEntries(table *string, pk ddbtypes.AttributeValue, after m
 	for _, ix := range c.indexes {
 		b, had := before[ix.Name]
 		a, has := now[ix.Name]
-		u := units(sizes[ix.Name], writeUnitBytes)
+		u := mult * units(sizes[ix.Name], writeUnitBytes)
 		switch {
 		case had && has && a != b:
 			w += 2 * u
@@ -531,29 +761,58 @@ func (c *counter) moveEntries(table *string, pk ddbtypes.AttributeValue, after m
 // keyWrite adds u write units to partition key k.
 func (c *counter) keyWrite(k string, u float64) {
 	c.entriesMu.Lock()
-	c.keyUnits[k] += u
+	ku := c.keyUnits[k]
+	ku.W += u
+	c.keyUnits[k] = ku
 	c.entriesMu.Unlock()
 }
 
-// keySnapshot copies the write units per partition key so far.
-func (c *counter) keySnapshot() map[string]float64 {
+// keyRead adds u read units to partition key k.
+func (c *counter) keyRead(k string, u float64) {
+	c.entriesMu.Lock()
+	ku := c.keyUnits[k]
+	ku.R += u
+	c.keyUnits[k] = ku
+	c.entriesMu.Unlock()
+}
+
+// keySnapshot copies the units per partition key so far.
+func (c *counter) keySnapshot() map[string]keyUse {
 	c.entriesMu.Lock()
 	defer c.entriesMu.Unlock()
-	out := make(map[string]float64, len(c.keyUnits))
+	out := make(map[string]keyUse, len(c.keyUnits))
 	for k, v := range c.keyUnits {
 		out[k] = v
 	}
 	return out
 }
 
-// deleteEntries forgets a deleted item's entries and returns their removal writes.
-func (c *counter) deleteEntries(table *string, pk ddbtypes.AttributeValue) float64 {
-	key := entryItem(table, pk)
+// forget drops what the counter remembers of table's items (their index
+// entries) once the table is gone, so a long run's memory stays bounded.
+func (c *counter) forget(table string) {
+	prefix := table + "\x00"
 	c.entriesMu.Lock()
 	defer c.entriesMu.Unlock()
-	n := len(c.entries[key])
+	for k := range c.entries {
+		if strings.HasPrefix(k, prefix) {
+			delete(c.entries, k)
+		}
+	}
+}
+
+// deleteEntries forgets a deleted item's entries and returns their removal
+// writes (mult 2 in a transaction), each charged to its partition.
+func (c *counter) deleteEntries(table *string, pk ddbtypes.AttributeValue, mult float64) float64 {
+	key := entryItem(table, pk)
+	c.entriesMu.Lock()
+	had := c.entries[key]
 	delete(c.entries, key)
-	return float64(n)
+	c.entriesMu.Unlock()
+	for name, entry := range had {
+		p, _, _ := strings.Cut(entry, "\x00")
+		c.keyWrite(name+" "+p, mult)
+	}
+	return mult * float64(len(had))
 }
 
 func entryItem(table *string, pk ddbtypes.AttributeValue) string {

@@ -67,41 +67,103 @@ type E2E struct {
 	Warnings         []string              `json:"warnings,omitempty"`
 
 	// HotKeys are the partition keys that took the most write units over
-	// the run (submit and consume), per completed task.
-	HotKeys []HotKey `json:"hot_keys"`
+	// the run (submit, consume, and the stream-kept counters catching up),
+	// per completed task; HotReadKeys those that took the most read units.
+	// Ceiling is the projected real-AWS rate the hottest keys allow.
+	HotKeys     []HotKey   `json:"hot_keys"`
+	HotReadKeys []HotKey   `json:"hot_read_keys"`
+	Ceiling     KeyCeiling `json:"projected_ceiling"`
 
 	loadCounts     counts
 	consumerCounts counts
+	countersCounts counts
+	countersTasks  int
 }
 
-// HotKey is one partition key's share of the writes, and the task rate at
-// which it would reach a DynamoDB partition's 1,000 write units a second.
+// HotKey is one partition key's share of the writes and reads, and the
+// task rates at which it would reach a DynamoDB partition's 1,000 write
+// units or 3,000 read units a second.
 type HotKey struct {
-	Key                string  `json:"key"`
-	WriteUnitsPerTask  float64 `json:"write_units_per_task"`
-	CeilingTasksPerSec float64 `json:"ceiling_tasks_per_s"`
+	Key                    string  `json:"key"`
+	WriteUnitsPerTask      float64 `json:"write_units_per_task"`
+	CeilingTasksPerSec     float64 `json:"ceiling_tasks_per_s"` // the write ceiling
+	ReadUnitsPerTask       float64 `json:"read_units_per_task"`
+	ReadCeilingTasksPerSec float64 `json:"read_ceiling_tasks_per_s"`
 }
 
-// partitionWriteLimit is what one DynamoDB partition takes, in write units a second.
-const partitionWriteLimit = 1000
+// KeyCeiling is the projected real-AWS ceiling: the task rate at which the
+// hottest key reaches a partition's limit, for writes and for reads; the
+// lower of the two bounds the run's workload (one type at one priority).
+type KeyCeiling struct {
+	HottestWriteKey   string  `json:"hottest_write_key"`
+	WriteUnitsPerTask float64 `json:"write_units_per_task"`
+	WriteTasksPerSec  float64 `json:"write_ceiling_tasks_per_s"`
+	HottestReadKey    string  `json:"hottest_read_key"`
+	ReadUnitsPerTask  float64 `json:"read_units_per_task"`
+	ReadTasksPerSec   float64 `json:"read_ceiling_tasks_per_s"`
+	TasksPerSec       float64 `json:"ceiling_tasks_per_s"`
+}
 
-// hotKeys ranks the partition keys by write units per task between two
-// snapshots and keeps the n hottest.
-func hotKeys(before, after map[string]float64, tasks, n int) []HotKey {
+// A DynamoDB partition takes at most 1,000 write units and 3,000 read
+// units a second.
+const (
+	partitionWriteLimit = 1000
+	partitionReadLimit  = 3000
+)
+
+// keyCeiling is the task rate at which a key taking perTask units per task
+// reaches limit units a second (0 when the key takes nothing: no bound).
+func keyCeiling(limit, perTask float64) float64 {
+	if perTask <= 0 {
+		return 0
+	}
+	return round(limit/perTask, 0)
+}
+
+// hotKeys ranks the partition keys between two snapshots by write units
+// per task (reads=false) or read units per task (reads=true) and keeps the
+// n hottest.
+func hotKeys(before, after map[string]keyUse, tasks, n int, reads bool) []HotKey {
 	if tasks <= 0 {
 		return nil
 	}
 	var out []HotKey
 	for k, v := range after {
-		if u := v - before[k]; u > 0 {
-			per := u / float64(tasks)
-			out = append(out, HotKey{Key: k, WriteUnitsPerTask: round(per, 4), CeilingTasksPerSec: round(partitionWriteLimit/per, 0)})
+		u := keyUse{W: v.W - before[k].W, R: v.R - before[k].R}
+		if (reads && u.R <= 0) || (!reads && u.W <= 0) {
+			continue
 		}
+		w, r := u.W/float64(tasks), u.R/float64(tasks)
+		out = append(out, HotKey{
+			Key:               k,
+			WriteUnitsPerTask: round(w, 4), CeilingTasksPerSec: keyCeiling(partitionWriteLimit, w),
+			ReadUnitsPerTask: round(r, 4), ReadCeilingTasksPerSec: keyCeiling(partitionReadLimit, r),
+		})
 	}
 	slices.SortFunc(out, func(a, b HotKey) int {
+		if reads {
+			return cmp.Or(cmp.Compare(b.ReadUnitsPerTask, a.ReadUnitsPerTask), cmp.Compare(a.Key, b.Key))
+		}
 		return cmp.Or(cmp.Compare(b.WriteUnitsPerTask, a.WriteUnitsPerTask), cmp.Compare(a.Key, b.Key))
 	})
 	return out[:min(n, len(out))]
+}
+
+// ceilingOf projects the ceiling from the hottest write and read keys.
+func ceilingOf(hotW, hotR []HotKey) KeyCeiling {
+	var c KeyCeiling
+	if len(hotW) > 0 {
+		c.HottestWriteKey, c.WriteUnitsPerTask, c.WriteTasksPerSec = hotW[0].Key, hotW[0].WriteUnitsPerTask, hotW[0].CeilingTasksPerSec
+	}
+	if len(hotR) > 0 {
+		c.HottestReadKey, c.ReadUnitsPerTask, c.ReadTasksPerSec = hotR[0].Key, hotR[0].ReadUnitsPerTask, hotR[0].ReadCeilingTasksPerSec
+	}
+	for _, x := range []float64{c.WriteTasksPerSec, c.ReadTasksPerSec} {
+		if x > 0 && (c.TasksPerSec == 0 || x < c.TasksPerSec) {
+			c.TasksPerSec = x
+		}
+	}
+	return c
 }
 
 // CPUUse is scenario 6: CPU time of the consumer window.
@@ -194,7 +256,7 @@ func measureE2E(ctx context.Context, cl clients, cnt *counter, o options, batchA
 	start := time.Now()
 	run := startConsumers(ctx, cs)
 	// Leave time for the scenarios after this one (see budget).
-	r.Complete = done.wait(ctx, budget(ctx, o.E2ETimeout, 2*time.Minute))
+	r.Complete = done.wait(ctx, budget(ctx, o.E2ETimeout, 5*time.Minute))
 	end := done.lastAt()
 	if !r.Complete {
 		end = time.Now()
@@ -213,7 +275,6 @@ func measureE2E(ctx context.Context, cl clients, cnt *counter, o options, batchA
 	}
 
 	r.Completed = done.count()
-	r.HotKeys = hotKeys(keys0, cnt.keySnapshot(), r.Completed, 5)
 	r.Seconds = round(end.Sub(start).Seconds(), 3)
 	r.PerSec = round(rate(r.Completed, end.Sub(start)), 1)
 	r.CPU = cpuUse(cpuSince(cpu0, cpu1), stopped.Sub(start), r.Completed)
@@ -226,27 +287,28 @@ func measureE2E(ctx context.Context, cl clients, cnt *counter, o options, batchA
 	}
 
 	// Cross-check the table: status=completed per priority, from the
-	// stream-kept counters once they have caught up.
+	// stream-kept counters once they have caught up. The catch-up is what
+	// the counters function does with the run's stream records in AWS (its
+	// trigger takes batches of up to 1,000, as the poller does), so its
+	// calls are a phase of the task's life: counted, and charged to the
+	// keys they touch. The bench's own reads of the counters are not.
 	r.StoreCompleted = map[task.Priority]int{}
-	pollCtx, stopPoll := context.WithCancel(ctx)
-	go func() { _ = d.app.CounterPoller().Run(pollCtx) }()
-	var snap counters.Snapshot
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		var err error
-		if snap, err = d.app.Counters.Read(ctx); err != nil {
-			stopPoll()
-			return r, fmt.Errorf("read counters: %w", err)
-		}
+	before = cnt.snapshot()
+	snap, err := catchUp(ctx, d, time.Minute, func(s counters.Snapshot) bool {
 		settled := true
 		for _, p := range prios {
-			settled = settled && snap.Tasks[task.Completed][p] >= int64(want[p])
+			settled = settled && s.Tasks[task.Completed][p] >= int64(want[p])
 		}
-		if settled || !r.Complete || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
+		return settled || !r.Complete
+	})
+	if err != nil {
+		return r, err
 	}
-	stopPoll()
+	r.countersCounts, r.countersTasks = cnt.snapshot().since(before), r.Completed
+	keys1 := cnt.keySnapshot()
+	r.HotKeys = hotKeys(keys0, keys1, r.Completed, 5, false)
+	r.HotReadKeys = hotKeys(keys0, keys1, r.Completed, 5, true)
+	r.Ceiling = ceilingOf(r.HotKeys, r.HotReadKeys)
 	for _, p := range prios {
 		n := int(snap.Tasks[task.Completed][p])
 		r.StoreCompleted[p] = n
@@ -264,6 +326,28 @@ func measureE2E(ctx context.Context, cl clients, cnt *counter, o options, batchA
 	summary, _ := d.warns.take()
 	r.Warnings = summary
 	return r, nil
+}
+
+// catchUp runs the deployment's counter poller (the stream reader that
+// keeps the /stats counters) until done accepts the counters or timeout
+// passes, then stops it and waits for it to return. The counters are read
+// uncounted: those reads are the bench's, not the task's.
+func catchUp(ctx context.Context, d *deployment, timeout time.Duration, done func(counters.Snapshot) bool) (counters.Snapshot, error) {
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); _ = d.app.CounterPoller().Run(pollCtx) }()
+	defer func() { stopPoll(); <-stopped }()
+	var snap counters.Snapshot
+	for deadline := time.Now().Add(timeout); ; {
+		var err error
+		if snap, err = d.app.Counters.Read(uncounted(ctx)); err != nil {
+			return snap, fmt.Errorf("read counters: %w", err)
+		}
+		if done(snap) || time.Now().After(deadline) || ctx.Err() != nil {
+			return snap, ctx.Err()
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // budget is want, shortened so that at least reserve is left before ctx's

@@ -60,7 +60,7 @@ func measureLatency(ctx context.Context, cl clients, cnt *counter, o options, ba
 		return r, err
 	}
 
-	limit := budget(ctx, o.LatencyTimeout, 30*time.Second)
+	limit := budget(ctx, o.LatencyTimeout, 4*time.Minute) // groups 7-9 come after
 	bounded, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	start := time.Now()

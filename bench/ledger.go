@@ -99,6 +99,7 @@ type finished struct {
 	Created   time.Time
 	Started   time.Time
 	Completed time.Time
+	Key       string // the task's idempotency key ("sqs:<message id>" for an adopted direct send)
 }
 
 // tracker records completions as the consumer writes them, and says when a
@@ -174,6 +175,52 @@ func (t *tracker) doubleCompletions() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.doubles
+}
+
+// byKey maps the idempotency keys of the completed tasks to their ids.
+func (t *tracker) byKey() map[string][]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string][]string{}
+	for id, f := range t.done {
+		if f.Key != "" {
+			out[f.Key] = append(out[f.Key], id)
+		}
+	}
+	return out
+}
+
+// checkAdopted checks direct sends: each message id in sent must have
+// become exactly one task (idempotency key "sqs:<message id>") that ran
+// exactly once; nothing else may have run.
+func checkAdopted(l *ledger.Ledger, sent []string, done *tracker, complete bool) verdict {
+	keys := done.byKey()
+	var ids []string
+	missing, twice := 0, 0
+	var examples []string
+	for _, m := range sent {
+		got := keys["sqs:"+m]
+		switch {
+		case len(got) == 0 && complete:
+			missing++
+			if len(examples) < 3 {
+				examples = append(examples, fmt.Sprintf("message %s never became a completed task", m))
+			}
+		case len(got) > 1:
+			twice++
+			if len(examples) < 3 {
+				examples = append(examples, fmt.Sprintf("message %s became %d tasks", m, len(got)))
+			}
+		}
+		ids = append(ids, got...)
+	}
+	// Tasks that ran are checked against the adopted ids: any other run
+	// is an unknown id; a task that ran but never completed is lost.
+	v := check(l, ids, done, false)
+	v.Lost += missing
+	v.Duplicates += twice
+	v.Examples = append(v.Examples, examples...)
+	return v
 }
 
 // records returns the completions of ids (in that order) that finished.

@@ -3,7 +3,10 @@
 // API, how many tasks per second the consumer completes, how long high
 // priority tasks wait behind a low-priority backlog, how many AWS requests
 // (and so how many dollars) one task costs, and how much consumer CPU one
-// task takes.
+// task takes. Groups 7 to 10 measure the data model: DynamoDB units, S3
+// and SQS requests per task by payload size, the direct-send paths that
+// skip the HTTP API, GET /stats with 1k to 100k retained tasks, and the
+// computed capacity against what DynamoDB reports (ReturnConsumedCapacity).
 //
 // `make bench` runs it (go run ./bench). It starts fauxqs and DynamoDB Local
 // on loopback ports, warms them up, bootstraps a fresh table and queues per
@@ -64,6 +67,11 @@ type options struct {
 	HighFor        time.Duration   `json:"-"`
 	HighAfter      time.Duration   `json:"-"`
 	LatencyTimeout time.Duration   `json:"-"`
+	PayloadTasks   int             `json:"payload_tasks_per_size"`
+	DirectTasks    int             `json:"direct_tasks_per_path"`
+	Retained       []int           `json:"stats_retained_sizes"`
+	StatsCalls     int             `json:"stats_requests_per_size"`
+	StatsFill      time.Duration   `json:"-"`
 	Out            string          `json:"-"`
 	MaxRun         time.Duration   `json:"-"`
 	WarmupMax      time.Duration   `json:"-"`
@@ -101,9 +109,14 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.HighFor, "high-for", 10*time.Second, "latency: how long high tasks are submitted")
 	fs.DurationVar(&o.HighAfter, "high-after", 2*time.Second, "latency: delay after the consumer starts before the first high task")
 	fs.DurationVar(&o.LatencyTimeout, "latency-timeout", 3*time.Minute, "latency: stop and report what finished after this long")
+	fs.IntVar(&o.PayloadTasks, "payload-tasks", 100, "payload sizes: tasks per size (1 KB, 10 KB, 200 KB)")
+	fs.IntVar(&o.DirectTasks, "direct-tasks", 1000, "direct send: tasks per path (SQS batch send adopted by the consumer; client/direct Producer)")
+	retained := fs.String("retained", "1000,10000,100000", "/stats: retained-task counts, comma-separated, smallest first (the last is compared with the first)")
+	fs.IntVar(&o.StatsCalls, "stats-calls", 20, "/stats: timed requests per retained size")
+	fs.DurationVar(&o.StatsFill, "stats-fill", 3*time.Minute, "/stats: at most this long for writing the retained tasks of every size (a size not reached is measured as far as it got, and says so)")
 	fs.StringVar(&o.Out, "out", defaultOut, "results file, relative to the repository root")
 	update := fs.Bool("update", false, "write the committed sample "+sampleOut+" instead of -out (not with -quick)")
-	fs.DurationVar(&o.MaxRun, "max", 9*time.Minute+30*time.Second, "abort the whole run after this long")
+	fs.DurationVar(&o.MaxRun, "max", 14*time.Minute+30*time.Second, "abort the whole run after this long")
 	fs.DurationVar(&o.WarmupMax, "warmup", time.Minute, "warm the emulators up for at most this long (until their rate settles)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -146,10 +159,19 @@ func parseOptions(args []string) (options, error) {
 		shrinkD("high-after", &o.HighAfter, 500*time.Millisecond)
 		shrinkD("latency-timeout", &o.LatencyTimeout, time.Minute)
 		shrinkD("warmup", &o.WarmupMax, 20*time.Second)
+		shrink("payload-tasks", &o.PayloadTasks, 30)
+		shrink("direct-tasks", &o.DirectTasks, 200)
+		shrinkD("stats-fill", &o.StatsFill, 90*time.Second)
+		if !set["retained"] {
+			*retained = "1000,5000,10000"
+		}
 	}
 	var err error
 	if o.Setups, err = parseSetups(setups); err != nil {
 		return o, fmt.Errorf("-e2e: %w", err)
+	}
+	if o.Retained, err = parseSizes(*retained); err != nil {
+		return o, fmt.Errorf("-retained: %w", err)
 	}
 	switch {
 	case o.Concurrency < 1:
@@ -162,11 +184,29 @@ func parseOptions(args []string) (options, error) {
 		return o, errors.New("-tasks, -backlog, -submits and -batches must be at least 1")
 	case o.HighRate <= 0 || o.HighRate > 1000:
 		return o, errors.New("-high-rate must be in (0, 1000]")
+	case o.PayloadTasks < 1 || o.DirectTasks < 1 || o.StatsCalls < 1:
+		return o, errors.New("-payload-tasks, -direct-tasks and -stats-calls must be at least 1")
 	}
 	o.SetupsText = setups
-	o.Durations = fmt.Sprintf("warmup<=%v ceiling-time=%v e2e-timeout=%v high-for=%v high-after=%v latency-timeout=%v max=%v",
-		o.WarmupMax, o.CeilingDur, o.E2ETimeout, o.HighFor, o.HighAfter, o.LatencyTimeout, o.MaxRun)
+	o.Durations = fmt.Sprintf("warmup<=%v ceiling-time=%v e2e-timeout=%v high-for=%v high-after=%v latency-timeout=%v stats-fill<=%v max=%v",
+		o.WarmupMax, o.CeilingDur, o.E2ETimeout, o.HighFor, o.HighAfter, o.LatencyTimeout, o.StatsFill, o.MaxRun)
 	return o, nil
+}
+
+// parseSizes reads "1000,10000,100000": positive counts, strictly rising.
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q: want positive counts, comma-separated, e.g. 1000,10000,100000", part)
+		}
+		if len(out) > 0 && n <= out[len(out)-1] {
+			return nil, fmt.Errorf("%q: counts must rise (%d after %d)", s, n, out[len(out)-1])
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 var setupSyntax = regexp.MustCompile(`^(\d+)x(\d+)(?:r(\d+))?$`)
@@ -294,10 +334,21 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 		return err
 	}
 	cl := newClients(awsCfg)
+	cl.cnt = cnt
 
 	batchAPI, err := batchEndpoint(ctx, cl)
 	if err != nil {
 		return err
+	}
+	// Group 9 runs first, on the fresh emulators: DynamoDB Local looks up a
+	// table's stream on every write, at a cost that grows with the stream
+	// records the run has left (deleted tables' too: 10,000 tasks took 7 s
+	// to write on a fresh emulator, 60 s after the warm-up), so its large
+	// fill is done before any other scenario leaves records. The fill warms
+	// the emulator up too.
+	progress("9. GET /api/v1/stats with %v retained tasks (run first; printed after groups 1-8)", o.Retained)
+	if r.Stats, err = measureStats(ctx, cl, cnt, o, progress); err != nil {
+		return fmt.Errorf("stats: %w", err)
 	}
 	progress("0. warming the emulators up (at most %v)", o.WarmupMax)
 	if r.Warmup, err = warmUp(ctx, cl, cnt, o, batchAPI, probs); err != nil {
@@ -325,6 +376,14 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 	if r.Latency, err = measureLatency(ctx, cl, cnt, o, batchAPI, o.Setups[0], probs); err != nil {
 		return fmt.Errorf("latency: %w", err)
 	}
+	progress("7. payload sizes through the API: %s", sizesText(payloadSizes))
+	if r.Payloads, err = measurePayloads(ctx, cl, cnt, o, batchAPI, probs, progress); err != nil {
+		return fmt.Errorf("payload sizes: %w", err)
+	}
+	progress("8. direct send: %d tasks per path, %s", o.DirectTasks, o.Setups[0])
+	if r.Direct, err = measureDirect(ctx, cl, cnt, o, probs, progress); err != nil {
+		return fmt.Errorf("direct send: %w", err)
+	}
 	analyze(r)
 	progress("done")
 	return nil
@@ -341,8 +400,9 @@ func batchEndpoint(ctx context.Context, cl clients) (bool, error) {
 	return detectBatchAPI(ctx, d)
 }
 
-// analyze derives group 5 (requests, targets, bound, cost) from the
-// measurements, and the end-to-end ratios to the bound.
+// analyze derives group 5 (requests, targets, bound, cost) and group 10
+// (computed against reported capacity) from the measurements, and the
+// end-to-end ratios to the bound.
 func analyze(r *Results) {
 	e := r.EndToEnd[0]
 	submitAPI := newPhase("submit: single POST /api/v1/tasks (scenario 2)", r.Submit.SingleCounts, r.Submit.SingleTasks)
@@ -350,14 +410,20 @@ func analyze(r *Results) {
 	submitBatch2 := newPhase(batchName, r.Submit.BatchCounts, r.Submit.BatchTasks)
 	load := newPhase("submit: batches of 100 via "+r.Submit.BatchMode+" (scenario 3 load, "+e.Setup+")", e.loadCounts, e.Tasks)
 	consume := newPhase("consumer: receive, claim, run, complete, delete (scenario 3, "+e.Setup+")", e.consumerCounts, e.Completed)
+	countersPh := newPhase("counters: the run's stream records folded into the /stats counters (scenario 3, "+e.Setup+")", e.countersCounts, e.countersTasks)
 	steady := combine("total, steady state with batching (scenario 3 load + consumer)", load, consume)
 	single := combine("total, single API submits (scenario 2 single + scenario 3 consumer)", submitAPI, consume)
-	phases := []Phase{submitAPI, submitBatch2, load, consume}
+	phases := []Phase{submitAPI, submitBatch2, load, consume, countersPh}
 	for _, x := range r.EndToEnd[1:] {
 		phases = append(phases, newPhase("consumer (scenario 3, "+x.Setup+")", x.consumerCounts, x.Completed))
 	}
 	phases = append(phases, steady, single)
-	r.Requests = Requests{CapacityMethod: capacityMethod, Phases: phases, Targets: targets(steady, e.HotKeys)}
+	for _, p := range r.Payloads {
+		phases = append(phases, p.Total)
+	}
+	for _, x := range r.Direct {
+		phases = append(phases, x.Submit, x.Consume, x.Counters)
+	}
 
 	r.Bound = bound(r.Ceiling, load, consume)
 	for i := range r.EndToEnd {
@@ -377,23 +443,58 @@ func analyze(r *Results) {
 		apiBatch = r.Submit.Batch[0].Latency.Mean / 1000 / float64(r.Submit.BatchSize)
 	}
 	consumerSec := per(e.Seconds*float64(e.Consumers), e.Completed)
+	cInv, cSec := countersLambda(countersPh)
 	r.Cost = Cost{
 		Prices: pr,
 		Assumptions: []string{
-			fmt.Sprintf("API λ at %d MB, one invocation per request, billed for the mean request latency at concurrency 1 in scenario 2 (single: %.2f ms; batch of %d: %.2f ms, i.e. %.3f ms per task)",
+			fmt.Sprintf("API λ at %d MB, one invocation (and one API Gateway HTTP API request) per request, billed for the mean request latency at concurrency 1 in scenario 2 (single: %.2f ms; batch of %d: %.2f ms, i.e. %.3f ms per task)",
 				pr.APILambdaMB, apiSingle*1000, r.Submit.BatchSize, apiBatch*1000*float64(r.Submit.BatchSize), apiBatch*1000),
 			fmt.Sprintf("batch path: an API batch request of %d tasks is priced like the batch measured in scenario 2 (%s)", r.Submit.BatchSize, r.Submit.BatchMode),
-			fmt.Sprintf("consumer λ at %d MB, billed for its wall time while it works: %d instance(s) x %.2f s for %d tasks = %.3f ms per task (scenario 3, %s), plus %.0f scheduled invocation(s) per minute",
+			fmt.Sprintf("consumer λ at %d MB, billed for its wall time while it works: %d instance(s) x %.2f s for %d tasks = %.3f ms per task (scenario 3, %s), plus %.0f scheduled invocation(s) per minute; the direct paths use their own run's time (group 8)",
 				pr.ConsumerLambdaMB, e.Consumers, e.Seconds, e.Completed, consumerSec*1000, e.Setup, pr.ConsumerInvocationsPerMin),
+			fmt.Sprintf("counters: the DynamoDB units of folding the run's stream records into the /stats counters (the poller catching up, batches of up to 1,000 records as the CDK trigger takes them), plus a counters λ at %d MB invoked once per counters transaction (%.5f per task) and billed for the time its DynamoDB calls took (%.3f ms per task); its stream reads are free (Lambda trigger); the direct paths use their own run's counters phase",
+				pr.CountersLambdaMB, cInv, cSec*1000),
+			"S3: requests by price class as counted (PUT/COPY/POST/LIST, GET and the rest; DELETE free), whatever the store sends; storage and transfer left out",
 			"the handler is noop: its own run time is microseconds, so consumer λ time is the dispatch overhead on the emulators' latency (real AWS latency differs)",
 			"not per task and left out: the promoter λ (every minute), idle consumer polling between bursts, CloudWatch logs, data transfer, storage of finished tasks until their TTL",
 			"DynamoDB writes in the total include GSI writes (how on-demand is billed); the last column is the table-only figure the issue's estimate uses",
 		},
 		Paths: []CostPath{
-			costPath("batches of 100 + consumer (steady state)", steady, pr, 1/float64(r.Submit.BatchSize), apiBatch, consumerSec),
-			costPath("single API submits + consumer", single, pr, 1, apiSingle, consumerSec),
+			costPath(costInput{Name: "HTTPS: batches of 100 + consumer (steady state)", Tasks: steady, Counters: countersPh,
+				APIRequests: 1 / float64(r.Submit.BatchSize), APISeconds: apiBatch, ConsumerSeconds: consumerSec, CountersInvocations: cInv, CountersSeconds: cSec}, pr),
+			costPath(costInput{Name: "HTTPS: single POST + consumer", Tasks: single, Counters: countersPh,
+				APIRequests: 1, APISeconds: apiSingle, ConsumerSeconds: consumerSec, CountersInvocations: cInv, CountersSeconds: cSec}, pr),
 		},
 	}
+	for _, x := range r.Direct {
+		inv, sec := countersLambda(x.Counters)
+		r.Cost.Paths = append(r.Cost.Paths, costPath(costInput{
+			Name: x.Path, Tasks: combine("", x.Submit, x.Consume), Counters: x.Counters,
+			ConsumerSeconds: per(x.Seconds*float64(x.Consumers), x.Completed), CountersInvocations: inv, CountersSeconds: sec,
+		}, pr))
+	}
+
+	r.Requests = Requests{CapacityMethod: capacityMethod, Phases: phases, Targets: targets(targetInputs{
+		Steady: steady, Counters: countersPh, Hot: e.HotKeys, Ceiling: e.Ceiling, Payloads: r.Payloads, Direct: r.Direct,
+		Cost: r.Cost, Stats: r.Stats, Verdicts: allVerdicts(r),
+	})}
+	r.CrossCheck = crossCheck(r, steady, countersPh)
+}
+
+// allVerdicts are the ledger verdicts of every run that had one.
+func allVerdicts(r *Results) []verdict {
+	vs := []verdict{r.Warmup.Verdict}
+	for _, e := range r.EndToEnd {
+		vs = append(vs, e.Verdict)
+	}
+	vs = append(vs, r.Latency.Verdict)
+	for _, p := range r.Payloads {
+		vs = append(vs, p.Verdict)
+	}
+	for _, x := range r.Direct {
+		vs = append(vs, x.Verdict)
+	}
+	return vs
 }
 
 // environment describes the machine and reads the installed emulator versions.

@@ -9,25 +9,30 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/task"
 )
 
 // Results is everything a run measured; it is printed as tables and
 // written as JSON. Structs (not maps) fix the key order of the JSON.
 type Results struct {
-	Environment Environment `json:"environment"`
-	Settings    options     `json:"settings"`
-	Warmup      Warmup      `json:"warmup"`
-	Ceiling     Ceiling     `json:"emulator_ceiling"`
-	Submit      Submit      `json:"submit"`
-	EndToEnd    []E2E       `json:"end_to_end"`
-	Latency     Latency     `json:"latency_per_priority"`
-	Requests    Requests    `json:"aws_requests_per_task"`
-	Bound       Bound       `json:"throughput_bound"`
-	Cost        Cost        `json:"cost_per_million_tasks_usd"`
-	Problems    []string    `json:"problems"`
-	Notes       []string    `json:"notes"`
-	WallSeconds float64     `json:"wall_seconds"`
+	Environment Environment  `json:"environment"`
+	Settings    options      `json:"settings"`
+	Warmup      Warmup       `json:"warmup"`
+	Ceiling     Ceiling      `json:"emulator_ceiling"`
+	Submit      Submit       `json:"submit"`
+	EndToEnd    []E2E        `json:"end_to_end"`
+	Latency     Latency      `json:"latency_per_priority"`
+	Requests    Requests     `json:"aws_requests_per_task"`
+	Bound       Bound        `json:"throughput_bound"`
+	Cost        Cost         `json:"cost_per_million_tasks_usd"`
+	Payloads    []PayloadRun `json:"payload_sizes"`
+	Direct      []DirectRun  `json:"direct_send"`
+	Stats       StatsScaling `json:"stats_vs_retained"`
+	CrossCheck  []CrossCheck `json:"capacity_cross_check"`
+	Problems    []string     `json:"problems"`
+	Notes       []string     `json:"notes"`
+	WallSeconds float64      `json:"wall_seconds"`
 }
 
 // Environment describes the machine and the emulators.
@@ -161,17 +166,40 @@ func printE2E(w io.Writer, es []E2E) {
 	}
 	t.write(w)
 	for _, e := range es {
-		h := &table{
-			title: "3b. hottest partition keys, " + e.Setup + " (submit + consume; table and every index)",
-			head:  []string{"partition key", "write units/task", "ceiling tasks/s (1,000 WCU/s ÷ units/task)"},
-		}
-		for _, k := range e.HotKeys {
-			h.row(k.Key, f(k.WriteUnitsPerTask, 4), f(k.CeilingTasksPerSec, 0))
-		}
-		h.note("a partition key takes at most 1,000 write units/s on DynamoDB; the hottest key bounds the rate of one task type at one priority")
-		h.note("every task here has the same type, so by-type's shards carry the whole run: the worst case the data model is sized for")
-		h.write(w)
+		printHotKeys(w, "3b. partition keys, "+e.Setup+" (submit + consume + the counters catching up; table and every index)", e.HotKeys, e.HotReadKeys, e.Ceiling)
 	}
+}
+
+// printHotKeys prints the hottest write keys, then the hottest read keys
+// not already shown, and the projected ceiling.
+func printHotKeys(w io.Writer, title string, hotW, hotR []HotKey, c KeyCeiling) {
+	h := &table{
+		title: title,
+		head:  []string{"partition key", "ranked by", "write units/task", "read units/task", "write ceiling tasks/s", "read ceiling tasks/s"},
+	}
+	ceil := func(x float64) string {
+		if x == 0 {
+			return "-"
+		}
+		return f(x, 0)
+	}
+	shown := map[string]bool{}
+	for _, k := range hotW {
+		shown[k.Key] = true
+		h.row(k.Key, "writes", f(k.WriteUnitsPerTask, 4), f(k.ReadUnitsPerTask, 4), ceil(k.CeilingTasksPerSec), ceil(k.ReadCeilingTasksPerSec))
+	}
+	for _, k := range hotR {
+		if !shown[k.Key] {
+			h.row(k.Key, "reads", f(k.WriteUnitsPerTask, 4), f(k.ReadUnitsPerTask, 4), ceil(k.CeilingTasksPerSec), ceil(k.ReadCeilingTasksPerSec))
+		}
+	}
+	h.note("projected real-AWS ceiling: %s tasks/s = min(1,000 WCU/s ÷ %.4f write units/task on %s, 3,000 RCU/s ÷ %.4f read units/task on %s)",
+		ceil(c.TasksPerSec), c.WriteUnitsPerTask, orNone(c.HottestWriteKey), c.ReadUnitsPerTask, orNone(c.HottestReadKey))
+	h.note("a partition key takes at most 1,000 write units/s and 3,000 read units/s on DynamoDB; the hottest key bounds the rate of one task type at one priority")
+	h.note("every task here has the same type, so by-type's shards carry the whole run: the worst case the data model is sized for")
+	h.note("control items (table CTRL#…) are read once per consumer per control-cache period, not per task: their units per task fall as the rate rises, so their read ceiling here is a lower bound")
+	h.note("units per key are computed (group 10 compares the totals with what DynamoDB reported); \"table <pk>\" is a table item, \"<index> <partition>\" an index partition")
+	h.write(w)
 }
 
 func printLatency(w io.Writer, l Latency) {
@@ -223,14 +251,24 @@ func printRequests(w io.Writer, r Requests, b Bound) {
 		t.note("errors: 'canceled' are calls cut short when the consumers were stopped; 'refused' are conditional writes that lost a race (each still costs 1 write unit)")
 		t.write(w)
 	}
-	t := &table{title: "5. targets (steady state with batching)", head: []string{"metric", "measured", "target", "result"}}
+	t := &table{title: "5. targets (the benchmark and data-model issues)", head: []string{"metric", "measured", "DynamoDB reports", "target", "result"}}
 	for _, g := range r.Targets {
 		res := "met"
 		if !g.Met {
 			res = "NOT met"
 		}
-		t.row(g.Metric, f(g.Measured, 3), "<= "+f(g.Target, 1), res)
+		rep := ""
+		if g.Reported != nil {
+			rep = f(*g.Reported, 3)
+		}
+		digits := 3
+		if g.Measured >= 1000 {
+			digits = 0
+		}
+		t.row(g.Metric, f(g.Measured, digits), rep, g.Cmp+" "+targetText(g.Target), res)
 	}
+	t.note("write units and SQS requests: steady state with batching (scenario 3 load + consumer), not counting the counters (their units are a phase of their own above)")
+	t.note("a target in capacity units is met only when the computed figure and DynamoDB's reported one (ReturnConsumedCapacity) both are")
 	t.note("capacity estimate: %s", r.CapacityMethod)
 	t.write(w)
 
@@ -246,17 +284,134 @@ func printRequests(w io.Writer, r Requests, b Bound) {
 
 func printCost(w io.Writer, c Cost) {
 	p := c.Prices
-	t := &table{title: "5. cost per million tasks (USD, on-demand)", head: []string{"path", "SQS", "DDB writes", "DDB reads", "API λ", "consumer λ", "total", "(DDB writes table only)"}}
+	t := &table{title: "5. cost per million tasks (USD, on-demand, us-east-1)", head: []string{"path", "SQS", "DDB writes", "DDB reads", "S3", "API GW", "API λ", "consumer λ", "counters", "total", "(DDB writes table only)"}}
 	for _, x := range c.Paths {
-		t.row(x.Name, f(x.SQS, 3), f(x.DDBWrites, 3), f(x.DDBReads, 3), f(x.APILambda, 3), f(x.ConsumerLambda, 3), f(x.Total, 3), f(x.DDBWritesTable, 3))
+		t.row(x.Name, f(x.SQS, 3), f(x.DDBWrites, 3), f(x.DDBReads, 3), f(x.S3, 3), f(x.APIGateway, 3), f(x.APILambda, 3), f(x.ConsumerLambda, 3), f(x.Counters, 3), f(x.Total, 3), f(x.DDBWritesTable, 3))
 	}
-	t.note("prices: SQS $%.2f per million requests; DynamoDB $%.3f per million write units, $%.3f per million read units;",
+	t.note("prices: SQS $%.2f per million requests; DynamoDB $%.3f per million write request units, $%.3f per million read request units;",
 		p.SQSPerMillionRequests, p.DDBPerMillionWriteUnits, p.DDBPerMillionReadUnits)
-	t.note("        Lambda $%.2f per million requests + $%.10f per GB-second (arm64)", p.LambdaPerMillionRequests, p.LambdaPerGBSecondARM)
+	t.note("        S3 Standard $%.4f per 1,000 PUT/COPY/POST/LIST requests, $%.4f per 1,000 GET and other requests (DELETE free);", p.S3PerThousandPut, p.S3PerThousandGet)
+	t.note("        API Gateway HTTP API $%.2f per million requests; Lambda $%.2f per million requests + $%.10f per GB-second (arm64); λ sizes: API %d MB, consumer %d MB, counters %d MB",
+		p.APIGatewayPerMillionRequests, p.LambdaPerMillionRequests, p.LambdaPerGBSecondARM, p.APILambdaMB, p.ConsumerLambdaMB, p.CountersLambdaMB)
 	for _, a := range c.Assumptions {
 		t.note("assumption: %s", a)
 	}
 	t.write(w)
+}
+
+func printPayloads(w io.Writer, ps []PayloadRun) {
+	t := &table{
+		title: "7. units and requests per task by payload size (API submit + consumer, counted as the store makes them)",
+		head:  []string{"payload", "tasks", "per batch", "table WCU", "index WCU", "billed WCU", "reported WCU", "RCU", "reported RCU", "S3 PUT", "S3 GET", "SQS req", "target", "result", "ledger"},
+	}
+	for _, p := range ps {
+		target, res := "", ""
+		if p.Target > 0 {
+			target = "<= " + targetText(p.Target)
+			res = "met"
+			if p.Total.DDBWriteWithGSI > p.Target || (p.Total.Reported.CallsShare > 0 && p.Total.Reported.WriteUnits > p.Target) {
+				res = "NOT met"
+			}
+		}
+		ledger := "ok"
+		if !p.Verdict.ok() {
+			ledger = "FAILED"
+		}
+		if !p.Complete {
+			ledger += " (incomplete)"
+		}
+		tt := p.Total
+		t.row(bytesText(p.PayloadBytes), d(p.Tasks), d(p.APIBatch), f(tt.DDBWriteTable, 3), f(tt.DDBWriteWithGSI-tt.DDBWriteTable, 3), f(tt.DDBWriteWithGSI, 3),
+			f(tt.Reported.WriteUnits, 3), f(tt.DDBRead, 3), f(tt.Reported.ReadUnits, 3), f(tt.S3Put, 3), f(tt.S3Get, 3), f(tt.SQSRequests, 3), target, res, ledger)
+	}
+	if len(ps) > 0 {
+		t.note("payload: a JSON object of exactly that many bytes; tasks submitted through %s in batches as large as the API's %d MB body limit allows, then consumed; the counters are left out here (group 3 has them)",
+			ps[0].BatchMode, api.MaxBatchBody>>20)
+	}
+	t.note("billed WCU = table + index writes, computed from the items the calls carry; reported = DynamoDB's ReturnConsumedCapacity for the same run (refused writes have no report)")
+	t.note("S3 columns count whatever S3 requests the app made (by price class); 0 means the payload stayed on the task item")
+	t.write(w)
+}
+
+func printDirect(w io.Writer, ds []DirectRun) {
+	t := &table{
+		title: "8. direct send: submitted without the HTTP API, consumed, counters caught up",
+		head:  []string{"path", "tasks", "load s", "consume s", "tasks/s", "billed WCU", "counters WCU", "RCU", "SQS req", "S3 req", "ceiling tasks/s", "ledger"},
+	}
+	for _, x := range ds {
+		ledger := "ok"
+		if !x.Verdict.ok() {
+			ledger = "FAILED"
+		}
+		if !x.Complete {
+			ledger += " (incomplete)"
+		}
+		sc := combine("", x.Submit, x.Consume)
+		t.row(x.Path, d(x.Tasks), f(x.LoadSec, 2), f(x.Seconds, 2), f(x.PerSec, 1), f(sc.DDBWriteWithGSI, 3), f(x.Counters.DDBWriteWithGSI, 3),
+			f(x.Total.DDBRead, 3), f(x.Total.SQSRequests, 3), f(x.Total.S3Put+x.Total.S3Get, 3), f(x.Ceiling.TasksPerSec, 0), ledger)
+	}
+	t.note("direct send: %d-byte bodies %s, sent to the medium queue; the consumer creates each record keyed by the message id (a transactional put of the task and its idempotency key)", len(directBody), directBody)
+	t.note("direct producer: client/direct's Producer, the API's submit path in process (PutItem, then one SendMessage per task)")
+	t.note("billed WCU: submit + consume, indexes included; counters WCU: folding the run's stream records into the /stats counters; their cost is in group 5")
+	for _, x := range ds {
+		t.note("%s: %s", x.Path, x.Verdict)
+	}
+	t.write(w)
+	for _, x := range ds {
+		name, _, _ := strings.Cut(x.Path, ":")
+		printHotKeys(w, "8b. partition keys, "+name+" (submit + consume + counters)", x.HotKeys, x.HotRead, x.Ceiling)
+	}
+}
+
+func printStats(w io.Writer, s StatsScaling) {
+	t := &table{
+		title: fmt.Sprintf("9. GET /api/v1/stats with retained tasks (%d timed requests per size, round-robin over the sizes)", s.Requests),
+		head:  []string{"retained", "wanted", "fill s", "p50 ms", "p95 ms", "DDB calls/req", "read units/req", "reported RCU/req", "SQS req/req"},
+	}
+	for _, r := range s.Runs {
+		t.row(d(r.Retained), d(r.Wanted), f(r.FillSeconds, 1), f(r.Latency.P50, 2), f(r.Latency.P95, 2), f(r.DDBCalls, 2), f(r.ReadUnits, 3), f(r.ReportedRead, 3), f(r.SQSRequests, 2))
+	}
+	if s.Quick {
+		t.note("-quick: %v retained tasks instead of the full run's 1,000/10,000/100,000", s.Sizes)
+	}
+	if s.Partial {
+		t.note("PARTIAL: the fill's time budget (-stats-fill) ran out before every size was reached; the sizes compared are those in the first column")
+	}
+	t.note("largest ÷ smallest: p50 latency %.3f, read units %.3f (DynamoDB reports %.3f); target <= %.1f each", s.LatencyRatio, s.ReadRatio, s.ReportedRatio, targetStatsRatio)
+	t.note("each size has its own table, filled with completed tasks built by store.Item (BatchWriteItem, not counted) and folded into the /stats counters by counters.Keeper.Apply, the stream reader's own code, in batches of 1,000;")
+	t.note("  the stream itself is off for these tables: DynamoDB Local's per-write stream bookkeeping grows with the records it holds, which made a 100,000-task fill quadratic")
+	t.note("the counters hold exactly the retained tasks before the first request; nothing else runs while /stats is timed")
+	t.note("measured first, on the fresh emulators: DynamoDB Local's writes slow down as the run's stream records pile up (deleted tables' included), which would stretch the fill;")
+	t.note("  the fill warms DynamoDB Local up, and %d untimed requests per size go before the timed ones", statsUntimed)
+	t.note("the emulators' latency is not AWS's: the ratio between sizes is the point, not the milliseconds")
+	t.write(w)
+}
+
+func printCrossCheck(w io.Writer, rows []CrossCheck) {
+	t := &table{
+		title: "10. DynamoDB units per task: computed by the bench vs reported by DynamoDB (ReturnConsumedCapacity=INDEXES)",
+		head:  []string{"phase", "tasks", "calls reported", "computed WCU", "reported WCU", "of which index", "diff %", "computed RCU", "reported RCU", "diff %"},
+	}
+	for _, r := range rows {
+		t.row(r.Phase, d(r.Tasks), f(r.ShareReported*100, 1)+"%", f(r.ComputedWrite, 3), f(r.ReportedWrite, 3), f(r.ReportedIndex, 3), f(r.WriteDiff, 1),
+			f(r.ComputedRead, 3), f(r.ReportedRead, 3), f(r.ReadDiff, 1))
+	}
+	t.note("both columns cover the same calls: those that came back with a ConsumedCapacity (a write refused by its condition comes back as an error with none; the computed figures elsewhere charge it 1 unit)")
+	t.note("the emulator is DynamoDB Local: its figures follow its own reading of the billing rules, not necessarily AWS's (diff %% = (computed - reported) / reported)")
+	t.note("known differences, checked against DynamoDB Local 3.3.0, where the computed figure follows AWS's documented rules:")
+	t.note("  reads: it charges nothing for a BatchGetItem key that finds no item and nothing for a Query that returns none (AWS: each BatchGetItem key is read like a GetItem,")
+	t.note("    which costs a unit even for a missing item; a Query reads at least one 4 KB unit); /stats asks for throughput buckets that may not exist and queries 16 type")
+	t.note("    shards, most of them empty, so its computed reads are the higher, and the ones its target is checked on")
+	t.note("  transactions: it reports 2 units for a TransactWriteItems of several small updates (AWS: 2 units per item per KB); the counters' transactions are all updates")
+	t.write(w)
+}
+
+// targetText writes a target without trailing zeros.
+func targetText(x float64) string {
+	if x >= 1000 {
+		return f(x, 0)
+	}
+	return strings.TrimRight(strings.TrimRight(f(x, 2), "0"), ".")
 }
 
 func printCPU(w io.Writer, es []E2E) {
@@ -316,6 +471,18 @@ func printAll(w io.Writer, r *Results) {
 	}
 	if len(r.EndToEnd) > 0 {
 		printCPU(w, r.EndToEnd)
+	}
+	if len(r.Payloads) > 0 {
+		printPayloads(w, r.Payloads)
+	}
+	if len(r.Direct) > 0 {
+		printDirect(w, r.Direct)
+	}
+	if len(r.Stats.Runs) > 0 {
+		printStats(w, r.Stats)
+	}
+	if len(r.CrossCheck) > 0 {
+		printCrossCheck(w, r.CrossCheck)
 	}
 	printProblems(w, r)
 }

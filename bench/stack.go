@@ -72,6 +72,7 @@ type clients struct {
 	ddb *dynamodb.Client
 	sqs *sqs.Client
 	s3  *s3.Client
+	cnt *counter // forgets a deployment's items at teardown (nil: nothing to forget)
 }
 
 func newClients(cfg aws.Config) clients {
@@ -144,6 +145,9 @@ func (d *deployment) consumer(concurrency, reserved int, l *ledger.Ledger) (*dis
 // not fatal.
 func (d *deployment) teardown(ctx context.Context, cl clients) error {
 	var errs []error
+	if cl.cnt != nil {
+		defer cl.cnt.forget(d.table())
+	}
 	if _, err := cl.ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(d.table())}); err != nil {
 		errs = append(errs, fmt.Errorf("delete table %s: %w", d.table(), err))
 	}

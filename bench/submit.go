@@ -49,9 +49,12 @@ const (
 	batchSize         = 100
 )
 
-// benchToken is the bearer token of the loopback API; it exists only in
-// this process.
-const benchToken = "bench-submit-token"
+// benchToken and benchReadToken are the bearer tokens of the loopback
+// API (submit, and read for GET /stats); they exist only in this process.
+const (
+	benchToken     = "bench-submit-token"
+	benchReadToken = "bench-read-token"
+)
 
 // producer submits tasks through the app's HTTP API (app.API, the handler
 // `triage dev` serves and the API Lambda wraps) on a loopback server.
@@ -65,6 +68,7 @@ type producer struct {
 func newProducer(d *deployment, batchAPI bool) *producer {
 	toks := &auth.Tokens{}
 	toks.Add(benchToken, auth.Submit)
+	toks.Add(benchReadToken, auth.Read)
 	return &producer{
 		d:   d,
 		srv: httptest.NewServer(apiapp.Handler(d.app, toks, api.Options{})),
@@ -88,6 +92,22 @@ func (p *producer) post(ctx context.Context, path string, body []byte) (int, []b
 	}
 	req.Header.Set("Authorization", "Bearer "+benchToken)
 	req.Header.Set("Content-Type", "application/json")
+	resp, err := p.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	return resp.StatusCode, b, err
+}
+
+// get GETs path with the read token.
+func (p *producer) get(ctx context.Context, path string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.srv.URL+path, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+benchReadToken)
 	resp, err := p.hc.Do(req)
 	if err != nil {
 		return 0, nil, err
@@ -336,6 +356,11 @@ func runLevel(ctx context.Context, c, n int, do func(context.Context) (int, erro
 // loadTasks submits rs through p in batches of 100 from workers goroutines
 // and returns the ids of the tasks created.
 func loadTasks(ctx context.Context, p *producer, rs []task.Request, workers int) ([]string, error) {
+	return loadTasksChunked(ctx, p, rs, workers, batchSize)
+}
+
+// loadTasksChunked is loadTasks with batches of chunk tasks.
+func loadTasksChunked(ctx context.Context, p *producer, rs []task.Request, workers, chunk int) ([]string, error) {
 	jobs := make(chan []task.Request)
 	var mu sync.Mutex
 	var ids []string
@@ -356,8 +381,8 @@ func loadTasks(ctx context.Context, p *producer, rs []task.Request, workers int)
 			}
 		}()
 	}
-	for start := 0; start < len(rs) && ctx.Err() == nil; start += batchSize {
-		jobs <- rs[start:min(start+batchSize, len(rs))]
+	for start := 0; start < len(rs) && ctx.Err() == nil; start += chunk {
+		jobs <- rs[start:min(start+chunk, len(rs))]
 	}
 	close(jobs)
 	wg.Wait()
