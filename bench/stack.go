@@ -136,7 +136,7 @@ func (d *deployment) consumer(concurrency, reserved int, l *ledger.Ledger) (*dis
 		return nil, fmt.Errorf("handlers: %w", err)
 	}
 	l.SetInner(inner)
-	reg.Register("noop", l)
+	reg.Replace("noop", l) // the ledger wraps the demo noop
 	return consumerapp.New(d.app, reg, dispatch.Options{Concurrency: concurrency, ReservedHigh: reserved}), nil
 }
 
