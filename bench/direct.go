@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -114,8 +115,9 @@ func measureDirectPath(ctx context.Context, cl clients, cnt *counter, o options,
 	r.LoadSec, r.Seconds = round(pl.Load.Seconds(), 3), round(pl.Consume.Seconds(), 3)
 	r.PerSec = round(rate(pl.Completed, pl.Consume), 1)
 	r.Submit = newPhase("submit ("+path+")", pl.loadCounts, pl.Sent)
-	r.Consume = newPhase("consume: adopt or claim, run, complete, delete", pl.consumeCounts, pl.Completed)
-	r.Counters = newPhase("counters: stream records folded into the /stats counters", pl.countersCounts, pl.Completed)
+	short, _, _ := strings.Cut(path, ":")
+	r.Consume = newPhase("consume ("+short+"): adopt or claim, run, complete, delete", pl.consumeCounts, pl.Completed)
+	r.Counters = newPhase("counters ("+short+"): the run's stream records folded into the /stats counters", pl.countersCounts, pl.Completed)
 	r.Total = combine("total ("+path+")", r.Submit, r.Consume, r.Counters)
 	r.HotKeys = hotKeys(pl.keys0, pl.keys1, pl.Completed, 3, false)
 	r.HotRead = hotKeys(pl.keys0, pl.keys1, pl.Completed, 3, true)

@@ -73,7 +73,11 @@ func newProducer(d *deployment, batchAPI bool) *producer {
 		d:   d,
 		srv: httptest.NewServer(apiapp.Handler(d.app, toks, api.Options{})),
 		hc: &http.Client{
-			Timeout:   30 * time.Second,
+			// Longer than API Gateway's 29 s: on a loaded machine DynamoDB
+			// Local, slowed by the run's stream records, took over 30 s for
+			// batches of 100 sent 16 at a time, and a request the client
+			// gives up on still creates its tasks (unknown to the ledger).
+			Timeout:   2 * time.Minute,
 			Transport: &http.Transport{MaxIdleConns: 2 * maxIdleConnsPerHost, MaxIdleConnsPerHost: maxIdleConnsPerHost},
 		},
 		batchAPI: batchAPI,
