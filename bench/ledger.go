@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/handler/ledger"
 	"github.com/triagehq/triage/internal/task"
 )
@@ -190,16 +191,39 @@ func (t *tracker) byKey() map[string][]string {
 	return out
 }
 
+// ids lists every completed task's id.
+func (t *tracker) ids() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]string, 0, len(t.done))
+	for id := range t.done {
+		out = append(out, id)
+	}
+	return out
+}
+
 // checkAdopted checks direct sends: each message id in sent must have
-// become exactly one task (idempotency key "sqs:<message id>") that ran
+// become exactly one task (the id derived from the message id) that ran
 // exactly once; nothing else may have run.
 func checkAdopted(l *ledger.Ledger, sent []string, done *tracker, complete bool) verdict {
 	keys := done.byKey()
+	// Adopted tasks are found by their id, which the consumer derives from
+	// the message id (dispatch.AdoptedIDSuffix); older builds keyed them by
+	// an idempotency key "sqs:<message id>", still accepted.
+	bySuffix := map[string][]string{}
+	for _, id := range done.ids() {
+		if len(id) == 26 {
+			bySuffix[id[10:]] = append(bySuffix[id[10:]], id)
+		}
+	}
 	var ids []string
 	missing, twice := 0, 0
 	var examples []string
 	for _, m := range sent {
 		got := keys["sqs:"+m]
+		if len(got) == 0 {
+			got = bySuffix[dispatch.AdoptedIDSuffix(m)]
+		}
 		switch {
 		case len(got) == 0 && complete:
 			missing++

@@ -350,7 +350,7 @@ func printDirect(w io.Writer, ds []DirectRun) {
 		t.row(x.Path, d(x.Tasks), f(x.LoadSec, 2), f(x.Seconds, 2), f(x.PerSec, 1), f(sc.DDBWriteWithGSI, 3), f(x.Counters.DDBWriteWithGSI, 3),
 			f(x.Total.DDBRead, 3), f(x.Total.SQSRequests, 3), f(x.Total.S3Put+x.Total.S3Get, 3), f(x.Ceiling.TasksPerSec, 0), ledger)
 	}
-	t.note("direct send: %d-byte bodies %s, sent to the medium queue; the consumer creates each record keyed by the message id (a transactional put of the task and its idempotency key)", len(directBody), directBody)
+	t.note("direct send: %d-byte bodies %s, sent to the medium queue; the consumer creates each record under an id derived from the message id (one conditional put; a redelivery finds it by its key)", len(directBody), directBody)
 	t.note("direct producer: client/direct's Producer, the API's submit path in process (PutItem, then one SendMessage per task)")
 	t.note("billed WCU: submit + consume, indexes included; counters WCU: folding the run's stream records into the /stats counters; their cost is in group 5")
 	for _, x := range ds {

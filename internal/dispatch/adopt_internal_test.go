@@ -22,6 +22,9 @@ func TestAdoptedID(t *testing.T) {
 	if a == other {
 		t.Fatal("two messages derived one id")
 	}
+	if AdoptedIDSuffix("m-1") != a[10:] || AdoptedIDSuffix("m-2") == a[10:] {
+		t.Fatalf("AdoptedIDSuffix does not name the id's message part")
+	}
 	id, err := ulid.ParseStrict(a)
 	if err != nil {
 		t.Fatal(err)

@@ -356,13 +356,26 @@ func adoptedID(m queue.Received) string {
 	if at.IsZero() {
 		at = time.UnixMilli(0)
 	}
-	sum := sha256.Sum256([]byte("sqs:" + m.MessageID))
 	var id ulid.ULID
 	if err := id.SetTime(ulid.Timestamp(at)); err != nil {
 		_ = id.SetTime(0)
 	}
-	_ = id.SetEntropy(sum[:10])
+	_ = id.SetEntropy(adoptedEntropy(m.MessageID))
 	return id.String()
+}
+
+func adoptedEntropy(messageID string) []byte {
+	sum := sha256.Sum256([]byte("sqs:" + messageID))
+	return sum[:10]
+}
+
+// AdoptedIDSuffix is the part of a direct send's task id that comes from
+// its SQS message id alone (the last 16 characters; the first 10 are its
+// send time), so a checker that knows the message ids can find their tasks.
+func AdoptedIDSuffix(messageID string) string {
+	var id ulid.ULID
+	_ = id.SetEntropy(adoptedEntropy(messageID))
+	return id.String()[10:]
 }
 
 // leaseFor is the lease a claim of t takes: Lease, or t's timeout if shorter,
