@@ -70,23 +70,28 @@ func runChildAPI() {
 }
 
 // hangingStore lets `left` records be written, then hangs the next write
-// forever and says so on stdout: the moment after the send and before the
-// record that the parent kills the process in.
+// forever and, once the allowed writes (which a batch makes side by side)
+// have all landed, says so on stdout: the moment after the send and
+// before the record that the parent kills the process in.
 type hangingStore struct {
 	*store.Store
-	mu   sync.Mutex
-	left int
+	mu      sync.Mutex
+	left    int
+	written sync.WaitGroup
 }
 
 func (h *hangingStore) Create(ctx context.Context, t *task.Task) (*task.Task, bool, error) {
 	h.mu.Lock()
 	if h.left == 0 {
 		h.mu.Unlock()
+		h.written.Wait()
 		fmt.Println("HANGING", t.ID)
 		select {}
 	}
 	h.left--
+	h.written.Add(1)
 	h.mu.Unlock()
+	defer h.written.Done()
 	return h.Store.Create(ctx, t)
 }
 
