@@ -30,14 +30,18 @@
 // one definition of each wire type.
 //
 // The HTTP transport lives here. Outside the standard library this package
-// depends only on triagetype, two small internal packages (the task rules
-// and the token header's name) and github.com/oklog/ulid. The direct
+// depends only on triagetype, three small internal packages (the task
+// rules, the token header's name, and the settings behind Config) and
+// github.com/oklog/ulid. The direct
 // transport lives in package direct so that a program that only talks HTTP
 // does not link the AWS SDK.
 //
-// Configuration is by functional options throughout: HTTPOption for the
-// HTTP transport, SubmitOption for a submit, direct.Option for the direct
-// transport. Plain structs carry data (wire types and ListParams).
+// A deployment's settings are one struct, Config (River's style: fields
+// document their defaults; WithDefaults, then Validate), which the worker
+// takes and ConfigFromEnv decodes from TRIAGE_* variables. Per-call
+// choices are functional options: HTTPOption for the HTTP transport,
+// SubmitOption for a submit, direct.Option for the direct transport.
+// Plain structs carry data (wire types and ListParams).
 //
 // Every method takes a context first. Every failure the API answers with
 // is an *Error that matches one sentinel with errors.Is (ErrNotFound,

@@ -140,3 +140,20 @@ func ExampleValidateRequest() {
 	// true priority
 	// <nil>
 }
+
+// A configuration from code: unset fields take their defaults, and
+// Validate names the field (and its variable) that breaks a rule.
+func ExampleConfig() {
+	cfg := triage.Config{Prefix: "acme", Concurrency: 4, ReservedHigh: triage.Off}.WithDefaults()
+	fmt.Println(cfg.Table, cfg.Lease, cfg.Weights[triage.High], cfg.Validate())
+
+	cfg.ReservedHigh = 4
+	err := cfg.Validate()
+	var fe *triage.FieldError
+	fmt.Println(errors.As(err, &fe), fe.Field)
+	fmt.Println(err)
+	// Output:
+	// acme-tasks 30s 6 <nil>
+	// true ReservedHigh
+	// ReservedHigh (TRIAGE_RESERVED_HIGH): must be less than Concurrency (4), got 4
+}

@@ -663,11 +663,6 @@ func partitionValue(cond string, names map[string]string, values map[string]ddbt
 
 var placeholder = regexp.MustCompile(`#[A-Za-z0-9_]+`)
 
-// isTask reports whether a key is a task item's ("TASK#<id>").
-func isTask(key map[string]ddbtypes.AttributeValue) bool {
-	return strings.HasPrefix(attrString(key, spec.AttrPK), "TASK#")
-}
-
 // indexWritesUpdate compares the item's index entries after the update
 // (from the item returned with ALL_NEW) with those it had. An update that
 // returns no item (control and counter items) changes entries only by the

@@ -104,7 +104,7 @@ func deploy(ctx context.Context, cl clients, prefix string) (*deployment, error)
 		return nil, fmt.Errorf("configuration for %s: %w", prefix, err)
 	}
 	cfg.DemoHandlers = true // the bench's tasks are noop
-	res, err := localstack.Bootstrap(ctx, cl.ddb, cl.sqs, cl.s3, cfg.Spec)
+	res, err := localstack.Bootstrap(ctx, cl.ddb, cl.sqs, cl.s3, cfg.Spec())
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap %s: %w", prefix, err)
 	}
@@ -122,7 +122,7 @@ func deploy(ctx context.Context, cl clients, prefix string) (*deployment, error)
 	return &deployment{app: a, res: res, warns: warns}, nil
 }
 
-func (d *deployment) table() string { return d.app.Config.Spec.Table.Name }
+func (d *deployment) table() string { return d.app.Config.Table }
 
 // consumer is app.Consumer with concurrency slots of which reserved only
 // run high tasks, running the app's handlers with noop wrapped by the ledger.

@@ -25,7 +25,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -40,6 +39,7 @@ import (
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/internal/submit"
 	"github.com/triagehq/triage/internal/task"
 )
 
@@ -49,15 +49,10 @@ type Transport struct {
 	store    *store.Store
 	queues   *queue.Queues
 	enq      *enqueue.Enqueuer
-	pressure *enqueue.Backpressure
-	known    task.KnownTypes
+	submit   *submit.Service
 	controls *control.Controls
 	counters *counters.Keeper
 	dlq      *deadletter.DLQ
-	// window: a task due further away than this starts scheduled, and the
-	// promoter releases it; a nearer one is sent now with a delay. It is
-	// SQS's longest delay, as for the API.
-	window time.Duration
 }
 
 var _ triage.Transport = (*Transport)(nil)
@@ -119,7 +114,7 @@ func New(ctx context.Context, awsCfg aws.Config, prefix string, opts ...Option) 
 		return nil, fmt.Errorf("direct transport: %w", err)
 	}
 	if o.table != "" {
-		cfg.Spec.Table.Name = o.table
+		cfg.Table = o.table
 	}
 	for p, url := range o.queueURLs {
 		if _, err := triage.ParsePriority(string(p)); err != nil {
@@ -133,18 +128,20 @@ func New(ctx context.Context, awsCfg aws.Config, prefix string, opts ...Option) 
 	// and promoter are not linked.
 	a, err := app.Assemble(ctx, cfg, o.log, awsCfg, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg))
 	if err != nil {
-		return nil, fmt.Errorf("direct transport for table %s: %w", cfg.Spec.Table.Name, err)
+		return nil, fmt.Errorf("direct transport for table %s: %w", cfg.Table, err)
 	}
 	st, qs, enq := a.Store, a.Queues, a.Enqueuer
 	return &Transport{
-		store:    st,
-		queues:   qs,
-		enq:      enq,
-		pressure: enqueue.NewBackpressure(qs, cfg.MaxDepth, cfg.MaxDepthHigh, o.log),
-		known:    task.NewKnownTypes(cfg.Types),
+		store:  st,
+		queues: qs,
+		enq:    enq,
+		submit: submit.New(enq, submit.Options{
+			Pressure: enqueue.NewBackpressure(qs, a.Config.MaxDepth, a.Config.MaxDepthHigh, o.log),
+			Known:    task.NewKnownTypes(a.Config.Types),
+			Now:      st.Now,
+		}),
 		controls: a.Controls,
 		counters: a.Counters,
 		dlq:      deadletter.New(qs, st, enq),
-		window:   queue.MaxDelay,
 	}, nil
 }

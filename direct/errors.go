@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/triagehq/triage"
-	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/internal/submit"
 	"github.com/triagehq/triage/internal/task"
 )
 
@@ -50,31 +49,6 @@ func checkType(typ, name string) error {
 	return nil
 }
 
-// overloaded is the answer to a submit refused by backpressure.
-func overloaded(err error) (*triage.Error, bool) {
-	var oe *enqueue.OverloadedError
-	if !errors.As(err, &oe) {
-		return nil, false
-	}
-	return &triage.Error{Status: http.StatusTooManyRequests, Code: "too_many_requests", Message: oe.Error(), RetryAfter: oe.RetryAfter}, true
-}
-
-// notAccepted is the answer to a submit the queue or the table did not
-// take: nothing was accepted, and the same call may be repeated safely
-// (with the same idempotency key too).
-func notAccepted(err error) (*triage.Error, bool) {
-	var msg string
-	switch {
-	case errors.Is(err, enqueue.ErrNotSent):
-		msg = "the queue did not accept the task; nothing was recorded, try again"
-	case errors.Is(err, enqueue.ErrNotRecorded):
-		msg = "the task could not be recorded; it was not accepted, try again"
-	default:
-		return nil, false
-	}
-	return &triage.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: msg, RetryAfter: time.Second, Cause: err}, true
-}
-
 // taskError is the answer to a failed operation on task id.
 func taskError(what, id string, err error) error {
 	var se *store.StateError
@@ -93,7 +67,7 @@ func taskError(what, id string, err error) error {
 
 // internal is any other failure; unlike the API, it keeps the cause.
 func internal(what string, err error) *triage.Error {
-	if e, ok := notAccepted(err); ok {
+	if e := submit.Refusal(err); e.Status == http.StatusServiceUnavailable {
 		return e
 	}
 	return &triage.Error{Status: http.StatusInternalServerError, Code: "internal", Message: what + " failed: " + err.Error(), Cause: err}

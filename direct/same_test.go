@@ -471,7 +471,11 @@ func TestSameOperations(t *testing.T) {
 	}
 
 	// Two tasks that fail for good land in the high DLQ.
-	w := worker.New(worker.Options{Getenv: d.env.Getenv(nil), Logger: quiet})
+	wcfg, err := triage.ConfigFromEnv(d.env.Getenv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := worker.New(worker.Options{Config: &wcfg, Logger: quiet})
 	w.Handle("doomed", func(context.Context, *worker.Task) (any, error) {
 		return nil, worker.Permanent(errors.New("no way"))
 	})
@@ -499,7 +503,6 @@ func TestSameOperations(t *testing.T) {
 
 	var msgs [2][]triage.DLQMessage
 	var st [2]*triage.Stats
-	var err error
 	for i, nc := range d.both() {
 		if msgs[i], err = nc.c.DLQ(c, triage.High, 0); err != nil {
 			t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/triagehq/triage"
@@ -13,72 +12,38 @@ import (
 	"github.com/triagehq/triage/triagetype"
 )
 
-// prepare validates r as the API does (fields, then the deployment's
-// types, then the queue's depth) and builds its task. prefix names a batch
-// item's fields ("tasks[3].").
-func (d *Transport) prepare(ctx context.Context, r *triage.SubmitRequest, now time.Time, prefix string) (*task.Task, *triage.Error) {
-	req := (*task.Request)(r)
-	if err := req.Validate(); err != nil {
-		return nil, fieldError(err, prefix)
+// Submit implements triage.Transport: the API's submit service, in
+// process (internal/submit), so the same request gets the same answer.
+func (d *Transport) Submit(ctx context.Context, r triage.SubmitRequest) (*triage.Task, bool, error) {
+	o := d.submit.Submit(ctx, task.Request(r))
+	if o.Err != nil {
+		return nil, false, o.Err
 	}
-	if fe := d.known.Check(req.Type); fe != nil {
-		return nil, fieldError(fe, prefix)
+	return o.Task.Public(), o.Created, nil
+}
+
+// SubmitBatch implements triage.Transport. Like the API, it answers every
+// item on its own and sends the accepted ones in batches per priority; an
+// item repeating an idempotency key gets the first task.
+func (d *Transport) SubmitBatch(ctx context.Context, rs []triage.SubmitRequest) ([]triage.BatchResult, error) {
+	reqs := make([]task.Request, len(rs))
+	for i, r := range rs {
+		reqs[i] = task.Request(r)
 	}
-	t := req.NewTask(now, d.window)
-	if err := d.pressure.Check(ctx, t.EffectivePriority); err != nil {
-		e, _ := overloaded(err)
+	outs, e := d.submit.SubmitBatch(ctx, reqs)
+	if e != nil {
 		return nil, e
 	}
-	return t, nil
-}
-
-// Submit implements triage.Transport.
-func (d *Transport) Submit(ctx context.Context, r triage.SubmitRequest) (*triage.Task, bool, error) {
-	t, e := d.prepare(ctx, &r, d.store.Now().UTC(), "")
-	if e != nil {
-		return nil, false, e
-	}
-	saved, created, err := d.enq.Submit(ctx, t)
-	if err != nil {
-		return nil, false, internal(fmt.Sprintf("submit a %q task", r.Type), err)
-	}
-	return saved.Public(), created, nil
-}
-
-// SubmitBatch implements triage.Transport. Like the API, it validates
-// every item on its own and sends the accepted ones in batches per
-// priority; an item repeating an idempotency key gets the first task.
-func (d *Transport) SubmitBatch(ctx context.Context, rs []triage.SubmitRequest) ([]triage.BatchResult, error) {
-	if len(rs) == 0 || len(rs) > triage.MaxBatch {
-		return nil, invalid("tasks", fmt.Sprintf("must hold 1 to %d tasks, got %d", triage.MaxBatch, len(rs)))
-	}
-	out := make([]triage.BatchResult, len(rs))
-	var ts []*task.Task
-	var idx []int
-	now := d.store.Now().UTC()
-	for i := range rs {
-		out[i].Index = i
-		t, e := d.prepare(ctx, &rs[i], now, fmt.Sprintf("tasks[%d].", i))
-		if e != nil {
-			out[i].Status, out[i].Error = e.Status, &triage.ErrorDetail{Code: e.Code, Message: e.Message, Field: e.Field}
-			continue
-		}
-		ts = append(ts, t)
-		idx = append(idx, i)
-	}
-	for j, res := range d.enq.SubmitBatch(ctx, ts) {
-		i := idx[j]
-		switch {
-		case res.Err != nil:
-			e := internal("submit", res.Err)
-			out[i].Status, out[i].Error = e.Status, &triage.ErrorDetail{Code: e.Code, Message: e.Message}
-		case res.Created:
-			out[i].Status, out[i].Task = http.StatusCreated, res.Task.Public()
-		default:
-			out[i].Status, out[i].Task = http.StatusOK, res.Task.Public()
+	res := make([]triage.BatchResult, len(outs))
+	for i, o := range outs {
+		res[i] = triage.BatchResult{Index: i, Status: o.Status()}
+		if o.Err != nil {
+			res[i].Error = &triage.ErrorDetail{Code: o.Err.Code, Message: o.Err.Message, Field: o.Err.Field}
+		} else {
+			res[i].Task = o.Task.Public()
 		}
 	}
-	return out, nil
+	return res, nil
 }
 
 // Get implements triage.Transport.

@@ -90,8 +90,15 @@ const (
 // Backoff is one priority's retry wait (see config.Backoff).
 type Backoff = config.Backoff
 
-// ParseBackoff checks a TRIAGE_RETRY_BACKOFF value as the consumer will.
-func ParseBackoff(s string) error {
-	_, err := config.ParseBackoff(s)
+// Off, in a setting whose zero means "default", means none (see
+// config.Off); its variable's value for it is "0".
+const Off = config.Off
+
+// CheckEnv checks TRIAGE_* settings exactly as every function will read
+// them at start (decode, defaults, rules), so a construct can refuse at
+// synth what would fail at cold start. Values absent from env take their
+// defaults.
+func CheckEnv(env map[string]string) error {
+	_, err := config.FromEnv(func(k string) string { return env[k] })
 	return err
 }

@@ -3,9 +3,11 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"log/slog"
 	"time"
 
+	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/worker"
 )
 
@@ -44,14 +46,21 @@ func (Thumbnail) Kind() string { return "thumbnail" }
 // attempt (here, timing it), and Snooze puts a task back without spending
 // an attempt while its input is not ready.
 func ExampleAddWorker() {
-	w := worker.New(worker.Options{Concurrency: 16, ReservedHigh: 2})
+	// The deployment from TRIAGE_* (as the CDK construct sets them), and
+	// two settings from code.
+	cfg, err := triage.ConfigFromEnv(nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg.Concurrency, cfg.ReservedHigh = 16, 2
+	w := worker.New(worker.Options{Config: &cfg})
 	w.Use(func(ctx context.Context, t *worker.Task, next func(context.Context) error) error {
 		start := time.Now()
 		err := next(ctx)
 		slog.Info("attempt", "task_id", t.ID, "type", t.Type, "took", time.Since(start), "error", err)
 		return err
 	})
-	err := worker.AddWorker(w, func(ctx context.Context, j *worker.Job[Thumbnail]) (any, error) {
+	err = worker.AddWorker(w, func(ctx context.Context, j *worker.Job[Thumbnail]) (any, error) {
 		if !uploaded(j.Args.URL) {
 			return nil, worker.Snooze(30 * time.Second)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/localstack/stacktest"
 	"github.com/triagehq/triage/worker"
@@ -28,7 +29,12 @@ type invoice struct {
 // every attempt, and the outcomes Snooze and Cancel, on the emulators.
 func TestTypedWorkersMiddlewareAndOutcomes(t *testing.T) {
 	env := stacktest.New(t)
-	w := worker.New(worker.Options{Getenv: env.Getenv(nil), Logger: quiet, Concurrency: 4, ReservedHigh: 1})
+	cfg, err := triage.ConfigFromEnv(env.Getenv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Concurrency, cfg.ReservedHigh = 4, 1
+	w := worker.New(worker.Options{Config: &cfg, Logger: quiet})
 	var mu sync.Mutex
 	var trail []string
 	snoozes := 0
@@ -109,22 +115,31 @@ func outcome(err error) string {
 	return "error"
 }
 
-func TestOptionsAreChecked(t *testing.T) {
+func TestConfigIsChecked(t *testing.T) {
 	env := stacktest.New(t)
 	for _, c := range []struct {
-		opt  worker.Options
+		edit func(*triage.Config)
 		want string
 	}{
-		{worker.Options{Weights: map[string]int{"urgent": 1}}, "urgent"},
-		{worker.Options{Weights: map[string]int{"high": 0, "medium": 0, "low": 0}}, "positive"},
-		{worker.Options{Concurrency: 2, ReservedHigh: 2}, "less than Concurrency"},
-		{worker.Options{Concurrency: -1}, "negative"},
+		{func(c *triage.Config) { c.Weights = map[triage.Priority]int{"urgent": 1} }, "urgent"},
+		{func(c *triage.Config) { c.Weights = map[triage.Priority]int{"high": 0, "medium": 0, "low": 0} }, "positive"},
+		{func(c *triage.Config) { c.Concurrency, c.ReservedHigh = 2, 2 }, "less than Concurrency"},
+		{func(c *triage.Config) { c.Concurrency = -1 }, "Concurrency (TRIAGE_CONCURRENCY): must be at least 1"},
+		{func(c *triage.Config) {
+			c.RetryBackoff = map[triage.Priority]triage.Backoff{"low": {Base: time.Minute, Max: time.Second}}
+		}, "RetryBackoff"},
 	} {
-		c.opt.Getenv, c.opt.Logger = env.Getenv(nil), quiet
-		w := worker.New(c.opt)
+		cfg, err := triage.ConfigFromEnv(env.Getenv(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.edit(&cfg)
+		w := worker.New(worker.Options{Config: &cfg, Logger: quiet})
 		_ = w.Handle("job", func(context.Context, *worker.Task) (any, error) { return nil, nil })
-		if err := w.Run(context.Background()); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: Run = %v, want an error mentioning %q", c.opt, err, c.want)
+		err = w.Run(context.Background())
+		var fe *triage.FieldError
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.As(err, &fe) {
+			t.Errorf("Run = %v, want a FieldError mentioning %q", err, c.want)
 		}
 	}
 }

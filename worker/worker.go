@@ -6,7 +6,7 @@
 // function on the consumer's schedule or as a long-running process. It is
 // the same consumer: weighted polling over the priority queues, claims with
 // leases, retries with backoff, dead letters, pause and limits, configured
-// by the same TRIAGE_* variables (or Options, which win over them). It
+// by the same settings (triage.Config, from code or TRIAGE_* variables). It
 // links only the consumer, not the API, dashboard or promoter.
 //
 //	type Thumbnail struct{ URL string `json:"url"` }
@@ -39,6 +39,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/config"
@@ -101,30 +102,25 @@ func Snooze(d time.Duration) error { return handler.Snooze(d) }
 // look at or replace its error. Register it with Worker.Use.
 type Middleware func(ctx context.Context, t *Task, next func(ctx context.Context) error) error
 
-// Options configures a Worker. The zero value reads the process
-// environment and logs JSON to stderr. The polling fields, when set, win
-// over their TRIAGE_* variables; zero leaves the variable (or its default)
-// in charge.
+// Options configures a Worker.
 type Options struct {
-	// Getenv reads the TRIAGE_* settings (default os.Getenv). AWS settings
-	// (region, credentials, AWS_ENDPOINT_URL*) always come from the
-	// process environment, the standard way.
-	Getenv func(string) string
+	// Config is the dispatcher's configuration: which deployment (Prefix,
+	// or Table and queue URLs), concurrency, weights, lease, retry backoff,
+	// routes. nil reads the process environment (triage.ConfigFromEnv).
+	// Fields left zero take the defaults documented on triage.Config, so
+	// to change a few settings and keep the environment's for the rest,
+	// start from it:
+	//
+	//	cfg, err := triage.ConfigFromEnv(nil)
+	//	cfg.Concurrency = 16
+	//	w := worker.New(worker.Options{Config: &cfg})
+	//
+	// AWS settings (region, credentials, AWS_ENDPOINT_URL*) always come
+	// from the process environment, the standard way.
+	Config *triage.Config
 	// Logger receives the worker's JSON logs (default: stderr, at
-	// TRIAGE_LOG_LEVEL).
+	// Config.LogLevel).
 	Logger *slog.Logger
-	// Concurrency is how many tasks run at once (TRIAGE_CONCURRENCY, 8);
-	// ReservedHigh of those slots run only high tasks (TRIAGE_RESERVED_HIGH,
-	// 1). Setting Concurrency applies ReservedHigh as given, zero included.
-	Concurrency, ReservedHigh int
-	// Weights are the weighted-polling shares by priority, "high", "medium"
-	// and "low" (TRIAGE_WEIGHTS, 6/3/1).
-	Weights map[string]int
-	// Strict, when set, always takes the highest non-empty queue (true) or
-	// polls by weight (false), whatever TRIAGE_STRICT says.
-	Strict *bool
-	// Lease is a claim's lease, renewed every third of it (TRIAGE_LEASE, 30 s).
-	Lease time.Duration
 }
 
 // Worker runs the task types registered with Handle or AddWorker.
@@ -134,11 +130,9 @@ type Worker struct {
 	mws      []Middleware
 }
 
-// New returns a worker with no handlers.
+// New returns a worker with no handlers. Its configuration is checked
+// when it starts (Run, LambdaHandler).
 func New(opt Options) *Worker {
-	if opt.Getenv == nil {
-		opt.Getenv = os.Getenv
-	}
 	return &Worker{opt: opt, handlers: map[string]HandlerFunc{}}
 }
 
@@ -208,11 +202,11 @@ var ErrNoHandlers = errors.New("worker: no handlers registered")
 // finish (up to the drain timeout) and returns nil. It returns an error
 // when the configuration is invalid or AWS cannot be reached at start.
 func (w *Worker) Run(ctx context.Context) error {
-	a, reg, opt, err := w.assemble(ctx)
+	a, reg, err := w.assemble(ctx)
 	if err != nil {
 		return err
 	}
-	return consumerapp.New(a, reg, opt).Run(ctx)
+	return consumerapp.New(a, reg, dispatch.Options{}).Run(ctx)
 }
 
 // LambdaSummary is what one invocation of the Lambda handler returns.
@@ -223,11 +217,11 @@ type LambdaSummary = consumerapp.LambdaSummary
 // polls until consumerapp.LambdaReserve (40 s) before its deadline, then
 // drains. Build it once, at cold start.
 func (w *Worker) LambdaHandler(ctx context.Context) (func(context.Context, events.EventBridgeEvent) (LambdaSummary, error), error) {
-	a, reg, opt, err := w.assemble(ctx)
+	a, reg, err := w.assemble(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return consumerapp.Lambda(a, reg, opt), nil
+	return consumerapp.Lambda(a, reg, dispatch.Options{}), nil
 }
 
 // StartLambda serves the Lambda handler; it does not return. A
@@ -242,59 +236,42 @@ func (w *Worker) StartLambda() {
 	lambda.Start(h)
 }
 
-// assemble builds the app from the configuration, the consumer options
-// and the handler registry: the registered Go handlers plus the configured routes.
-func (w *Worker) assemble(ctx context.Context) (*app.App, *handler.Registry, dispatch.Options, error) {
-	opt, err := w.dispatchOptions()
-	if err != nil {
-		return nil, nil, opt, err
+// assemble builds the app from the configuration, and the handler
+// registry: the registered Go handlers plus the configured routes.
+func (w *Worker) assemble(ctx context.Context) (*app.App, *handler.Registry, error) {
+	var cfg config.Config
+	if w.opt.Config != nil {
+		cfg = *w.opt.Config
+	} else {
+		var err error
+		if cfg, err = config.Decode(os.Getenv); err != nil {
+			return nil, nil, fmt.Errorf("worker: configuration: %w", err)
+		}
 	}
-	cfg, err := config.FromEnv(w.opt.Getenv)
-	if err != nil {
-		return nil, nil, opt, fmt.Errorf("worker: configuration: %w", err)
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("worker: configuration: %w", err)
 	}
 	a, err := app.New(ctx, cfg, w.logger(cfg.LogLevel))
 	if err != nil {
-		return nil, nil, opt, fmt.Errorf("worker: %w", err)
+		return nil, nil, fmt.Errorf("worker: %w", err)
 	}
 	reg := handler.NewRegistry()
 	for typ, h := range w.handlers {
 		if err := reg.Register(typ, adapt(h)); err != nil {
-			return nil, nil, opt, fmt.Errorf("worker: %w", err)
+			return nil, nil, fmt.Errorf("worker: %w", err)
 		}
 	}
 	for _, mw := range w.mws {
 		reg.Use(middleware(mw))
 	}
 	if err := consumerapp.AddRoutes(a, reg, false); err != nil {
-		return nil, nil, opt, fmt.Errorf("worker: %w", err)
+		return nil, nil, fmt.Errorf("worker: %w", err)
 	}
 	if len(reg.Types()) == 0 {
-		return nil, nil, opt, ErrNoHandlers
+		return nil, nil, ErrNoHandlers
 	}
-	return a, reg, opt, nil
-}
-
-// dispatchOptions are the consumer options Options sets (zero: unset),
-// checked by the rules their TRIAGE_* variables follow.
-func (w *Worker) dispatchOptions() (dispatch.Options, error) {
-	o := dispatch.Options{Concurrency: w.opt.Concurrency, Strict: w.opt.Strict, Lease: w.opt.Lease}
-	if o.Concurrency < 0 || w.opt.ReservedHigh < 0 || w.opt.Lease < 0 {
-		return o, errors.New("worker: Concurrency, ReservedHigh and Lease must not be negative")
-	}
-	if o.Concurrency > 0 {
-		if w.opt.ReservedHigh >= o.Concurrency {
-			return o, fmt.Errorf("worker: ReservedHigh (%d) must be less than Concurrency (%d)", w.opt.ReservedHigh, o.Concurrency)
-		}
-		o.ReservedHigh = w.opt.ReservedHigh
-	}
-	if len(w.opt.Weights) > 0 {
-		var err error
-		if o.Weights, err = config.WeightsFrom(w.opt.Weights); err != nil {
-			return o, fmt.Errorf("worker: Weights: %w", err)
-		}
-	}
-	return o, nil
+	return a, reg, nil
 }
 
 func (w *Worker) logger(level string) *slog.Logger {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/localstack/stacktest"
 	"github.com/triagehq/triage/worker"
@@ -46,7 +47,7 @@ func TestGoHandlers(t *testing.T) {
 		defer mu.Unlock()
 		seen[tk.Type] = append(seen[tk.Type], tk.Attempt)
 	}
-	w := worker.New(worker.Options{Getenv: env.Getenv(nil), Logger: quiet})
+	w := worker.New(envOptions(t, env.Getenv(nil)))
 	w.Handle("area", func(ctx context.Context, tk *worker.Task) (any, error) {
 		note(tk)
 		var in struct{ W, H int }
@@ -106,7 +107,7 @@ func TestGoHandlers(t *testing.T) {
 // that leaves a few seconds of polling before the reserve.
 func TestLambdaHandler(t *testing.T) {
 	env := stacktest.New(t)
-	w := worker.New(worker.Options{Getenv: env.Getenv(nil), Logger: quiet})
+	w := worker.New(envOptions(t, env.Getenv(nil)))
 	w.Handle("greet", func(ctx context.Context, tk *worker.Task) (any, error) {
 		var in struct{ Name string }
 		if err := tk.Decode(&in); err != nil {
@@ -149,7 +150,15 @@ func TestConfigurationErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := worker.New(worker.Options{Getenv: env.Getenv(tt.extra), Logger: quiet})
+			opt := worker.Options{Logger: quiet} // nil Config: the process environment
+			if tt.name == "bad setting" {
+				for k, v := range tt.extra {
+					t.Setenv(k, v)
+				}
+			} else {
+				opt = envOptions(t, env.Getenv(tt.extra))
+			}
+			w := worker.New(opt)
 			if tt.register {
 				w.Handle("job", noop)
 			}
@@ -164,4 +173,15 @@ func TestConfigurationErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// envOptions configures a worker from getenv, as a deployed one is from
+// its environment.
+func envOptions(t *testing.T, getenv func(string) string) worker.Options {
+	t.Helper()
+	cfg, err := triage.ConfigFromEnv(getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return worker.Options{Config: &cfg, Logger: quiet}
 }

@@ -106,9 +106,6 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 		return nil, fmt.Errorf("dispatcher %s: %w", id, err)
 	}
 	s := resourcespec.New(p.Prefix)
-	if err := checkWeights(p.Weights, s); err != nil {
-		return nil, fmt.Errorf("dispatcher %s: %w", id, err)
-	}
 	// Hash the function sources before declaring anything, so a missing or
 	// broken package leaves no half-built construct behind.
 	code := map[string]awslambda.Code{}
@@ -336,7 +333,7 @@ func envVars(env map[string]string) map[string]*string {
 func consumerEnv(p Props) map[string]string {
 	env := map[string]string{
 		resourcespec.EnvConcurrency:  intEnv(p.Concurrency),
-		resourcespec.EnvReservedHigh: intEnv(p.ReservedHigh),
+		resourcespec.EnvReservedHigh: reservedEnv(p.ReservedHigh),
 		resourcespec.EnvPollWait:     durationEnv(p.PollWait),
 		resourcespec.EnvRoutes:       routesEnv(p.Routes),
 		resourcespec.EnvWeights:      weightsEnv(p.Weights),
@@ -586,30 +583,6 @@ func (d *Dispatcher) outputs() {
 	}
 }
 
-// checkWeights rejects weights for priorities the spec does not have and
-// weights that would leave every queue unpolled.
-func checkWeights(w map[string]int, s resourcespec.Spec) error {
-	if len(w) == 0 {
-		return nil
-	}
-	known := map[string]bool{}
-	for _, q := range s.Queues {
-		known[string(q.Priority)] = true
-	}
-	total, given := 0, 0
-	for prio, n := range w {
-		if !known[prio] {
-			return fmt.Errorf("Weights: unknown priority %q", prio)
-		}
-		total += n
-		given++
-	}
-	if given == len(known) && total == 0 {
-		return fmt.Errorf("Weights: at least one weight must be positive")
-	}
-	return nil
-}
-
 // sortedKeys returns m's keys in order, so maps render the same on every synth.
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
@@ -646,6 +619,15 @@ func durationEnv(d time.Duration) string {
 		return ""
 	}
 	return d.String()
+}
+
+// reservedEnv renders ReservedHigh: zero is unset (the default),
+// resourcespec.Off none ("0").
+func reservedEnv(n int) string {
+	if n == resourcespec.Off {
+		return "0"
+	}
+	return intEnv(n)
 }
 
 // intEnv renders n; zero means unset.

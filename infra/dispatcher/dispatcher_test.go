@@ -676,6 +676,8 @@ func TestVariants(t *testing.T) {
 		Shards:          32,
 		Types:           []string{"resize", "notify"},
 		DemoHandlers:    true,
+		Concurrency:     1,
+		ReservedHigh:    resourcespec.Off,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -710,6 +712,7 @@ func TestVariants(t *testing.T) {
 	t.Run("consumer settings", func(t *testing.T) {
 		vars := f.resources[f.id(f.d.Consumer)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
 		equalJSON(t, "weights", vars[resourcespec.EnvWeights], "high=8,low=2")
+		equalJSON(t, "no reserved slots", vars[resourcespec.EnvReservedHigh], "0")
 		equalJSON(t, "demo handlers", vars[resourcespec.EnvDemoHandlers], "true")
 		equalJSON(t, "retry", vars[resourcespec.EnvRetryBackoff], "high=1s:5s,low=2s:2m0s")
 		equalJSON(t, "routes", vars[resourcespec.EnvRoutes], "notify=https://hooks.example.com/triage,resize="+handler)
@@ -809,8 +812,11 @@ func TestInvalidProps(t *testing.T) {
 		p    dispatcher.Props
 		want string // in the error, when given
 	}{
-		"fan-out":          {p: dispatcher.Props{FanOut: dispatcher.MaxFanOut + 1}},
-		"reserved":         {p: dispatcher.Props{Concurrency: 4, ReservedHigh: 4}},
+		"fan-out":  {p: dispatcher.Props{FanOut: dispatcher.MaxFanOut + 1}},
+		"reserved": {p: dispatcher.Props{Concurrency: 4, ReservedHigh: 4}, want: "ReservedHigh (TRIAGE_RESERVED_HIGH)"},
+		// One slot leaves no room for the default reserved slot: the
+		// consumer would refuse to start, so synth refuses first.
+		"reserved default": {p: dispatcher.Props{Concurrency: 1}, want: "must be less than Concurrency (1)"},
 		"unknown priority": {p: dispatcher.Props{Weights: map[string]int{"urgent": 1}}},
 		"zero weights":     {p: dispatcher.Props{Weights: map[string]int{"high": 0, "medium": 0, "low": 0}}},
 		"route target":     {p: dispatcher.Props{Routes: map[string]string{"x": "ftp://nope"}}},

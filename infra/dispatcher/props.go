@@ -95,7 +95,8 @@ type Props struct {
 
 	// Concurrency is the number of worker slots per consumer invocation
 	// (default 8) and ReservedHigh how many of them only high-priority tasks
-	// may use (default 1). ReservedHigh must stay below Concurrency.
+	// may use (default 1; resourcespec.Off for none). ReservedHigh must stay
+	// below Concurrency.
 	Concurrency  int
 	ReservedHigh int
 	// PollWait is the consumer's long-poll wait when every queue is empty
@@ -249,27 +250,8 @@ func (p *Props) resolved() (Props, error) {
 			return r, fmt.Errorf("%s %s: must be positive", name, d)
 		}
 	}
-	if r.Concurrency < 0 || r.ReservedHigh < 0 {
-		return r, fmt.Errorf("Concurrency %d, ReservedHigh %d: must not be negative", r.Concurrency, r.ReservedHigh)
-	}
-	if r.Concurrency > 0 && r.ReservedHigh >= r.Concurrency {
-		return r, fmt.Errorf("ReservedHigh (%d) must be less than Concurrency (%d)", r.ReservedHigh, r.Concurrency)
-	}
-	for prio, w := range r.Weights {
-		if w < 0 {
-			return r, fmt.Errorf("Weights[%s] = %d: must not be negative", prio, w)
-		}
-	}
 	if err := validateRoutes(r.Routes); err != nil {
 		return r, err
-	}
-	if err := resourcespec.ParseBackoff(retryEnv(r.Retry)); err != nil {
-		return r, fmt.Errorf("Retry: %w", err)
-	}
-	switch r.LogLevel {
-	case "", "debug", "info", "warn", "error":
-	default:
-		return r, fmt.Errorf("LogLevel %q: want debug, info, warn or error", r.LogLevel)
 	}
 	if r.LogRetention == "" {
 		r.LogRetention = awslogs.RetentionDays_ONE_MONTH
@@ -294,13 +276,11 @@ func (p *Props) resolved() (Props, error) {
 	if r.Consumer.Timeout < minConsumerTimeout {
 		return r, fmt.Errorf("Consumer.Timeout %s: must be at least %s, since the consumer stops polling well before its deadline to drain", r.Consumer.Timeout, minConsumerTimeout)
 	}
-	if r.Shards < 0 || r.Shards > resourcespec.MaxShards {
-		return r, fmt.Errorf("Shards %d: must be from 1 to %d (0 for the default %d)", r.Shards, resourcespec.MaxShards, resourcespec.DefaultShards)
-	}
-	for _, typ := range r.Types {
-		if err := resourcespec.ValidateType(typ); err != nil {
-			return r, fmt.Errorf("Types: %q %v", typ, err)
-		}
+	// The functions' settings are checked by the functions' own decoder
+	// and rules (weights, reserved slots, retry backoff, routes, shards,
+	// types, durations, log level), so what synthesizes also starts.
+	if err := resourcespec.CheckEnv(settingsEnv(r)); err != nil {
+		return r, fmt.Errorf("settings: %w", err)
 	}
 	if r.Alarms.DLQDepthThreshold < 0 {
 		return r, fmt.Errorf("Alarms.DLQDepthThreshold %v: must not be negative", r.Alarms.DLQDepthThreshold)
@@ -382,12 +362,6 @@ func validateRoutes(routes map[string]string) error {
 		if target == "" || strings.Contains(target, ",") {
 			return fmt.Errorf("route %s: target %q must be non-empty without ','", typ, target)
 		}
-		if *awscdk.Token_IsUnresolved(target) {
-			continue
-		}
-		if !strings.HasPrefix(target, "arn:") && !strings.HasPrefix(target, "http://") && !strings.HasPrefix(target, "https://") {
-			return fmt.Errorf("route %s: target %q is neither a Lambda ARN nor an http(s) URL", typ, target)
-		}
 	}
 	return nil
 }
@@ -406,4 +380,25 @@ func routesEnv(routes map[string]string) string {
 		parts = append(parts, t+"="+routes[t])
 	}
 	return strings.Join(parts, ",")
+}
+
+// settingsEnv is the TRIAGE_* settings the functions get from r, with
+// deploy-time tokens (a route to a function of the same app, the webhook
+// secret) replaced by a value of their shape, for CheckEnv.
+func settingsEnv(r Props) map[string]string {
+	routes := map[string]string{}
+	for typ, target := range r.Routes {
+		if *awscdk.Token_IsUnresolved(target) {
+			target = "arn:aws:lambda:us-east-1:123456789012:function:resolved-at-deploy"
+		}
+		routes[typ] = target
+	}
+	r.Routes, r.WebhookSecret = routes, nil
+	return merge(consumerEnv(r), typesEnv(r), map[string]string{
+		resourcespec.EnvShards:      intEnv(r.Shards),
+		resourcespec.EnvLowAfter:    durationEnv(r.PromoteLowAfter),
+		resourcespec.EnvMediumAfter: durationEnv(r.PromoteMediumAfter),
+		resourcespec.EnvRetention:   durationEnv(r.Retention),
+		resourcespec.EnvLogLevel:    r.LogLevel,
+	})
 }

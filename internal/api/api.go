@@ -25,7 +25,9 @@ import (
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/stats"
 	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/internal/submit"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Store is the part of the task store the API uses.
@@ -80,7 +82,7 @@ type Deps struct {
 type Options struct {
 	// DirectWindow: a task whose run_at is further away than this starts
 	// scheduled and is released by the promoter; nearer ones are sent at
-	// once with a delay (15 min, SQS's longest delay).
+	// once with a delay (queue.MaxDelay, SQS's longest delay: 15 min).
 	DirectWindow time.Duration
 	// MaxDepth is the queue depth over which submits get 429 (0: no limit).
 	// MaxDepthHigh is the same for high-priority submits, which may keep a
@@ -109,40 +111,30 @@ type Server struct {
 	log      *slog.Logger
 	mux      *http.ServeMux
 	routes   []string
-	pressure *enqueue.Backpressure // shared with the direct transport
-	known    task.KnownTypes
+	// submitter accepts new tasks: the one submit path, shared with the
+	// direct transport.
+	submitter *submit.Service
 }
 
 // New returns the API handler.
 func New(d Deps, opt Options) *Server {
-	if opt.DirectWindow <= 0 {
-		opt.DirectWindow = 15 * time.Minute
-	}
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
 	srv := &Server{
 		store: d.Store, enq: d.Enqueuer, queues: d.Queues, controls: d.Controls, dlq: d.DLQ, counters: d.Counters, tokens: d.Tokens,
-		opt: opt, log: opt.Logger, mux: http.NewServeMux(), known: task.NewKnownTypes(opt.KnownTypes),
+		opt: opt, log: opt.Logger, mux: http.NewServeMux(),
+	}
+	so := submit.Options{Known: task.NewKnownTypes(opt.KnownTypes), DirectWindow: opt.DirectWindow}
+	if d.Store != nil {
+		so.Now = d.Store.Now
 	}
 	if d.Queues != nil {
-		srv.pressure = enqueue.NewBackpressure(d.Queues, opt.MaxDepth, opt.MaxDepthHigh, opt.Logger)
+		so.Pressure = enqueue.NewBackpressure(d.Queues, opt.MaxDepth, opt.MaxDepthHigh, opt.Logger)
 	}
+	srv.submitter = submit.New(d.Enqueuer, so)
 	srv.register()
 	return srv
-}
-
-// overloaded is the shared backpressure check (enqueue.Backpressure):
-// how long to wait, and whether the submit must be refused with 429.
-func (s *Server) overloaded(ctx context.Context, p task.Priority) (time.Duration, bool) {
-	if s.pressure == nil {
-		return 0, false
-	}
-	var oe *enqueue.OverloadedError
-	if errors.As(s.pressure.Check(ctx, p), &oe) {
-		return oe.RetryAfter, true
-	}
-	return 0, false
 }
 
 func (s *Server) register() {
@@ -222,29 +214,30 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req, MaxBody) {
 		return
 	}
-	if !validate(w, &req) {
+	o := s.submitter.Submit(r.Context(), req)
+	if o.Err != nil {
+		s.refuse(w, r, o.Err)
 		return
 	}
-	if fe := s.known.Check(req.Type); fe != nil {
-		writeError(w, http.StatusBadRequest, "invalid_field", fe.Field, fe.Error())
-		return
+	writeJSON(w, o.Status(), o.Task)
+}
+
+// refuse answers with a refusal of the submit service: its status, its
+// Retry-After when it has one, its code, message and field.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *triagetype.Error) {
+	s.logRefusal(r, e)
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(max(e.RetryAfter.Seconds(), 1))))
 	}
-	t := req.NewTask(s.store.Now().UTC(), s.opt.DirectWindow)
-	if wait, over := s.overloaded(r.Context(), t.EffectivePriority); over {
-		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
-		writeError(w, http.StatusTooManyRequests, "too_many_requests", "", fmt.Sprintf("the %s queue is over its depth limit; retry after %d s", t.EffectivePriority, int(wait.Seconds())))
-		return
+	writeError(w, e.Status, e.Code, e.Field, e.Message)
+}
+
+// logRefusal logs the cause of a refusal the server is to blame for
+// (5xx): the answer itself never shows it.
+func (s *Server) logRefusal(r *http.Request, e *triagetype.Error) {
+	if e.Status >= 500 {
+		s.log.Error("submit failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "error", e.Cause)
 	}
-	saved, created, err := s.enq.Submit(r.Context(), t)
-	if err != nil {
-		s.internal(w, r, "submit task", err)
-		return
-	}
-	status := http.StatusCreated
-	if !created {
-		status = http.StatusOK
-	}
-	writeJSON(w, status, saved)
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
@@ -376,24 +369,6 @@ func jsonKind(goKind string) string {
 	return "object"
 }
 
-func validate(w http.ResponseWriter, req *task.Request) bool {
-	err := req.Validate()
-	if err == nil {
-		return true
-	}
-	var fe *task.FieldError
-	if errors.As(err, &fe) {
-		if fe.TooLarge {
-			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fe.Field, fe.Error())
-		} else {
-			writeError(w, http.StatusBadRequest, "invalid_field", fe.Field, fe.Error())
-		}
-		return false
-	}
-	writeError(w, http.StatusBadRequest, "bad_request", "", err.Error())
-	return false
-}
-
 // taskError writes the response for a failed operation on one task and
 // reports whether there was an error.
 func (s *Server) taskError(w http.ResponseWriter, r *http.Request, what string, err error) bool {
@@ -415,25 +390,12 @@ func (s *Server) taskError(w http.ResponseWriter, r *http.Request, what string, 
 
 func (s *Server) internal(w http.ResponseWriter, r *http.Request, what string, err error) {
 	s.log.Error(what+" failed", "method", r.Method, "path", r.URL.Path, "error", err)
-	if msg, ok := notAccepted(err); ok {
+	if e := submit.Refusal(err); e.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "", msg)
+		writeError(w, e.Status, e.Code, "", e.Message)
 		return
 	}
 	writeError(w, http.StatusInternalServerError, "internal", "", what+" failed")
-}
-
-// notAccepted says why a submit was not accepted when the cause was the
-// queue or the table being unavailable: the client may retry the same
-// request safely (with the same idempotency key too).
-func notAccepted(err error) (string, bool) {
-	switch {
-	case errors.Is(err, enqueue.ErrNotSent):
-		return "the queue did not accept the task; nothing was recorded, try again", true
-	case errors.Is(err, enqueue.ErrNotRecorded):
-		return "the task could not be recorded; it was not accepted, try again", true
-	}
-	return "", false
 }
 
 // ErrorBody is the JSON shape of every error response.

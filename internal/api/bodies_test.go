@@ -147,7 +147,7 @@ func TestUnrecordedPayloadIsRemoved(t *testing.T) {
 func rawItem(t *testing.T, f *fix2, id string) map[string]ddbtypes.AttributeValue {
 	t.Helper()
 	out, err := f.app.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{
-		TableName: aws.String(f.app.Config.Spec.Table.Name), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(f.app.Config.Table), ConsistentRead: aws.Bool(true),
 		Key: map[string]ddbtypes.AttributeValue{spec.AttrPK: &ddbtypes.AttributeValueMemberS{Value: "TASK#" + id}},
 	})
 	if err != nil {
@@ -158,10 +158,10 @@ func rawItem(t *testing.T, f *fix2, id string) map[string]ddbtypes.AttributeValu
 
 func objectKeys(t *testing.T, f *fix2) map[string]bool {
 	t.Helper()
-	out, err := f.app.S3.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(f.app.Config.Spec.Bucket.Name)})
+	out, err := f.app.S3.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(f.app.Config.Bucket)})
 	var nsb *s3types.NoSuchBucket
 	if errors.As(err, &nsb) {
-		t.Fatalf("no bucket %s", f.app.Config.Spec.Bucket.Name)
+		t.Fatalf("no bucket %s", f.app.Config.Bucket)
 	}
 	if err != nil {
 		t.Fatal(fmt.Errorf("list objects: %w", err))

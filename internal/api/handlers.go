@@ -12,10 +12,11 @@ import (
 	"github.com/triagehq/triage/internal/stats"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // MaxBatch is the most tasks one batch submit may carry.
-const MaxBatch = 100
+const MaxBatch = triagetype.MaxBatch
 
 // BatchRequest is the body of POST /tasks/batch.
 type BatchRequest struct {
@@ -35,51 +36,17 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req, MaxBatchBody) {
 		return
 	}
-	if len(req.Tasks) == 0 || len(req.Tasks) > MaxBatch {
-		writeError(w, http.StatusBadRequest, "invalid_field", "tasks", fmt.Sprintf("tasks: must hold 1 to %d tasks, got %d", MaxBatch, len(req.Tasks)))
+	outs, e := s.submitter.SubmitBatch(r.Context(), req.Tasks)
+	if e != nil {
+		s.refuse(w, r, e)
 		return
 	}
-	items := make([]BatchItem, len(req.Tasks))
-	var ts []*task.Task
-	var idx []int
-	now := s.store.Now().UTC()
-	for i := range req.Tasks {
-		items[i].Index = i
-		rq := &req.Tasks[i]
-		err := rq.Validate()
-		if fe := s.known.Check(rq.Type); err == nil && fe != nil {
-			err = fe
-		}
-		if err != nil {
-			var fe *task.FieldError
-			errors.As(err, &fe)
-			items[i].Status, items[i].Error = http.StatusBadRequest, &ErrorDetail{Code: "invalid_field", Message: fe.Error(), Field: fmt.Sprintf("tasks[%d].%s", i, fe.Field)}
-			if fe.TooLarge {
-				items[i].Status, items[i].Error.Code = http.StatusRequestEntityTooLarge, "too_large"
-			}
-			continue
-		}
-		t := rq.NewTask(now, s.opt.DirectWindow)
-		if wait, over := s.overloaded(r.Context(), t.EffectivePriority); over {
-			items[i].Status, items[i].Error = http.StatusTooManyRequests, &ErrorDetail{Code: "too_many_requests", Message: fmt.Sprintf("the %s queue is over its depth limit; retry after %d s", t.EffectivePriority, int(wait.Seconds()))}
-			continue
-		}
-		ts = append(ts, t)
-		idx = append(idx, i)
-	}
-	for j, res := range s.enq.SubmitBatch(r.Context(), ts) {
-		i := idx[j]
-		msg, unavailable := notAccepted(res.Err)
-		switch {
-		case unavailable:
-			items[i].Status, items[i].Error = http.StatusServiceUnavailable, &ErrorDetail{Code: "unavailable", Message: msg}
-		case res.Err != nil:
-			s.log.Error("batch submit item failed", "index", i, "error", res.Err)
-			items[i].Status, items[i].Error = http.StatusInternalServerError, &ErrorDetail{Code: "internal", Message: "submit failed"}
-		case res.Created:
-			items[i].Status, items[i].Task = http.StatusCreated, res.Task
-		default:
-			items[i].Status, items[i].Task = http.StatusOK, res.Task
+	items := make([]BatchItem, len(outs))
+	for i, o := range outs {
+		items[i] = BatchItem{Index: i, Status: o.Status(), Task: o.Task}
+		if o.Err != nil {
+			s.logRefusal(r, o.Err)
+			items[i].Error = &ErrorDetail{Code: o.Err.Code, Message: o.Err.Message, Field: o.Err.Field}
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"results": items})

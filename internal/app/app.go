@@ -74,19 +74,30 @@ func FromEnvironment(ctx context.Context) (*App, error) {
 // Assemble builds the store, counters, queues (resolved), enqueuer and
 // controls on the given clients. New calls it; the bench calls it with
 // clients that count every request.
+//
+// cfg may come from code with fields unset: Assemble applies its defaults
+// and refuses it when it breaks a rule, so App.Config is always complete
+// and valid.
 func Assemble(ctx context.Context, cfg config.Config, log *slog.Logger, awsCfg aws.Config, ddb *dynamodb.Client, sqsClient *sqs.Client, s3Client *s3.Client) (*App, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	a := &App{Config: cfg, Log: log, AWS: awsCfg, DynamoDB: ddb, SQS: sqsClient, S3: s3Client}
-	a.Blobs = blob.New(s3Client, cfg.Spec.Bucket.Name)
-	a.Store = store.New(a.DynamoDB, cfg.Spec.Table.Name, store.WithLogger(log), store.WithRetention(cfg.Retention), store.WithShards(cfg.Shards), store.WithBlobs(a.Blobs))
-	a.Counters = counters.New(a.DynamoDB, cfg.Spec.Table.Name, a.Store.Shards())
+	a.Blobs = blob.New(s3Client, cfg.Bucket)
+	a.Store = store.New(a.DynamoDB, cfg.Table, store.WithLogger(log), store.WithRetention(cfg.Retention), store.WithShards(cfg.Shards), store.WithBlobs(a.Blobs))
+	a.Counters = counters.New(a.DynamoDB, cfg.Table, a.Store.Shards())
 	a.Counters.Reap(a.Blobs.Delete)
 	var err error
-	a.Queues, err = queue.Resolve(ctx, a.SQS, cfg.Spec, cfg.QueueURLs, cfg.DLQURLs)
+	a.Queues, err = queue.Resolve(ctx, a.SQS, cfg.Spec(), cfg.QueueURLs, cfg.DLQURLs)
 	if err != nil {
 		return nil, err
 	}
 	a.Enqueuer = enqueue.New(a.Store, a.Queues)
-	a.Controls = control.New(a.DynamoDB, cfg.Spec.Table.Name, control.DefaultCacheTTL)
+	a.Controls = control.New(a.DynamoDB, cfg.Table, control.DefaultCacheTTL)
 	return a, nil
 }
 

@@ -1,13 +1,26 @@
-// Package config reads triage's runtime settings from the environment.
+// Package config owns triage's runtime settings: the Config type, every
+// default, the rules a setting must follow, and the TRIAGE_* variables
+// that carry them.
 //
-// The three Lambda functions and `triage dev` read the same variables, so a
-// setting means the same thing locally and in AWS. The CDK construct in
-// infra/ sets these variables on the functions. AWS endpoints are never set
-// here: the SDK reads its standard AWS_ENDPOINT_URL* variables itself.
+// A Config comes from code (the public worker and client take one,
+// re-exported as triage.Config) or from the environment (Decode), and
+// goes through the same two steps either way: WithDefaults fills what is
+// unset, Validate checks the rest. The Lambda functions, `triage dev` and
+// the worker all do this, and the CDK construct uses the same parsers, so
+// a setting means the same thing in every place triage runs. AWS endpoints
+// are never set here: the SDK reads its standard AWS_ENDPOINT_URL*
+// variables itself.
+//
+// Zero means "unset" for every field. Where zero is also a meaningful
+// value (no reserved slots, no depth limit) the field takes Off (-1) for
+// it, as River's Config does; the environment's "0" decodes to Off.
 package config
 
 import (
+	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -53,61 +66,120 @@ const (
 	EnvDemoHandlers    = "TRIAGE_DEMO_HANDLERS"        // "true": the consumer function also runs the demo handlers (triage dev always does)
 )
 
-// Config is the parsed environment.
+// Config is every setting of a triage deployment. Each field's comment
+// gives its default (applied by WithDefaults to a zero field) and its
+// environment variable.
 type Config struct {
-	Spec            spec.Spec
-	QueueURLs       map[task.Priority]string // empty entries are looked up by name
-	DLQURLs         map[task.Priority]string
-	Addr            string
-	Token           string
-	Tokens          string
-	TokensSecretARN string
-	Weights         map[task.Priority]int
-	Strict          bool
-	DemoHandlers    bool // register the demo handlers (echo, sleep, fail, noop) in the consumer
-	Concurrency     int
-	ReservedHigh    int
-	PollWait        time.Duration
-	Lease           time.Duration // 0: the consumer's default (dispatch.DefaultLease)
-	Shards          int           // partitions per index key (spec.DefaultShards)
-	// Types, when not empty, are the only task types the API accepts; a
-	// submit of another type is refused (400) instead of dead-lettered later.
-	Types           []string
-	LowAfter        time.Duration
-	MediumAfter     time.Duration
-	PromoteInterval time.Duration
-	Retention       time.Duration
-	Routes          map[string]string
-	WebhookSecret   string
-	ConsumerARN     string
-	LogLevel        string
-	MaxDepth        int
-	MaxDepthHigh    int
-	FanOutPer       int
-	FanOutMax       int
-	// RetryBackoff holds the priorities whose retry waits TRIAGE_RETRY_BACKOFF
-	// sets; the others keep the consumer's defaults.
+	// Prefix starts every AWS resource's name: "<prefix>-tasks",
+	// "<prefix>-high", ... ("triage"; TRIAGE_PREFIX).
+	Prefix string
+	// Table is the task table ("<Prefix>-tasks"; TRIAGE_TABLE).
+	Table string
+	// Bucket holds payloads and results over 3 KiB ("<Prefix>-blobs";
+	// TRIAGE_BUCKET).
+	Bucket string
+	// QueueURLs and DLQURLs name each priority's queue and dead-letter
+	// queue; a missing entry is looked up by name (TRIAGE_QUEUE_URL_HIGH,
+	// TRIAGE_DLQ_URL_HIGH, ...).
+	QueueURLs, DLQURLs map[task.Priority]string
+	// Shards is the number of partitions per index key (16; TRIAGE_SHARDS;
+	// at most spec.MaxShards). It may be raised later, never lowered.
+	Shards int
+
+	// Concurrency is how many tasks one consumer runs at once (8;
+	// TRIAGE_CONCURRENCY).
+	Concurrency int
+	// ReservedHigh of those slots run only high tasks (1; Off for none;
+	// TRIAGE_RESERVED_HIGH). It must be less than Concurrency.
+	ReservedHigh int
+	// Weights are the weighted-polling shares (high 6, medium 3, low 1;
+	// TRIAGE_WEIGHTS "high=6,medium=3,low=1"). A priority missing from a
+	// non-nil map takes its default; at least one must be positive.
+	Weights map[task.Priority]int
+	// Strict always takes the highest non-empty queue instead of polling
+	// by weight (false; TRIAGE_STRICT).
+	Strict bool
+	// PollWait is the long-poll wait when every queue is empty (1 s;
+	// TRIAGE_POLL_WAIT).
+	PollWait time.Duration
+	// Lease is how long a claim holds a task before a heartbeat renews it,
+	// every third of it (30 s; TRIAGE_LEASE). It bounds crash recovery.
+	Lease time.Duration
+	// RetryBackoff is each priority's retry wait (DefaultBackoff;
+	// TRIAGE_RETRY_BACKOFF "high=1s:10s,low=1s:60s"). A priority missing
+	// from a non-nil map takes its default.
 	RetryBackoff map[task.Priority]Backoff
+	// Routes send task types to Lambda functions (an ARN) or webhooks (an
+	// http(s) URL) (none; TRIAGE_ROUTES "type=target,...").
+	Routes map[string]string
+	// WebhookSecret is the HMAC key of webhook signatures
+	// (TRIAGE_WEBHOOK_SECRET).
+	WebhookSecret string
+	// DemoHandlers registers the demo handlers (echo, sleep, fail, noop) in
+	// the consumer function (false; TRIAGE_DEMO_HANDLERS; `triage dev`
+	// always does).
+	DemoHandlers bool
+
+	// Addr is `triage dev`'s listen address (127.0.0.1:8080; TRIAGE_ADDR).
+	Addr string
+	// Token is `triage dev`'s admin token (TRIAGE_TOKEN); Tokens adds more,
+	// "token:scope+scope,..." (TRIAGE_TOKENS); TokensSecretARN names the
+	// Secrets Manager secret holding the API's tokens on AWS
+	// (TRIAGE_TOKENS_SECRET_ARN).
+	Token, Tokens, TokensSecretARN string
+	// Types, when not empty, are the only task types the API accepts: a
+	// submit of another type is refused (400) instead of dead-lettered
+	// later (any; TRIAGE_TYPES "a,b,c").
+	Types []string
+	// MaxDepth is the queue depth over which submits get 429 (100000; Off
+	// for no limit; TRIAGE_MAX_QUEUE_DEPTH). MaxDepthHigh is the same for
+	// high-priority submits (2 × MaxDepth; Off for no limit;
+	// TRIAGE_MAX_QUEUE_DEPTH_HIGH).
+	MaxDepth, MaxDepthHigh int
+
+	// LowAfter moves a low task to medium after it waited this long (10 m;
+	// TRIAGE_PROMOTE_LOW_AFTER); MediumAfter moves a medium task to high
+	// after this long at medium (20 m; TRIAGE_PROMOTE_MEDIUM_AFTER).
+	LowAfter, MediumAfter time.Duration
+	// PromoteInterval is the promoter's period (1 m;
+	// TRIAGE_PROMOTE_INTERVAL).
+	PromoteInterval time.Duration
+	// Retention is how long a finished task is kept (168 h;
+	// TRIAGE_RETENTION).
+	Retention time.Duration
+	// FanOutPer is the visible messages per extra consumer the promoter
+	// starts (1000; TRIAGE_FANOUT_PER), FanOutMax the most it starts per
+	// run (10; Off for none; TRIAGE_FANOUT_MAX), ConsumerARN the function it starts
+	// (TRIAGE_CONSUMER_FUNCTION).
+	FanOutPer, FanOutMax int
+	ConsumerARN          string
+
+	// LogLevel is debug, info, warn or error (info; TRIAGE_LOG_LEVEL).
+	LogLevel string
 }
 
-// Backoff is one priority's retry wait: Base after the first failed
-// attempt, doubling after each further one, never more than Max.
-type Backoff struct {
-	Base time.Duration
-	Max  time.Duration
-}
+// Off, in a field whose zero means "default", means none: no reserved
+// slots (ReservedHigh), no depth limit (MaxDepth, MaxDepthHigh).
+const Off = -1
 
-// Defaults.
+// Defaults. Each is defined here only; the consumer, the API, the
+// promoter, the worker and the CDK construct take them from here.
 const (
 	DefaultAddr            = "127.0.0.1:8080"
 	DefaultConcurrency     = 8
 	DefaultReservedHigh    = 1
 	DefaultPollWait        = time.Second
+	DefaultLease           = 30 * time.Second
 	DefaultLowAfter        = 10 * time.Minute
 	DefaultMediumAfter     = 20 * time.Minute
 	DefaultPromoteInterval = time.Minute
 	DefaultRetention       = 7 * 24 * time.Hour
 	DefaultMaxDepth        = 100000
+	DefaultFanOutPer       = 1000
+	DefaultFanOutMax       = 10
+	DefaultLogLevel        = "info"
+	// DefaultJitter is the share of a retry wait taken off at random.
+	DefaultJitter = 0.25
 )
 
 // DefaultWeights are the weighted-polling shares: high 6, medium 3, low 1.
@@ -115,34 +187,267 @@ func DefaultWeights() map[task.Priority]int {
 	return map[task.Priority]int{task.High: 6, task.Medium: 3, task.Low: 1}
 }
 
-// FromEnv reads the configuration through getenv (os.Getenv in production).
-// Every malformed value is an error naming its variable.
+// DefaultBackoff follows the seed design's per-priority caps: high tasks
+// retry within 10 s, medium within 30 s, low within 60 s.
+func DefaultBackoff() map[task.Priority]Backoff {
+	return map[task.Priority]Backoff{
+		task.High:   {Base: time.Second, Max: 10 * time.Second, Jitter: DefaultJitter},
+		task.Medium: {Base: time.Second, Max: 30 * time.Second, Jitter: DefaultJitter},
+		task.Low:    {Base: time.Second, Max: 60 * time.Second, Jitter: DefaultJitter},
+	}
+}
+
+// Backoff is the retry wait of one priority: Base after the first failed
+// attempt, doubling after each further one, never more than Max, with up
+// to Jitter (a fraction, 0 for none) taken off at random so retries of
+// many tasks spread out. Waits round up to whole seconds, SQS's
+// granularity. With Jitter at most 0.5, each wait is longer than the one
+// before until the cap is reached.
+type Backoff struct {
+	Base   time.Duration
+	Max    time.Duration
+	Jitter float64
+}
+
+// Wait returns the wait before the retry that follows failed attempt n
+// (1-based).
+func (b Backoff) Wait(n int, rng *rand.Rand) time.Duration {
+	d := b.Base
+	for i := 1; i < n && d < b.Max; i++ {
+		d *= 2
+	}
+	d = min(d, b.Max)
+	if b.Jitter > 0 {
+		d -= time.Duration(rng.Float64() * b.Jitter * float64(d))
+	}
+	return (d + time.Second - 1).Truncate(time.Second)
+}
+
+// Spec is the deployment's resources: named by Prefix, with Table and
+// Bucket when they are set.
+func (c Config) Spec() spec.Spec {
+	s := spec.New(c.Prefix)
+	if c.Table != "" {
+		s.Table.Name = c.Table
+	}
+	if c.Bucket != "" {
+		s.Bucket.Name = c.Bucket
+	}
+	return s
+}
+
+// WithDefaults returns c with every unset field at its default. It
+// copies the maps it fills, so c's own maps are never changed, and it is
+// idempotent.
+func (c Config) WithDefaults() Config {
+	if c.Prefix == "" {
+		c.Prefix = spec.DefaultPrefix
+	}
+	sp := c.Spec()
+	c.Table, c.Bucket = sp.Table.Name, sp.Bucket.Name
+	c.QueueURLs, c.DLQURLs = maps.Clone(c.QueueURLs), maps.Clone(c.DLQURLs)
+	if c.QueueURLs == nil {
+		c.QueueURLs = map[task.Priority]string{}
+	}
+	if c.DLQURLs == nil {
+		c.DLQURLs = map[task.Priority]string{}
+	}
+	setInt(&c.Shards, spec.DefaultShards)
+	setInt(&c.Concurrency, DefaultConcurrency)
+	setInt(&c.ReservedHigh, DefaultReservedHigh)
+	c.Weights = fill(c.Weights, DefaultWeights())
+	c.RetryBackoff = fill(c.RetryBackoff, DefaultBackoff())
+	setDur(&c.PollWait, DefaultPollWait)
+	setDur(&c.Lease, DefaultLease)
+	if c.Routes == nil {
+		c.Routes = map[string]string{}
+	}
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	setInt(&c.MaxDepth, DefaultMaxDepth)
+	if c.MaxDepthHigh == 0 {
+		c.MaxDepthHigh = Off
+		if c.MaxDepth > 0 {
+			c.MaxDepthHigh = 2 * c.MaxDepth
+		}
+	}
+	setDur(&c.LowAfter, DefaultLowAfter)
+	setDur(&c.MediumAfter, DefaultMediumAfter)
+	setDur(&c.PromoteInterval, DefaultPromoteInterval)
+	setDur(&c.Retention, DefaultRetention)
+	setInt(&c.FanOutPer, DefaultFanOutPer)
+	setInt(&c.FanOutMax, DefaultFanOutMax)
+	if c.LogLevel == "" {
+		c.LogLevel = DefaultLogLevel
+	}
+	return c
+}
+
+func setInt(p *int, def int) {
+	if *p == 0 {
+		*p = def
+	}
+}
+
+func setDur(p *time.Duration, def time.Duration) {
+	if *p == 0 {
+		*p = def
+	}
+}
+
+// fill returns a copy of m with def's entries for the priorities m lacks
+// (def itself when m is nil).
+func fill[V any](m, def map[task.Priority]V) map[task.Priority]V {
+	if m == nil {
+		return def
+	}
+	out := maps.Clone(m)
+	for p, v := range def {
+		if _, set := out[p]; !set {
+			out[p] = v
+		}
+	}
+	return out
+}
+
+// FieldError is a setting that breaks its rule. It names the field and
+// the variable that sets it, so the message helps whichever was used.
+type FieldError struct {
+	Field string // Go field name, e.g. "ReservedHigh"
+	Env   string // its variable, e.g. "TRIAGE_RESERVED_HIGH"
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("%s (%s): %s", e.Field, e.Env, e.Msg) }
+
+// Validate checks every setting. Call it on a Config after WithDefaults:
+// it reads zero values as given, not as unset. The first broken rule is
+// returned as a *FieldError.
+func (c Config) Validate() error {
+	bad := func(field, env, format string, args ...any) error {
+		return &FieldError{Field: field, Env: env, Msg: fmt.Sprintf(format, args...)}
+	}
+	for _, v := range []struct {
+		field, env string
+		n, min     int
+	}{
+		{"Shards", EnvShards, c.Shards, 1},
+		{"Concurrency", EnvConcurrency, c.Concurrency, 1},
+		{"ReservedHigh", EnvReservedHigh, c.ReservedHigh, Off},
+		{"MaxDepth", EnvMaxDepth, c.MaxDepth, Off},
+		{"MaxDepthHigh", EnvMaxDepthHigh, c.MaxDepthHigh, Off},
+		{"FanOutPer", EnvFanOutPer, c.FanOutPer, 1},
+		{"FanOutMax", EnvFanOutMax, c.FanOutMax, Off},
+	} {
+		if v.n < v.min {
+			return bad(v.field, v.env, "must be at least %d, got %d", v.min, v.n)
+		}
+	}
+	if c.Shards > spec.MaxShards {
+		return bad("Shards", EnvShards, "must be at most %d, got %d", spec.MaxShards, c.Shards)
+	}
+	if c.ReservedHigh >= c.Concurrency {
+		return bad("ReservedHigh", EnvReservedHigh, "must be less than Concurrency (%d), got %d", c.Concurrency, c.ReservedHigh)
+	}
+	for _, v := range []struct {
+		field, env string
+		d          time.Duration
+	}{
+		{"PollWait", EnvPollWait, c.PollWait}, {"Lease", EnvLease, c.Lease},
+		{"LowAfter", EnvLowAfter, c.LowAfter}, {"MediumAfter", EnvMediumAfter, c.MediumAfter},
+		{"PromoteInterval", EnvPromoteInterval, c.PromoteInterval}, {"Retention", EnvRetention, c.Retention},
+	} {
+		if v.d <= 0 {
+			return bad(v.field, v.env, "must be a positive duration, got %s", v.d)
+		}
+	}
+	if err := CheckWeights(c.Weights); err != nil {
+		return bad("Weights", EnvWeights, "%v", err)
+	}
+	for _, p := range task.Priorities() {
+		if b, set := c.RetryBackoff[p]; set {
+			if err := b.check(); err != nil {
+				return bad("RetryBackoff", EnvRetryBackoff, "%s: %v", p, err)
+			}
+		}
+	}
+	for p := range c.RetryBackoff {
+		if _, err := task.ParsePriority(string(p)); err != nil {
+			return bad("RetryBackoff", EnvRetryBackoff, "%v", err)
+		}
+	}
+	for _, typ := range c.Types {
+		if err := task.ValidateType(typ); err != nil {
+			return bad("Types", EnvTypes, "type %q %v", typ, err)
+		}
+	}
+	for typ, target := range c.Routes {
+		if err := CheckRoute(typ, target); err != nil {
+			return bad("Routes", EnvRoutes, "%v", err)
+		}
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return bad("LogLevel", EnvLogLevel, "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	return nil
+}
+
+func (b Backoff) check() error {
+	switch {
+	case b.Base <= 0:
+		return fmt.Errorf("base must be positive, got %s", b.Base)
+	case b.Max < b.Base:
+		return fmt.Errorf("cap %s is below base %s", b.Max, b.Base)
+	case b.Jitter < 0 || b.Jitter > 0.5:
+		return fmt.Errorf("jitter must be from 0 to 0.5, got %g", b.Jitter)
+	}
+	return nil
+}
+
+// FromEnv is how a triage process configures itself: Decode through
+// getenv (os.Getenv when nil), then WithDefaults and Validate.
 func FromEnv(getenv func(string) string) (Config, error) {
+	c, err := Decode(getenv)
+	if err != nil {
+		return c, err
+	}
+	c = c.WithDefaults()
+	return c, c.Validate()
+}
+
+// Decode reads the TRIAGE_* variables through getenv (os.Getenv when nil)
+// into a Config and nothing more: a variable that is not set leaves its
+// field unset, and no default or cross-field rule is applied (see
+// WithDefaults and Validate). A value that does not parse is an error
+// naming its variable. For ReservedHigh and the depth limits, "0" decodes
+// to Off.
+func Decode(getenv func(string) string) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	c := Config{
-		Spec:            spec.New(getenv(EnvPrefix)),
-		QueueURLs:       map[task.Priority]string{},
-		DLQURLs:         map[task.Priority]string{},
-		Addr:            orDefault(getenv(EnvAddr), DefaultAddr),
+		Prefix:          getenv(EnvPrefix),
+		Table:           getenv(EnvTable),
+		Bucket:          getenv(EnvBucket),
+		Addr:            getenv(EnvAddr),
 		Token:           getenv(EnvToken),
 		Tokens:          getenv(EnvTokens),
 		TokensSecretARN: getenv(EnvTokensSecretARN),
 		WebhookSecret:   getenv(EnvWebhookSecret),
 		ConsumerARN:     getenv(EnvConsumerARN),
-		LogLevel:        orDefault(getenv(EnvLogLevel), "info"),
-	}
-	if t := getenv(EnvTable); t != "" {
-		c.Spec.Table.Name = t
-	}
-	if b := getenv(EnvBucket); b != "" {
-		c.Spec.Bucket.Name = b
+		LogLevel:        strings.ToLower(getenv(EnvLogLevel)),
 	}
 	for _, p := range task.Priorities() {
 		up := strings.ToUpper(string(p))
-		c.QueueURLs[p] = getenv(EnvQueueURLPrefix + up)
-		c.DLQURLs[p] = getenv(EnvDLQURLPrefix + up)
+		if u := getenv(EnvQueueURLPrefix + up); u != "" {
+			c.QueueURLs = setKey(c.QueueURLs, p, u)
+		}
+		if u := getenv(EnvDLQURLPrefix + up); u != "" {
+			c.DLQURLs = setKey(c.DLQURLs, p, u)
+		}
 	}
 	var err error
 	if c.Weights, err = ParseWeights(getenv(EnvWeights)); err != nil {
@@ -155,54 +460,52 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return c, fmt.Errorf("%s: %w", EnvDemoHandlers, err)
 	}
 	ints := []struct {
-		name string
-		dst  *int
-		def  int
+		name    string
+		dst     *int
+		zeroOff bool // "0" means none: decodes to Off
 	}{
-		{EnvConcurrency, &c.Concurrency, DefaultConcurrency},
-		{EnvReservedHigh, &c.ReservedHigh, DefaultReservedHigh},
-		{EnvMaxDepth, &c.MaxDepth, DefaultMaxDepth},
-		{EnvFanOutPer, &c.FanOutPer, 1000},
-		{EnvFanOutMax, &c.FanOutMax, 10},
-		{EnvMaxDepthHigh, &c.MaxDepthHigh, 0},
-		{EnvShards, &c.Shards, spec.DefaultShards},
+		{EnvConcurrency, &c.Concurrency, false},
+		{EnvReservedHigh, &c.ReservedHigh, true},
+		{EnvMaxDepth, &c.MaxDepth, true},
+		{EnvMaxDepthHigh, &c.MaxDepthHigh, true},
+		{EnvFanOutPer, &c.FanOutPer, false},
+		{EnvFanOutMax, &c.FanOutMax, true},
+		{EnvShards, &c.Shards, false},
 	}
 	for _, v := range ints {
-		if *v.dst, err = parseInt(getenv(v.name), v.def); err != nil {
-			return c, fmt.Errorf("%s: %w", v.name, err)
+		s := getenv(v.name)
+		if s == "" {
+			continue
 		}
-	}
-	if getenv(EnvMaxDepthHigh) == "" {
-		c.MaxDepthHigh = 2 * c.MaxDepth
-	}
-	if c.Shards < 1 || c.Shards > spec.MaxShards {
-		return c, fmt.Errorf("%s must be from 1 to %d, got %d", EnvShards, spec.MaxShards, c.Shards)
-	}
-	if c.ReservedHigh >= c.Concurrency {
-		return c, fmt.Errorf("%s (%d) must be less than %s (%d)", EnvReservedHigh, c.ReservedHigh, EnvConcurrency, c.Concurrency)
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		switch {
+		case err != nil || n < 0:
+			return c, fmt.Errorf("%s: want a whole number >= 0, got %q", v.name, s)
+		case n == 0 && v.zeroOff:
+			n = Off
+		case n == 0:
+			return c, fmt.Errorf("%s: want a whole number >= 1, got %q", v.name, s)
+		}
+		*v.dst = n
 	}
 	durs := []struct {
 		name string
 		dst  *time.Duration
-		def  time.Duration
 	}{
-		{EnvPollWait, &c.PollWait, DefaultPollWait},
-		{EnvLowAfter, &c.LowAfter, DefaultLowAfter},
-		{EnvMediumAfter, &c.MediumAfter, DefaultMediumAfter},
-		{EnvPromoteInterval, &c.PromoteInterval, DefaultPromoteInterval},
-		{EnvRetention, &c.Retention, DefaultRetention},
-		{EnvLease, &c.Lease, 0},
+		{EnvPollWait, &c.PollWait},
+		{EnvLowAfter, &c.LowAfter},
+		{EnvMediumAfter, &c.MediumAfter},
+		{EnvPromoteInterval, &c.PromoteInterval},
+		{EnvRetention, &c.Retention},
+		{EnvLease, &c.Lease},
 	}
 	for _, v := range durs {
-		if *v.dst, err = parseDuration(getenv(v.name), v.def); err != nil {
+		if *v.dst, err = parseDuration(getenv(v.name)); err != nil {
 			return c, fmt.Errorf("%s: %w", v.name, err)
 		}
 	}
 	for _, typ := range strings.Split(getenv(EnvTypes), ",") {
 		if typ = strings.TrimSpace(typ); typ != "" {
-			if err := task.ValidateType(typ); err != nil {
-				return c, fmt.Errorf("%s: type %q %v", EnvTypes, typ, err)
-			}
 			c.Types = append(c.Types, typ)
 		}
 	}
@@ -215,29 +518,37 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	return c, nil
 }
 
-// ParseBackoff parses "high=1s:10s,low=2s:2m": per priority, the retry wait
-// after the first failure and its cap. Only the priorities named are in
-// the result.
-func ParseBackoff(s string) (map[task.Priority]Backoff, error) {
-	out := map[task.Priority]Backoff{}
-	if strings.TrimSpace(s) == "" {
-		return out, nil
+func setKey(m map[task.Priority]string, p task.Priority, v string) map[task.Priority]string {
+	if m == nil {
+		m = map[task.Priority]string{}
 	}
+	m[p] = v
+	return m
+}
+
+// ParseBackoff parses "high=1s:10s,low=2s:2m": per priority, the retry wait
+// after the first failure and its cap, with DefaultJitter. Only the
+// priorities named are in the result.
+func ParseBackoff(s string) (map[task.Priority]Backoff, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	out := map[task.Priority]Backoff{}
 	err := eachPriority(s, "priority=base:cap", func(p task.Priority, v string) error {
 		base, limit, ok := strings.Cut(v, ":")
 		if !ok {
 			return fmt.Errorf("retry backoff of %s: %q is not base:cap, such as 1s:30s", p, v)
 		}
-		var b Backoff
+		b := Backoff{Jitter: DefaultJitter}
 		var err error
-		if b.Base, err = parseDuration(base, 0); err != nil {
-			return fmt.Errorf("retry backoff base of %s: %w", p, err)
+		if b.Base, err = parseDuration(base); err != nil || b.Base == 0 {
+			return fmt.Errorf("retry backoff base of %s: %w", p, orMissing(err))
 		}
-		if b.Max, err = parseDuration(limit, 0); err != nil {
-			return fmt.Errorf("retry backoff cap of %s: %w", p, err)
+		if b.Max, err = parseDuration(limit); err != nil || b.Max == 0 {
+			return fmt.Errorf("retry backoff cap of %s: %w", p, orMissing(err))
 		}
-		if b.Max < b.Base {
-			return fmt.Errorf("retry backoff of %s: cap %s is below base %s", p, b.Max, b.Base)
+		if err := b.check(); err != nil {
+			return fmt.Errorf("retry backoff of %s: %w", p, err)
 		}
 		out[p] = b
 		return nil
@@ -246,6 +557,13 @@ func ParseBackoff(s string) (map[task.Priority]Backoff, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+func orMissing(err error) error {
+	if err == nil {
+		return errors.New("missing")
+	}
+	return err
 }
 
 // eachPriority calls fn with each pair of a "priority=value,..." list,
@@ -267,12 +585,14 @@ func eachPriority(s, form string, fn func(task.Priority, string) error) error {
 	return nil
 }
 
-// ParseWeights parses "high=6,medium=3,low=1". Missing priorities keep their default.
+// ParseWeights parses "high=6,medium=3,low=1". Only the priorities named
+// are in the result (WithDefaults gives the others their default); nil
+// for "".
 func ParseWeights(s string) (map[task.Priority]int, error) {
-	w := DefaultWeights()
 	if strings.TrimSpace(s) == "" {
-		return w, nil
+		return nil, nil
 	}
+	w := map[task.Priority]int{}
 	err := eachPriority(s, "priority=weight", func(p task.Priority, v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
@@ -284,58 +604,58 @@ func ParseWeights(s string) (map[task.Priority]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	return w, checkWeights(w)
+	return w, nil
 }
 
-// WeightsFrom is ParseWeights for weights given in code, by priority name:
-// the same rules, the same defaults for missing priorities.
-func WeightsFrom(m map[string]int) (map[task.Priority]int, error) {
-	w := DefaultWeights()
-	for name, n := range m {
-		p, err := task.ParsePriority(name)
-		if err != nil {
-			return nil, err
+// CheckWeights is the rule weights follow: known priorities, none
+// negative, at least one positive.
+func CheckWeights(w map[task.Priority]int) error {
+	sum := 0
+	for p, n := range w {
+		if _, err := task.ParsePriority(string(p)); err != nil {
+			return err
 		}
 		if n < 0 {
-			return nil, fmt.Errorf("weight of %s must be a whole number >= 0, got %d", p, n)
+			return fmt.Errorf("weight of %s must be a whole number >= 0, got %d", p, n)
 		}
-		w[p] = n
+		sum += n
 	}
-	return w, checkWeights(w)
-}
-
-func checkWeights(w map[task.Priority]int) error {
-	if w[task.High]+w[task.Medium]+w[task.Low] == 0 {
+	if sum == 0 {
 		return fmt.Errorf("at least one weight must be positive")
 	}
 	return nil
 }
 
 // ParseRoutes parses "type=target,type2=target2" where a target is a Lambda
-// ARN (arn:aws:lambda:...) or an http(s) URL.
+// ARN (arn:aws:lambda:...) or an http(s) URL (see CheckRoute).
 func ParseRoutes(s string) (map[string]string, error) {
-	r := map[string]string{}
 	if strings.TrimSpace(s) == "" {
-		return r, nil
+		return nil, nil
 	}
+	r := map[string]string{}
 	for _, part := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok || k == "" || v == "" {
 			return nil, fmt.Errorf("%q is not type=target", part)
 		}
-		if !strings.HasPrefix(v, "arn:") && !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
-			return nil, fmt.Errorf("route %s: target %q is neither a Lambda ARN nor an http(s) URL", k, v)
+		if err := CheckRoute(k, v); err != nil {
+			return nil, err
 		}
 		r[k] = v
 	}
 	return r, nil
 }
 
-func orDefault(v, def string) string {
-	if v == "" {
-		return def
+// CheckRoute is the rule a route follows: a task type the API accepts,
+// and a target that is a Lambda ARN or an http(s) URL.
+func CheckRoute(typ, target string) error {
+	if err := task.ValidateType(typ); err != nil {
+		return fmt.Errorf("route %q: type %v", typ, err)
 	}
-	return v
+	if !strings.HasPrefix(target, "arn:") && !strings.HasPrefix(target, "http://") && !strings.HasPrefix(target, "https://") {
+		return fmt.Errorf("route %s: target %q is neither a Lambda ARN nor an http(s) URL", typ, target)
+	}
+	return nil
 }
 
 func parseBool(s string) (bool, error) {
@@ -345,22 +665,12 @@ func parseBool(s string) (bool, error) {
 	return strconv.ParseBool(s)
 }
 
-func parseInt(s string, def int) (int, error) {
+// parseDuration reads a positive duration; "" is 0 (unset).
+func parseDuration(s string) (time.Duration, error) {
 	if s == "" {
-		return def, nil
+		return 0, nil
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("want a whole number >= 0, got %q", s)
-	}
-	return n, nil
-}
-
-func parseDuration(s string, def time.Duration) (time.Duration, error) {
-	if s == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(s)
+	d, err := time.ParseDuration(strings.TrimSpace(s))
 	if err != nil || d <= 0 {
 		return 0, fmt.Errorf("want a positive duration such as 30s or 10m, got %q", s)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/app/consumerapp"
+	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/handler"
@@ -111,7 +112,7 @@ func TestCountersEqualARecount(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		_ = consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second, Lease: 3 * time.Second, Backoff: map[task.Priority]dispatch.Backoff{
+		_ = consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second, Lease: 3 * time.Second, Backoff: map[task.Priority]config.Backoff{
 			task.High: {Base: 200 * time.Millisecond, Max: time.Second}, task.Medium: {Base: 200 * time.Millisecond, Max: time.Second}, task.Low: {Base: 200 * time.Millisecond, Max: time.Second},
 		}}).Run(ctx)
 		close(done)

@@ -175,7 +175,7 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return fmt.Errorf("load AWS config: %w", err)
 	}
-	if _, err := localstack.Bootstrap(ctx, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg), cfg.Spec); err != nil {
+	if _, err := localstack.Bootstrap(ctx, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg), cfg.Spec()); err != nil {
 		return err
 	}
 
@@ -244,7 +244,7 @@ func Run(ctx context.Context, opt Options) error {
 		log.Warn("could not write the CLI's settings file", "path", envPath, "error", err)
 	}
 	defer removeIfUnchanged(envPath, envBody)
-	log.Info("dev server ready", "url", base, "table", cfg.Spec.Table.Name, "promote_interval", interval.String(), "worker_id", consumer.WorkerID())
+	log.Info("dev server ready", "url", base, "table", cfg.Table, "promote_interval", interval.String(), "worker_id", consumer.WorkerID())
 	if opt.Ready != nil {
 		opt.Ready(base, token)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/triagehq/triage/internal/app/consumerapp"
-	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
@@ -48,7 +48,7 @@ func TestLargeDirectSendAdoptedAndRun(t *testing.T) {
 		return r.Payload, nil
 	})
 	opt := fastOptions()
-	opt.Backoff = map[task.Priority]dispatch.Backoff{task.Medium: {Base: time.Second, Max: time.Second}}
+	opt.Backoff = map[task.Priority]config.Backoff{task.Medium: {Base: time.Second, Max: time.Second}}
 	run(t, consumerapp.New(a, registry("big", l), opt))
 	waitEnds(t, l, 2, 30*time.Second)
 	id, _ := seen.Load().(string)

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/task"
@@ -60,11 +61,12 @@ type Handlers interface {
 
 // Options tunes a Consumer. Zero values take the defaults in parentheses.
 type Options struct {
-	Weights      map[task.Priority]int // shares of weighted polling (6/3/1)
+	Weights      map[task.Priority]int // shares of weighted polling (config.DefaultWeights)
 	Strict       *bool                 // always take the highest non-empty queue (nil: no; app.Consumer: TRIAGE_STRICT)
-	Concurrency  int                   // tasks run at once (8)
-	ReservedHigh int                   // of those, slots only high tasks may use (0)
-	// PollWait is the long-poll wait used when every queue looked empty (1 s).
+	Concurrency  int                   // tasks run at once (config.DefaultConcurrency)
+	ReservedHigh int                   // of those, slots only high tasks may use (0 here; the assembly passes config.Config's)
+	// PollWait is the long-poll wait used when every queue looked empty
+	// (config.DefaultPollWait).
 	PollWait time.Duration
 	// EmptyBackoff is how long a queue that returned nothing is skipped
 	// (200 ms). It bounds how late a busy consumer notices new work on a
@@ -72,7 +74,7 @@ type Options struct {
 	// empty queue per EmptyBackoff while busy.
 	EmptyBackoff time.Duration
 	// Lease is how long a claim holds a task before it must be renewed by a
-	// heartbeat (DefaultLease, or the task timeout if shorter); heartbeats
+	// heartbeat (config.DefaultLease, or the task timeout if shorter); heartbeats
 	// come every Lease/3. It bounds crash recovery: the message of a task
 	// whose worker died becomes visible again at most Lease + 2×LeaseMargin
 	// after the worker's last heartbeat, and the next receive reclaims it.
@@ -90,9 +92,9 @@ type Options struct {
 	// DrainTimeout is how long Run waits for running tasks after its context
 	// ends before it cancels them and hands them back to the queue (30 s).
 	DrainTimeout time.Duration
-	Backoff      map[task.Priority]Backoff // retry waits (DefaultBackoff)
-	WorkerID     string                    // names this consumer in claims (host-random)
-	Rand         *mrand.Rand               // source for weighted picks and jitter
+	Backoff      map[task.Priority]config.Backoff // retry waits (config.DefaultBackoff)
+	WorkerID     string                           // names this consumer in claims (host-random)
+	Rand         *mrand.Rand                      // source for weighted picks and jitter
 	Logger       *slog.Logger
 	// Gate, if set, is asked before each claim (pause, rate and concurrency controls).
 	Gate Gate
@@ -109,9 +111,6 @@ type Options struct {
 	MaxReceiveCount int
 }
 
-// DefaultLease is a claim's lease when none is configured (TRIAGE_LEASE).
-const DefaultLease = 30 * time.Second
-
 // Gate decides whether a task may start now. When it may not, the message
 // is hidden for the returned delay and tried again then. release is called
 // when an admitted task ends.
@@ -121,22 +120,22 @@ type Gate interface {
 
 func (o *Options) defaults() {
 	if o.Weights == nil {
-		o.Weights = map[task.Priority]int{task.High: 6, task.Medium: 3, task.Low: 1}
+		o.Weights = config.DefaultWeights()
 	}
 	if o.Concurrency <= 0 {
-		o.Concurrency = 8
+		o.Concurrency = config.DefaultConcurrency
 	}
 	if o.ReservedHigh >= o.Concurrency {
 		o.ReservedHigh = o.Concurrency - 1
 	}
 	if o.PollWait <= 0 {
-		o.PollWait = time.Second
+		o.PollWait = config.DefaultPollWait
 	}
 	if o.EmptyBackoff <= 0 {
 		o.EmptyBackoff = 200 * time.Millisecond
 	}
 	if o.Lease <= 0 {
-		o.Lease = DefaultLease
+		o.Lease = config.DefaultLease
 	}
 	if o.CancelCheck == 0 {
 		o.CancelCheck = time.Second
@@ -151,7 +150,7 @@ func (o *Options) defaults() {
 		o.DrainTimeout = 30 * time.Second
 	}
 	if o.Backoff == nil {
-		o.Backoff = DefaultBackoff()
+		o.Backoff = config.DefaultBackoff()
 	}
 	if o.OrphanAfter <= 0 {
 		o.OrphanAfter = time.Minute

@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/triagehq/triage/internal/app/consumerapp"
-	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/localstack/stacktest"
@@ -29,7 +29,7 @@ func TestRetriesHonourMaxAttemptsPastRedrive(t *testing.T) {
 	}
 	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "high", Payload: json.RawMessage(`{"times":9}`), MaxAttempts: intp(10)})
 	opt := fastOptions()
-	opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: 500 * time.Millisecond, Max: 500 * time.Millisecond}}
+	opt.Backoff = map[task.Priority]config.Backoff{task.High: {Base: 500 * time.Millisecond, Max: 500 * time.Millisecond}}
 	run(t, consumerapp.New(a, demoRegistry(), opt))
 	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 90*time.Second)
 	if done.Attempts != 10 || string(done.Result) != `{"succeeded_on_attempt":10}` {

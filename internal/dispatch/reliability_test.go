@@ -73,7 +73,7 @@ func TestRetriesBackOffThenComplete(t *testing.T) {
 	a := env.App(t, nil)
 	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "high", Payload: json.RawMessage(`{"times":2}`), MaxAttempts: intp(3)})
 	opt := fastOptions()
-	opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: 2 * time.Second, Max: time.Minute, Jitter: 0.25}}
+	opt.Backoff = map[task.Priority]config.Backoff{task.High: {Base: 2 * time.Second, Max: time.Minute, Jitter: 0.25}}
 	run(t, consumerapp.New(a, demoRegistry(), opt))
 	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 40*time.Second)
 	if done.Attempts != 3 || len(done.History) != 3 {
@@ -128,7 +128,7 @@ func TestTimeoutCutsOffAndRetries(t *testing.T) {
 	a := env.App(t, nil)
 	tk := submitOne(t, a, task.Request{Type: "sleep", Priority: "high", Payload: json.RawMessage(`{"ms":5000}`), MaxAttempts: intp(2), TimeoutSeconds: intp(1)})
 	opt := fastOptions()
-	opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: time.Second, Max: time.Second}}
+	opt.Backoff = map[task.Priority]config.Backoff{task.High: {Base: time.Second, Max: time.Second}}
 	run(t, consumerapp.New(a, demoRegistry(), opt))
 	dead := stacktest.WaitStatus(t, a.Store, tk.ID, task.DeadLetter, 30*time.Second)
 	if dead.Attempts != 2 || len(dead.History) != 2 {
@@ -308,7 +308,7 @@ func TestFourConsumersUnderFailures(t *testing.T) {
 	for range 4 {
 		opt := fastOptions()
 		opt.Concurrency = 8
-		opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: time.Second, Max: time.Second}, task.Medium: {Base: time.Second, Max: time.Second}, task.Low: {Base: time.Second, Max: time.Second}}
+		opt.Backoff = map[task.Priority]config.Backoff{task.High: {Base: time.Second, Max: time.Second}, task.Medium: {Base: time.Second, Max: time.Second}, task.Low: {Base: time.Second, Max: time.Second}}
 		run(t, consumerapp.New(a, registry("work", l), opt))
 	}
 	wantRuns := 0
@@ -390,7 +390,7 @@ func TestDirectSendIsAdoptedOnce(t *testing.T) {
 		return r.Payload, nil
 	})
 	opt := fastOptions()
-	opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: time.Second, Max: time.Second}}
+	opt.Backoff = map[task.Priority]config.Backoff{task.High: {Base: time.Second, Max: time.Second}}
 	run(t, consumerapp.New(a, registry("flaky", l), opt))
 	waitEnds(t, l, 2, 30*time.Second)
 	id, _ := seen.Load().(string)

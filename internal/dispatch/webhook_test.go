@@ -12,7 +12,6 @@ import (
 
 	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/config"
-	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/handler/webhook"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/localstack/stacktest"
@@ -58,7 +57,7 @@ func TestWebhookHandler(t *testing.T) {
 	rejected := submitOne(t, a, task.Request{Type: "hook", Priority: "high", Payload: json.RawMessage(`{"status":422}`), MaxAttempts: intp(3)})
 	broken := submitOne(t, a, task.Request{Type: "hook", Priority: "high", Payload: json.RawMessage(`{"status":503}`), MaxAttempts: intp(2)})
 	opt := fastOptions()
-	opt.Backoff = map[task.Priority]dispatch.Backoff{task.High: {Base: time.Second, Max: time.Second}}
+	opt.Backoff = map[task.Priority]config.Backoff{task.High: {Base: time.Second, Max: time.Second}}
 	run(t, consumerapp.New(a, reg, opt))
 
 	done := stacktest.WaitStatus(t, a.Store, ok.ID, task.Completed, 20*time.Second)

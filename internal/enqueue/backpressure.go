@@ -66,7 +66,7 @@ const (
 )
 
 // NewBackpressure returns the check for limit (0 or less: none) and, for
-// high-priority tasks, limitHigh (0 or less: limit). A nil log discards
+// high-priority tasks, limitHigh (0: limit; less: none). A nil log discards
 // the warnings of failed depth reads.
 func NewBackpressure(depths Depths, limit, limitHigh int, log *slog.Logger) *Backpressure {
 	if log == nil {
@@ -79,7 +79,7 @@ func NewBackpressure(depths Depths, limit, limitHigh int, log *slog.Logger) *Bac
 // limit, and nil otherwise.
 func (b *Backpressure) Check(ctx context.Context, p task.Priority) error {
 	limit := b.limit
-	if p == task.High && b.limitHigh > 0 {
+	if p == task.High && b.limitHigh != 0 {
 		limit = b.limitHigh
 	}
 	if limit <= 0 || b.depths == nil {

@@ -46,6 +46,7 @@ func TestBackpressure(t *testing.T) {
 		{"high over the high limit", 1, 2, task.High, true},
 		{"high without its own limit", 2, 0, task.High, true},
 		{"no limit", 0, 0, task.Low, false},
+		{"high with no limit of its own", 1, -1, task.High, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

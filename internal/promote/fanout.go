@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
+	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/task"
 )
@@ -30,8 +31,8 @@ type FanOut struct {
 	Invoker     Invoker
 	Depths      Depths
 	FunctionARN string
-	PerConsumer int // visible messages one extra consumer is started for (1000)
-	Max         int // extra consumers per run at most (10)
+	PerConsumer int // visible messages one extra consumer is started for (config.DefaultFanOutPer when 0)
+	Max         int // extra consumers per run at most (0: none; the assembly passes config.Config's)
 }
 
 // Run starts the extra consumers and returns how many it started.
@@ -41,10 +42,10 @@ func (f FanOut) Run(ctx context.Context) (int, error) {
 	}
 	per, most := f.PerConsumer, f.Max
 	if per <= 0 {
-		per = 1000
+		per = config.DefaultFanOutPer
 	}
 	if most <= 0 {
-		most = 10
+		return 0, nil
 	}
 	backlog := 0
 	for _, p := range task.Priorities() {

@@ -54,6 +54,7 @@ func TestFanOutStartsConsumersForTheBacklog(t *testing.T) {
 		{per: 10, most: 10, want: 2}, // 25 visible / 10
 		{per: 5, most: 3, want: 3},   // capped
 		{per: 100, most: 10, want: 0},
+		{per: 5, most: 0, want: 0}, // fan-out off (TRIAGE_FANOUT_MAX=0)
 	}
 	for _, tt := range tests {
 		before := len(calls())

@@ -33,24 +33,27 @@ func New(a *app.App, reg *handler.Registry, opt dispatch.Options) *dispatch.Cons
 
 // options is opt with the settings it leaves unset taken from the
 // configuration (a nil Strict: TRIAGE_STRICT; set, it wins either way).
+// ReservedHigh is taken with Concurrency, since it only means something
+// beside it.
 func options(a *app.App, opt dispatch.Options) dispatch.Options {
+	c := a.Config
 	if opt.Weights == nil {
-		opt.Weights = a.Config.Weights
+		opt.Weights = c.Weights
 	}
 	if opt.Strict == nil {
-		opt.Strict = new(a.Config.Strict)
+		opt.Strict = new(c.Strict)
 	}
 	if opt.Concurrency == 0 {
-		opt.Concurrency = a.Config.Concurrency
+		opt.Concurrency = c.Concurrency
 		if opt.ReservedHigh == 0 {
-			opt.ReservedHigh = a.Config.ReservedHigh
+			opt.ReservedHigh = max(c.ReservedHigh, 0) // config.Off: none
 		}
 	}
 	if opt.PollWait == 0 {
-		opt.PollWait = a.Config.PollWait
+		opt.PollWait = c.PollWait
 	}
 	if opt.Lease == 0 {
-		opt.Lease = a.Config.Lease
+		opt.Lease = c.Lease
 	}
 	if opt.Logger == nil {
 		opt.Logger = a.Log
@@ -59,24 +62,14 @@ func options(a *app.App, opt dispatch.Options) dispatch.Options {
 		opt.Gate = a.Controls
 	}
 	if opt.Backoff == nil {
-		opt.Backoff = RetryBackoff(a.Config.RetryBackoff)
+		opt.Backoff = c.RetryBackoff
 	}
-	if opt.MaxReceiveCount == 0 && len(a.Config.Spec.Queues) > 0 {
-		opt.MaxReceiveCount = a.Config.Spec.Queues[0].MaxReceiveCount
+	if opt.MaxReceiveCount == 0 {
+		if q, ok := c.Spec().Queue(task.High); ok {
+			opt.MaxReceiveCount = q.MaxReceiveCount
+		}
 	}
 	return opt
-}
-
-// RetryBackoff is the consumer's retry policy: dispatch.DefaultBackoff with
-// the priorities TRIAGE_RETRY_BACKOFF sets replaced (same jitter).
-func RetryBackoff(set map[task.Priority]config.Backoff) map[task.Priority]dispatch.Backoff {
-	b := dispatch.DefaultBackoff()
-	for p, v := range set {
-		d := b[p]
-		d.Base, d.Max = v.Base, v.Max
-		b[p] = d
-	}
-	return b
 }
 
 // Handlers returns the handler registry: the demo handlers when

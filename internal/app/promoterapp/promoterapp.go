@@ -31,7 +31,7 @@ func New(a *app.App, opt promote.Options) *promote.Promoter {
 // FanOut returns the promoter's consumer fan-out, configured by
 // TRIAGE_CONSUMER_FUNCTION, TRIAGE_FANOUT_PER and TRIAGE_FANOUT_MAX.
 func FanOut(a *app.App) promote.FanOut {
-	f := promote.FanOut{Depths: a.Queues, FunctionARN: a.Config.ConsumerARN, PerConsumer: a.Config.FanOutPer, Max: a.Config.FanOutMax}
+	f := promote.FanOut{Depths: a.Queues, FunctionARN: a.Config.ConsumerARN, PerConsumer: a.Config.FanOutPer, Max: max(a.Config.FanOutMax, 0)}
 	if f.FunctionARN != "" {
 		f.Invoker = lambda.NewFromConfig(a.AWS)
 	}

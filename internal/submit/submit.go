@@ -1,0 +1,181 @@
+// Package submit is the one way a new task is accepted: the HTTP API's
+// single and batch submits and the direct transport all call it, so a
+// request gets the same answer whichever way it arrives.
+//
+// Every request goes through the same steps, in this order, and the first
+// that refuses it decides the answer:
+//
+//  1. its fields (task.Request.Validate): 400, or 413 for a body too large,
+//     naming the field;
+//  2. the deployment's task types (TRIAGE_TYPES): 400 naming "type";
+//  3. the queue's depth (enqueue.Backpressure): 429 with a Retry-After;
+//  4. the send and the record (enqueue.SubmitBatch): 503 when the queue or
+//     the table did not take the task (nothing was accepted; the same
+//     request may be repeated), 500 for anything else.
+//
+// Accepted, it is 201 with the new task, or 200 with the task an earlier
+// request with the same idempotency key made.
+package submit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
+)
+
+// Enqueuer sends and records accepted tasks.
+type Enqueuer interface {
+	SubmitBatch(ctx context.Context, ts []*task.Task) []enqueue.Result
+}
+
+// Pressure refuses a task whose queue is too deep (*enqueue.Backpressure).
+type Pressure interface {
+	Check(ctx context.Context, p task.Priority) error
+}
+
+// Service accepts new tasks.
+type Service struct {
+	enq      Enqueuer
+	pressure Pressure // nil: no depth limit
+	known    task.KnownTypes
+	window   time.Duration
+	now      func() time.Time
+}
+
+// Options tunes a Service; zero values take the defaults in parentheses.
+type Options struct {
+	// Pressure is the depth check (nil: none).
+	Pressure Pressure
+	// Known are the only task types accepted (none: any).
+	Known task.KnownTypes
+	// DirectWindow: a task whose run_at is further away than this waits in
+	// the table for the promoter instead of on the queue (queue.MaxDelay,
+	// SQS's longest delay).
+	DirectWindow time.Duration
+	// Now is the clock (time.Now).
+	Now func() time.Time
+}
+
+// New returns the service over enq.
+func New(enq Enqueuer, o Options) *Service {
+	if o.DirectWindow <= 0 || o.DirectWindow > queue.MaxDelay {
+		o.DirectWindow = queue.MaxDelay
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Service{enq: enq, pressure: o.Pressure, known: o.Known, window: o.DirectWindow, now: o.Now}
+}
+
+// Outcome is one request's answer: the task when it was accepted, the
+// refusal otherwise.
+type Outcome struct {
+	Task    *task.Task
+	Created bool              // a new task (201), not an earlier one of the same key (200)
+	Err     *triagetype.Error // the refusal: status, code, message, field
+}
+
+// Status is the HTTP status of the outcome.
+func (o Outcome) Status() int {
+	switch {
+	case o.Err != nil:
+		return o.Err.Status
+	case o.Created:
+		return http.StatusCreated
+	}
+	return http.StatusOK
+}
+
+// Submit accepts or refuses one request.
+func (s *Service) Submit(ctx context.Context, r task.Request) Outcome {
+	return s.submit(ctx, []task.Request{r}, func(int) string { return "" })[0]
+}
+
+// SubmitBatch answers each of 1 to triagetype.MaxBatch requests on its own, as
+// Submit would (fields named "tasks[i].<field>"), and sends the accepted
+// ones in batches per priority; a request repeating an idempotency key of
+// the batch gets the first one's task. A batch of the wrong size is
+// refused whole.
+func (s *Service) SubmitBatch(ctx context.Context, rs []task.Request) ([]Outcome, *triagetype.Error) {
+	if len(rs) == 0 || len(rs) > triagetype.MaxBatch {
+		return nil, &triagetype.Error{Status: http.StatusBadRequest, Code: "invalid_field", Field: "tasks",
+			Message: fmt.Sprintf("tasks: must hold 1 to %d tasks, got %d", triagetype.MaxBatch, len(rs))}
+	}
+	return s.submit(ctx, rs, func(i int) string { return fmt.Sprintf("tasks[%d].", i) }), nil
+}
+
+func (s *Service) submit(ctx context.Context, rs []task.Request, prefix func(int) string) []Outcome {
+	out := make([]Outcome, len(rs))
+	var ts []*task.Task
+	var idx []int
+	now := s.now().UTC()
+	for i := range rs {
+		t, e := s.prepare(ctx, &rs[i], now, prefix(i))
+		if e != nil {
+			out[i].Err = e
+			continue
+		}
+		ts = append(ts, t)
+		idx = append(idx, i)
+	}
+	if len(ts) == 0 {
+		return out
+	}
+	for j, res := range s.enq.SubmitBatch(ctx, ts) {
+		i := idx[j]
+		if res.Err != nil {
+			out[i].Err = Refusal(res.Err)
+			continue
+		}
+		out[i].Task, out[i].Created = res.Task, res.Created
+	}
+	return out
+}
+
+// prepare runs steps 1 to 3 and builds the task.
+func (s *Service) prepare(ctx context.Context, r *task.Request, now time.Time, prefix string) (*task.Task, *triagetype.Error) {
+	if err := r.Validate(); err != nil {
+		var fe *task.FieldError
+		if errors.As(err, &fe) {
+			return nil, fe.APIError(prefix)
+		}
+		return nil, &triagetype.Error{Status: http.StatusBadRequest, Code: "bad_request", Message: err.Error()}
+	}
+	if fe := s.known.Check(r.Type); fe != nil {
+		return nil, fe.APIError(prefix)
+	}
+	t := r.NewTask(now, s.window)
+	if s.pressure != nil {
+		if err := s.pressure.Check(ctx, t.EffectivePriority); err != nil {
+			return nil, Refusal(err)
+		}
+	}
+	return t, nil
+}
+
+// Refusal is the answer to a submit that failed after validation:
+// backpressure (429), a task the queue or the table did not take (503;
+// nothing was accepted and the same request may be repeated, with the
+// same idempotency key too), or anything else (500, with the cause kept
+// for the caller's log: the HTTP API never shows it).
+func Refusal(err error) *triagetype.Error {
+	var oe *enqueue.OverloadedError
+	switch {
+	case errors.As(err, &oe):
+		return &triagetype.Error{Status: http.StatusTooManyRequests, Code: "too_many_requests", Message: oe.Error(), RetryAfter: oe.RetryAfter}
+	case errors.Is(err, enqueue.ErrNotSent):
+		return &triagetype.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: time.Second, Cause: err,
+			Message: "the queue did not accept the task; nothing was recorded, try again"}
+	case errors.Is(err, enqueue.ErrNotRecorded):
+		return &triagetype.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: time.Second, Cause: err,
+			Message: "the task could not be recorded; it was not accepted, try again"}
+	}
+	return &triagetype.Error{Status: http.StatusInternalServerError, Code: "internal", Message: "submit failed", Cause: err}
+}
