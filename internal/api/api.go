@@ -27,6 +27,7 @@ import (
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/submit"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/internal/tracing"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -84,6 +85,9 @@ type Options struct {
 	// scheduled and is released by the promoter; nearer ones are sent at
 	// once with a delay (queue.MaxDelay, SQS's longest delay: 15 min).
 	DirectWindow time.Duration
+	// Tracing starts the submit spans, under a request's traceparent
+	// header (tracing.Global()).
+	Tracing *tracing.Provider
 	// MaxDepth is the queue depth over which submits get 429 (0: no limit).
 	// MaxDepthHigh is the same for high-priority submits, which may keep a
 	// higher limit so urgent work still gets in.
@@ -125,7 +129,7 @@ func New(d Deps, opt Options) *Server {
 		store: d.Store, enq: d.Enqueuer, queues: d.Queues, controls: d.Controls, dlq: d.DLQ, counters: d.Counters, tokens: d.Tokens,
 		opt: opt, log: opt.Logger, mux: http.NewServeMux(),
 	}
-	so := submit.Options{Known: task.NewKnownTypes(opt.KnownTypes), DirectWindow: opt.DirectWindow}
+	so := submit.Options{Known: task.NewKnownTypes(opt.KnownTypes), DirectWindow: opt.DirectWindow, Tracing: opt.Tracing}
 	if d.Store != nil {
 		so.Now = d.Store.Now
 	}
@@ -214,7 +218,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req, MaxBody) {
 		return
 	}
-	o := s.submitter.Submit(r.Context(), req)
+	o := s.submitter.Submit(tracing.WithParent(r.Context(), r.Header.Get(tracing.Header)), req)
 	if o.Err != nil {
 		s.refuse(w, r, o.Err)
 		return

@@ -26,6 +26,8 @@ import (
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/internal/tracing"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Store is the part of the task store the consumer uses.
@@ -96,6 +98,9 @@ type Options struct {
 	WorkerID     string                           // names this consumer in claims (host-random)
 	Rand         *mrand.Rand                      // source for weighted picks and jitter
 	Logger       *slog.Logger
+	// Tracing starts a span per attempt, a child of the task's submit span
+	// (tracing.Global()).
+	Tracing *tracing.Provider
 	// Gate, if set, is asked before each claim (pause, rate and concurrency controls).
 	Gate Gate
 	// OrphanAfter is how long after its send a message may wait for its
@@ -164,6 +169,9 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Tracing == nil {
+		o.Tracing = tracing.Global()
+	}
 }
 
 // NewWorkerID returns "<hostname>-<random>", unique per consumer instance.
@@ -182,6 +190,7 @@ type Consumer struct {
 	handlers Handlers
 	opt      Options
 	log      *slog.Logger
+	tracer   trace.Tracer
 	slots    *slots
 	del      *deleter
 
@@ -200,7 +209,7 @@ type Consumer struct {
 func New(s Store, q Queues, r Redispatcher, h Handlers, opt Options) *Consumer {
 	opt.defaults()
 	c := &Consumer{
-		store: s, queues: q, redisp: r, handlers: h, opt: opt, log: opt.Logger,
+		store: s, queues: q, redisp: r, handlers: h, opt: opt, log: opt.Logger, tracer: opt.Tracing.Tracer(),
 		slots:      newSlots(opt.Concurrency, opt.ReservedHigh),
 		emptyUntil: map[task.Priority]time.Time{},
 		polling:    map[task.Priority]bool{},

@@ -61,6 +61,9 @@ func options(a *app.App, opt dispatch.Options) dispatch.Options {
 	if opt.Gate == nil {
 		opt.Gate = a.Controls
 	}
+	if opt.Tracing == nil {
+		opt.Tracing = a.Tracing
+	}
 	if opt.Backoff == nil {
 		opt.Backoff = c.RetryBackoff
 	}
@@ -132,7 +135,15 @@ const lambdaRecordReserve = 10 * time.Second
 func Lambda(a *app.App, reg *handler.Registry, opt dispatch.Options) func(context.Context, events.EventBridgeEvent) (LambdaSummary, error) {
 	opt.DrainTimeout = LambdaReserve - lambdaRecordReserve
 	c := New(a, reg, opt)
-	return LambdaHandler(c, LambdaReserve)
+	h := LambdaHandler(c, LambdaReserve)
+	return func(ctx context.Context, e events.EventBridgeEvent) (LambdaSummary, error) {
+		sum, err := h(ctx, e)
+		// A frozen environment exports nothing: the invocation's spans go now.
+		if ferr := a.Tracing.Flush(context.WithoutCancel(ctx)); ferr != nil {
+			a.Log.Warn("export spans failed", "error", ferr)
+		}
+		return sum, err
+	}
 }
 
 // LambdaSummary is what one scheduled consumer invocation reports.
