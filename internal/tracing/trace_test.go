@@ -24,11 +24,14 @@ import (
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/app/apiapp"
 	"github.com/triagehq/triage/internal/app/consumerapp"
+	"github.com/triagehq/triage/internal/app/promoterapp"
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/handler/webhook"
+	"github.com/triagehq/triage/internal/promote"
+	"github.com/triagehq/triage/internal/submit"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/internal/tracing"
 	"github.com/triagehq/triage/localstack/stacktest"
@@ -251,5 +254,41 @@ func TestDirectSendJoinsTheProducersTrace(t *testing.T) {
 	spans := exp.GetSpans()
 	if len(spans) != 1 || spans[0].Name != tracing.SpanAttempt || spans[0].Parent.SpanID().String() != callerSpan {
 		t.Fatalf("spans %+v, want one attempt span under the producer's span %s", spans, callerSpan)
+	}
+}
+
+// A promotion is a span in its task's trace, a child of the submit span.
+func TestPromotionIsASpanOfTheTasksTrace(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	a.Tracing = tracing.New(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)))
+	s := submit.New(a.Enqueuer, submit.Options{Tracing: a.Tracing, Now: a.Store.Now})
+	o := s.Submit(context.Background(), task.Request{Type: "slow", Priority: "low"})
+	if o.Err != nil {
+		t.Fatal(o.Err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	p := promoterapp.New(a, promote.Options{LowAfter: time.Second, MediumAfter: time.Hour})
+	if r, err := p.RunOnce(context.Background()); err != nil || r.Promoted[task.Medium] != 1 {
+		t.Fatalf("promoter run: %+v, %v; want the task promoted to medium", r, err)
+	}
+	var submitSpan, promoteParent trace.SpanID
+	var to string
+	for _, sp := range exp.GetSpans() {
+		switch sp.Name {
+		case tracing.SpanSubmit:
+			submitSpan = sp.SpanContext.SpanID()
+		case tracing.SpanPromote:
+			promoteParent = sp.Parent.SpanID()
+			for _, kv := range sp.Attributes {
+				if kv.Key == "triage.promote.to" {
+					to = kv.Value.AsString()
+				}
+			}
+		}
+	}
+	if !submitSpan.IsValid() || promoteParent != submitSpan || to != "medium" {
+		t.Fatalf("submit span %s, promote span's parent %s, to %q; want a promotion to medium under the submit span", submitSpan, promoteParent, to)
 	}
 }
