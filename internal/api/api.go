@@ -97,7 +97,7 @@ type Options struct {
 	// long-lived server whose stream consumer feeds it. Unset (the
 	// Lambda-hosted API), the route answers 501 naming the alternatives.
 	Events EventSource
-	Logger    *slog.Logger
+	Logger *slog.Logger
 }
 
 // Server serves the API.
