@@ -93,11 +93,11 @@ type Options struct {
 	KnownTypes []string
 	// Dashboard, if set, is served at / (and its assets).
 	Dashboard http.Handler
+	Logger    *slog.Logger
 	// Events, if set, serves GET /api/v1/events (Server-Sent Events): a
 	// long-lived server whose stream consumer feeds it. Unset (the
 	// Lambda-hosted API), the route answers 501 naming the alternatives.
 	Events EventSource
-	Logger *slog.Logger
 }
 
 // Server serves the API.
