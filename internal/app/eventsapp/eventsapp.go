@@ -7,13 +7,16 @@ package eventsapp
 import (
 	"fmt"
 
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/events"
+	"github.com/triagehq/triage/internal/events/eventbus"
 )
 
 // Attach builds the sinks the settings name (TRIAGE_EVENT_WEBHOOKS, signed
-// with TRIAGE_WEBHOOK_SECRET) plus extra (the dev server's SSE broker) and
+// with TRIAGE_WEBHOOK_SECRET; TRIAGE_EVENT_BUS, an EventBridge bus) plus extra (the dev server's SSE broker) and
 // makes a's counters consumer publish every batch to them. With no sink at
 // all nothing is attached: the counters run exactly as before.
 func Attach(a *app.App, getenv func(string) string, extra ...events.Sink) (*events.Fanout, error) {
@@ -28,6 +31,9 @@ func Attach(a *app.App, getenv func(string) string, extra ...events.Sink) (*even
 			return nil, fmt.Errorf("%s: %w", config.EnvEventWebhooks, err)
 		}
 		sinks = append(sinks, wh)
+	}
+	if bus := getenv(config.EnvEventBus); bus != "" {
+		sinks = append(sinks, eventbus.New(eventbridge.NewFromConfig(a.AWS), bus))
 	}
 	f := events.NewFanout(sinks...)
 	if f.Len() > 0 {
