@@ -57,8 +57,10 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		f.TaskID = id
 	}
 	rc := http.NewResponseController(w)
-	// The server's write timeout bounds ordinary responses; a stream lives
-	// until its client leaves.
+	// The server's timeouts bound ordinary requests (a write deadline left
+	// in place ends the stream when it passes); a stream lives until its
+	// client leaves.
+	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
 	sub := s.opt.Events.Subscribe(f)
 	defer sub.Close()
