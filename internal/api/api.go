@@ -100,6 +100,10 @@ type Options struct {
 	// Dashboard, if set, is served at / (and its assets).
 	Dashboard http.Handler
 	Logger    *slog.Logger
+	// Events, if set, serves GET /api/v1/events (Server-Sent Events): a
+	// long-lived server whose stream consumer feeds it. Unset (the
+	// Lambda-hosted API), the route answers 501 naming the alternatives.
+	Events EventSource
 }
 
 // Server serves the API.
@@ -157,6 +161,7 @@ func (s *Server) register() {
 	s.handle("GET /api/v1/control", auth.Read, s.listControls)
 	s.handle("GET /api/v1/dlq", auth.Read, s.listDLQ)
 	s.handle("POST /api/v1/dlq/replay", auth.Admin, s.replayDLQ)
+	s.handle("GET /api/v1/events", auth.Read, s.streamEvents)
 	s.public("GET /api/v1/openapi.json", s.openapi)
 	if s.opt.Dashboard != nil {
 		for _, p := range []string{"GET /{$}", "GET /dashboard.js", "GET /dashboard.css"} {
