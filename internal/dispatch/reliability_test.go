@@ -161,7 +161,7 @@ func runChildConsumer() {
 		os.Exit(2)
 	}
 	opt := dispatch.Options{Lease: 2 * time.Second, LeaseMargin: time.Second, PollWait: time.Second, WorkerID: "victim"}
-	if cfg.Lease > 0 { // TRIAGE_LEASE given: the lease and its margin come from it, as in production
+	if os.Getenv(config.EnvLease) != "" { // TRIAGE_LEASE given: the lease and its margin come from it, as in production
 		opt.Lease, opt.LeaseMargin = 0, 0
 	}
 	_ = consumerapp.New(a, demoRegistry(), opt).Run(context.Background())
