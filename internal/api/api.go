@@ -96,6 +96,8 @@ type Options struct {
 	// Dashboard, if set, is served at / (and its assets).
 	Dashboard http.Handler
 	Logger    *slog.Logger
+	// Metrics, if set, counts submitted tasks (submit.Options.Metrics).
+	Metrics submit.Metrics
 }
 
 // Server serves the API.
@@ -125,7 +127,7 @@ func New(d Deps, opt Options) *Server {
 		store: d.Store, enq: d.Enqueuer, queues: d.Queues, controls: d.Controls, dlq: d.DLQ, counters: d.Counters, tokens: d.Tokens,
 		opt: opt, log: opt.Logger, mux: http.NewServeMux(),
 	}
-	so := submit.Options{Known: task.NewKnownTypes(opt.KnownTypes), DirectWindow: opt.DirectWindow}
+	so := submit.Options{Known: task.NewKnownTypes(opt.KnownTypes), DirectWindow: opt.DirectWindow, Metrics: opt.Metrics}
 	if d.Store != nil {
 		so.Now = d.Store.Now
 	}

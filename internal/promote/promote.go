@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
@@ -83,6 +84,18 @@ type Options struct {
 	// DLQLimit bounds the DLQ messages read per priority per run (100).
 	DLQLimit int
 	Logger   *slog.Logger
+	// Metrics, if set, counts promotions, recoveries and the tasks DLQ
+	// reconciliation dead-letters (nil: nothing is recorded).
+	Metrics Metrics
+}
+
+// Metrics is what the promoter reports (*metrics.Recorder); it must make
+// no request of AWS.
+type Metrics interface {
+	Promoted(from, to task.Priority, n int)
+	Recovered(how metrics.Recovery)
+	Failed(t *task.Task, why metrics.Failure)
+	Finished(t *task.Task, o metrics.Outcome)
 }
 
 func (o *Options) defaults() {
@@ -106,6 +119,9 @@ func (o *Options) defaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = (*metrics.Recorder)(nil) // records nothing
 	}
 }
 
@@ -254,6 +270,7 @@ func (p *Promoter) age(ctx context.Context, from task.Priority, after time.Durat
 		mu.Lock()
 		r.Promoted[to] += len(done)
 		mu.Unlock()
+		p.opt.Metrics.Promoted(from, to, len(done))
 		for _, t := range done {
 			p.log.Info("task promoted", "task_id", t.ID, "type", t.Type, "from", from, "to", to,
 				"waited_ms", now.Sub(t.EnqueuedAtOr(t.CreatedAt)).Milliseconds(), "trace_id", t.TraceID)
@@ -323,6 +340,7 @@ func (p *Promoter) release(ctx context.Context) (int, error) {
 				return p.store.Due(ctx, class, sh, now.Add(p.opt.DirectWindow), a, p.pageSize())
 			}, func(ts []*task.Task) error {
 				byPrio := map[task.Priority][]enqueue.Move{}
+				lostIDs := map[string]bool{}
 				for _, t := range ts {
 					if t.Status != st {
 						continue
@@ -332,6 +350,9 @@ func (p *Promoter) release(ctx context.Context) (int, error) {
 					if st == task.Retrying && t.DispatchVersion != task.NoMessage && !lost {
 						continue // its own message brings it back
 					}
+					if lost {
+						lostIDs[t.ID] = true
+					}
 					byPrio[t.EffectivePriority] = append(byPrio[t.EffectivePriority], enqueue.Move{Task: t, Delay: due.Sub(now)})
 				}
 				for prio, moves := range byPrio {
@@ -339,6 +360,11 @@ func (p *Promoter) release(ctx context.Context) (int, error) {
 					mu.Lock()
 					released += len(done)
 					mu.Unlock()
+					for _, t := range done {
+						if lostIDs[t.ID] {
+							p.opt.Metrics.Recovered(metrics.RecoveredMessage)
+						}
+					}
 					if err != nil && !errors.Is(err, store.ErrConflict) {
 						return fmt.Errorf("release %s %s tasks: %w", st, prio, err)
 					}
@@ -434,6 +460,8 @@ func (p *Promoter) reconcileOne(ctx context.Context, prio task.Priority, m queue
 	if err != nil {
 		return false, fmt.Errorf("mark task %s dead_letter: %w", t.ID, err)
 	}
+	p.opt.Metrics.Failed(dead, metrics.FailMaxReceives)
+	p.opt.Metrics.Finished(dead, metrics.DeadLettered)
 	p.log.Warn("task dead-lettered: its message exceeded the queue's maxReceiveCount", "task_id", t.ID, "type", t.Type)
 	return true, p.requeueWithReason(ctx, prio, m, enqueue.Body(dead, dead.Version), ReasonMaxReceives)
 }

@@ -47,6 +47,13 @@ type Service struct {
 	known    task.KnownTypes
 	window   time.Duration
 	now      func() time.Time
+	mx       Metrics
+}
+
+// Metrics counts accepted tasks (*metrics.Recorder); it must make no
+// request of AWS.
+type Metrics interface {
+	Submitted(t *task.Task)
 }
 
 // Options tunes a Service; zero values take the defaults in parentheses.
@@ -61,6 +68,8 @@ type Options struct {
 	DirectWindow time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
+	// Metrics, if set, counts each new task (not an idempotent repeat).
+	Metrics Metrics
 }
 
 // New returns the service over enq.
@@ -71,7 +80,7 @@ func New(enq Enqueuer, o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Service{enq: enq, pressure: o.Pressure, known: o.Known, window: o.DirectWindow, now: o.Now}
+	return &Service{enq: enq, pressure: o.Pressure, known: o.Known, window: o.DirectWindow, now: o.Now, mx: o.Metrics}
 }
 
 // Outcome is one request's answer: the task when it was accepted, the
@@ -135,6 +144,9 @@ func (s *Service) submit(ctx context.Context, rs []task.Request, prefix func(int
 			continue
 		}
 		out[i].Task, out[i].Created = res.Task, res.Created
+		if res.Created && s.mx != nil {
+			s.mx.Submitted(res.Task)
+		}
 	}
 	return out
 }

@@ -59,7 +59,8 @@ func LambdaHandler(p *promote.Promoter, fan promote.FanOut, log *slog.Logger) fu
 	}
 }
 
-// Lambda returns the promoter function's handler on a's parts.
+// Lambda returns the promoter function's handler on a's parts, with its
+// metrics as EMF on stdout.
 func Lambda(a *app.App) func(context.Context, events.EventBridgeEvent) (promote.Report, error) {
-	return LambdaHandler(New(a, promote.Options{}), FanOut(a), a.Log)
+	return lambdaWithMetrics(a)
 }
