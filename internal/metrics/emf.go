@@ -34,7 +34,7 @@ type EMF struct {
 	defs      []Def
 
 	mu     sync.Mutex
-	series map[string]*emfSeries
+	series map[seriesKey]*emfSeries
 	wmu    sync.Mutex // serialises writes, so lines never interleave
 }
 
@@ -57,16 +57,30 @@ func NewEMF(w io.Writer, namespace string, now func() time.Time) *EMF {
 	if now == nil {
 		now = time.Now
 	}
-	return &EMF{w: w, namespace: namespace, now: now, defs: Definitions(), series: map[string]*emfSeries{}}
+	return &EMF{w: w, namespace: namespace, now: now, defs: Definitions(), series: map[seriesKey]*emfSeries{}}
 }
 
-func seriesKey(id ID, values []string) string {
-	return fmt.Sprint(int(id)) + "\x00" + strings.Join(values, "\x00")
+// seriesKey names one series: its metric and its label values, joined by
+// NUL when there are several (no task type or priority holds a NUL: the
+// API refuses one).
+type seriesKey struct {
+	id     ID
+	labels string
+}
+
+func keyOf(id ID, values []string) seriesKey {
+	switch len(values) {
+	case 0:
+		return seriesKey{id: id}
+	case 1:
+		return seriesKey{id, values[0]}
+	}
+	return seriesKey{id, strings.Join(values, "\x00")}
 }
 
 // get returns the series of id and values, creating it; e.mu must be held.
 func (e *EMF) get(id ID, values []string) *emfSeries {
-	k := seriesKey(id, values)
+	k := keyOf(id, values)
 	s := e.series[k]
 	if s == nil {
 		s = &emfSeries{id: id, labels: slices.Clone(values)}
