@@ -35,8 +35,9 @@ type runtimeAPI struct {
 }
 
 type outcome struct {
-	kind string // "response" or "error"
-	body []byte
+	kind   string // "response" or "error"
+	body   []byte
+	stdout string // what the function wrote to stdout before it answered
 }
 
 func (r *runtimeAPI) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -57,11 +58,11 @@ func (r *runtimeAPI) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		_, _ = w.Write(r.event)
 	case req.Method == "POST" && strings.HasSuffix(req.URL.Path, "/response"):
 		b, _ := io.ReadAll(req.Body)
-		r.result <- outcome{"response", b}
+		r.result <- outcome{kind: "response", body: b}
 		w.WriteHeader(http.StatusAccepted)
 	case req.Method == "POST" && strings.HasSuffix(req.URL.Path, "/error"):
 		b, _ := io.ReadAll(req.Body)
-		r.result <- outcome{"error", b}
+		r.result <- outcome{kind: "error", body: b}
 		w.WriteHeader(http.StatusAccepted)
 	default:
 		http.NotFound(w, req)
@@ -93,12 +94,25 @@ func invoke(t *testing.T, name string, event []byte, deadline time.Duration, env
 	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
+	// A file, not a pipe: the function writes it directly, so it can be
+	// read as soon as the function has answered.
+	out, err := os.Create(filepath.Join(t.TempDir(), "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd.Stdout = out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	select {
 	case o := <-rt.result:
+		b, err := os.ReadFile(out.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.stdout = string(b)
 		return o
 	case <-time.After(deadline + 30*time.Second):
 		t.Fatalf("%s gave no response; stderr:\n%s", name, stderr.String())

@@ -201,12 +201,14 @@ var ErrNoHandlers = errors.New("worker: no handlers registered")
 // Run polls and runs tasks until ctx ends, then waits for running tasks to
 // finish (up to the drain timeout) and returns nil. It returns an error
 // when the configuration is invalid or AWS cannot be reached at start.
+// With Config.MetricsAddr set (TRIAGE_METRICS_ADDR), it serves Prometheus
+// metrics at /metrics on that address while it runs.
 func (w *Worker) Run(ctx context.Context) error {
 	a, reg, err := w.assemble(ctx)
 	if err != nil {
 		return err
 	}
-	return consumerapp.New(a, reg, dispatch.Options{}).Run(ctx)
+	return consumerapp.Run(ctx, a, reg, dispatch.Options{})
 }
 
 // LambdaSummary is what one invocation of the Lambda handler returns.

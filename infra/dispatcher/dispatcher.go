@@ -79,6 +79,8 @@ type Dispatcher struct {
 	ConsumerSchedules []awsevents.Rule
 	// Alarms are all the alarms, in creation order.
 	Alarms []awscloudwatch.Alarm
+	// Dashboard shows triage's key metrics (see Props.Metrics).
+	Dashboard awscloudwatch.Dashboard
 
 	physicalNames bool
 	iamAuth       bool
@@ -163,6 +165,7 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 	d.HTTPAPI = d.newHTTPAPI(p)
 	d.schedule(p)
 	d.alarms(p)
+	d.observability(p)
 	d.outputs()
 	return d, nil
 }

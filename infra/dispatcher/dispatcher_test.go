@@ -218,7 +218,8 @@ func TestResourceCounts(t *testing.T) {
 		{"AWS::Logs::LogGroup", 4},
 		{"AWS::Lambda::EventSourceMapping", 1},
 		{"AWS::Events::Rule", 2}, // promoter + one consumer rule at fan-out 1
-		{"AWS::CloudWatch::Alarm", 2*len(s.Queues) + 2*4},
+		{"AWS::CloudWatch::Alarm", 2*len(s.Queues) + 2*4 + metricAlarms},
+		{"AWS::CloudWatch::Dashboard", 1},
 		{"AWS::ApiGatewayV2::Api", 1},
 		{"AWS::ApiGatewayV2::Route", 4},
 		{"AWS::ApiGatewayV2::Authorizer", 0},
@@ -594,7 +595,7 @@ func TestAlarms(t *testing.T) {
 			wants = append(wants, want{name + " " + m, "AWS/Lambda", m, "FunctionName", ref(f.id(fn)), 0})
 		}
 	}
-	if len(alarms) != len(wants) {
+	if len(alarms) != len(wants)+metricAlarms { // the alarms on triage's own metrics: TestMetricAlarms
 		t.Errorf("%d alarms, want %d", len(alarms), len(wants))
 	}
 	for _, w := range wants {

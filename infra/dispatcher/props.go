@@ -138,6 +138,8 @@ type Props struct {
 
 	// Alarms tunes the CloudWatch alarms.
 	Alarms AlarmProps
+	// Metrics tunes the dashboard and the alarms on triage's own metrics.
+	Metrics MetricsProps
 
 	// LogLevel is the functions' log level: debug, info, warn or error
 	// (function default info).
@@ -272,6 +274,15 @@ func (p *Props) resolved() (Props, error) {
 	}
 	if err := validateRoutes(r.Routes); err != nil {
 		return r, err
+	}
+	if r.Metrics.Namespace == "" {
+		r.Metrics.Namespace = defaultMetricNamespace
+	}
+	if r.Metrics.HighWaitP99 == 0 {
+		r.Metrics.HighWaitP99 = defaultHighWaitP99
+	}
+	if r.Metrics.FailureRatePercent == 0 {
+		r.Metrics.FailureRatePercent = defaultFailureRate
 	}
 	if r.LogRetention == "" {
 		r.LogRetention = awslogs.RetentionDays_ONE_MONTH

@@ -104,6 +104,8 @@ type Options struct {
 	// long-lived server whose stream consumer feeds it. Unset (the
 	// Lambda-hosted API), the route answers 501 naming the alternatives.
 	Events EventSource
+	// Metrics, if set, counts submitted tasks (submit.Options.Metrics).
+	Metrics submit.Metrics
 }
 
 // Server serves the API.
@@ -133,7 +135,7 @@ func New(d Deps, opt Options) *Server {
 		store: d.Store, enq: d.Enqueuer, queues: d.Queues, controls: d.Controls, dlq: d.DLQ, counters: d.Counters, tokens: d.Tokens,
 		opt: opt, log: opt.Logger, mux: http.NewServeMux(),
 	}
-	so := submit.Options{Known: task.NewKnownTypes(opt.KnownTypes), DirectWindow: opt.DirectWindow, Tracing: opt.Tracing}
+	so := submit.Options{Known: task.NewKnownTypes(opt.KnownTypes), DirectWindow: opt.DirectWindow, Tracing: opt.Tracing, Metrics: opt.Metrics}
 	if d.Store != nil {
 		so.Now = d.Store.Now
 	}

@@ -68,6 +68,12 @@ const (
 	EnvDemoHandlers    = "TRIAGE_DEMO_HANDLERS"        // "true": the consumer function also runs the demo handlers (triage dev always does)
 )
 
+// Environment variables of the metrics.
+const (
+	EnvMetricsAddr      = "TRIAGE_METRICS_ADDR"      // worker.Run: serve Prometheus /metrics on this address (default: not served)
+	EnvMetricsNamespace = "TRIAGE_METRICS_NAMESPACE" // CloudWatch namespace of the Lambda functions' EMF metrics (default Triage)
+)
+
 // Config is every setting of a triage deployment. Each field's comment
 // gives its default (applied by WithDefaults to a zero field) and its
 // environment variable.
@@ -158,6 +164,13 @@ type Config struct {
 
 	// LogLevel is debug, info, warn or error (info; TRIAGE_LOG_LEVEL).
 	LogLevel string
+
+	// MetricsAddr is where a long-running worker (worker.Run) serves
+	// Prometheus metrics at /metrics (not served; TRIAGE_METRICS_ADDR,
+	// e.g. "127.0.0.1:9090"). MetricsNamespace is the CloudWatch namespace
+	// of the Lambda functions' EMF metrics ("Triage";
+	// TRIAGE_METRICS_NAMESPACE).
+	MetricsAddr, MetricsNamespace string
 }
 
 // Off, in a field whose zero means "default", means none: no reserved
@@ -442,6 +455,7 @@ func Decode(getenv func(string) string) (Config, error) {
 		ConsumerARN:     getenv(EnvConsumerARN),
 		LogLevel:        strings.ToLower(getenv(EnvLogLevel)),
 	}
+	c.MetricsAddr, c.MetricsNamespace = getenv(EnvMetricsAddr), getenv(EnvMetricsNamespace)
 	for _, p := range task.Priorities() {
 		up := strings.ToUpper(string(p))
 		if u := getenv(EnvQueueURLPrefix + up); u != "" {

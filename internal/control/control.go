@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
@@ -231,32 +232,39 @@ const (
 // When it admits a task with a concurrency limit it returns a release that
 // frees the slot.
 func (c *Controls) Admit(ctx context.Context, t *task.Task) (func(), time.Duration, error) {
+	release, delay, _, err := c.AdmitExplained(ctx, t)
+	return release, delay, err
+}
+
+// AdmitExplained is Admit that also names the control that refused the
+// start, for the consumer's put-off counts.
+func (c *Controls) AdmitExplained(ctx context.Context, t *task.Task) (func(), time.Duration, metrics.PutOff, error) {
 	global, err := c.cachedGet(ctx, "")
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, metrics.PutOffControlError, err
 	}
 	typ, err := c.cachedGet(ctx, t.Type)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, metrics.PutOffControlError, err
 	}
 	if global.Paused || typ.Paused {
-		return nil, PausedRecheck, nil
+		return nil, PausedRecheck, metrics.PutOffPaused, nil
 	}
 	if typ.RateLimitPerSecond > 0 {
 		ok, wait, err := c.takeRate(ctx, t.Type, typ.RateLimitPerSecond)
 		if err != nil || !ok {
-			return nil, wait, err
+			return nil, wait, metrics.PutOffRate, err
 		}
 	}
 	if typ.MaxConcurrency > 0 {
 		lease := time.Duration(t.TimeoutSeconds)*time.Second + 30*time.Second
 		release, err := c.takeSlot(ctx, t, typ.MaxConcurrency, lease)
 		if err != nil || release == nil {
-			return nil, ConcurrencyRecheck, err
+			return nil, ConcurrencyRecheck, metrics.PutOffConcurrency, err
 		}
-		return release, 0, nil
+		return release, 0, "", nil
 	}
-	return func() {}, 0, nil
+	return func() {}, 0, "", nil
 }
 
 // takeRate counts one start in the type's item for the current second,

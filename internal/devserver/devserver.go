@@ -224,14 +224,19 @@ func Run(ctx context.Context, opt Options) error {
 	if _, err := eventsapp.Attach(a, opt.Getenv, broker); err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	srv := NewHTTPServer(apiapp.Handler(a, tokens, api.Options{KnownTypes: known, Events: broker}), opt.Timeouts)
+	rec, sink, err := devMetrics()
+	if err != nil {
+		return err
+	}
+	srv := NewHTTPServer(withMetrics(apiapp.Handler(a, tokens, api.Options{KnownTypes: known, Events: broker, Metrics: rec}), sink), opt.Timeouts)
 	base := "http://" + ln.Addr().String()
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
 	errc := make(chan error, 3)
-	wg.Add(4)
+	wg.Add(5)
+	go func() { defer wg.Done(); promoterapp.SampleQueuesEvery(runCtx, a, rec, interval) }()
 	go func() { defer wg.Done(); _ = a.CounterPoller().Run(runCtx) }()
 	go func() {
 		defer wg.Done()
@@ -239,9 +244,9 @@ func Run(ctx context.Context, opt Options) error {
 			errc <- fmt.Errorf("API server: %w", err)
 		}
 	}()
-	consumer := consumerapp.New(a, reg, dispatch.Options{DrainTimeout: DrainGrace})
+	consumer := consumerapp.New(a, reg, dispatch.Options{DrainTimeout: DrainGrace, Metrics: rec})
 	go func() { defer wg.Done(); _ = consumer.Run(runCtx) }()
-	go func() { defer wg.Done(); _ = promoterapp.New(a, promote.Options{}).Run(runCtx, interval) }()
+	go func() { defer wg.Done(); _ = promoterapp.New(a, promote.Options{Metrics: rec}).Run(runCtx, interval) }()
 
 	banner := fmt.Sprintf("  API:        %s/api/v1\n  dashboard:  %s/#token=%s\n  token:      %s\n", base, base, token, token)
 	fmt.Fprintf(opt.Out, "\ntriage is running\n%s  logs:       %s (the terminal shows warnings and errors)\n\n  export TRIAGE_URL=%s TRIAGE_TOKEN=%s\n  curl -H \"Authorization: Bearer $TRIAGE_TOKEN\" -d '{\"type\":\"echo\",\"payload\":{\"x\":1},\"priority\":\"high\"}' $TRIAGE_URL/api/v1/tasks\n\nPress Ctrl-C to stop.\n",

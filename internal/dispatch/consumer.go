@@ -114,6 +114,9 @@ type Options struct {
 	// (paused, throttled, busy) that has been received one time short of it
 	// is replaced by a fresh copy, so waiting never sends a task to the DLQ.
 	MaxReceiveCount int
+	// Metrics, if set, is told what the consumer does (nil: nothing is
+	// recorded). It must make no request of AWS.
+	Metrics Metrics
 }
 
 // Gate decides whether a task may start now. When it may not, the message
@@ -198,6 +201,7 @@ type Consumer struct {
 	picker picker
 
 	counts counters
+	mx     Metrics
 
 	emptyMu    sync.Mutex
 	emptyUntil map[task.Priority]time.Time
@@ -217,6 +221,11 @@ func New(s Store, q Queues, r Redispatcher, h Handlers, opt Options) *Consumer {
 	}
 	c.picker = picker{weights: opt.Weights, strict: opt.Strict != nil && *opt.Strict, rng: opt.Rand}
 	c.del = newDeleter(q, c.log)
+	c.mx = opt.Metrics
+	if c.mx == nil {
+		c.mx = noMetrics{}
+	}
+	c.reportSlots()
 	return c
 }
 
@@ -432,9 +441,11 @@ func (c *Consumer) start(ctx, work context.Context, wg *sync.WaitGroup, msgs []q
 			}
 			continue
 		}
+		c.reportSlots()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer c.reportSlots()
 			defer c.slots.release(kind)
 			c.process(work, m)
 		}()

@@ -16,6 +16,7 @@ import (
 	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
@@ -64,6 +65,7 @@ type probe struct {
 func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, func(), bool) {
 	var pb probe
 	if err := json.Unmarshal([]byte(m.Body), &pb); err != nil {
+		c.mx.Dropped(metrics.DropInvalid)
 		c.poison(ctx, m, fmt.Sprintf("body is not a JSON object: %v", err))
 		return nil, nil, false
 	}
@@ -73,6 +75,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, fun
 		if !task.ValidID(pb.ID) {
 			// Not an id triage makes: it names no task, and as a key it may
 			// be more than DynamoDB accepts.
+			c.mx.Dropped(metrics.DropInvalid)
 			c.poison(ctx, m, fmt.Sprintf("id %q is not a task id (a 26-character ULID)", task.Truncate(pb.ID, 64)))
 			return nil, nil, false
 		}
@@ -82,6 +85,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, fun
 		if err != nil {
 			var fe *task.FieldError
 			if errors.As(err, &fe) {
+				c.mx.Dropped(metrics.DropInvalid)
 				c.poison(ctx, m, "direct send rejected: "+fe.Error())
 			} else {
 				c.log.Warn("adopt direct send failed; it will be retried", "message_id", m.MessageID, "error", err)
@@ -90,6 +94,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, fun
 		}
 		msg = task.Message{ID: t.ID, Version: 0, Priority: m.Priority}
 	default:
+		c.mx.Dropped(metrics.DropInvalid)
 		c.poison(ctx, m, `body has neither "id" and "v" (a triage message) nor "type" (a direct send)`)
 		return nil, nil, false
 	}
@@ -114,6 +119,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, fun
 			return nil, nil, false
 		case msg.Version != t.DispatchVersion:
 			c.counts.stale.Add(1)
+			c.mx.Dropped(metrics.DropStale)
 			c.log.Debug("dropping stale message", "task_id", t.ID, "message_version", msg.Version, "dispatch_version", t.DispatchVersion, "status", t.Status)
 			c.del.add(m.Priority, m.ReceiptHandle)
 			return nil, nil, false
@@ -122,13 +128,15 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, fun
 		case task.Queued, task.Retrying:
 			release := func() {}
 			if c.opt.Gate != nil {
-				rel, delay, err := c.opt.Gate.Admit(ctx, t)
+				rel, delay, why, err := c.admit(ctx, t)
 				if err != nil {
 					c.log.Warn("control check failed; the message will come back", "task_id", t.ID, "error", err)
+					c.mx.PutOff(metrics.PutOffControlError)
 					c.putOff(ctx, m, msg, time.Second)
 					return nil, nil, false
 				}
 				if rel == nil {
+					c.mx.PutOff(why)
 					c.putOff(ctx, m, msg, delay)
 					return nil, nil, false
 				}
@@ -143,6 +151,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, fun
 				n.RetryAt = nil
 			})
 			if err == nil {
+				c.mx.Started(t, now)
 				return claimed, release, true
 			}
 			release()
@@ -153,6 +162,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, fun
 		case task.Executing:
 			if t.LeaseUntil != nil && now.Before(*t.LeaseUntil) {
 				// Someone holds it: look again when the lease ends.
+				c.mx.PutOff(metrics.PutOffLeased)
 				c.putOff(ctx, m, msg, t.LeaseUntil.Sub(now)+c.opt.LeaseMargin)
 				return nil, nil, false
 			}
@@ -171,11 +181,13 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, fun
 		default:
 			// Scheduled, or finished: nothing to run for this message.
 			c.counts.stale.Add(1)
+			c.mx.Dropped(metrics.DropStale)
 			c.log.Debug("dropping message of a task that is not waiting", "task_id", t.ID, "status", t.Status)
 			c.del.add(m.Priority, m.ReceiptHandle)
 			return nil, nil, false
 		}
 	}
+	c.mx.PutOff(metrics.PutOffContention)
 	c.putOff(ctx, m, msg, time.Second)
 	return nil, nil, false
 }
@@ -201,6 +213,7 @@ func (c *Consumer) load(ctx context.Context, m queue.Received, msg task.Message)
 	}
 	if c.waitOrGiveUp(ctx, m) {
 		c.counts.noTask.Add(1)
+		c.mx.Dropped(metrics.DropNoTask)
 		c.log.Warn("message names a task that does not exist; moved to the DLQ", "task_id", msg.ID, "message_id", m.MessageID, "sent_at", m.SentAt)
 		c.poison(ctx, m, fmt.Sprintf("no task %s: its submit sent this message but never recorded the task (it failed or was interrupted), or the task was deleted", msg.ID))
 		c.store.DropPayload(ctx, msg.ID) // a large payload written before the record that never came
@@ -241,6 +254,7 @@ func (c *Consumer) ahead(ctx context.Context, m queue.Received, msg task.Message
 		return
 	}
 	c.counts.ahead.Add(1)
+	c.mx.Dropped(metrics.DropVersionAhead)
 	c.log.Warn("message version is ahead of its task; moved to the DLQ", "task_id", t.ID, "message_version", msg.Version, "task_version", t.Version, "status", t.Status)
 	c.poison(ctx, m, fmt.Sprintf("message version %d is ahead of task %s (version %d, %s) and no write will reach it", msg.Version, t.ID, t.Version, t.Status))
 }
@@ -303,7 +317,9 @@ func (c *Consumer) reclaim(ctx context.Context, t *task.Task, m queue.Received) 
 		lost.StartedAt = *t.StartedAt
 	}
 	c.log.Warn("reclaiming task whose lease expired", "task_id", t.ID, "previous_worker", t.WorkerID, "attempts", t.Attempts)
+	c.mx.Recovered(metrics.RecoveredLease)
 	if t.Attempts >= t.MaxAttempts {
+		c.mx.Failed(t, metrics.FailLeaseExpired)
 		j := &job{msg: m, cur: t}
 		c.deadLetter(ctx, j, lost, &task.Error{Message: "lease expired on the last attempt (worker lost)", Retriable: true})
 		return nil, nil
@@ -351,6 +367,7 @@ func (c *Consumer) adopt(ctx context.Context, m queue.Received) (*task.Task, err
 		return nil, err
 	}
 	if created {
+		c.mx.Submitted(saved)
 		c.log.Info("adopted direct send", "task_id", saved.ID, "message_id", m.MessageID, "type", saved.Type)
 	}
 	return saved, nil
@@ -427,6 +444,7 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 	go func() { defer close(hbDone); c.heartbeat(ctx, j, started.Add(timeout), cancel, hbStop) }()
 
 	var result json.RawMessage
+	stage := stageLookup
 	h, err := c.handlers.Lookup(t.Type)
 	if err != nil {
 		err = handler.Permanent(err)
@@ -435,17 +453,21 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 	if err == nil {
 		// A payload kept in the blob store is read for each attempt. One that
 		// is gone can never be run; a failed read is retried like any failure.
+		stage = stagePayload
 		if payload, err = c.store.Payload(runCtx, t); errors.Is(err, blob.ErrNotFound) {
 			err = handler.Permanent(err)
 		}
 	}
 	spanCtx, span := c.startAttempt(runCtx, t)
 	if err == nil {
+		stage = stageHandle
+		ranFrom := time.Now()
 		result, err = c.safeHandle(spanCtx, h, handler.Request{
 			ID: t.ID, Type: t.Type, Payload: payload, Priority: t.Priority,
 			Attempt: t.Attempts, MaxAttempts: t.MaxAttempts, TraceID: t.TraceID,
 			Traceparent: tracing.Traceparent(spanCtx),
 		})
+		c.mx.Ran(t, time.Since(ranFrom))
 	}
 	close(hbStop)
 	<-hbDone
@@ -464,6 +486,7 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 	wctx := context.WithoutCancel(ctx)
 	if err == nil {
 		// A result that arrived wins over a cancel request or shutdown.
+		stage = stageResult
 		if result != nil && !json.Valid(result) {
 			err = handler.Permanent(fmt.Errorf("handler returned a result that is not valid JSON"))
 		} else if len(result) > task.MaxResultBytes {
@@ -481,8 +504,9 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 		attempt.Error = "interrupted: consumer shut down"
 		c.handBack(wctx, j, attempt)
 	default:
+		timedOut := false
 		if runCtx.Err() != nil && cause != nil && !errors.Is(cause, context.Canceled) {
-			err = cause // the timeout, named
+			err, timedOut = cause, true // the timeout, named
 		}
 		if d, ok := handler.SnoozeOf(err); ok {
 			c.snooze(wctx, j, attempt, d)
@@ -493,6 +517,7 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 			c.finishCancelled(wctx, j, attempt, task.NewError(err.Error(), false))
 			return
 		}
+		c.mx.Failed(t, failure(err, timedOut, stage))
 		retriable := handler.Retriable(err)
 		if retriable && t.Attempts < t.MaxAttempts {
 			c.retry(wctx, j, attempt, err.Error())
@@ -512,7 +537,7 @@ func (c *Consumer) safeHandle(ctx context.Context, h handler.Handler, r handler.
 	defer func() {
 		if p := recover(); p != nil {
 			c.log.Error("handler panicked", "task_id", r.ID, "type", r.Type, "panic", fmt.Sprint(p))
-			err = handler.Permanent(fmt.Errorf("handler panicked: %v", p))
+			err = handler.Permanent(&handlerPanic{p})
 		}
 	}()
 	return h.Handle(ctx, r)
@@ -633,10 +658,12 @@ func (c *Consumer) complete(ctx context.Context, j *job, a task.Attempt, result 
 		msg := fmt.Sprintf("the handler succeeded but its result (%d bytes) cannot be stored: with the payload (%d bytes) and history the task's record would pass DynamoDB's 400 KB item limit", len(result), len(t.Payload))
 		c.log.Error("result too large to store; task dead-lettered", "task_id", t.ID, "result_bytes", len(result), "payload_bytes", len(t.Payload), "error", err)
 		a.Error = msg
+		c.mx.Failed(t, metrics.FailBadResult)
 		c.deadLetter(ctx, j, a, task.NewError(msg, false))
 		return
 	}
 	if c.logWriteError(j, "completion", err) {
+		c.mx.Finished(j.snapshot(), metrics.Completed)
 		c.del.add(j.msg.Priority, j.msg.ReceiptHandle)
 	}
 }
@@ -655,6 +682,7 @@ func (c *Consumer) finishCancelled(ctx context.Context, j *job, a task.Attempt, 
 			n.AddAttempt(a)
 		})
 	}) {
+		c.mx.Finished(j.snapshot(), metrics.Cancelled)
 		c.del.add(j.msg.Priority, j.msg.ReceiptHandle)
 	}
 }
@@ -677,6 +705,7 @@ func (c *Consumer) handBack(ctx context.Context, j *job, a task.Attempt) {
 		return
 	}
 	c.counts.handedBack.Add(1)
+	c.mx.Finished(j.snapshot(), metrics.HandedBack)
 	if fresh {
 		c.del.add(j.msg.Priority, j.msg.ReceiptHandle)
 		return
@@ -700,6 +729,7 @@ func (c *Consumer) retry(ctx context.Context, j *job, a task.Attempt, msg string
 		n.Error = task.NewError(msg, true)
 		n.AddAttempt(a)
 	}) {
+		c.mx.Finished(t, metrics.Retried)
 		c.log.LogAttrs(ctx, slog.LevelInfo, "task will retry", slog.String("task_id", t.ID), slog.Duration("wait", wait), slog.Int("attempt", t.Attempts), slog.String("error", msg))
 	}
 }
@@ -713,6 +743,7 @@ func (c *Consumer) snooze(ctx context.Context, j *job, a task.Attempt, d time.Du
 		n.Attempts--
 		n.AddAttempt(a)
 	}) {
+		c.mx.Finished(j.snapshot(), metrics.Snoozed)
 		c.log.LogAttrs(ctx, slog.LevelInfo, "task snoozed", slog.String("task_id", j.snapshot().ID), slog.Duration("wait", d))
 	}
 }
@@ -755,6 +786,7 @@ func (c *Consumer) park(ctx context.Context, j *job, what string, wait time.Dura
 	// The message is gone (its visibility ran out and someone deleted it as
 	// busy, or SQS lost the receipt): give the task a new one.
 	c.log.Warn("could not delay the message; sending a new one", "task_id", t.ID, "error", err)
+	c.mx.Recovered(metrics.RecoveredMessage)
 	if _, err := c.redisp.Redispatch(ctx, j.snapshot(), task.Queued, t.EffectivePriority, min(wait, queue.MaxDelay), nil); err != nil {
 		c.log.Error("re-send for retry failed; the promoter will re-send it", "task_id", t.ID, "error", err)
 	}
@@ -779,6 +811,7 @@ func (c *Consumer) deadLetter(ctx context.Context, j *job, a task.Attempt, e *ta
 		return
 	}
 	dead := j.snapshot()
+	c.mx.Finished(dead, metrics.DeadLettered)
 	if err := c.queues.SendDLQ(ctx, j.msg.Priority, enqueue.Body(dead, dead.Version), e.Message); err != nil {
 		c.log.Error("copy to DLQ failed; the task is dead_letter in the table", "task_id", t.ID, "error", err)
 	}

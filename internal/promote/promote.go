@@ -38,6 +38,7 @@ import (
 
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
@@ -90,6 +91,18 @@ type Options struct {
 	// Tracing records each promotion as a span in its task's trace
 	// (tracing.Global()).
 	Tracing *tracing.Provider
+	// Metrics, if set, counts promotions, recoveries and the tasks DLQ
+	// reconciliation dead-letters (nil: nothing is recorded).
+	Metrics Metrics
+}
+
+// Metrics is what the promoter reports (*metrics.Recorder); it must make
+// no request of AWS.
+type Metrics interface {
+	Promoted(from, to task.Priority, n int)
+	Recovered(how metrics.Recovery)
+	Failed(t *task.Task, why metrics.Failure)
+	Finished(t *task.Task, o metrics.Outcome)
 }
 
 func (o *Options) defaults() {
@@ -116,6 +129,9 @@ func (o *Options) defaults() {
 	}
 	if o.Tracing == nil {
 		o.Tracing = tracing.Global()
+	}
+	if o.Metrics == nil {
+		o.Metrics = (*metrics.Recorder)(nil) // records nothing
 	}
 }
 
@@ -265,6 +281,7 @@ func (p *Promoter) age(ctx context.Context, from task.Priority, after time.Durat
 		mu.Lock()
 		r.Promoted[to] += len(done)
 		mu.Unlock()
+		p.opt.Metrics.Promoted(from, to, len(done))
 		for _, t := range done {
 			waited := now.Sub(t.EnqueuedAtOr(t.CreatedAt))
 			p.log.Info("task promoted", "task_id", t.ID, "type", t.Type, "from", from, "to", to,
@@ -336,6 +353,7 @@ func (p *Promoter) release(ctx context.Context) (int, error) {
 				return p.store.Due(ctx, class, sh, now.Add(p.opt.DirectWindow), a, p.pageSize())
 			}, func(ts []*task.Task) error {
 				byPrio := map[task.Priority][]enqueue.Move{}
+				lostIDs := map[string]bool{}
 				for _, t := range ts {
 					if t.Status != st {
 						continue
@@ -345,6 +363,9 @@ func (p *Promoter) release(ctx context.Context) (int, error) {
 					if st == task.Retrying && t.DispatchVersion != task.NoMessage && !lost {
 						continue // its own message brings it back
 					}
+					if lost {
+						lostIDs[t.ID] = true
+					}
 					byPrio[t.EffectivePriority] = append(byPrio[t.EffectivePriority], enqueue.Move{Task: t, Delay: due.Sub(now)})
 				}
 				for prio, moves := range byPrio {
@@ -352,6 +373,11 @@ func (p *Promoter) release(ctx context.Context) (int, error) {
 					mu.Lock()
 					released += len(done)
 					mu.Unlock()
+					for _, t := range done {
+						if lostIDs[t.ID] {
+							p.opt.Metrics.Recovered(metrics.RecoveredMessage)
+						}
+					}
 					if err != nil && !errors.Is(err, store.ErrConflict) {
 						return fmt.Errorf("release %s %s tasks: %w", st, prio, err)
 					}
@@ -447,6 +473,8 @@ func (p *Promoter) reconcileOne(ctx context.Context, prio task.Priority, m queue
 	if err != nil {
 		return false, fmt.Errorf("mark task %s dead_letter: %w", t.ID, err)
 	}
+	p.opt.Metrics.Failed(dead, metrics.FailMaxReceives)
+	p.opt.Metrics.Finished(dead, metrics.DeadLettered)
 	p.log.Warn("task dead-lettered: its message exceeded the queue's maxReceiveCount", "task_id", t.ID, "type", t.Type)
 	return true, p.requeueWithReason(ctx, prio, m, enqueue.Body(dead, dead.Version), ReasonMaxReceives)
 }

@@ -52,6 +52,13 @@ type Service struct {
 	window   time.Duration
 	now      func() time.Time
 	tracer   trace.Tracer
+	mx       Metrics
+}
+
+// Metrics counts accepted tasks (*metrics.Recorder); it must make no
+// request of AWS.
+type Metrics interface {
+	Submitted(t *task.Task)
 }
 
 // Options tunes a Service; zero values take the defaults in parentheses.
@@ -68,6 +75,8 @@ type Options struct {
 	Now func() time.Time
 	// Tracing starts each accepted task's submit span (tracing.Global()).
 	Tracing *tracing.Provider
+	// Metrics, if set, counts each new task (not an idempotent repeat).
+	Metrics Metrics
 }
 
 // New returns the service over enq.
@@ -81,7 +90,7 @@ func New(enq Enqueuer, o Options) *Service {
 	if o.Tracing == nil {
 		o.Tracing = tracing.Global()
 	}
-	return &Service{enq: enq, pressure: o.Pressure, known: o.Known, window: o.DirectWindow, now: o.Now, tracer: o.Tracing.Tracer()}
+	return &Service{enq: enq, pressure: o.Pressure, known: o.Known, window: o.DirectWindow, now: o.Now, tracer: o.Tracing.Tracer(), mx: o.Metrics}
 }
 
 // Outcome is one request's answer: the task when it was accepted, the
@@ -151,6 +160,9 @@ func (s *Service) submit(ctx context.Context, rs []task.Request, prefix func(int
 			continue
 		}
 		out[i].Task, out[i].Created = res.Task, res.Created
+		if res.Created && s.mx != nil {
+			s.mx.Submitted(res.Task)
+		}
 		spans[j].SetAttributes(tracing.AttrTaskID.String(res.Task.ID), attribute.Bool("triage.task.created", res.Created))
 		spans[j].End()
 	}

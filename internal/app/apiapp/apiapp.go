@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,6 +20,7 @@ import (
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dashboard"
 	"github.com/triagehq/triage/internal/deadletter"
+	"github.com/triagehq/triage/internal/metrics"
 )
 
 // SecretReader reads a secret's value (Secrets Manager's GetSecretValue).
@@ -92,9 +94,15 @@ func Lambda(ctx context.Context, a *app.App) (func(context.Context, events.APIGa
 	if err != nil {
 		return nil, err
 	}
-	proxy := httpadapter.NewV2(Handler(a, tokens, api.Options{})).ProxyWithContext
+	rec := metrics.New(metrics.NewEMF(os.Stdout, a.Config.MetricsNamespace, nil))
+	proxy := httpadapter.NewV2(Handler(a, tokens, api.Options{Metrics: rec})).ProxyWithContext
 	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		resp, err := proxy(ctx, req)
+		// The request's submitted-task counts, as EMF on stdout (nothing
+		// is written for a request that counted nothing).
+		if ferr := rec.Flush(); ferr != nil {
+			a.Log.Warn("metrics flush failed", "error", ferr)
+		}
 		// A frozen environment exports nothing: the request's spans go now.
 		if ferr := a.Tracing.Flush(context.WithoutCancel(ctx)); ferr != nil {
 			a.Log.Warn("export spans failed", "error", ferr)

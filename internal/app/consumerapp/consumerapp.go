@@ -131,11 +131,16 @@ const lambdaRecordReserve = 10 * time.Second
 
 // Lambda returns the consumer function's handler, running the
 // handlers of reg: each scheduled invocation polls until
-// LambdaReserve before its deadline, then drains.
+// LambdaReserve before its deadline, then drains. Its metrics go to
+// stdout as EMF (unless opt.Metrics is set), flushed during and at the end
+// of each invocation.
 func Lambda(a *app.App, reg *handler.Registry, opt dispatch.Options) func(context.Context, events.EventBridgeEvent) (LambdaSummary, error) {
 	opt.DrainTimeout = LambdaReserve - lambdaRecordReserve
+	if opt.Metrics == nil {
+		opt.Metrics = lambdaMetrics(a)
+	}
 	c := New(a, reg, opt)
-	h := LambdaHandler(c, LambdaReserve)
+	h := flushing(LambdaHandler(c, LambdaReserve), opt.Metrics, a.Log)
 	return func(ctx context.Context, e events.EventBridgeEvent) (LambdaSummary, error) {
 		sum, err := h(ctx, e)
 		// A frozen environment exports nothing: the invocation's spans go now.

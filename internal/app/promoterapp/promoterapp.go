@@ -62,9 +62,10 @@ func LambdaHandler(p *promote.Promoter, fan promote.FanOut, log *slog.Logger) fu
 	}
 }
 
-// Lambda returns the promoter function's handler on a's parts.
+// Lambda returns the promoter function's handler on a's parts, with its
+// metrics as EMF on stdout.
 func Lambda(a *app.App) func(context.Context, events.EventBridgeEvent) (promote.Report, error) {
-	h := LambdaHandler(New(a, promote.Options{}), FanOut(a), a.Log)
+	h := lambdaWithMetrics(a)
 	return func(ctx context.Context, ev events.EventBridgeEvent) (promote.Report, error) {
 		r, err := h(ctx, ev)
 		if ferr := a.Tracing.Flush(context.WithoutCancel(ctx)); ferr != nil {

@@ -1,0 +1,190 @@
+package devserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/triagehq/triage/internal/devserver"
+	"github.com/triagehq/triage/internal/metrics/metricstest"
+	"github.com/triagehq/triage/localstack"
+	"github.com/triagehq/triage/localstack/stacktest"
+)
+
+// TestMetricsAfterWorkload runs `triage dev`, submits a known workload
+// through its API (completions at two priorities, a retried failure, a
+// permanent failure, a cancel of a running task), waits for every task to
+// finish, and scrapes /metrics: every count is exact.
+func TestMetricsAfterWorkload(t *testing.T) {
+	env := stacktest.New(t)
+	root, err := localstack.FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"TRIAGE_ADDR": "127.0.0.1:0", "TRIAGE_TOKEN": "dev-test", "TRIAGE_PREFIX": env.Prefix, "TRIAGE_PROMOTE_INTERVAL": "1s"}
+	ready := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- devserver.Run(ctx, devserver.Options{
+			Getenv: func(k string) string {
+				if v, ok := vars[k]; ok {
+					return v
+				}
+				return os.Getenv(k)
+			},
+			Setenv: func(string, string) error { return nil },
+			Root:   root, Out: io.Discard, Logs: io.Discard, StateDir: t.TempDir(),
+			Ready: func(url, _ string) { ready <- url },
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("dev server did not stop within 30 s")
+		}
+	})
+	var base string
+	select {
+	case base = <-ready:
+	case err := <-done:
+		t.Fatalf("dev server stopped: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("dev server not ready in 60 s")
+	}
+	do := func(method, path, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer dev-test")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	submit := func(body string) string {
+		t.Helper()
+		code, out := do("POST", "/api/v1/tasks", body)
+		if code != http.StatusCreated {
+			t.Fatalf("submit %s = %d %v", body, code, out)
+		}
+		return out["id"].(string)
+	}
+	waitFor := func(id string, want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		var got map[string]any
+		for time.Now().Before(deadline) {
+			if _, got = do("GET", "/api/v1/tasks/"+id, ""); got != nil {
+				for _, w := range want {
+					if got["status"] == w {
+						return
+					}
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("task %s: %v, want status %v", id, got["status"], want)
+	}
+
+	var ids []string
+	for range 3 {
+		ids = append(ids, submit(`{"type":"echo","payload":{"x":1},"priority":"high"}`))
+	}
+	for range 2 {
+		ids = append(ids, submit(`{"type":"echo","payload":{"x":2},"priority":"low"}`))
+	}
+	retried := submit(`{"type":"fail","payload":{"times":1},"priority":"medium"}`)
+	dead := submit(`{"type":"fail","payload":{"times":1,"permanent":true},"priority":"medium"}`)
+	long := submit(`{"type":"sleep","payload":{"ms":60000},"priority":"medium"}`)
+	// An idempotent repeat is not a new submit.
+	for range 2 {
+		if code, out := do("POST", "/api/v1/tasks", `{"type":"noop","priority":"low","idempotency_key":"once"}`); code != 201 && code != 200 {
+			t.Fatalf("noop submit = %d %v", code, out)
+		} else {
+			ids = append(ids, out["id"].(string))
+		}
+	}
+	waitFor(long, "executing")
+	if code, out := do("POST", "/api/v1/tasks/"+long+"/cancel", ""); code != 200 && code != 202 {
+		t.Fatalf("cancel = %d %v", code, out)
+	}
+	for _, id := range ids {
+		waitFor(id, "completed")
+	}
+	waitFor(retried, "completed")
+	waitFor(dead, "dead_letter")
+	waitFor(long, "cancelled")
+	time.Sleep(2 * time.Second) // a queue sample after the last task (the interval is 1 s)
+
+	resp, err := http.Get(base + devserver.MetricsPath) // no token: loopback only
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /metrics = %d", resp.StatusCode)
+	}
+	got, err := metricstest.ParseProm(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{
+		`triage_tasks_submitted_total{priority="high",type="echo"}`:       3,
+		`triage_tasks_submitted_total{priority="low",type="echo"}`:        2,
+		`triage_tasks_submitted_total{priority="medium",type="fail"}`:     2,
+		`triage_tasks_submitted_total{priority="medium",type="sleep"}`:    1,
+		`triage_tasks_submitted_total{priority="low",type="noop"}`:        1,
+		`triage_tasks_started_total{priority="high",type="echo"}`:         3,
+		`triage_tasks_started_total{priority="low",type="echo"}`:          2,
+		`triage_tasks_started_total{priority="medium",type="fail"}`:       3,
+		`triage_tasks_started_total{priority="medium",type="sleep"}`:      1,
+		`triage_tasks_completed_total{priority="high",type="echo"}`:       3,
+		`triage_tasks_completed_total{priority="low",type="echo"}`:        2,
+		`triage_tasks_completed_total{priority="medium",type="fail"}`:     1,
+		`triage_tasks_completed_total{priority="low",type="noop"}`:        1,
+		`triage_tasks_retried_total{priority="medium",type="fail"}`:       1,
+		`triage_tasks_dead_lettered_total{priority="medium",type="fail"}`: 1,
+		`triage_tasks_cancelled_total{priority="medium",type="sleep"}`:    1,
+		`triage_task_failures_total{reason="error",type="fail"}`:          1,
+		`triage_task_failures_total{reason="permanent",type="fail"}`:      1,
+		`triage_task_wait_seconds_count{priority="high"}`:                 3,
+		`triage_task_wait_seconds_count{priority="low"}`:                  3,
+		`triage_task_wait_seconds_count{priority="medium"}`:               3, // the retry's start is no queue wait
+		`triage_task_run_seconds_count{type="echo"}`:                      5,
+		`triage_task_run_seconds_count{type="fail"}`:                      3,
+		`triage_task_run_seconds_count{type="sleep"}`:                     1,
+		`triage_consumer_slots_capacity`:                                  8,
+		`triage_consumer_slots_reserved_high_capacity`:                    1,
+		`triage_consumer_slots_busy`:                                      0,
+		`triage_queue_depth{priority="high"}`:                             0,
+		`triage_queue_depth{priority="low"}`:                              0,
+		`triage_queue_oldest_age_seconds{priority="low"}`:                 0,
+		`triage_dlq_depth{priority="medium"}`:                             1,
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+	for k, v := range got {
+		if strings.HasPrefix(k, "triage_task_failures_total") && want[k] != v {
+			t.Errorf("unexpected failures series %s = %v", k, v)
+		}
+	}
+	if t.Failed() {
+		for k, v := range got {
+			t.Logf("%s %v", k, v)
+		}
+	}
+}

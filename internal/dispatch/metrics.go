@@ -1,0 +1,100 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/triagehq/triage/internal/blob"
+	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/metrics"
+	"github.com/triagehq/triage/internal/task"
+)
+
+// Metrics is what the consumer reports (*metrics.Recorder). Every call is
+// in-process bookkeeping: none may make a request of AWS.
+type Metrics interface {
+	Submitted(t *task.Task)             // a direct send adopted as a new task
+	Started(t *task.Task, at time.Time) // t (as before its claim) claimed at at
+	Ran(t *task.Task, d time.Duration)  // its handler ran for d
+	Failed(t *task.Task, why metrics.Failure)
+	Finished(t *task.Task, o metrics.Outcome) // the attempt's outcome was recorded
+	Dropped(why metrics.Drop)
+	PutOff(why metrics.PutOff)
+	Recovered(how metrics.Recovery)
+	Slots(s metrics.Slots)
+}
+
+// ExplainingGate is a Gate that also says which control put a task off,
+// so put-offs can be counted by it (control.Controls is one).
+type ExplainingGate interface {
+	AdmitExplained(ctx context.Context, t *task.Task) (release func(), delay time.Duration, why metrics.PutOff, err error)
+}
+
+// admit asks the gate, and names the put-off when it refuses.
+func (c *Consumer) admit(ctx context.Context, t *task.Task) (func(), time.Duration, metrics.PutOff, error) {
+	if eg, ok := c.opt.Gate.(ExplainingGate); ok {
+		return eg.AdmitExplained(ctx, t)
+	}
+	rel, delay, err := c.opt.Gate.Admit(ctx, t)
+	return rel, delay, metrics.PutOffPaused, err
+}
+
+// noMetrics records nothing: the consumer's Metrics when Options has none.
+type noMetrics struct{}
+
+func (noMetrics) Submitted(*task.Task)                 {}
+func (noMetrics) Started(*task.Task, time.Time)        {}
+func (noMetrics) Ran(*task.Task, time.Duration)        {}
+func (noMetrics) Failed(*task.Task, metrics.Failure)   {}
+func (noMetrics) Finished(*task.Task, metrics.Outcome) {}
+func (noMetrics) Dropped(metrics.Drop)                 {}
+func (noMetrics) PutOff(metrics.PutOff)                {}
+func (noMetrics) Recovered(metrics.Recovery)           {}
+func (noMetrics) Slots(metrics.Slots)                  {}
+
+// reportSlots records the slot figures as they are now.
+func (c *Consumer) reportSlots() {
+	gen, res, _ := c.slots.free()
+	c.mx.Slots(metrics.Slots{
+		Capacity: c.opt.Concurrency, Reserved: c.opt.ReservedHigh,
+		Busy: c.opt.Concurrency - gen - res, ReservedBusy: c.opt.ReservedHigh - res,
+	})
+}
+
+// handlerPanic is the error of a handler that panicked.
+type handlerPanic struct{ v any }
+
+func (p *handlerPanic) Error() string { return fmt.Sprintf("handler panicked: %v", p.v) }
+
+// failure names why an attempt failed, for the failures metric. timedOut
+// says the run's deadline passed; stage is where the error arose.
+func failure(err error, timedOut bool, stage failStage) metrics.Failure {
+	var hp *handlerPanic
+	switch {
+	case stage == stageLookup:
+		return metrics.FailNoHandler
+	case stage == stagePayload && errors.Is(err, blob.ErrNotFound):
+		return metrics.FailPayloadMissing
+	case stage == stageResult:
+		return metrics.FailBadResult
+	case errors.As(err, &hp):
+		return metrics.FailPanic
+	case timedOut:
+		return metrics.FailTimeout
+	case !handler.Retriable(err):
+		return metrics.FailPermanent
+	}
+	return metrics.FailError
+}
+
+// failStage is where in an attempt an error arose.
+type failStage int
+
+const (
+	stageHandle failStage = iota
+	stageLookup
+	stagePayload
+	stageResult
+)

@@ -1,0 +1,61 @@
+package worker_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/triagehq/triage/internal/config"
+	"github.com/triagehq/triage/internal/metrics/metricstest"
+	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/localstack/stacktest"
+	"github.com/triagehq/triage/worker"
+)
+
+// With TRIAGE_METRICS_ADDR set, Run serves the consumer's metrics at
+// /metrics while it runs, and stops serving when it returns.
+func TestRunServesMetrics(t *testing.T) {
+	env := stacktest.New(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	w := worker.New(envOptions(t, env.Getenv(map[string]string{config.EnvMetricsAddr: addr})))
+	w.Handle("greet", func(context.Context, *worker.Task) (any, error) { return "hi", nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	id := submit(t, env, "greet", `{}`)
+	stacktest.WaitStatus(t, env.App(t, nil).Store, id, task.Completed, 30*time.Second)
+
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := metricstest.ParseProm(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]float64{
+		`triage_tasks_started_total{priority="high",type="greet"}`:   1,
+		`triage_tasks_completed_total{priority="high",type="greet"}`: 1,
+		`triage_task_run_seconds_count{type="greet"}`:                1,
+		`triage_consumer_slots_capacity`:                             8,
+	} {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, err := http.Get("http://" + addr + "/metrics"); err == nil {
+		t.Error("/metrics still served after Run returned")
+	}
+}
