@@ -76,6 +76,9 @@ type Deps struct {
 	DLQ      DLQ
 	Counters stats.Counters
 	Tokens   *auth.Tokens
+	// Workers is the worker registry behind GET /workers and the workers
+	// section of /stats (nil: an empty list, no section).
+	Workers stats.Workers
 }
 
 // Options tunes the API.
@@ -106,6 +109,7 @@ type Server struct {
 	controls Controls
 	dlq      DLQ
 	counters stats.Counters
+	workers  stats.Workers
 	tokens   *auth.Tokens
 	opt      Options
 	log      *slog.Logger
@@ -123,7 +127,7 @@ func New(d Deps, opt Options) *Server {
 	}
 	srv := &Server{
 		store: d.Store, enq: d.Enqueuer, queues: d.Queues, controls: d.Controls, dlq: d.DLQ, counters: d.Counters, tokens: d.Tokens,
-		opt: opt, log: opt.Logger, mux: http.NewServeMux(),
+		workers: d.Workers, opt: opt, log: opt.Logger, mux: http.NewServeMux(),
 	}
 	so := submit.Options{Known: task.NewKnownTypes(opt.KnownTypes), DirectWindow: opt.DirectWindow}
 	if d.Store != nil {
@@ -153,6 +157,7 @@ func (s *Server) register() {
 	s.handle("GET /api/v1/control", auth.Read, s.listControls)
 	s.handle("GET /api/v1/dlq", auth.Read, s.listDLQ)
 	s.handle("POST /api/v1/dlq/replay", auth.Admin, s.replayDLQ)
+	s.handle("GET /api/v1/workers", auth.Read, s.listWorkers)
 	s.public("GET /api/v1/openapi.json", s.openapi)
 	if s.opt.Dashboard != nil {
 		for _, p := range []string{"GET /{$}", "GET /dashboard.js", "GET /dashboard.css"} {

@@ -32,6 +32,7 @@ import (
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/internal/workers"
 )
 
 // App holds the assembled parts.
@@ -48,6 +49,8 @@ type App struct {
 	Enqueuer *enqueue.Enqueuer
 	Controls *control.Controls
 	Counters *counters.Keeper
+	// Workers is the registry of consumer instances (GET /workers).
+	Workers *workers.Registry
 }
 
 // New loads the AWS configuration the standard way (environment, shared
@@ -98,6 +101,7 @@ func Assemble(ctx context.Context, cfg config.Config, log *slog.Logger, awsCfg a
 	}
 	a.Enqueuer = enqueue.New(a.Store, a.Queues)
 	a.Controls = control.New(a.DynamoDB, cfg.Table, control.DefaultCacheTTL)
+	a.Workers = workers.New(a.DynamoDB, cfg.Table, a.Store.Shards())
 	return a, nil
 }
 

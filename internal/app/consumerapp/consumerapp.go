@@ -23,6 +23,7 @@ import (
 	"github.com/triagehq/triage/internal/handler/lambdainvoke"
 	"github.com/triagehq/triage/internal/handler/webhook"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // New returns a consumer running handlers from reg, with the polling
@@ -60,6 +61,9 @@ func options(a *app.App, opt dispatch.Options) dispatch.Options {
 	}
 	if opt.Gate == nil {
 		opt.Gate = a.Controls
+	}
+	if opt.Workers == nil && a.Workers != nil {
+		opt.Workers = a.Workers
 	}
 	if opt.Backoff == nil {
 		opt.Backoff = c.RetryBackoff
@@ -131,6 +135,9 @@ const lambdaRecordReserve = 10 * time.Second
 // LambdaReserve before its deadline, then drains.
 func Lambda(a *app.App, reg *handler.Registry, opt dispatch.Options) func(context.Context, events.EventBridgeEvent) (LambdaSummary, error) {
 	opt.DrainTimeout = LambdaReserve - lambdaRecordReserve
+	if opt.Kind == "" {
+		opt.Kind = triagetype.WorkerKindLambda
+	}
 	c := New(a, reg, opt)
 	return LambdaHandler(c, LambdaReserve)
 }
