@@ -25,6 +25,10 @@ const (
 	WorkerDead     = triagetype.WorkerDead
 )
 
+// DeadAfterBeats is how many heartbeat intervals without a heartbeat make
+// a worker dead.
+const DeadAfterBeats = triagetype.DeadAfterBeats
+
 // SummarizeWorkers sums ws as the workers section of Stats does.
 func SummarizeWorkers(ws []Worker) WorkerStats { return triagetype.SummarizeWorkers(ws) }
 
