@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/app"
@@ -25,6 +27,7 @@ import (
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/handler/demo"
 	"github.com/triagehq/triage/localstack/stacktest"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // The crash test runs long-running consumers in child processes (this
@@ -116,7 +119,10 @@ func startChild(t *testing.T, env *stacktest.Env, id string, every time.Duration
 // the list shows; and a worker stopped cleanly shows draining while it
 // finishes its task, then leaves the list.
 func TestKilledWorkerShowsDead(t *testing.T) {
-	const every = 400 * time.Millisecond
+	// Short enough for a quick test, long enough that DynamoDB Local on a
+	// busy machine (a listing can take 500 ms) never misses a live
+	// worker's heartbeat window.
+	const every = 500 * time.Millisecond
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	stacktest.RunCounters(t, a)
@@ -243,5 +249,51 @@ func TestKilledWorkerShowsDead(t *testing.T) {
 	}
 	if ws := list(); ws["victim"].State != triage.WorkerDead || len(ws) != 1 {
 		t.Errorf("at the end: %+v, want only the dead victim", ws)
+	}
+}
+
+// Each invocation of the consumer function registers as kind lambda while
+// it polls, and removes itself before it returns.
+func TestLambdaInvocationRegisters(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	reg := handler.NewRegistry()
+	demo.Register(reg)
+	fn := consumerapp.Lambda(a, reg, dispatch.Options{WorkerHeartbeat: 500 * time.Millisecond, PollWait: 100 * time.Millisecond})
+	// The function polls until LambdaReserve before its deadline: here,
+	// for about 3 s.
+	ctx, cancel := context.WithTimeout(context.Background(), consumerapp.LambdaReserve+3*time.Second)
+	defer cancel()
+	type result struct {
+		sum consumerapp.LambdaSummary
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sum, err := fn(ctx, events.EventBridgeEvent{})
+		done <- result{sum, err}
+	}()
+	var seen []triagetype.Worker
+	for len(seen) == 0 {
+		select {
+		case r := <-done:
+			t.Fatalf("the invocation returned (%+v, %v) before it was listed", r.sum, r.err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		ws, err := a.Workers.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = ws
+	}
+	if len(seen) != 1 || seen[0].Kind != triagetype.WorkerKindLambda || seen[0].State != triagetype.WorkerActive {
+		t.Errorf("while polling: %+v, want one active lambda worker", seen)
+	}
+	r := <-done
+	if r.err != nil || r.sum.WorkerID != seen[0].ID {
+		t.Errorf("invocation: %+v, %v; want worker %s", r.sum, r.err, seen[0].ID)
+	}
+	if ws, err := a.Workers.List(ctx); err != nil || len(ws) != 0 {
+		t.Errorf("after the invocation: %+v, %v; want none listed", ws, err)
 	}
 }
