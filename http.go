@@ -282,6 +282,9 @@ func (h *HTTPTransport) send(ctx context.Context, method, path string, query url
 		req.Header.Set("Authorization", "Bearer "+h.token)
 	}
 	req.Header.Set("Accept", "application/json")
+	if tp := traceparentOf(ctx); tp != "" {
+		req.Header.Set(traceHeader, tp) // the API starts the submit span under it
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

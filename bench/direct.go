@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/triagehq/triage/client"
-	"github.com/triagehq/triage/client/direct"
+	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/direct"
 	"github.com/triagehq/triage/internal/task"
 )
 
@@ -45,7 +45,7 @@ type DirectRun struct {
 // The direct paths of group 8.
 const (
 	directSQS      = "direct send: SQS SendMessageBatch (10 per call), adopted by the consumer"
-	directProducer = "direct producer: client/direct Producer.Submit (record + SendMessage)"
+	directProducer = "direct producer: triage.Client over the direct transport (record + SendMessage)"
 )
 
 // directBody is what a producer sends straight to a queue: a task request,
@@ -94,10 +94,11 @@ func measureDirectPath(ctx context.Context, cl clients, cnt *counter, o options,
 		verify = checkAdopted
 	case directProducer:
 		// Built before the run: its start-up look-ups are not a task's.
-		prod, err := direct.New(ctx, cl.cfg, prefix)
+		tr, err := direct.New(ctx, cl.cfg, prefix)
 		if err != nil {
 			return r, err
 		}
+		prod := triage.NewClient(tr)
 		submit = func(ctx context.Context) ([]string, error) {
 			return produceDirect(ctx, prod, o.DirectTasks, o.Concurrency)
 		}
@@ -171,21 +172,21 @@ func sendDirect(ctx context.Context, q *sqs.Client, qurl string, n, workers int)
 	return ids, firstErr
 }
 
-// produceDirect submits n tasks through a client/direct Producer from
-// workers goroutines and returns their ids.
-func produceDirect(ctx context.Context, prod *direct.Producer, n, workers int) ([]string, error) {
+// produceDirect submits n tasks through a triage.Client over the direct
+// transport from workers goroutines and returns their ids.
+func produceDirect(ctx context.Context, prod *triage.Client, n, workers int) ([]string, error) {
 	jobs := make(chan struct{})
 	var mu sync.Mutex
 	var ids []string
 	var firstErr error
 	var wg sync.WaitGroup
-	req := client.SubmitRequest{Type: "noop", Priority: string(task.Medium), Payload: json.RawMessage(`{"bench":true}`)}
+	payload := json.RawMessage(`{"bench":true}`)
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for range jobs {
-				t, _, err := prod.Submit(ctx, req)
+				t, _, err := prod.Submit(ctx, "noop", payload, triage.WithPriority(triage.Medium))
 				mu.Lock()
 				switch {
 				case err != nil && firstErr == nil:

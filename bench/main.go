@@ -110,7 +110,7 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.HighAfter, "high-after", 2*time.Second, "latency: delay after the consumer starts before the first high task")
 	fs.DurationVar(&o.LatencyTimeout, "latency-timeout", 3*time.Minute, "latency: stop and report what finished after this long")
 	fs.IntVar(&o.PayloadTasks, "payload-tasks", 100, "payload sizes: tasks per size (1 KB, 10 KB, 200 KB)")
-	fs.IntVar(&o.DirectTasks, "direct-tasks", 500, "direct send: tasks per path (SQS batch send adopted by the consumer; client/direct Producer)")
+	fs.IntVar(&o.DirectTasks, "direct-tasks", 500, "direct send: tasks per path (SQS batch send adopted by the consumer; the direct transport)")
 	retained := fs.String("retained", "1000,10000,100000", "/stats: retained-task counts, comma-separated, smallest first (the last is compared with the first)")
 	fs.IntVar(&o.StatsCalls, "stats-calls", 20, "/stats: timed requests per retained size")
 	fs.DurationVar(&o.StatsFill, "stats-fill", 3*time.Minute, "/stats: at most this long for writing the retained tasks of every size (a size not reached is measured as far as it got, and says so)")

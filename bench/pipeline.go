@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/triagehq/triage/internal/counters"
@@ -94,13 +93,4 @@ func runPipeline(ctx context.Context, cnt *counter, d *deployment, setup consume
 	}
 	r.keys1 = cnt.keySnapshot()
 	return r, nil
-}
-
-// describe says how the run ended, for notes.
-func (p pipeline) describe() string {
-	state := "complete"
-	if !p.Complete {
-		state = fmt.Sprintf("INCOMPLETE: %d of %d", p.Completed, p.Sent)
-	}
-	return fmt.Sprintf("%s; %s", state, p.Verdict)
 }

@@ -351,7 +351,7 @@ func printDirect(w io.Writer, ds []DirectRun) {
 			f(x.Total.DDBRead, 3), f(x.Total.SQSRequests, 3), f(x.Total.S3Put+x.Total.S3Get, 3), f(x.Ceiling.TasksPerSec, 0), ledger)
 	}
 	t.note("direct send: %d-byte bodies %s, sent to the medium queue; the consumer creates each record under an id derived from the message id (one conditional put; a redelivery finds it by its key)", len(directBody), directBody)
-	t.note("direct producer: client/direct's Producer, the API's submit path in process (PutItem, then one SendMessage per task)")
+	t.note("direct producer: triage.Client over package direct, the API's submit service in process (PutItem, then one SendMessage per task)")
 	t.note("billed WCU: submit + consume, indexes included; counters WCU: folding the run's stream records into the /stats counters; their cost is in group 5")
 	for _, x := range ds {
 		t.note("%s: %s", x.Path, x.Verdict)

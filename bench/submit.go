@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/triagehq/triage/internal/api"
@@ -63,6 +64,10 @@ type producer struct {
 	srv      *httptest.Server
 	hc       *http.Client
 	batchAPI bool
+	// resent counts batch items the API refused with 503 or 429 (nothing
+	// accepted: safe to send again) and that were sent again, as a
+	// producer following the API's advice does.
+	resent atomic.Int64
 }
 
 func newProducer(d *deployment, batchAPI bool) *producer {
@@ -87,6 +92,10 @@ func newProducer(d *deployment, batchAPI bool) *producer {
 func (p *producer) close() {
 	p.hc.CloseIdleConnections()
 	p.srv.Close()
+	if n := p.resent.Load(); n > 0 {
+		// Reported with the deployment's warnings, so the run's notes say it.
+		p.d.app.Log.Warn(fmt.Sprintf("bench producer: %d batch items refused with 503 or 429 (nothing accepted) were sent again", n))
+	}
 }
 
 func (p *producer) post(ctx context.Context, path string, body []byte) (int, []byte, error) {
@@ -143,17 +152,48 @@ func (p *producer) submit(ctx context.Context, r task.Request) (string, error) {
 	return t.ID, nil
 }
 
+// batchRounds bounds how often submitBatch sends the items the API
+// refused with 503 or 429 again, a second apart.
+const batchRounds = 5
+
 // submitBatch submits rs (at most 100) in one batch: through the API's
-// batch endpoint when it exists, else through the enqueuer in process. It
-// returns the ids of the tasks created and an error naming the first task
-// that was not.
+// batch endpoint when it exists, else through the enqueuer in process.
+// Items refused with 503 or 429 (nothing was accepted) are sent again, up
+// to batchRounds times. It returns the ids of the tasks created and an
+// error naming the first task that was not.
 func (p *producer) submitBatch(ctx context.Context, rs []task.Request) ([]string, error) {
+	var ids []string
+	for round := 1; ; round++ {
+		got, again, err := p.submitBatchOnce(ctx, rs)
+		ids = append(ids, got...)
+		if err != nil || len(again) == 0 {
+			return ids, err
+		}
+		if round == batchRounds {
+			return ids, fmt.Errorf("POST /api/v1/tasks/batch: %d tasks still refused after %d rounds", len(again), round)
+		}
+		p.resent.Add(int64(len(again)))
+		retry := make([]task.Request, len(again))
+		for i, j := range again {
+			retry[i] = rs[j]
+		}
+		rs = retry
+		select {
+		case <-ctx.Done():
+			return ids, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// submitBatchOnce sends rs once; again lists the items refused with 503
+// or 429.
+func (p *producer) submitBatchOnce(ctx context.Context, rs []task.Request) (ids []string, again []int, err error) {
 	if !p.batchAPI {
 		ts := make([]*task.Task, len(rs))
 		for i := range rs {
 			ts[i] = rs[i].NewTask(time.Now().UTC(), 15*time.Minute)
 		}
-		var ids []string
 		var firstErr error
 		for _, r := range p.d.app.Enqueuer.SubmitBatch(ctx, ts) {
 			switch {
@@ -163,18 +203,18 @@ func (p *producer) submitBatch(ctx context.Context, rs []task.Request) ([]string
 				ids = append(ids, r.Task.ID)
 			}
 		}
-		return ids, firstErr
+		return ids, nil, firstErr
 	}
 	body, err := json.Marshal(api.BatchRequest{Tasks: rs})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	code, b, err := p.post(ctx, "/api/v1/tasks/batch", body)
 	if err != nil {
-		return nil, fmt.Errorf("POST /api/v1/tasks/batch: %w", err)
+		return nil, nil, fmt.Errorf("POST /api/v1/tasks/batch: %w", err)
 	}
 	if code/100 != 2 {
-		return nil, fmt.Errorf("POST /api/v1/tasks/batch: status %d: %s", code, bytes.TrimSpace(b))
+		return nil, nil, fmt.Errorf("POST /api/v1/tasks/batch: status %d: %s", code, bytes.TrimSpace(b))
 	}
 	var out struct {
 		Results []struct {
@@ -186,14 +226,15 @@ func (p *producer) submitBatch(ctx context.Context, rs []task.Request) ([]string
 		} `json:"results"`
 	}
 	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, fmt.Errorf("POST /api/v1/tasks/batch: response: %w", err)
+		return nil, nil, fmt.Errorf("POST /api/v1/tasks/batch: response: %w", err)
 	}
-	var ids []string
 	var firstErr error
 	for i, r := range out.Results {
 		switch {
 		case r.Status == http.StatusCreated && r.Task != nil:
 			ids = append(ids, r.Task.ID)
+		case r.Status == http.StatusServiceUnavailable || r.Status == http.StatusTooManyRequests:
+			again = append(again, i)
 		case firstErr == nil:
 			msg := fmt.Sprintf("status %d", r.Status)
 			if r.Error != nil {
@@ -205,7 +246,7 @@ func (p *producer) submitBatch(ctx context.Context, rs []task.Request) ([]string
 	if len(out.Results) != len(rs) && firstErr == nil {
 		firstErr = fmt.Errorf("POST /api/v1/tasks/batch: %d results for %d tasks", len(out.Results), len(rs))
 	}
-	return ids, firstErr
+	return ids, again, firstErr
 }
 
 // detectBatchAPI asks the API whether POST /api/v1/tasks/batch exists: an

@@ -141,6 +141,7 @@ func New(ctx context.Context, awsCfg aws.Config, prefix string, opts ...Option) 
 			Pressure: enqueue.NewBackpressure(qs, a.Config.MaxDepth, a.Config.MaxDepthHigh, o.log),
 			Known:    task.NewKnownTypes(a.Config.Types),
 			Now:      st.Now,
+			Tracing:  a.Tracing, // the program's global provider
 		}),
 		controls: a.Controls,
 		counters: a.Counters,

@@ -15,16 +15,6 @@ import (
 // (internal/api): status, code, field and, in substance, message. The
 // tests compare the two transports call by call.
 
-// fieldError is the answer to a field that failed validation; prefix, for
-// a batch item, is "tasks[i].".
-func fieldError(err error, prefix string) *triage.Error {
-	var fe *task.FieldError
-	if !errors.As(err, &fe) {
-		return &triage.Error{Status: http.StatusBadRequest, Code: "bad_request", Message: err.Error()}
-	}
-	return fe.APIError(prefix)
-}
-
 // invalid is a bad parameter other than a submit's fields.
 func invalid(field, msg string) *triage.Error {
 	return &triage.Error{Status: http.StatusBadRequest, Code: "invalid_field", Message: field + ": " + msg, Field: field}

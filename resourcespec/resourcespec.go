@@ -78,6 +78,8 @@ const (
 	EnvRetention       = config.EnvRetention
 	EnvRoutes          = config.EnvRoutes
 	EnvWebhookSecret   = config.EnvWebhookSecret
+	EnvEventWebhooks   = config.EnvEventWebhooks
+	EnvEventBus        = config.EnvEventBus
 	EnvConsumerARN     = config.EnvConsumerARN
 	EnvLogLevel        = config.EnvLogLevel
 	EnvRetryBackoff    = config.EnvRetryBackoff

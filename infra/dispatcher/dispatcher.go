@@ -63,6 +63,9 @@ type Dispatcher struct {
 	Bucket awss3.Bucket
 	// Queues holds each priority's queue and DLQ, in the spec's order.
 	Queues []PriorityQueues
+	// EventBus receives the lifecycle events when Props.Events is set (nil
+	// otherwise): the counters function may put events on it, nothing else.
+	EventBus awsevents.IEventBus
 	// API, Consumer, Promoter and Counters are the four functions.
 	API, Consumer, Promoter, Counters awslambda.Function
 	// HTTPAPI fronts the API function.
@@ -153,7 +156,7 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 		resourcespec.EnvPromoteInterval: p.PromoteInterval.String(),
 		resourcespec.EnvConsumerARN:     *d.Consumer.FunctionArn(),
 	}), true)
-	d.Counters = d.newFunction("Counters", p, p.Counters, code["counters"], common, false)
+	d.Counters = d.newFunction("Counters", p, p.Counters, code["counters"], merge(common, d.eventsEnv(p)), false)
 	d.countersTrigger()
 
 	d.grant()
@@ -387,7 +390,11 @@ func (d *Dispatcher) newFunction(id string, p Props, f FunctionProps, code awsla
 // batches gathered over up to 2 s, so counter writes per task shrink as
 // the rate grows. Failed batches are retried whole (never bisected: the
 // function recognises a retried batch by its first record) until the
-// records expire from the stream after 24 hours.
+// records expire from the stream after 24 hours. The same trigger carries
+// lifecycle events (Props.Events, EventWebhooks): a batch whose events
+// fail to publish is failed after its counters are applied, and given up
+// after a few deliveries (internal/counters Publish), so no extra trigger
+// or function is needed.
 func (d *Dispatcher) countersTrigger() {
 	d.Counters.AddEventSource(awslambdaeventsources.NewDynamoEventSource(d.Table, &awslambdaeventsources.DynamoEventSourceProps{
 		StartingPosition:      awslambda.StartingPosition_TRIM_HORIZON,
@@ -396,6 +403,27 @@ func (d *Dispatcher) countersTrigger() {
 		BisectBatchOnError:    jsii.Bool(false),
 		ParallelizationFactor: jsii.Number(1),
 	}))
+}
+
+// eventsEnv declares the events bus (Props.Events) and returns where the
+// counters function sends lifecycle events.
+func (d *Dispatcher) eventsEnv(p Props) map[string]string {
+	env := map[string]string{resourcespec.EnvEventWebhooks: p.EventWebhooks}
+	if p.EventWebhooks != "" && p.WebhookSecret != nil {
+		env[resourcespec.EnvWebhookSecret] = *p.WebhookSecret.UnsafeUnwrap()
+	}
+	if !p.Events {
+		return env
+	}
+	d.EventBus = p.EventBus
+	if d.EventBus == nil {
+		d.EventBus = awsevents.NewEventBus(d.Construct, jsii.String("EventBus"), &awsevents.EventBusProps{
+			EventBusName: physicalName(d.physicalNames, p.Prefix+"-events"),
+			Description:  jsii.String("triage task lifecycle events (" + p.Prefix + "): source triage, detail-type task.*"),
+		})
+	}
+	env[resourcespec.EnvEventBus] = *d.EventBus.EventBusArn()
+	return env
 }
 
 // grant gives each function exactly the access its job needs. The
@@ -424,6 +452,10 @@ func (d *Dispatcher) grant() {
 	objects := []string{d.objectsARN()}
 	allow(d.API, objects, "s3:PutObject", "s3:GetObject", "s3:DeleteObject")
 	allow(d.Counters, objects, "s3:DeleteObject")
+	// Lifecycle events: the counters function puts them on the bus, only.
+	if d.EventBus != nil {
+		allow(d.Counters, []string{*d.EventBus.EventBusArn()}, "events:PutEvents")
+	}
 
 	// API: enqueue and report depths; read, replay and purge-by-receive the
 	// DLQs; read its tokens.

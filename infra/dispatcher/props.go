@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
@@ -115,6 +116,19 @@ type Props struct {
 	// awscdk.SecretValue_SecretsManager, which the template carries as a
 	// dynamic reference rather than as plain text. Optional.
 	WebhookSecret awscdk.SecretValue
+	// Events opts in to lifecycle events on EventBridge (internal/events):
+	// the construct creates a bus (Dispatcher.EventBus) unless EventBus is
+	// set, and the counters function, which reads the table's stream, puts
+	// every task.* event on it with source "triage" and detail-type the
+	// event type. Users add rules to the bus. Default false: no bus, no
+	// grant.
+	Events bool
+	// EventBus, with Events, is an existing bus to put the events on.
+	EventBus awsevents.IEventBus
+	// EventWebhooks is TRIAGE_EVENT_WEBHOOKS for the counters function:
+	// URLs that receive every event (or "type+type=url" for some), signed
+	// with WebhookSecret, which must then be set.
+	EventWebhooks string
 	// TokensSecret holds the API's bearer tokens. When nil the construct
 	// creates one with a generated token.
 	TokensSecret awssecretsmanager.ISecret
@@ -249,6 +263,12 @@ func (p *Props) resolved() (Props, error) {
 		if d < 0 {
 			return r, fmt.Errorf("%s %s: must be positive", name, d)
 		}
+	}
+	if r.EventBus != nil && !r.Events {
+		return r, fmt.Errorf("EventBus is set but Events is false: set Events to put lifecycle events on it")
+	}
+	if r.EventWebhooks != "" && r.WebhookSecret == nil {
+		return r, fmt.Errorf("EventWebhooks needs WebhookSecret: event deliveries are always signed")
 	}
 	if err := validateRoutes(r.Routes); err != nil {
 		return r, err

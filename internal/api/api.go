@@ -27,6 +27,7 @@ import (
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/submit"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/internal/tracing"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -87,6 +88,9 @@ type Options struct {
 	// scheduled and is released by the promoter; nearer ones are sent at
 	// once with a delay (queue.MaxDelay, SQS's longest delay: 15 min).
 	DirectWindow time.Duration
+	// Tracing starts the submit spans, under a request's traceparent
+	// header (tracing.Global()).
+	Tracing *tracing.Provider
 	// MaxDepth is the queue depth over which submits get 429 (0: no limit).
 	// MaxDepthHigh is the same for high-priority submits, which may keep a
 	// higher limit so urgent work still gets in.
@@ -99,6 +103,10 @@ type Options struct {
 	// Dashboard, if set, is served at / (and its assets).
 	Dashboard http.Handler
 	Logger    *slog.Logger
+	// Events, if set, serves GET /api/v1/events (Server-Sent Events): a
+	// long-lived server whose stream consumer feeds it. Unset (the
+	// Lambda-hosted API), the route answers 501 naming the alternatives.
+	Events EventSource
 }
 
 // Server serves the API.
@@ -129,7 +137,7 @@ func New(d Deps, opt Options) *Server {
 		store: d.Store, enq: d.Enqueuer, queues: d.Queues, controls: d.Controls, dlq: d.DLQ, counters: d.Counters, tokens: d.Tokens,
 		workers: d.Workers, opt: opt, log: opt.Logger, mux: http.NewServeMux(),
 	}
-	so := submit.Options{Known: task.NewKnownTypes(opt.KnownTypes), DirectWindow: opt.DirectWindow}
+	so := submit.Options{Known: task.NewKnownTypes(opt.KnownTypes), DirectWindow: opt.DirectWindow, Tracing: opt.Tracing}
 	if d.Store != nil {
 		so.Now = d.Store.Now
 	}
@@ -157,6 +165,7 @@ func (s *Server) register() {
 	s.handle("GET /api/v1/control", auth.Read, s.listControls)
 	s.handle("GET /api/v1/dlq", auth.Read, s.listDLQ)
 	s.handle("POST /api/v1/dlq/replay", auth.Admin, s.replayDLQ)
+	s.handle("GET /api/v1/events", auth.Read, s.streamEvents)
 	s.handle("GET /api/v1/workers", auth.Read, s.listWorkers)
 	s.public("GET /api/v1/openapi.json", s.openapi)
 	if s.opt.Dashboard != nil {
@@ -219,7 +228,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req, MaxBody) {
 		return
 	}
-	o := s.submitter.Submit(r.Context(), req)
+	o := s.submitter.Submit(tracing.WithParent(r.Context(), r.Header.Get(tracing.Header)), req)
 	if o.Err != nil {
 		s.refuse(w, r, o.Err)
 		return

@@ -12,6 +12,7 @@ import (
 	"github.com/triagehq/triage/internal/stats"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/internal/tracing"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -36,7 +37,7 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req, MaxBatchBody) {
 		return
 	}
-	outs, e := s.submitter.SubmitBatch(r.Context(), req.Tasks)
+	outs, e := s.submitter.SubmitBatch(tracing.WithParent(r.Context(), r.Header.Get(tracing.Header)), req.Tasks)
 	if e != nil {
 		s.refuse(w, r, e)
 		return

@@ -583,6 +583,9 @@ func TestOpenAPIResponses(t *testing.T) {
 			t.Error("GET /api/v1/openapi.json does not serve this openapi.json")
 		}
 		c.call("GET /", "/", "", "", 200)
+		// The Lambda-shaped API (no event source) names the alternatives.
+		c.call("GET /api/v1/events", "/api/v1/events", "ro", "", 501)
+		c.call("GET /api/v1/events", "/api/v1/events", "", "", 401)
 	})
 }
 

@@ -32,6 +32,7 @@ import (
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/internal/tracing"
 	"github.com/triagehq/triage/internal/workers"
 )
 
@@ -49,6 +50,9 @@ type App struct {
 	Enqueuer *enqueue.Enqueuer
 	Controls *control.Controls
 	Counters *counters.Keeper
+	// Tracing is where spans go: OTLP when OTEL_* names an endpoint (New),
+	// else the program's global provider.
+	Tracing *tracing.Provider
 	// Workers is the registry of consumer instances (GET /workers).
 	Workers *workers.Registry
 }
@@ -61,7 +65,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
-	return Assemble(ctx, cfg, log, awsCfg, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg))
+	a, err := Assemble(ctx, cfg, log, awsCfg, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg))
+	if err != nil {
+		return nil, err
+	}
+	if a.Tracing, err = tracing.FromEnv(ctx, "triage", os.Getenv); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 // FromEnvironment builds the app the way a Lambda function does: settings
@@ -89,7 +100,7 @@ func Assemble(ctx context.Context, cfg config.Config, log *slog.Logger, awsCfg a
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &App{Config: cfg, Log: log, AWS: awsCfg, DynamoDB: ddb, SQS: sqsClient, S3: s3Client}
+	a := &App{Config: cfg, Log: log, AWS: awsCfg, DynamoDB: ddb, SQS: sqsClient, S3: s3Client, Tracing: tracing.Global()}
 	a.Blobs = blob.New(s3Client, cfg.Bucket)
 	a.Store = store.New(a.DynamoDB, cfg.Table, store.WithLogger(log), store.WithRetention(cfg.Retention), store.WithShards(cfg.Shards), store.WithBlobs(a.Blobs))
 	a.Counters = counters.New(a.DynamoDB, cfg.Table, a.Store.Shards())

@@ -52,6 +52,8 @@ const (
 	EnvRetention       = "TRIAGE_RETENTION"            // TTL of terminal tasks (default 168h)
 	EnvRoutes          = "TRIAGE_ROUTES"               // "type=arn:aws:lambda:...,type2=https://hook"
 	EnvWebhookSecret   = "TRIAGE_WEBHOOK_SECRET"       // HMAC key for webhook signatures
+	EnvEventWebhooks   = "TRIAGE_EVENT_WEBHOOKS"       // lifecycle event webhooks "url,type+type=url" (stream consumer; see internal/events)
+	EnvEventBus        = "TRIAGE_EVENT_BUS"            // EventBridge bus name or ARN for lifecycle events (stream consumer)
 	EnvConsumerARN     = "TRIAGE_CONSUMER_FUNCTION"    // consumer function the promoter may fan out to
 	EnvLogLevel        = "TRIAGE_LOG_LEVEL"            // debug|info|warn|error (default info)
 	EnvLogFormat       = "TRIAGE_LOG_FORMAT"           // triage dev only: "json" puts the JSON logs on the terminal too

@@ -82,6 +82,7 @@ type Keeper struct {
 	shards int
 	now    func() time.Time
 	reap   func(ctx context.Context, keys ...string) error
+	pub    publishing // see Publish
 }
 
 // New returns a Keeper for table, listing type counters over shards by-due
@@ -192,7 +193,9 @@ func (k *Keeper) Reap(del func(ctx context.Context, keys ...string) error) { k.r
 // Apply folds changes into the counters, in transactions of at most
 // maxItems counter items each. guard(first, last) names the guard of the
 // run of changes from sequence number first to last. Changes of a run that
-// was applied before are skipped.
+// was applied before are skipped. Then, with a publisher set (Publish),
+// the changes are published, whether their counters were applied now or
+// by an earlier delivery.
 func (k *Keeper) Apply(ctx context.Context, changes []Change, guard func(first, last string) Guard) error {
 	if k.reap != nil {
 		var keys []string
@@ -235,7 +238,10 @@ func (k *Keeper) Apply(ctx context.Context, changes []Change, guard func(first, 
 	if len(changes) == 0 {
 		return nil
 	}
-	return flush(changes[len(changes)-1].Seq)
+	if err := flush(changes[len(changes)-1].Seq); err != nil {
+		return err
+	}
+	return k.publish(ctx, changes)
 }
 
 // PadSeq left-pads a stream sequence number (a decimal string of up to 40

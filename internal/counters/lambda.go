@@ -12,7 +12,10 @@ import (
 // each run of changes is guarded by a marker named after its first
 // sequence number: a retry of an applied run is skipped. (The trigger must
 // not bisect failed batches, which would give a retried run a new first
-// record; the CDK construct leaves bisection off.)
+// record; the CDK construct leaves bisection off.) With a publisher set
+// (Publish), a batch whose events could not be published returns an error
+// after its counters are applied, so the trigger delivers it again: events
+// are at least once, the counters still exactly once.
 func (k *Keeper) HandleEvent(ctx context.Context, ev events.DynamoDBEvent) error {
 	changes := make([]Change, 0, len(ev.Records))
 	for _, r := range ev.Records {

@@ -30,7 +30,9 @@ type TableDescriber interface {
 // Poller reads the table's stream itself and applies it: what a Lambda
 // trigger does in AWS, for `triage dev`, tests and the bench. Each shard
 // is checkpointed in the counters' own transactions, so a restarted
-// Poller resumes after the last record it applied.
+// Poller resumes after the last record it applied. A batch that fails
+// (the counters' write, or publishing its events: see Keeper.Publish) is
+// read again from the same iterator on the next pass.
 type Poller struct {
 	Keeper  *Keeper
 	Tables  TableDescriber
@@ -90,14 +92,24 @@ func (p *Poller) Run(ctx context.Context) error {
 
 func (p *Poller) discover(ctx context.Context, arn string, iters map[string]*string, done map[string]bool) error {
 	in := &dynamodbstreams.DescribeStreamInput{StreamArn: &arn}
+	listed := map[string]bool{} // parents are listed before their children
 	for {
 		out, err := p.Streams.DescribeStream(ctx, in)
 		if err != nil {
 			return err
 		}
 		for _, sh := range out.StreamDescription.Shards {
+			listed[aws.ToString(sh.ShardId)] = true
+		}
+		for _, sh := range out.StreamDescription.Shards {
 			id := aws.ToString(sh.ShardId)
 			if _, open := iters[id]; open || done[id] {
+				continue
+			}
+			// A child shard holds an item's later records: it is read once
+			// its parent is read to its end, so each task's changes (and
+			// their events) are applied in the order they happened.
+			if parent := aws.ToString(sh.ParentShardId); parent != "" && listed[parent] && !done[parent] {
 				continue
 			}
 			gi := &dynamodbstreams.GetShardIteratorInput{StreamArn: &arn, ShardId: &id, ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon}

@@ -28,10 +28,12 @@ import (
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/app/apiapp"
 	"github.com/triagehq/triage/internal/app/consumerapp"
+	"github.com/triagehq/triage/internal/app/eventsapp"
 	"github.com/triagehq/triage/internal/app/promoterapp"
 	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/events"
 	"github.com/triagehq/triage/internal/promote"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/localstack"
@@ -217,7 +219,13 @@ func Run(ctx context.Context, opt Options) error {
 	if len(known) == 0 {
 		known = reg.Types()
 	}
-	srv := NewHTTPServer(apiapp.Handler(a, tokens, api.Options{KnownTypes: known}), opt.Timeouts)
+	// Lifecycle events: the counters' Poller feeds GET /api/v1/events (and
+	// any configured webhooks).
+	broker := events.NewBroker(0)
+	if _, err := eventsapp.Attach(a, opt.Getenv, broker); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	srv := NewHTTPServer(apiapp.Handler(a, tokens, api.Options{KnownTypes: known, Events: broker}), opt.Timeouts)
 	base := "http://" + ln.Addr().String()
 
 	runCtx, stop := context.WithCancel(ctx)

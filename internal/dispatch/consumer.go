@@ -26,7 +26,9 @@ import (
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/internal/tracing"
 	"github.com/triagehq/triage/internal/workers"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Store is the part of the task store the consumer uses.
@@ -97,6 +99,9 @@ type Options struct {
 	WorkerID     string                           // names this consumer in claims (host-random)
 	Rand         *mrand.Rand                      // source for weighted picks and jitter
 	Logger       *slog.Logger
+	// Tracing starts a span per attempt, a child of the task's submit span
+	// (tracing.Global()).
+	Tracing *tracing.Provider
 	// Gate, if set, is asked before each claim (pause, rate and concurrency controls).
 	Gate Gate
 	// OrphanAfter is how long after its send a message may wait for its
@@ -177,6 +182,9 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Tracing == nil {
+		o.Tracing = tracing.Global()
+	}
 }
 
 // NewWorkerID returns "<hostname>-<random>", unique per consumer instance.
@@ -195,6 +203,7 @@ type Consumer struct {
 	handlers Handlers
 	opt      Options
 	log      *slog.Logger
+	tracer   trace.Tracer
 	slots    *slots
 	del      *deleter
 
@@ -213,7 +222,7 @@ type Consumer struct {
 func New(s Store, q Queues, r Redispatcher, h Handlers, opt Options) *Consumer {
 	opt.defaults()
 	c := &Consumer{
-		store: s, queues: q, redisp: r, handlers: h, opt: opt, log: opt.Logger,
+		store: s, queues: q, redisp: r, handlers: h, opt: opt, log: opt.Logger, tracer: opt.Tracing.Tracer(),
 		slots:      newSlots(opt.Concurrency, opt.ReservedHigh),
 		emptyUntil: map[task.Priority]time.Time{},
 		polling:    map[task.Priority]bool{},

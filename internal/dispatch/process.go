@@ -19,6 +19,7 @@ import (
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/internal/tracing"
 )
 
 // job is one claimed task being run. mu guards cur, which the heartbeat
@@ -337,6 +338,14 @@ func (c *Consumer) adopt(ctx context.Context, m queue.Received) (*task.Task, err
 	t.ID = adoptedID(m)
 	t.EffectivePriority = m.Priority
 	t.DispatchVersion = 0
+	// A producer's traceparent attribute puts the task in its trace: each
+	// attempt's span is a child of the producer's span.
+	if ctx := tracing.WithParent(context.Background(), m.Traceparent); tracing.TraceID(ctx) != "" {
+		t.Traceparent = tracing.Traceparent(ctx)
+		if r.TraceID == "" {
+			t.TraceID = tracing.TraceID(ctx)
+		}
+	}
 	saved, created, err := c.store.Create(ctx, t)
 	if err != nil {
 		return nil, err
@@ -430,16 +439,23 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 			err = handler.Permanent(err)
 		}
 	}
+	spanCtx, span := c.startAttempt(runCtx, t)
 	if err == nil {
-		result, err = c.safeHandle(runCtx, h, handler.Request{
+		result, err = c.safeHandle(spanCtx, h, handler.Request{
 			ID: t.ID, Type: t.Type, Payload: payload, Priority: t.Priority,
 			Attempt: t.Attempts, MaxAttempts: t.MaxAttempts, TraceID: t.TraceID,
+			Traceparent: tracing.Traceparent(spanCtx),
 		})
 	}
 	close(hbStop)
 	<-hbDone
 
 	cause := context.Cause(runCtx)
+	if errors.Is(cause, errLeaseLost) {
+		endAttempt(span, t, errLeaseLost)
+	} else {
+		endAttempt(span, t, err)
+	}
 	if errors.Is(cause, errLeaseLost) {
 		c.log.Warn("lease lost while running; outcome discarded", "task_id", t.ID, "worker_id", c.opt.WorkerID)
 		return

@@ -130,7 +130,7 @@ func (e *Enqueuer) SubmitBatch(ctx context.Context, ts []*task.Task) []Result {
 	for p, idx := range byPrio {
 		msgs := make([]queue.Outgoing, len(idx))
 		for j, i := range idx {
-			msgs[j] = queue.Outgoing{ID: fmt.Sprint(j), Body: Body(ts[i], ts[i].DispatchVersion), Delay: e.delay(ts[i])}
+			msgs[j] = queue.Outgoing{ID: fmt.Sprint(j), Body: Body(ts[i], ts[i].DispatchVersion), Delay: e.delay(ts[i]), Traceparent: ts[i].Traceparent}
 		}
 		for j, reason := range sendFailures(e.queues.SendBatch(ctx, p, msgs), len(idx)) {
 			res[idx[j]] = Result{Err: fmt.Errorf("%w: %s", ErrNotSent, reason)}

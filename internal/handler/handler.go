@@ -28,6 +28,10 @@ type Request struct {
 	Attempt     int             `json:"attempt"`
 	MaxAttempts int             `json:"max_attempts"`
 	TraceID     string          `json:"trace_id,omitempty"`
+	// Traceparent is the W3C traceparent of the attempt's span, for a
+	// handler to continue the trace (webhooks also get it as the
+	// traceparent header).
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // Handler runs one attempt of a task and returns its JSON result.

@@ -36,10 +36,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Store is the part of the task store the promoter uses.
@@ -70,8 +74,8 @@ type DLQs interface {
 
 // Options tunes the promoter. Zero values take the defaults in parentheses.
 type Options struct {
-	LowAfter    time.Duration // low -> medium after this long queued (10 min)
-	MediumAfter time.Duration // medium -> high after this long at medium (20 min)
+	LowAfter    time.Duration // low -> medium after this long queued (config.DefaultLowAfter)
+	MediumAfter time.Duration // medium -> high after this long at medium (config.DefaultMediumAfter)
 	// DirectWindow: scheduled tasks and parked retries due within it are
 	// sent with a delay (15 min, SQS's longest delay).
 	DirectWindow time.Duration
@@ -83,14 +87,17 @@ type Options struct {
 	// DLQLimit bounds the DLQ messages read per priority per run (100).
 	DLQLimit int
 	Logger   *slog.Logger
+	// Tracing records each promotion as a span in its task's trace
+	// (tracing.Global()).
+	Tracing *tracing.Provider
 }
 
 func (o *Options) defaults() {
 	if o.LowAfter <= 0 {
-		o.LowAfter = 10 * time.Minute
+		o.LowAfter = config.DefaultLowAfter
 	}
 	if o.MediumAfter <= 0 {
-		o.MediumAfter = 20 * time.Minute
+		o.MediumAfter = config.DefaultMediumAfter
 	}
 	if o.DirectWindow <= 0 {
 		o.DirectWindow = queue.MaxDelay
@@ -107,21 +114,25 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Tracing == nil {
+		o.Tracing = tracing.Global()
+	}
 }
 
 // Promoter runs the sweeps.
 type Promoter struct {
-	store Store
-	mover Mover
-	dlqs  DLQs
-	opt   Options
-	log   *slog.Logger
+	store  Store
+	mover  Mover
+	dlqs   DLQs
+	opt    Options
+	log    *slog.Logger
+	tracer trace.Tracer
 }
 
 // New returns a promoter.
 func New(s Store, m Mover, d DLQs, opt Options) *Promoter {
 	opt.defaults()
-	return &Promoter{store: s, mover: m, dlqs: d, opt: opt, log: opt.Logger}
+	return &Promoter{store: s, mover: m, dlqs: d, opt: opt, log: opt.Logger, tracer: opt.Tracing.Tracer()}
 }
 
 // Report counts what one run did.
@@ -255,8 +266,10 @@ func (p *Promoter) age(ctx context.Context, from task.Priority, after time.Durat
 		r.Promoted[to] += len(done)
 		mu.Unlock()
 		for _, t := range done {
+			waited := now.Sub(t.EnqueuedAtOr(t.CreatedAt))
 			p.log.Info("task promoted", "task_id", t.ID, "type", t.Type, "from", from, "to", to,
-				"waited_ms", now.Sub(t.EnqueuedAtOr(t.CreatedAt)).Milliseconds(), "trace_id", t.TraceID)
+				"waited_ms", waited.Milliseconds(), "trace_id", t.TraceID)
+			p.traceEvent(ctx, t, from, to, waited)
 		}
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			return fmt.Errorf("promote %s tasks: %w", from, err)
@@ -443,4 +456,17 @@ func (p *Promoter) requeueWithReason(ctx context.Context, prio task.Priority, m 
 		return err
 	}
 	return p.dlqs.DeleteDLQ(ctx, prio, m.ReceiptHandle)
+}
+
+// traceEvent records a promotion as a span in t's trace: a child of its
+// submit span, named tracing.SpanPromote, with the priorities and the wait.
+func (p *Promoter) traceEvent(ctx context.Context, t *task.Task, from, to task.Priority, waited time.Duration) {
+	if t.Traceparent == "" {
+		return
+	}
+	_, span := p.tracer.Start(tracing.WithParent(ctx, t.Traceparent), tracing.SpanPromote, trace.WithAttributes(
+		tracing.AttrTaskID.String(t.ID), tracing.AttrTaskType.String(t.Type),
+		attribute.String("triage.promote.from", string(from)), attribute.String("triage.promote.to", string(to)),
+		attribute.Int64("triage.promote.waited_ms", waited.Milliseconds())))
+	span.End()
 }

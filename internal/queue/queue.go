@@ -47,6 +47,11 @@ const MaxWait = 20 * time.Second
 // ReasonAttribute is the message attribute that says why a message is in a DLQ.
 const ReasonAttribute = "triage-reason"
 
+// TraceparentAttribute is the message attribute carrying a W3C
+// traceparent: set on the messages of tasks that have one, and read from
+// direct sends, whose producer may set it.
+const TraceparentAttribute = "traceparent"
+
 // MaxReasonBytes bounds a DLQ reason; longer ones are cut (never inside a
 // UTF-8 character).
 const MaxReasonBytes = 1024
@@ -93,6 +98,9 @@ type Outgoing struct {
 	ID    string // batch entry id; must be unique within a batch
 	Body  string
 	Delay time.Duration
+	// Traceparent, when set, travels as the message's traceparent
+	// attribute: the task's trace context, for whatever reads the queue.
+	Traceparent string
 }
 
 // Send sends one message to priority p's queue and returns its message id.
@@ -125,6 +133,11 @@ func (q *Queues) SendBatch(ctx context.Context, p task.Priority, msgs []Outgoing
 		for i, m := range chunk {
 			entries[i] = types.SendMessageBatchRequestEntry{
 				Id: aws.String(m.ID), MessageBody: aws.String(m.Body), DelaySeconds: delaySeconds(m.Delay),
+			}
+			if m.Traceparent != "" {
+				entries[i].MessageAttributes = map[string]types.MessageAttributeValue{
+					TraceparentAttribute: {DataType: aws.String("String"), StringValue: aws.String(m.Traceparent)},
+				}
 			}
 		}
 		out, err := q.sqs.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.urls[p]), Entries: entries})
@@ -164,6 +177,9 @@ type Received struct {
 	ReceiveCount  int
 	SentAt        time.Time
 	Reason        string // set on DLQ messages triage moved there
+	// Traceparent is the message's W3C traceparent attribute: a direct
+	// send's producer may set it to put the task in its trace.
+	Traceparent string
 }
 
 // Receive takes up to n messages (at most ten) from priority p's queue,
@@ -184,7 +200,7 @@ func (q *Queues) receive(ctx context.Context, p task.Priority, url string, n int
 		MaxNumberOfMessages:         int32(min(max(n, 1), MaxBatch)),
 		WaitTimeSeconds:             int32(min(max(wait, 0), MaxWait) / time.Second),
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount, types.MessageSystemAttributeNameSentTimestamp},
-		MessageAttributeNames:       []string{ReasonAttribute},
+		MessageAttributeNames:       []string{ReasonAttribute, TraceparentAttribute},
 	}
 	if visibility > 0 {
 		in.VisibilityTimeout = wholeSeconds(min(visibility, MaxVisibility))
@@ -204,6 +220,9 @@ func (q *Queues) receive(ctx context.Context, p task.Priority, url string, n int
 		}
 		if a, ok := m.MessageAttributes[ReasonAttribute]; ok {
 			r.Reason = aws.ToString(a.StringValue)
+		}
+		if a, ok := m.MessageAttributes[TraceparentAttribute]; ok {
+			r.Traceparent = aws.ToString(a.StringValue)
 		}
 		msgs = append(msgs, r)
 	}

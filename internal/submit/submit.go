@@ -27,7 +27,11 @@ import (
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/internal/tracing"
 	"github.com/triagehq/triage/triagetype"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Enqueuer sends and records accepted tasks.
@@ -47,6 +51,7 @@ type Service struct {
 	known    task.KnownTypes
 	window   time.Duration
 	now      func() time.Time
+	tracer   trace.Tracer
 }
 
 // Options tunes a Service; zero values take the defaults in parentheses.
@@ -61,6 +66,8 @@ type Options struct {
 	DirectWindow time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
+	// Tracing starts each accepted task's submit span (tracing.Global()).
+	Tracing *tracing.Provider
 }
 
 // New returns the service over enq.
@@ -71,7 +78,10 @@ func New(enq Enqueuer, o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Service{enq: enq, pressure: o.Pressure, known: o.Known, window: o.DirectWindow, now: o.Now}
+	if o.Tracing == nil {
+		o.Tracing = tracing.Global()
+	}
+	return &Service{enq: enq, pressure: o.Pressure, known: o.Known, window: o.DirectWindow, now: o.Now, tracer: o.Tracing.Tracer()}
 }
 
 // Outcome is one request's answer: the task when it was accepted, the
@@ -128,15 +138,38 @@ func (s *Service) submit(ctx context.Context, rs []task.Request, prefix func(int
 	if len(ts) == 0 {
 		return out
 	}
+	spans := make([]trace.Span, len(ts))
+	for j, t := range ts {
+		spans[j] = s.startSpan(ctx, t, rs[idx[j]].TraceID)
+	}
 	for j, res := range s.enq.SubmitBatch(ctx, ts) {
 		i := idx[j]
 		if res.Err != nil {
 			out[i].Err = Refusal(res.Err)
+			spans[j].SetStatus(codes.Error, out[i].Err.Message)
+			spans[j].End()
 			continue
 		}
 		out[i].Task, out[i].Created = res.Task, res.Created
+		spans[j].SetAttributes(tracing.AttrTaskID.String(res.Task.ID), attribute.Bool("triage.task.created", res.Created))
+		spans[j].End()
 	}
 	return out
+}
+
+// startSpan starts t's submit span, under ctx's span (the caller's trace
+// context) or, failing that, in the trace named by a trace_id of 32 hex
+// digits; it stores the span's traceparent with the task, and the trace's
+// id as the task's trace_id unless the request gave one.
+func (s *Service) startSpan(ctx context.Context, t *task.Task, requestTraceID string) trace.Span {
+	ctx = tracing.WithTraceID(ctx, requestTraceID)
+	ctx, span := s.tracer.Start(ctx, tracing.SpanSubmit, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
+		tracing.AttrTaskID.String(t.ID), tracing.AttrTaskType.String(t.Type), tracing.AttrPriority.String(string(t.Priority))))
+	t.Traceparent = tracing.Traceparent(ctx)
+	if id := tracing.TraceID(ctx); id != "" && requestTraceID == "" {
+		t.TraceID = id
+	}
+	return span
 }
 
 // prepare runs steps 1 to 3 and builds the task.

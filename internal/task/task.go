@@ -72,8 +72,11 @@ type Task struct {
 	Error             *Error          `json:"error,omitempty" dynamodbav:"error,omitempty"`
 	IdempotencyKey    string          `json:"idempotency_key,omitempty" dynamodbav:"idempotency_key,omitempty"`
 	TraceID           string          `json:"trace_id,omitempty" dynamodbav:"trace_id,omitempty"`
-	History           []Attempt       `json:"history,omitempty" dynamodbav:"history,omitempty"`
-	CancelRequested   bool            `json:"cancel_requested,omitempty" dynamodbav:"cancel_requested,omitempty"`
+	// Traceparent is the W3C traceparent of the task's submit span: every
+	// attempt's span is its child, so a task is one trace (internal/tracing).
+	Traceparent     string    `json:"-" dynamodbav:"traceparent,omitempty"`
+	History         []Attempt `json:"history,omitempty" dynamodbav:"history,omitempty"`
+	CancelRequested bool      `json:"cancel_requested,omitempty" dynamodbav:"cancel_requested,omitempty"`
 	// PayloadSize and ResultSize are set when the payload or result is too
 	// large to live on the task's record (over store.InlineMax): it is kept
 	// as an object of its own (PayloadRef, ResultRef), and Payload or Result

@@ -76,6 +76,9 @@ func Handler(a *app.App, tokens *auth.Tokens, opt api.Options) http.Handler {
 	if opt.KnownTypes == nil {
 		opt.KnownTypes = a.Config.Types
 	}
+	if opt.Tracing == nil {
+		opt.Tracing = a.Tracing
+	}
 	return api.New(api.Deps{
 		Store: a.Store, Enqueuer: a.Enqueuer, Queues: a.Queues, Controls: a.Controls,
 		DLQ: deadletter.New(a.Queues, a.Store, a.Enqueuer), Counters: a.Counters, Tokens: tokens,
@@ -90,5 +93,13 @@ func Lambda(ctx context.Context, a *app.App) (func(context.Context, events.APIGa
 	if err != nil {
 		return nil, err
 	}
-	return httpadapter.NewV2(Handler(a, tokens, api.Options{})).ProxyWithContext, nil
+	proxy := httpadapter.NewV2(Handler(a, tokens, api.Options{})).ProxyWithContext
+	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		resp, err := proxy(ctx, req)
+		// A frozen environment exports nothing: the request's spans go now.
+		if ferr := a.Tracing.Flush(context.WithoutCancel(ctx)); ferr != nil {
+			a.Log.Warn("export spans failed", "error", ferr)
+		}
+		return resp, err
+	}, nil
 }

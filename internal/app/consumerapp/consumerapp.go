@@ -62,6 +62,9 @@ func options(a *app.App, opt dispatch.Options) dispatch.Options {
 	if opt.Gate == nil {
 		opt.Gate = a.Controls
 	}
+	if opt.Tracing == nil {
+		opt.Tracing = a.Tracing
+	}
 	if opt.Workers == nil && a.Workers != nil {
 		opt.Workers = a.Workers
 	}
@@ -139,7 +142,15 @@ func Lambda(a *app.App, reg *handler.Registry, opt dispatch.Options) func(contex
 		opt.Kind = triagetype.WorkerKindLambda
 	}
 	c := New(a, reg, opt)
-	return LambdaHandler(c, LambdaReserve)
+	h := LambdaHandler(c, LambdaReserve)
+	return func(ctx context.Context, e events.EventBridgeEvent) (LambdaSummary, error) {
+		sum, err := h(ctx, e)
+		// A frozen environment exports nothing: the invocation's spans go now.
+		if ferr := a.Tracing.Flush(context.WithoutCancel(ctx)); ferr != nil {
+			a.Log.Warn("export spans failed", "error", ferr)
+		}
+		return sum, err
+	}
 }
 
 // LambdaSummary is what one scheduled consumer invocation reports.

@@ -25,6 +25,9 @@ func New(a *app.App, opt promote.Options) *promote.Promoter {
 	if opt.Logger == nil {
 		opt.Logger = a.Log
 	}
+	if opt.Tracing == nil {
+		opt.Tracing = a.Tracing
+	}
 	return promote.New(a.Store, a.Enqueuer, a.Queues, opt)
 }
 
@@ -61,5 +64,12 @@ func LambdaHandler(p *promote.Promoter, fan promote.FanOut, log *slog.Logger) fu
 
 // Lambda returns the promoter function's handler on a's parts.
 func Lambda(a *app.App) func(context.Context, events.EventBridgeEvent) (promote.Report, error) {
-	return LambdaHandler(New(a, promote.Options{}), FanOut(a), a.Log)
+	h := LambdaHandler(New(a, promote.Options{}), FanOut(a), a.Log)
+	return func(ctx context.Context, ev events.EventBridgeEvent) (promote.Report, error) {
+		r, err := h(ctx, ev)
+		if ferr := a.Tracing.Flush(context.WithoutCancel(ctx)); ferr != nil {
+			a.Log.Warn("export spans failed", "error", ferr)
+		}
+		return r, err
+	}
 }

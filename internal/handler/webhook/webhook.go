@@ -156,6 +156,9 @@ func (h *Handler) Handle(ctx context.Context, r handler.Request) (json.RawMessag
 	req.Header.Set(HeaderAttempt, strconv.Itoa(r.Attempt))
 	req.Header.Set(HeaderTimestamp, ts)
 	req.Header.Set(HeaderSignature, Sign(h.secret, ts, body))
+	if r.Traceparent != "" {
+		req.Header.Set("traceparent", r.Traceparent) // W3C trace context: the attempt's span
+	}
 
 	resp, err := h.client.Do(req)
 	if err != nil {

@@ -1,0 +1,211 @@
+// Package events turns the task table's state changes into lifecycle
+// events (task.submitted, task.started, ...) and delivers them: to
+// Server-Sent Events subscribers of a long-lived API server (Broker), to
+// signed webhooks (Webhooks) and to an EventBridge bus (EventBridge).
+//
+// Events are derived from the table's DynamoDB stream, the authoritative
+// record of every transition, never from the request paths: a transition
+// is an event exactly when its conditional write succeeded. The stream
+// consumer that keeps the /stats counters (internal/counters) hands each
+// applied batch to a Fanout, in stream order. DynamoDB streams keep the
+// records of one item in order, so the events of one task arrive in the
+// order its transitions happened. Delivery is at least once: a batch
+// whose delivery failed is delivered again, whole, so a consumer
+// de-duplicates by Event.ID, which is the same every time the same stream
+// record is turned into an event.
+package events
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/triagehq/triage/internal/task"
+)
+
+// Type names what happened to a task.
+type Type string
+
+// The event types. Only transitions that a user acts on are events: a
+// scheduled task's release, a parked retry's re-send, heartbeats and
+// cancel requests change the record but are not events.
+const (
+	// Submitted: the task was created (API, batch, or an adopted direct send).
+	Submitted Type = "task.submitted"
+	// Started: a consumer claimed the task and runs attempt Attempt.
+	Started Type = "task.started"
+	// Retrying: an attempt ended and the task will run again by itself:
+	// a retriable failure or a snooze (status retrying, RetryAt set), or a
+	// run interrupted by a hand-back or an expired lease (status queued).
+	Retrying Type = "task.retrying"
+	// Completed: the handler succeeded.
+	Completed Type = "task.completed"
+	// DeadLettered: out of attempts, a permanent error, or a poison message.
+	DeadLettered Type = "task.dead_lettered"
+	// Cancelled: cancelled before or while it ran.
+	Cancelled Type = "task.cancelled"
+	// Promoted: the task's effective priority was raised while it waited.
+	Promoted Type = "task.promoted"
+	// Requeued: an operator put a dead-lettered task back on its queue
+	// (POST /tasks/{id}/retry or a DLQ replay).
+	Requeued Type = "task.requeued"
+)
+
+// Types lists every event type.
+func Types() []Type {
+	return []Type{Submitted, Started, Retrying, Completed, DeadLettered, Cancelled, Promoted, Requeued}
+}
+
+// ParseType returns the event type named s.
+func ParseType(s string) (Type, error) {
+	if t := Type(s); slices.Contains(Types(), t) {
+		return t, nil
+	}
+	return "", fmt.Errorf("unknown event type %q: want one of %v", s, Types())
+}
+
+// Event is one lifecycle event. Its JSON form is the wire shape of every
+// delivery (an SSE data line, a webhook body, an EventBridge detail).
+type Event struct {
+	// ID is "<task_id>-<version>": every write of a task bumps its version
+	// by one, so the ID names exactly one state of one task and is the same
+	// however often the stream record is delivered (the de-duplication key).
+	ID   string    `json:"id"`
+	Type Type      `json:"type"`
+	Time time.Time `json:"time"` // when the transition was written
+
+	TaskID            string        `json:"task_id"`
+	TaskType          string        `json:"task_type"`
+	Status            task.Status   `json:"status"` // the task's status after the transition
+	Priority          task.Priority `json:"priority"`
+	EffectivePriority task.Priority `json:"effective_priority"`
+	// PreviousPriority is the effective priority before a promotion.
+	PreviousPriority task.Priority `json:"previous_priority,omitempty"`
+	// Attempt is the task's attempt count after the transition: the attempt
+	// that started, or the one that just ended.
+	Attempt     int `json:"attempt"`
+	MaxAttempts int `json:"max_attempts"`
+	// DurationMS is how long the attempt that just ended ran (events that
+	// end an attempt: completed, retrying, dead_lettered and cancelled
+	// while executing).
+	DurationMS *int64 `json:"duration_ms,omitempty"`
+	// Error is why the attempt or the task failed (retrying, dead_lettered,
+	// and cancelled by the handler).
+	Error *task.Error `json:"error,omitempty"`
+	// RetryAt is when a retrying task runs again.
+	RetryAt *time.Time `json:"retry_at,omitempty"`
+	TraceID string     `json:"trace_id,omitempty"`
+}
+
+// Derive returns the event of one stream record of a task, given the
+// task's images before and after it (old is nil for an insert, new is nil
+// for a removal); ok is false when the change is not an event (see Type).
+func Derive(old, new *task.Task) (ev Event, ok bool) {
+	if new == nil {
+		return Event{}, false // removals (deletes, TTL) are not lifecycle events
+	}
+	var typ Type
+	switch {
+	case old == nil:
+		typ = Submitted
+	case old.Status == new.Status:
+		if new.EffectivePriority.Rank() < old.EffectivePriority.Rank() {
+			typ = Promoted
+		}
+	case new.Status == task.Executing:
+		typ = Started
+	case new.Status == task.Retrying:
+		typ = Retrying
+	case new.Status == task.Completed:
+		typ = Completed
+	case new.Status == task.DeadLetter:
+		typ = DeadLettered
+	case new.Status == task.Cancelled:
+		typ = Cancelled
+	case new.Status == task.Queued && old.Status == task.Executing:
+		typ = Retrying // handed back or reclaimed: the attempt is counted, it runs again
+	case new.Status == task.Queued && old.Status == task.DeadLetter:
+		typ = Requeued
+	}
+	if typ == "" {
+		return Event{}, false
+	}
+	ev = Event{
+		ID:                fmt.Sprintf("%s-%d", new.ID, new.Version),
+		Type:              typ,
+		Time:              new.WaitingSince,
+		TaskID:            new.ID,
+		TaskType:          new.Type,
+		Status:            new.Status,
+		Priority:          new.Priority,
+		EffectivePriority: new.EffectivePriority,
+		Attempt:           new.Attempts,
+		MaxAttempts:       new.MaxAttempts,
+		TraceID:           new.TraceID,
+	}
+	if ev.Time.IsZero() {
+		ev.Time = new.CreatedAt
+	}
+	switch typ {
+	case Promoted:
+		ev.PreviousPriority = old.EffectivePriority
+	case Retrying:
+		ev.RetryAt = new.RetryAt
+		ev.Error = new.Error
+		if new.Status == task.Queued {
+			ev.Error = nil
+			if a, ok := lastAttempt(old, new); ok && a.Error != "" {
+				ev.Error = &task.Error{Message: a.Error, Retriable: true}
+			}
+		}
+	case DeadLettered, Cancelled:
+		ev.Error = new.Error
+	}
+	if old != nil && old.Status == task.Executing && typ != Started {
+		ev.DurationMS = duration(old, new, ev.Time)
+	}
+	return ev, true
+}
+
+// lastAttempt is the attempt new's history gained over old's (the history
+// is capped, so it compares the newest entries, not the lengths).
+func lastAttempt(old, new *task.Task) (task.Attempt, bool) {
+	if len(new.History) == 0 {
+		return task.Attempt{}, false
+	}
+	a := new.History[len(new.History)-1]
+	if n := len(old.History); n > 0 && old.History[n-1] == a {
+		return task.Attempt{}, false
+	}
+	return a, true
+}
+
+// duration is how long the attempt that ended with this transition ran:
+// from its history entry when it has one, else from the claim's start to
+// the transition.
+func duration(old, new *task.Task, at time.Time) *int64 {
+	var d time.Duration
+	if a, ok := lastAttempt(old, new); ok && !a.StartedAt.IsZero() && !a.FinishedAt.Before(a.StartedAt) {
+		d = a.FinishedAt.Sub(a.StartedAt)
+	} else if old.StartedAt != nil && !at.Before(*old.StartedAt) {
+		d = at.Sub(*old.StartedAt)
+	} else {
+		return nil
+	}
+	ms := d.Milliseconds()
+	return &ms
+}
+
+// Filter selects events; its zero value selects all of them.
+type Filter struct {
+	Types  []Type // any of these types (empty: any type)
+	TaskID string // only this task's events ("": every task's)
+}
+
+// Match reports whether f selects e.
+func (f Filter) Match(e Event) bool {
+	if f.TaskID != "" && e.TaskID != f.TaskID {
+		return false
+	}
+	return len(f.Types) == 0 || slices.Contains(f.Types, e.Type)
+}

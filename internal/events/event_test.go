@@ -1,0 +1,258 @@
+package events_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/triagehq/triage/internal/counters"
+	"github.com/triagehq/triage/internal/events"
+	"github.com/triagehq/triage/internal/task"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+func ptr[T any](v T) *T  { return &v }
+
+// base is a task in status st at version v, its wait begun at second v.
+func base(st task.Status, v int64) *task.Task {
+	return &task.Task{
+		ID: "01JTASK", Type: "email", Priority: task.Low, EffectivePriority: task.Low, Status: st,
+		Attempts: 1, MaxAttempts: 3, CreatedAt: t0, WaitingSince: at(int(v)), Version: v, TraceID: "tr-1",
+	}
+}
+
+func with(t *task.Task, edit func(*task.Task)) *task.Task {
+	c := t.Clone()
+	edit(c)
+	return c
+}
+
+func TestDerive(t *testing.T) {
+	running := with(base(task.Executing, 3), func(n *task.Task) { n.StartedAt = ptr(at(3)) })
+	attempt := task.Attempt{Attempt: 1, StartedAt: at(3), FinishedAt: at(3).Add(1500 * time.Millisecond), Error: "boom"}
+	cases := []struct {
+		name     string
+		old, new *task.Task
+		want     *events.Event // nil: no event
+	}{
+		{
+			name: "insert is submitted",
+			new:  with(base(task.Queued, 1), func(n *task.Task) { n.Attempts = 0 }),
+			want: &events.Event{ID: "01JTASK-1", Type: events.Submitted, Time: at(1), Status: task.Queued, Attempt: 0},
+		},
+		{
+			name: "scheduled insert is submitted too",
+			new:  with(base(task.Scheduled, 1), func(n *task.Task) { n.Attempts = 0 }),
+			want: &events.Event{ID: "01JTASK-1", Type: events.Submitted, Time: at(1), Status: task.Scheduled, Attempt: 0},
+		},
+		{
+			name: "claim is started",
+			old:  base(task.Queued, 2), new: running,
+			want: &events.Event{ID: "01JTASK-3", Type: events.Started, Time: at(3), Status: task.Executing},
+		},
+		{
+			name: "a due retry's claim is started",
+			old:  base(task.Retrying, 2), new: running,
+			want: &events.Event{ID: "01JTASK-3", Type: events.Started, Time: at(3), Status: task.Executing},
+		},
+		{
+			name: "retriable failure is retrying with error, retry_at and duration",
+			old:  running,
+			new: with(base(task.Retrying, 4), func(n *task.Task) {
+				n.Error, n.RetryAt, n.History = task.NewError("boom", true), ptr(at(10)), []task.Attempt{attempt}
+			}),
+			want: &events.Event{ID: "01JTASK-4", Type: events.Retrying, Time: at(4), Status: task.Retrying,
+				Error: task.NewError("boom", true), RetryAt: ptr(at(10)), DurationMS: ptr(int64(1500))},
+		},
+		{
+			name: "hand-back to queued is retrying, error from the attempt",
+			old:  running,
+			new: with(base(task.Queued, 4), func(n *task.Task) {
+				n.History = []task.Attempt{{Attempt: 1, StartedAt: at(3), FinishedAt: at(5), Error: "lease expired"}}
+			}),
+			want: &events.Event{ID: "01JTASK-4", Type: events.Retrying, Time: at(4), Status: task.Queued,
+				Error: &task.Error{Message: "lease expired", Retriable: true}, DurationMS: ptr(int64(2000))},
+		},
+		{
+			name: "success is completed with duration",
+			old:  running,
+			new: with(base(task.Completed, 5), func(n *task.Task) {
+				n.CompletedAt, n.History = ptr(at(5)), []task.Attempt{{Attempt: 1, StartedAt: at(3), FinishedAt: at(5)}}
+			}),
+			want: &events.Event{ID: "01JTASK-5", Type: events.Completed, Time: at(5), Status: task.Completed, DurationMS: ptr(int64(2000))},
+		},
+		{
+			name: "duration falls back to started_at when the history did not grow",
+			old:  with(running, func(n *task.Task) { n.History = []task.Attempt{attempt} }),
+			new: with(base(task.Completed, 6), func(n *task.Task) {
+				n.StartedAt, n.History = ptr(at(3)), []task.Attempt{attempt}
+			}),
+			want: &events.Event{ID: "01JTASK-6", Type: events.Completed, Time: at(6), Status: task.Completed, DurationMS: ptr(int64(3000))},
+		},
+		{
+			name: "permanent failure is dead_lettered",
+			old:  running,
+			new: with(base(task.DeadLetter, 5), func(n *task.Task) {
+				n.Error, n.History = task.NewError("bad input", false), []task.Attempt{attempt}
+			}),
+			want: &events.Event{ID: "01JTASK-5", Type: events.DeadLettered, Time: at(5), Status: task.DeadLetter,
+				Error: task.NewError("bad input", false), DurationMS: ptr(int64(1500))},
+		},
+		{
+			name: "a redriven queued message is dead_lettered without a duration",
+			old:  base(task.Queued, 2),
+			new:  with(base(task.DeadLetter, 3), func(n *task.Task) { n.Error = task.NewError("poison", false) }),
+			want: &events.Event{ID: "01JTASK-3", Type: events.DeadLettered, Time: at(3), Status: task.DeadLetter, Error: task.NewError("poison", false)},
+		},
+		{
+			name: "cancel of a queued task",
+			old:  base(task.Queued, 2), new: base(task.Cancelled, 3),
+			want: &events.Event{ID: "01JTASK-3", Type: events.Cancelled, Time: at(3), Status: task.Cancelled},
+		},
+		{
+			name: "cancel while running carries the duration",
+			old:  running,
+			new:  with(base(task.Cancelled, 4), func(n *task.Task) { n.History = []task.Attempt{{StartedAt: at(3), FinishedAt: at(4)}} }),
+			want: &events.Event{ID: "01JTASK-4", Type: events.Cancelled, Time: at(4), Status: task.Cancelled, DurationMS: ptr(int64(1000))},
+		},
+		{
+			name: "raised effective priority is promoted",
+			old:  base(task.Queued, 2),
+			new:  with(base(task.Queued, 3), func(n *task.Task) { n.EffectivePriority = task.Medium }),
+			want: &events.Event{ID: "01JTASK-3", Type: events.Promoted, Time: at(3), Status: task.Queued, EffectivePriority: task.Medium, PreviousPriority: task.Low},
+		},
+		{
+			name: "operator retry of a dead letter is requeued",
+			old:  base(task.DeadLetter, 5), new: base(task.Queued, 6),
+			want: &events.Event{ID: "01JTASK-6", Type: events.Requeued, Time: at(6), Status: task.Queued},
+		},
+		{name: "re-dispatch at the same priority is no event", old: base(task.Queued, 2), new: base(task.Queued, 3)},
+		{name: "heartbeat is no event", old: running, new: with(running, func(n *task.Task) { n.Version, n.LeaseUntil = 4, ptr(at(40)) })},
+		{name: "cancel request is no event", old: running, new: with(running, func(n *task.Task) { n.Version, n.CancelRequested = 4, true })},
+		{name: "release of a scheduled task is no event", old: base(task.Scheduled, 1), new: base(task.Queued, 2)},
+		{name: "a parked retry's re-send is no event", old: base(task.Retrying, 4), new: base(task.Queued, 5)},
+		{name: "removal is no event", old: base(task.Completed, 5)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok := events.Derive(c.old, c.new)
+			if c.want == nil {
+				if ok {
+					t.Fatalf("got event %+v, want none", got)
+				}
+				return
+			}
+			if !ok {
+				t.Fatal("got no event")
+			}
+			want := *c.want
+			want.TaskID, want.TaskType, want.Priority, want.MaxAttempts, want.TraceID = "01JTASK", "email", task.Low, 3, "tr-1"
+			if want.EffectivePriority == "" {
+				want.EffectivePriority = task.Low
+			}
+			if want.Type != events.Submitted {
+				want.Attempt = c.new.Attempts
+			}
+			if !reflect.DeepEqual(got, want) {
+				g, _ := json.Marshal(got)
+				w, _ := json.Marshal(want)
+				t.Fatalf("got  %s\nwant %s", g, w)
+			}
+		})
+	}
+}
+
+// The wire shape is snake_case with the fields the issue names; optional
+// fields are absent, not null.
+func TestEventJSON(t *testing.T) {
+	ev, _ := events.Derive(with(base(task.Executing, 3), func(n *task.Task) { n.StartedAt = ptr(at(3)) }),
+		with(base(task.Completed, 4), func(n *task.Task) {
+			n.History = []task.Attempt{{StartedAt: at(3), FinishedAt: at(3).Add(250 * time.Millisecond)}}
+		}))
+	b, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"id":"01JTASK-4","type":"task.completed","time":"2026-03-01T12:00:04Z","task_id":"01JTASK","task_type":"email","status":"completed","priority":"low","effective_priority":"low","attempt":1,"max_attempts":3,"duration_ms":250,"trace_id":"tr-1"}`
+	if string(b) != want {
+		t.Fatalf("got  %s\nwant %s", b, want)
+	}
+}
+
+func TestParseType(t *testing.T) {
+	for _, typ := range events.Types() {
+		if got, err := events.ParseType(string(typ)); err != nil || got != typ {
+			t.Fatalf("ParseType(%q) = %q, %v", typ, got, err)
+		}
+	}
+	if _, err := events.ParseType("task.exploded"); err == nil {
+		t.Fatal("ParseType accepted an unknown type")
+	}
+}
+
+func TestFilter(t *testing.T) {
+	done := events.Event{Type: events.Completed, TaskID: "a"}
+	cases := []struct {
+		f    events.Filter
+		want bool
+	}{
+		{events.Filter{}, true},
+		{events.Filter{TaskID: "a"}, true},
+		{events.Filter{TaskID: "b"}, false},
+		{events.Filter{Types: []events.Type{events.Started, events.Completed}}, true},
+		{events.Filter{Types: []events.Type{events.Started}}, false},
+		{events.Filter{Types: []events.Type{events.Completed}, TaskID: "b"}, false},
+	}
+	for _, c := range cases {
+		if got := c.f.Match(done); got != c.want {
+			t.Errorf("%+v.Match = %v, want %v", c.f, got, c.want)
+		}
+	}
+}
+
+// recorder is a Sink that keeps what it got and fails when told to.
+type recorder struct {
+	got  []events.Event
+	fail error
+}
+
+func (r *recorder) Publish(_ context.Context, evs []events.Event) error {
+	if r.fail != nil {
+		return r.fail
+	}
+	r.got = append(r.got, evs...)
+	return nil
+}
+
+// Every sink gets the batch's events in order even when another sink
+// fails, and the failure is returned so the batch is delivered again.
+func TestFanoutTriesEverySink(t *testing.T) {
+	bad, good := &recorder{fail: errors.New("down")}, &recorder{}
+	f := events.NewFanout(bad, nil, good)
+	if f.Len() != 2 {
+		t.Fatalf("Len = %d, want 2 (nil sinks skipped)", f.Len())
+	}
+	q := base(task.Queued, 1)
+	changes := []counters.Change{
+		{Seq: "1", New: q},
+		{Seq: "2", Old: q, New: base(task.Executing, 2)},
+		{Seq: "3", Old: base(task.Executing, 2), New: with(base(task.Executing, 3), func(n *task.Task) { n.CancelRequested = true })},
+		{Seq: "4", Old: base(task.Executing, 3), New: base(task.Cancelled, 4)},
+	}
+	err := f.PublishChanges(context.Background(), changes)
+	if err == nil || !errors.Is(err, bad.fail) {
+		t.Fatalf("error %v, want the failing sink's", err)
+	}
+	var types []events.Type
+	for _, e := range good.got {
+		types = append(types, e.Type)
+	}
+	if want := []events.Type{events.Submitted, events.Started, events.Cancelled}; !reflect.DeepEqual(types, want) {
+		t.Fatalf("good sink got %v, want %v", types, want)
+	}
+}
