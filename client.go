@@ -35,6 +35,8 @@ type Transport interface {
 	// DLQ, or from all three when priority is empty.
 	DLQ(ctx context.Context, priority Priority, limit int) ([]DLQMessage, error)
 	ReplayDLQ(ctx context.Context, r ReplayRequest) (*ReplayResult, error)
+	// Workers lists the consumer instances in the worker registry.
+	Workers(ctx context.Context) (*WorkerList, error)
 }
 
 // ListParams filters and pages a task listing. Zero values mean no filter

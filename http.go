@@ -152,6 +152,15 @@ func (h *HTTPTransport) Stats(ctx context.Context) (*Stats, error) {
 	return &s, nil
 }
 
+// Workers implements Transport: GET /workers.
+func (h *HTTPTransport) Workers(ctx context.Context) (*WorkerList, error) {
+	var l WorkerList
+	if _, err := h.do(ctx, http.MethodGet, "/workers", nil, nil, &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
 // SetPaused implements Transport: POST /control/pause or /control/resume.
 func (h *HTTPTransport) SetPaused(ctx context.Context, typ string, paused bool) (*ControlSettings, error) {
 	path := "/control/resume"

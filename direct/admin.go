@@ -14,6 +14,9 @@ import (
 // Stats implements triage.Transport.
 func (d *Transport) Stats(ctx context.Context) (*triage.Stats, error) {
 	st, err := stats.Collect(ctx, d.counters, d.queues, d.store.Now())
+	if err == nil {
+		err = d.withWorkers(ctx, &st)
+	}
 	if err != nil {
 		return nil, internal("collect stats", err)
 	}

@@ -41,6 +41,7 @@ import (
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/submit"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/internal/workers"
 )
 
 // Transport is the direct transport; it implements triage.Transport and
@@ -53,6 +54,7 @@ type Transport struct {
 	controls *control.Controls
 	counters *counters.Keeper
 	dlq      *deadletter.DLQ
+	workers  *workers.Registry
 }
 
 var _ triage.Transport = (*Transport)(nil)
@@ -144,5 +146,6 @@ func New(ctx context.Context, awsCfg aws.Config, prefix string, opts ...Option) 
 		controls: a.Controls,
 		counters: a.Counters,
 		dlq:      deadletter.New(qs, st, enq),
+		workers:  a.Workers,
 	}, nil
 }

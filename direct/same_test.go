@@ -496,6 +496,22 @@ func TestSameOperations(t *testing.T) {
 			t.Fatalf("Wait = %+v, %v; want dead_letter", dead, err)
 		}
 	}
+	// The running worker is registered; both transports list it alike
+	// (but for what a heartbeat between the two reads may change).
+	var ws [2]*triage.WorkerList
+	for i, nc := range d.both() {
+		if ws[i], err = nc.c.Workers(c); err != nil {
+			t.Fatal(err)
+		}
+		ws[i].GeneratedAt = time.Time{}
+		for j := range ws[i].Workers {
+			ws[i].Workers[j].LastHeartbeatAt, ws[i].Workers[j].Busy = time.Time{}, 0
+		}
+	}
+	if len(ws[0].Workers) != 1 || ws[0].Workers[0].Kind != "worker" || ws[0].Workers[0].State != triage.WorkerActive {
+		t.Errorf("workers = %+v, want the one running worker, active", ws[0])
+	}
+	sameJSON(t, "worker listings", ws[0], ws[1])
 	stop()
 	if err := <-done; err != nil {
 		t.Errorf("worker: %v", err)

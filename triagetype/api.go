@@ -74,7 +74,10 @@ type Stats struct {
 	// TypesTruncated says Types holds only the first types by name.
 	TypesTruncated bool       `json:"types_truncated,omitempty"`
 	Throughput     Throughput `json:"throughput"`
-	GeneratedAt    time.Time  `json:"generated_at"`
+	// Workers sums the registered consumer instances (GET /workers);
+	// absent where no worker registry is wired.
+	Workers     *WorkerStats `json:"workers,omitempty"`
+	GeneratedAt time.Time    `json:"generated_at"`
 }
 
 // QueueStats describes one priority's queue and its DLQ. The counts are

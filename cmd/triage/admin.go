@@ -74,6 +74,9 @@ func (c *cli) statsCmd() *cobra.Command {
 					return err
 				}
 			}
+			if s.Workers != nil {
+				fmt.Fprintf(c.out, "\n%s\n", workersLine(*s.Workers))
+			}
 			fmt.Fprintf(c.out, "\nlast minute: %d completed, %d failed\nas of %s\n",
 				s.Throughput.CompletedLastMinute, s.Throughput.FailedLastMinute, fmtTime(s.GeneratedAt))
 			return nil

@@ -154,7 +154,14 @@ func (f *fakeAPI) handler() http.Handler {
 		reply(w, 200, `{"queues":{"high":{"depth":3,"in_flight":1,"delayed":0,"dlq_depth":2,"oldest_age_seconds":75.4},"medium":{"depth":0,"in_flight":0,"delayed":0,"dlq_depth":0,"oldest_age_seconds":0},"low":{"depth":10,"in_flight":0,"delayed":4,"dlq_depth":0,"oldest_age_seconds":0.25}},
 "statuses":{"scheduled":0,"queued":13,"executing":1,"retrying":0,"completed":50,"cancelled":0,"dead_letter":2},
 "types":{"echo":{"queued":13,"completed":50},"fail":{"dead_letter":2,"executing":1}},
-"throughput":{"completed_last_minute":9,"failed_last_minute":1},"generated_at":"2026-01-02T03:04:05Z"}`)
+"throughput":{"completed_last_minute":9,"failed_last_minute":1},"workers":{"active":1,"draining":1,"dead":1,"capacity":12,"used":5},"generated_at":"2026-01-02T03:04:05Z"}`)
+	})
+	mux.HandleFunc("GET /api/v1/workers", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, 200, `{"workers":[
+{"id":"w-old","kind":"worker","state":"dead","started_at":"2026-01-02T02:00:00Z","last_heartbeat_at":"2026-01-02T03:03:00Z","heartbeat_seconds":10,"capacity":16,"busy":2},
+{"id":"w-mid","kind":"lambda","state":"draining","started_at":"2026-01-02T03:00:00Z","last_heartbeat_at":"2026-01-02T03:04:01Z","heartbeat_seconds":10,"capacity":4,"busy":4},
+{"id":"w-new","kind":"dev","state":"active","started_at":"2026-01-02T03:04:00Z","last_heartbeat_at":"2026-01-02T03:04:03Z","heartbeat_seconds":10,"capacity":8,"busy":1}],
+"generated_at":"2026-01-02T03:04:05Z"}`)
 	})
 	pause := func(paused bool) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -367,6 +374,12 @@ func TestCommands(t *testing.T) {
 		{name: "stats", args: []string{"stats"}, code: 0,
 			out: []string{"QUEUE", "high    3", "1m15s", "250ms", "STATUS", "queued       13", "TYPE", "echo", "fail", "DEAD_LETTER", "last minute: 9 completed, 1 failed"}},
 		{name: "stats json", args: []string{"stats", "--json"}, out: []string{`"dlq_depth": 2`}},
+		{name: "stats workers", args: []string{"stats"}, out: []string{"workers: 1 active, 1 draining, 1 dead; 5 of 12 slots busy"}},
+		{name: "workers", args: []string{"workers"}, code: 0, reqs: []string{"GET /api/v1/workers"},
+			out: []string{"ID", "LAST HEARTBEAT", "w-old  worker  dead      2/16", "1m5s ago", "w-mid  lambda  draining  4/4", "4s ago",
+				"w-new  dev     active    1/8   2026-01-02 03:04:00  2s ago", "workers: 1 active, 1 draining, 1 dead; 5 of 12 slots busy"}},
+		{name: "workers json", args: []string{"workers", "--json"}, out: []string{`"state": "draining"`, `"heartbeat_seconds": 10`}},
+		{name: "workers args", args: []string{"workers", "extra"}, code: exitUsage, nReqs: -1},
 		{name: "pause", args: []string{"pause"}, exactOut: "paused all task types\n", reqs: []string{"POST /api/v1/control/pause"}},
 		{name: "pause type", args: []string{"pause", "--type", "echo"}, exactOut: "paused task type echo\n", reqs: []string{"POST /api/v1/control/pause?type=echo"}},
 		{name: "resume type json", args: []string{"resume", "--type", "echo", "--json"}, out: []string{`"paused": false`}, reqs: []string{"POST /api/v1/control/resume?type=echo"}},

@@ -77,6 +77,9 @@ type Deps struct {
 	DLQ      DLQ
 	Counters stats.Counters
 	Tokens   *auth.Tokens
+	// Workers is the worker registry behind GET /workers and the workers
+	// section of /stats (nil: an empty list, no section).
+	Workers stats.Workers
 }
 
 // Options tunes the API.
@@ -116,6 +119,7 @@ type Server struct {
 	controls Controls
 	dlq      DLQ
 	counters stats.Counters
+	workers  stats.Workers
 	tokens   *auth.Tokens
 	opt      Options
 	log      *slog.Logger
@@ -133,7 +137,7 @@ func New(d Deps, opt Options) *Server {
 	}
 	srv := &Server{
 		store: d.Store, enq: d.Enqueuer, queues: d.Queues, controls: d.Controls, dlq: d.DLQ, counters: d.Counters, tokens: d.Tokens,
-		opt: opt, log: opt.Logger, mux: http.NewServeMux(),
+		workers: d.Workers, opt: opt, log: opt.Logger, mux: http.NewServeMux(),
 	}
 	so := submit.Options{Known: task.NewKnownTypes(opt.KnownTypes), DirectWindow: opt.DirectWindow, Tracing: opt.Tracing, Metrics: opt.Metrics}
 	if d.Store != nil {
@@ -164,6 +168,7 @@ func (s *Server) register() {
 	s.handle("GET /api/v1/dlq", auth.Read, s.listDLQ)
 	s.handle("POST /api/v1/dlq/replay", auth.Admin, s.replayDLQ)
 	s.handle("GET /api/v1/events", auth.Read, s.streamEvents)
+	s.handle("GET /api/v1/workers", auth.Read, s.listWorkers)
 	s.public("GET /api/v1/openapi.json", s.openapi)
 	if s.opt.Dashboard != nil {
 		for _, p := range []string{"GET /{$}", "GET /dashboard.js", "GET /dashboard.css"} {

@@ -172,6 +172,9 @@ func (s *Server) cleanup(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	st, err := stats.Collect(r.Context(), s.counters, s.queues, s.store.Now())
+	if err == nil {
+		err = s.withWorkers(r, &st)
+	}
 	if err != nil {
 		s.internal(w, r, "collect stats", err)
 		return

@@ -23,7 +23,9 @@ import (
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/internal/workers"
 	"github.com/triagehq/triage/localstack/stacktest"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // The OpenAPI document is written by hand, so these tests keep it honest:
@@ -496,6 +498,24 @@ func TestOpenAPIResponses(t *testing.T) {
 	t.Run("stats", func(t *testing.T) {
 		c := &oaCheck{t: t, d: d, srv: s.srv}
 		c.call("GET /api/v1/stats", "/api/v1/stats", "ro", "", 200)
+	})
+
+	t.Run("workers", func(t *testing.T) {
+		c := &oaCheck{t: t, d: d, srv: s.srv}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.app.Workers.Register(ctx, workers.Instance{ID: "oa-worker", Kind: triagetype.WorkerKindWorker, Capacity: 4}); err != nil {
+			t.Fatal(err)
+		}
+		list, _ := c.call("GET /api/v1/workers", "/api/v1/workers", "ro", "", 200)
+		if ws, _ := oaObj(list)["workers"].([]any); len(ws) != 1 || str(ws[0], "id") != "oa-worker" || str(ws[0], "state") != "active" {
+			t.Errorf("GET /workers = %v, want the one active worker registered", list)
+		}
+		c.call("GET /api/v1/workers", "/api/v1/workers", "sub", "", 403)
+		st, _ := c.call("GET /api/v1/stats", "/api/v1/stats", "ro", "", 200)
+		if w := oaObj(oaObj(st)["workers"]); fmt.Sprintf("%v %v", w["active"], w["capacity"]) != "1 4" {
+			t.Errorf("stats workers = %v, want 1 active with capacity 4", w)
+		}
 	})
 
 	t.Run("control", func(t *testing.T) {

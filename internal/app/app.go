@@ -33,6 +33,7 @@ import (
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/tracing"
+	"github.com/triagehq/triage/internal/workers"
 )
 
 // App holds the assembled parts.
@@ -52,6 +53,8 @@ type App struct {
 	// Tracing is where spans go: OTLP when OTEL_* names an endpoint (New),
 	// else the program's global provider.
 	Tracing *tracing.Provider
+	// Workers is the registry of consumer instances (GET /workers).
+	Workers *workers.Registry
 }
 
 // New loads the AWS configuration the standard way (environment, shared
@@ -109,6 +112,7 @@ func Assemble(ctx context.Context, cfg config.Config, log *slog.Logger, awsCfg a
 	}
 	a.Enqueuer = enqueue.New(a.Store, a.Queues)
 	a.Controls = control.New(a.DynamoDB, cfg.Table, control.DefaultCacheTTL)
+	a.Workers = workers.New(a.DynamoDB, cfg.Table, a.Store.Shards())
 	return a, nil
 }
 

@@ -37,6 +37,7 @@ import (
 	"github.com/triagehq/triage/internal/promote"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/localstack"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Options configures a dev server.
@@ -244,7 +245,7 @@ func Run(ctx context.Context, opt Options) error {
 			errc <- fmt.Errorf("API server: %w", err)
 		}
 	}()
-	consumer := consumerapp.New(a, reg, dispatch.Options{DrainTimeout: DrainGrace, Metrics: rec})
+	consumer := consumerapp.New(a, reg, dispatch.Options{DrainTimeout: DrainGrace, Metrics: rec, Kind: triagetype.WorkerKindDev})
 	go func() { defer wg.Done(); _ = consumer.Run(runCtx) }()
 	go func() { defer wg.Done(); _ = promoterapp.New(a, promote.Options{Metrics: rec}).Run(runCtx, interval) }()
 

@@ -27,6 +27,7 @@ import (
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/internal/tracing"
+	"github.com/triagehq/triage/internal/workers"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -117,6 +118,18 @@ type Options struct {
 	// Metrics, if set, is told what the consumer does (nil: nothing is
 	// recorded). It must make no request of AWS.
 	Metrics Metrics
+	// Workers, if set, is the worker registry this consumer reports to
+	// (workers.Registry): registered when Run starts, heartbeated every
+	// WorkerHeartbeat with its capacity and busy slots, draining once Run's
+	// context ends, removed when Run returns. A failed registry write is
+	// logged; it never stops the consumer.
+	Workers workers.Registrar
+	// Kind names what runs this consumer in the registry
+	// (triagetype.WorkerKind*; "worker" when empty).
+	Kind string
+	// WorkerHeartbeat is the registry heartbeat interval
+	// (workers.DefaultHeartbeat, 10 s).
+	WorkerHeartbeat time.Duration
 }
 
 // Gate decides whether a task may start now. When it may not, the message
@@ -260,10 +273,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 	delDone := make(chan struct{})
 	go func() { c.del.run(delCtx); close(delDone) }()
 
+	beacon := c.announce(ctx)
+	defer beacon.Stop()
+
 	var wg sync.WaitGroup
 	for ctx.Err() == nil {
 		c.pollOnce(ctx, work, &wg)
 	}
+	beacon.Drain()
 
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

@@ -22,6 +22,8 @@ const (
 	// by-created: every task, newest first. Written once, when the task is
 	// created, and never changed: its key and projected attributes are
 	// immutable, so later transitions write nothing to it.
+	// Worker registry items (internal/workers) use it too, under
+	// partition values "w#<shard>" that no task has.
 	AttrCreatedPK = "cpk" // "c#<shard>"
 	AttrCreatedSK = "csk" // "<created_at, fixed-width UTC>#<id>"; by-type sorts by it too
 

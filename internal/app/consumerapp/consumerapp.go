@@ -23,6 +23,7 @@ import (
 	"github.com/triagehq/triage/internal/handler/lambdainvoke"
 	"github.com/triagehq/triage/internal/handler/webhook"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // New returns a consumer running handlers from reg, with the polling
@@ -63,6 +64,9 @@ func options(a *app.App, opt dispatch.Options) dispatch.Options {
 	}
 	if opt.Tracing == nil {
 		opt.Tracing = a.Tracing
+	}
+	if opt.Workers == nil && a.Workers != nil {
+		opt.Workers = a.Workers
 	}
 	if opt.Backoff == nil {
 		opt.Backoff = c.RetryBackoff
@@ -138,6 +142,9 @@ func Lambda(a *app.App, reg *handler.Registry, opt dispatch.Options) func(contex
 	opt.DrainTimeout = LambdaReserve - lambdaRecordReserve
 	if opt.Metrics == nil {
 		opt.Metrics = lambdaMetrics(a)
+	}
+	if opt.Kind == "" {
+		opt.Kind = triagetype.WorkerKindLambda
 	}
 	c := New(a, reg, opt)
 	h := flushing(LambdaHandler(c, LambdaReserve), opt.Metrics, a.Log)

@@ -1,0 +1,29 @@
+package stats
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/triagehq/triage/triagetype"
+)
+
+// Workers lists the registered consumer instances (workers.Registry).
+type Workers interface {
+	List(ctx context.Context) ([]triagetype.Worker, error)
+}
+
+// WorkerStats is the workers section of GET /stats (the public type).
+type WorkerStats = triagetype.WorkerStats
+
+// CollectWorkers sums the registered consumer instances: the workers
+// section of /stats, the same figures GET /workers lists one by one. Its
+// cost is the registry's listing, O(workers): one keys-only query per
+// shard and half a read unit per instance, never a read of the tasks.
+func CollectWorkers(ctx context.Context, w Workers) (*WorkerStats, error) {
+	ws, err := w.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	s := triagetype.SummarizeWorkers(ws)
+	return &s, nil
+}

@@ -1,0 +1,86 @@
+package triagetype
+
+import "time"
+
+// WorkerState is where a consumer instance is in its life, as GET /workers
+// reports it.
+type WorkerState string
+
+// The worker states. Active and Draining are what the instance itself last
+// wrote; Dead is derived when it is read: the instance missed
+// DeadAfterBeats heartbeats in a row (it crashed, was killed, or its
+// Lambda invocation was cut off before it could say goodbye). An instance
+// that stops cleanly removes itself and is not listed at all.
+const (
+	WorkerActive   WorkerState = "active"
+	WorkerDraining WorkerState = "draining"
+	WorkerDead     WorkerState = "dead"
+)
+
+// DeadAfterBeats is how many heartbeat intervals may pass without a
+// heartbeat before a worker counts as dead. Three tolerates one slow or
+// failed write (heartbeats that fail are logged and retried at the next
+// tick) without flapping.
+const DeadAfterBeats = 3
+
+// Worker kinds: what runs the consumer.
+const (
+	WorkerKindLambda = "lambda" // one invocation of the consumer function
+	WorkerKindWorker = "worker" // a long-running consumer (worker.Run, a container)
+	WorkerKindDev    = "dev"    // the consumer inside `triage dev`
+)
+
+// Worker is one consumer instance, as GET /workers lists it.
+type Worker struct {
+	ID    string      `json:"id"`
+	Kind  string      `json:"kind"`
+	State WorkerState `json:"state"`
+	// StartedAt is when this instance (or this Lambda invocation) registered.
+	StartedAt time.Time `json:"started_at"`
+	// LastHeartbeatAt is the instance's own clock at its last heartbeat.
+	LastHeartbeatAt time.Time `json:"last_heartbeat_at"`
+	// HeartbeatSeconds is the instance's heartbeat interval: it is dead
+	// once DeadAfterBeats of them pass with no heartbeat.
+	HeartbeatSeconds float64 `json:"heartbeat_seconds"`
+	// Capacity is how many tasks it runs at once; Busy how many slots were
+	// taken at its last heartbeat.
+	Capacity int `json:"capacity"`
+	Busy     int `json:"busy"`
+}
+
+// WorkerList is the answer of GET /workers: every registered instance that
+// is alive or died within the last few minutes, oldest first.
+type WorkerList struct {
+	Workers     []Worker  `json:"workers"`
+	GeneratedAt time.Time `json:"generated_at"`
+}
+
+// WorkerStats sums the workers of a WorkerList: the workers section of
+// GET /stats. Capacity and Used count live (active and draining) workers
+// only: a dead worker runs nothing.
+type WorkerStats struct {
+	Active   int `json:"active"`
+	Draining int `json:"draining"`
+	Dead     int `json:"dead"`
+	Capacity int `json:"capacity"`
+	Used     int `json:"used"`
+}
+
+// SummarizeWorkers sums ws into the /stats workers section.
+func SummarizeWorkers(ws []Worker) WorkerStats {
+	var s WorkerStats
+	for _, w := range ws {
+		switch w.State {
+		case WorkerActive:
+			s.Active++
+		case WorkerDraining:
+			s.Draining++
+		case WorkerDead:
+			s.Dead++
+			continue
+		}
+		s.Capacity += w.Capacity
+		s.Used += w.Busy
+	}
+	return s
+}
