@@ -28,6 +28,7 @@ func New(prefix string) Spec { return spec.New(prefix) }
 // Attribute and index names of the table.
 const (
 	AttrPK         = spec.AttrPK
+	TaskKeyPrefix  = spec.TaskKeyPrefix
 	AttrCreatedPK  = spec.AttrCreatedPK
 	AttrCreatedSK  = spec.AttrCreatedSK
 	AttrTypePK     = spec.AttrTypePK

@@ -405,6 +405,18 @@ func (d *Dispatcher) countersTrigger() {
 		MaxBatchingWindow:     awscdk.Duration_Seconds(jsii.Number(2)),
 		BisectBatchOnError:    jsii.Bool(false),
 		ParallelizationFactor: jsii.Number(1),
+		// Only task items count and make events: the stream also carries
+		// the counters' own writes, worker heartbeats and controls, which
+		// would each invoke the function for nothing.
+		Filters: &[]*map[string]interface{}{
+			awslambda.FilterCriteria_Filter(&map[string]interface{}{
+				"dynamodb": map[string]interface{}{
+					"Keys": map[string]interface{}{
+						resourcespec.AttrPK: map[string]interface{}{"S": awslambda.FilterRule_BeginsWith(jsii.String(resourcespec.TaskKeyPrefix))},
+					},
+				},
+			}),
+		},
 	}))
 }
 

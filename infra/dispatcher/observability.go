@@ -57,8 +57,7 @@ func (d *Dispatcher) metric(ns string, id resourcespec.MetricID, stat string, pe
 // observability sets the functions' metrics namespace, and declares the
 // dashboard of the key metrics and the alarms on them: high-priority wait
 // p99, oldest queued age beyond the starvation bound (per priority), and
-// failure rate. (An alarm on missing consumer heartbeats belongs to the
-// worker heartbeat work.)
+// failure rate, and no consumer heartbeat.
 func (d *Dispatcher) observability(p Props) {
 	mp := p.Metrics
 	ns := mp.Namespace
@@ -107,6 +106,12 @@ func (d *Dispatcher) observability(p Props) {
 		Period:       period,
 	})
 	alarm("FailureRate", fmt.Sprintf("triage %s: more than %v%% of attempts failed", p.Prefix, mp.FailureRatePercent), rate, mp.FailureRatePercent)
+	// Every consumer reports its slot capacity with each metrics flush
+	// (every minute while it runs, and as each invocation ends); the
+	// scheduled consumer runs every minute. No report in a whole period,
+	// missing data included, means no consumer is alive to run tasks.
+	d.alarmLow(p, "NoConsumer", fmt.Sprintf("triage %s: no consumer reported in %s (no heartbeat: tasks are not being run)", p.Prefix, p.Alarms.Period),
+		d.metric(ns, resourcespec.MetricSlotsCapacity, "SampleCount", period, nil, ""))
 
 	byPrio := func(id resourcespec.MetricID, stat string) *[]awscloudwatch.IMetric {
 		var ms []awscloudwatch.IMetric
@@ -164,4 +169,23 @@ func (d *Dispatcher) observability(p Props) {
 		}),
 		graph("Put-offs", byLabel(resourcespec.MetricPutOffs, "reason", resourcespec.PutOffReasons())),
 	)
+}
+
+// alarmLow declares an alarm that fires when m is below 1 in a period, or
+// has no data at all (a heartbeat that stopped).
+func (d *Dispatcher) alarmLow(p Props, id, desc string, m awscloudwatch.IMetric) {
+	a := awscloudwatch.NewAlarm(d.Construct, jsii.String(id), &awscloudwatch.AlarmProps{
+		Metric:             m,
+		AlarmDescription:   jsii.String(desc),
+		Threshold:          jsii.Number(1),
+		EvaluationPeriods:  jsii.Number(1),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD,
+		TreatMissingData:   awscloudwatch.TreatMissingData_BREACHING,
+	})
+	if p.Alarms.Topic != nil {
+		action := awscloudwatchactions.NewSnsAction(p.Alarms.Topic)
+		a.AddAlarmAction(action)
+		a.AddOkAction(action)
+	}
+	d.Alarms = append(d.Alarms, a)
 }

@@ -14,8 +14,8 @@ import (
 )
 
 // metricAlarms is how many alarms watch triage's own metrics: high wait
-// p99, starvation per priority, failure rate.
-const metricAlarms = 1 + 3 + 1
+// p99, starvation per priority, failure rate, no consumer heartbeat.
+const metricAlarms = 1 + 3 + 1 + 1
 
 // metricAlarm finds the alarm on metric with dims in namespace ns.
 func (f *fixture) metricAlarm(t *testing.T, ns, metric string, dims map[string]any) map[string]any {
@@ -83,6 +83,11 @@ func TestMetricAlarms(t *testing.T) {
 					t.Errorf("failure-rate alarm lacks %s: %s", m, body)
 				}
 			}
+			beat := c.f.metricAlarm(t, c.ns, resourcespec.MetricName(resourcespec.MetricSlotsCapacity), nil)
+			equalJSON(t, "heartbeat statistic", beat["Statistic"], "SampleCount")
+			equalJSON(t, "heartbeat comparison", beat["ComparisonOperator"], "LessThanThreshold")
+			equalJSON(t, "heartbeat threshold", beat["Threshold"], 1)
+			equalJSON(t, "heartbeat missing data", beat["TreatMissingData"], "breaching")
 			for name, fn := range map[string]awslambda.Function{"api": c.f.d.API, "consumer": c.f.d.Consumer, "promoter": c.f.d.Promoter} {
 				vars := c.f.resources[c.f.id(fn)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
 				equalJSON(t, name+" "+resourcespec.EnvMetricsNamespace, vars[resourcespec.EnvMetricsNamespace], c.ns)

@@ -363,7 +363,7 @@ func (k *Keeper) dropEmptyQueued(ctx context.Context, changed map[string]int64) 
 // tasks (idempotency keys, controls, the counters themselves).
 func TaskFromImage(img map[string]types.AttributeValue) (*task.Task, bool, error) {
 	pk, _ := img[spec.AttrPK].(*types.AttributeValueMemberS)
-	if pk == nil || !strings.HasPrefix(pk.Value, "TASK#") {
+	if pk == nil || !strings.HasPrefix(pk.Value, spec.TaskKeyPrefix) {
 		return nil, false, nil
 	}
 	var t task.Task

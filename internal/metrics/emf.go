@@ -195,7 +195,7 @@ type metricDef struct {
 // dimension sets (its labels, then its rollups).
 func (d *document) add(def Def, val any) {
 	d.metrics[def.Name] = val
-	sets := append([][]string{slices.Clone(def.Labels)}, def.Rollups...)
+	sets := append([][]string{append([]string{}, def.Labels...)}, def.Rollups...) // never nil: a label-less metric is published with no dimensions ([[]]), not [null]
 	for i := range d.directives {
 		if slices.EqualFunc(d.directives[i].dimensions, sets, slices.Equal) {
 			d.directives[i].metrics = append(d.directives[i].metrics, metricDef{def.Name, def.Unit})

@@ -18,6 +18,9 @@ import (
 // every write (store.item), so an index can never disagree with its task.
 const (
 	AttrPK = "pk"
+	// TaskKeyPrefix starts every task item's pk ("TASK#<id>"); other items
+	// (counters, controls, workers, idempotency keys) have other prefixes.
+	TaskKeyPrefix = "TASK#"
 
 	// by-created: every task, newest first. Written once, when the task is
 	// created, and never changed: its key and projected attributes are

@@ -51,7 +51,7 @@ func createdPartition(shard int) string          { return "c#" + strconv.Itoa(sh
 func typePartition(typ string, shard int) string { return typ + "#" + strconv.Itoa(shard) }
 func duePartition(c DueClass, shard int) string  { return string(c) + "#" + strconv.Itoa(shard) }
 func sortKey(at time.Time, id string) string     { return SortableTime(at) + "#" + id }
-func taskIDFromPK(pk string) (string, bool)      { return strings.CutPrefix(pk, "TASK#") }
+func taskIDFromPK(pk string) (string, bool)      { return strings.CutPrefix(pk, spec.TaskKeyPrefix) }
 func (s *Store) partitions(f func(int) string) []string {
 	out := make([]string, s.shards)
 	for i := range out {

@@ -116,7 +116,7 @@ func (s *Store) Table() string { return s.table }
 func (s *Store) Now() time.Time { return s.now() }
 
 func taskKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{spec.AttrPK: &types.AttributeValueMemberS{Value: "TASK#" + id}}
+	return map[string]types.AttributeValue{spec.AttrPK: &types.AttributeValueMemberS{Value: spec.TaskKeyPrefix + id}}
 }
 
 // sortableLayout is a fixed-width UTC time layout: strings in it sort in time order.
@@ -146,7 +146,7 @@ func (s *Store) item(t *task.Task) (map[string]types.AttributeValue, error) {
 		delete(av, "result")
 	}
 	sh := s.shardOf(t.ID)
-	av[spec.AttrPK] = &types.AttributeValueMemberS{Value: "TASK#" + t.ID}
+	av[spec.AttrPK] = &types.AttributeValueMemberS{Value: spec.TaskKeyPrefix + t.ID}
 	av[spec.AttrCreatedPK] = &types.AttributeValueMemberS{Value: createdPartition(sh)}
 	av[spec.AttrCreatedSK] = &types.AttributeValueMemberS{Value: sortKey(t.CreatedAt, t.ID)}
 	av[spec.AttrTypePK] = &types.AttributeValueMemberS{Value: typePartition(t.Type, sh)}
