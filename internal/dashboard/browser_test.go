@@ -171,6 +171,16 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("throughput shows completed %q failed %q, want 42 and 5", c, f)
 	}
 
+	// 1b. The page opened the live event stream with the token (fetch, not
+	// EventSource, which cannot send it) and says so.
+	waitJS("the live-events pill", `document.getElementById("live").textContent === "live"`)
+	fake.mu.Lock()
+	streams := fake.eventStreams
+	fake.mu.Unlock()
+	if streams != 1 {
+		t.Errorf("%d event streams opened, want 1", streams)
+	}
+
 	// 2. The token left the address bar and lives in sessionStorage.
 	var loc struct {
 		Href, Stored string

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -24,6 +25,8 @@ type fakeAPI struct {
 	listLimits []string
 	badTokens  int
 	seq        int
+	// eventStreams counts GET /api/v1/events requests with the right token.
+	eventStreams int
 }
 
 type fakeTask struct {
@@ -81,6 +84,7 @@ func (f *fakeAPI) routes(dash http.Handler) *http.ServeMux {
 	api.HandleFunc("POST /api/v1/tasks", f.submit)
 	api.HandleFunc("GET /api/v1/tasks/{id}", f.get)
 	api.HandleFunc("POST /api/v1/tasks/{id}/cancel", f.cancel)
+	api.HandleFunc("GET /api/v1/events", f.events)
 	api.HandleFunc("GET /api/v1/control", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"controls": []map[string]any{{"paused": false}}})
 	})
@@ -249,4 +253,20 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// events streams one lifecycle event, then keeps the stream open (as the
+// API's SSE endpoint does) until the page goes or 40 s pass.
+func (f *fakeAPI) events(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.eventStreams++
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, ": triage events\n\nid: 01JTESTTASK0000000000000AA-2\nevent: task.started\ndata: {\"type\":\"task.started\",\"task_id\":\"01JTESTTASK0000000000000AA\"}\n\n")
+	w.(http.Flusher).Flush()
+	select {
+	case <-r.Context().Done():
+	case <-time.After(40 * time.Second):
+	}
 }

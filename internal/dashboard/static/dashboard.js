@@ -6,6 +6,8 @@
 
   const TOKEN_KEY = 'triage.token';
   const REFRESH_MS = 2000;
+  const LIVE_MIN_MS = 300; // live events refresh the page at most this often
+  const LIVE_RETRY_MS = 5000; // a broken event stream is reopened after this
   const LIST_LIMIT = 50;
   const PRIORITIES = ['high', 'medium', 'low'];
   const STATUSES = ['scheduled', 'queued', 'executing', 'retrying', 'completed', 'cancelled', 'dead_letter'];
@@ -24,6 +26,9 @@
     task: null, // that task, as last loaded
     errors: new Map(), // banner messages by key
     errorSeq: 0,
+    live: null, // AbortController of the open event stream
+    liveLast: 0, // when a live event last refreshed the page
+    livePending: 0, // timer of a live refresh put off by LIVE_MIN_MS
   };
 
   // ---- API ---------------------------------------------------------------
@@ -168,12 +173,14 @@
     $('app').hidden = false;
     $('session-actions').hidden = false;
     refreshNow();
+    live(token);
   }
 
   function signOut(reason) {
     state.token = '';
     storeToken('');
     clearTimeout(state.timer);
+    if (state.live) state.live.abort();
     closeDetail();
     $('app').hidden = true;
     $('session-actions').hidden = true;
@@ -184,6 +191,79 @@
     $('login').hidden = false;
     $('token').value = '';
     $('token').focus();
+  }
+
+  // ---- live events ---------------------------------------------------------
+
+  // Where the API runs as a long-lived server (triage dev), GET
+  // /api/v1/events streams the tasks' lifecycle events: each one refreshes
+  // the page at once (at most every LIVE_MIN_MS), on top of the 2 s poll.
+  // The Lambda-hosted API answers 501, an API without the route 404: the
+  // dashboard then only polls. EventSource cannot send the bearer token,
+  // so the stream is read with fetch.
+  async function live(token) {
+    if (state.live) return;
+    while (state.token === token) {
+      const ctrl = new AbortController();
+      state.live = ctrl;
+      let res = null;
+      try {
+        res = await fetch('api/v1/events', {
+          headers: { Authorization: 'Bearer ' + token, Accept: 'text/event-stream' },
+          cache: 'no-store', credentials: 'omit', signal: ctrl.signal,
+        });
+      } catch (e) {
+        res = null;
+      }
+      if (res && !res.ok && res.status !== 503) {
+        state.live = null; // no event stream here (501, 404) or no access: poll only
+        return;
+      }
+      if (res && res.ok && res.body) {
+        $('live').textContent = 'live';
+        try {
+          await readEvents(res.body.getReader());
+        } catch (e) {
+          // the stream broke or was aborted: reopened below while signed in
+        }
+        $('live').textContent = '';
+      }
+      state.live = null;
+      if (state.token !== token) return;
+      await new Promise((resolve) => setTimeout(resolve, LIVE_RETRY_MS));
+    }
+  }
+
+  // readEvents reads Server-Sent Events until the stream ends, refreshing
+  // the page for each event (comments and keep-alives are ignored).
+  async function readEvents(reader) {
+    const decoder = new TextDecoder();
+    let buf = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += decoder.decode(value, { stream: true });
+      let end;
+      while ((end = buf.indexOf('\n\n')) >= 0) {
+        const block = buf.slice(0, end);
+        buf = buf.slice(end + 2);
+        if (/^data:/m.test(block)) liveRefresh();
+      }
+    }
+  }
+
+  function liveRefresh() {
+    const wait = state.liveLast + LIVE_MIN_MS - Date.now();
+    if (wait <= 0) {
+      state.liveLast = Date.now();
+      refreshNow();
+    } else if (!state.livePending) {
+      state.livePending = setTimeout(() => {
+        state.livePending = 0;
+        state.liveLast = Date.now();
+        refreshNow();
+      }, wait);
+    }
   }
 
   // ---- refresh loop ------------------------------------------------------
