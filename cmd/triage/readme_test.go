@@ -56,10 +56,13 @@ var (
 	reSpan = regexp.MustCompile(` {2,}`)
 	// The one-minute throughput depends on how long the run took.
 	reMinute = regexp.MustCompile(`last minute: \d+ completed, \d+ failed`)
+	// Busy slots are as of each worker's last heartbeat (every 10 s): the
+	// count depends on when that fell during the run.
+	reBusy = regexp.MustCompile(`\d+ of (\d+) slots busy`)
 )
 
 // normalize masks what differs between runs (ids, message ids, times,
-// receive counts, the last minute's throughput, column padding) and sorts the lines, so the comparison is
+// receive counts, the last minute's throughput, busy slots, column padding) and sorts the lines, so the comparison is
 // about content, not the order SQS delivered things in.
 func normalize(lines []string) []string {
 	var out []string
@@ -69,6 +72,7 @@ func normalize(lines []string) []string {
 		l = reTime.ReplaceAllString(l, "<TIME>")
 		l = reRecv.ReplaceAllString(l, "${1}<N>")
 		l = reMinute.ReplaceAllString(l, "last minute: <N> completed, <N> failed")
+		l = reBusy.ReplaceAllString(l, "<N> of ${1} slots busy")
 		l = reSpan.ReplaceAllString(strings.TrimRight(l, " "), "  ")
 		if l = strings.TrimSpace(l); l != "" {
 			out = append(out, l)
