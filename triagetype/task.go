@@ -38,6 +38,11 @@ type Task struct {
 	// carries it then (list pages and other answers leave it out).
 	PayloadSize int `json:"payload_size,omitempty"`
 	ResultSize  int `json:"result_size,omitempty"`
+	// Progress is the handler's last progress report, if it made one.
+	Progress *Progress `json:"progress,omitempty"`
+	// Checkpoint is the last checkpoint a handler saved (at most 3 KiB of
+	// JSON): the next attempt starts from it.
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
 	// RetryAt is when a retrying task runs again.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
@@ -80,4 +85,25 @@ type SubmitRequest struct {
 	// TraceID ties the task to the caller's trace in triage's logs; it
 	// defaults to the task's id.
 	TraceID string `json:"trace_id,omitempty"`
+}
+
+// Progress is what a running task's handler last reported: how far it got
+// and what it is doing. It stays on the task after the attempt ends (a
+// finished task shows its last report), and Attempt says which attempt
+// made it. Its dynamodbav names are the stored item's.
+type Progress struct {
+	Percent   int       `json:"percent" dynamodbav:"percent"`
+	Message   string    `json:"message,omitempty" dynamodbav:"message,omitempty"`
+	Attempt   int       `json:"attempt" dynamodbav:"attempt"`
+	UpdatedAt time.Time `json:"updated_at" dynamodbav:"updated_at"`
+}
+
+// ProgressReport is the body of POST /api/v1/tasks/{id}/progress, which an
+// external (webhook or Lambda) handler sends with its attempt's
+// progress_token. Percent (0 to 100) or Checkpoint must be given; Message
+// needs Percent.
+type ProgressReport struct {
+	Percent    *int            `json:"percent,omitempty"`
+	Message    string          `json:"message,omitempty"`
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
 }

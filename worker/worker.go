@@ -57,6 +57,48 @@ type Task struct {
 	Attempt     int    // 1 on the first run
 	MaxAttempts int
 	TraceID     string
+
+	req handler.Request // reports go to its Reporter; its Checkpoint is the last one saved
+}
+
+// Progress reports how far the attempt has got: percent from 0 to 100 and
+// a short message (at most 256 bytes), shown by GET, the CLI and the
+// dashboard. Report as often as you like: the latest report is written
+// with the task's next heartbeat, or after task.ProgressInterval (5 s) at
+// the soonest, and the last one with the attempt's outcome, so reports
+// never multiply the task's writes. It fails only on invalid input.
+func (t *Task) Progress(ctx context.Context, percent int, message string) error {
+	return t.req.ReportProgress(ctx, percent, message)
+}
+
+// Checkpoint saves v (marshalled to JSON, at most 3 KiB) as the task's
+// checkpoint: a later attempt (a retry after a failure, crash or snooze)
+// gets it from LastCheckpoint and can resume from there. It is written as
+// progress is, so one saved moments before a crash may be lost; one saved
+// before the handler returns an error is always kept.
+func (t *Task) Checkpoint(ctx context.Context, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("checkpoint of task %s: %w", t.ID, err)
+	}
+	if err := t.req.SaveCheckpoint(ctx, b); err != nil {
+		return fmt.Errorf("checkpoint of task %s: %w", t.ID, err)
+	}
+	t.req.Checkpoint = b
+	return nil
+}
+
+// LastCheckpoint unmarshals the task's last saved checkpoint into v and
+// reports whether there was one: saved by an earlier attempt, or by this
+// one.
+func (t *Task) LastCheckpoint(v any) (bool, error) {
+	if len(t.req.Checkpoint) == 0 {
+		return false, nil
+	}
+	if err := json.Unmarshal(t.req.Checkpoint, v); err != nil {
+		return true, fmt.Errorf("decode checkpoint of task %s: %w", t.ID, err)
+	}
+	return true, nil
 }
 
 // Decode unmarshals the payload into v.
@@ -287,6 +329,7 @@ func taskOf(r handler.Request) *Task {
 	return &Task{
 		ID: r.ID, Type: r.Type, Payload: r.Payload, Priority: string(r.Priority),
 		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, TraceID: r.TraceID,
+		req: r,
 	}
 }
 

@@ -35,6 +35,8 @@ func task(id, status string) string {
 		extra = `,"result":{"x":1}`
 	case "dead_letter":
 		extra = `,"error":{"message":"boom","retriable":false}`
+	case "executing":
+		extra = `,"progress":{"percent":40,"message":"rows","attempt":2,"updated_at":"2026-01-02T03:04:05Z"},"checkpoint":{"row":4}`
 	}
 	return fmt.Sprintf(fakeTask, id, "low", status, 1, extra)
 }
@@ -296,6 +298,8 @@ func TestCommands(t *testing.T) {
 	}{
 		{name: "get", args: []string{"get", "done"}, code: 0,
 			out: []string{"id:        done", "status:    completed", `result:    {"x":1}`}, reqs: []string{"GET /api/v1/tasks/done"}},
+		{name: "get running", args: []string{"get", "busy"}, code: 0,
+			out: []string{"status:    executing", "progress:  40% rows (attempt 2, 2026-01-02 03:04:05)", "checkpoint: 9 bytes"}},
 		{name: "get unknown", args: []string{"get", "nope"}, code: exitNotFound, errOut: []string{"404 not_found"}},
 		{name: "get without id", args: []string{"get"}, code: exitUsage, nReqs: -1},
 		{name: "unknown command", args: []string{"frobnicate"}, code: exitUsage, errOut: []string{`unknown command "frobnicate"`}},

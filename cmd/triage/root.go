@@ -152,6 +152,16 @@ func (c *cli) printTask(t *triage.Task) error {
 	if t.CompletedAt != nil {
 		fmt.Fprintf(c.out, "finished:  %s\n", fmtTime(*t.CompletedAt))
 	}
+	if p := t.Progress; p != nil {
+		fmt.Fprintf(c.out, "progress:  %d%%", p.Percent)
+		if p.Message != "" {
+			fmt.Fprintf(c.out, " %s", p.Message)
+		}
+		fmt.Fprintf(c.out, " (attempt %d, %s)\n", p.Attempt, fmtTime(p.UpdatedAt))
+	}
+	if len(t.Checkpoint) > 0 {
+		fmt.Fprintf(c.out, "checkpoint: %d bytes\n", len(t.Checkpoint))
+	}
 	if t.CancelRequested {
 		fmt.Fprintf(c.out, "cancel:    requested; the handler's context is cancelled at its next heartbeat\n")
 	}

@@ -40,6 +40,9 @@ type Store interface {
 	Cleanup(ctx context.Context, olderThan time.Time) (int, error)
 	// LoadBodies reads a payload or result kept off the task's record.
 	LoadBodies(ctx context.Context, t *task.Task) error
+	// Report writes an external handler's progress report made with its
+	// attempt's token, at most once per interval per task.
+	Report(ctx context.Context, id string, r store.Report, interval time.Duration) (*task.Task, error)
 	Now() time.Time
 }
 
@@ -109,6 +112,9 @@ type Options struct {
 	Events EventSource
 	// Metrics, if set, counts submitted tasks (submit.Options.Metrics).
 	Metrics submit.Metrics
+	// ProgressInterval is the least time between two accepted progress
+	// reports of one task (task.ProgressInterval).
+	ProgressInterval time.Duration
 }
 
 // Server serves the API.
@@ -135,6 +141,9 @@ func New(d Deps, opt Options) *Server {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opt.ProgressInterval <= 0 {
+		opt.ProgressInterval = task.ProgressInterval
+	}
 	srv := &Server{
 		store: d.Store, enq: d.Enqueuer, queues: d.Queues, controls: d.Controls, dlq: d.DLQ, counters: d.Counters, tokens: d.Tokens,
 		workers: d.Workers, opt: opt, log: opt.Logger, mux: http.NewServeMux(),
@@ -159,6 +168,8 @@ func (s *Server) register() {
 	s.handle("POST /api/v1/tasks/{id}/cancel", auth.Admin, s.cancel)
 	s.handle("POST /api/v1/tasks/{id}/retry", auth.Admin, s.retry)
 	s.handle("DELETE /api/v1/tasks/{id}", auth.Admin, s.delete)
+	// Authorized by the attempt's own progress token, not an API token.
+	s.public("POST /api/v1/tasks/{id}/progress", s.reportProgress)
 	s.handle("DELETE /api/v1/tasks", auth.Admin, s.cleanup)
 	s.handle("GET /api/v1/stats", auth.Read, s.stats)
 	s.handle("POST /api/v1/control/pause", auth.Admin, s.pause(true))

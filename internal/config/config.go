@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -52,6 +53,7 @@ const (
 	EnvRetention       = "TRIAGE_RETENTION"            // TTL of terminal tasks (default 168h)
 	EnvRoutes          = "TRIAGE_ROUTES"               // "type=arn:aws:lambda:...,type2=https://hook"
 	EnvWebhookSecret   = "TRIAGE_WEBHOOK_SECRET"       // HMAC key for webhook signatures
+	EnvAPIURL          = "TRIAGE_API_URL"              // the API's base URL, for the progress_url external handlers get
 	EnvEventWebhooks   = "TRIAGE_EVENT_WEBHOOKS"       // lifecycle event webhooks "url,type+type=url" (stream consumer; see internal/events)
 	EnvEventBus        = "TRIAGE_EVENT_BUS"            // EventBridge bus name or ARN for lifecycle events (stream consumer)
 	EnvConsumerARN     = "TRIAGE_CONSUMER_FUNCTION"    // consumer function the promoter may fan out to
@@ -123,6 +125,11 @@ type Config struct {
 	// WebhookSecret is the HMAC key of webhook signatures
 	// (TRIAGE_WEBHOOK_SECRET).
 	WebhookSecret string
+	// APIURL is the API's base address (https://…), from which the
+	// consumer makes the progress_url each webhook and Lambda request
+	// carries (none; TRIAGE_API_URL). Without it, handlers get only the
+	// progress_token and must know the API's address themselves.
+	APIURL string
 	// DemoHandlers registers the demo handlers (echo, sleep, fail, noop) in
 	// the consumer function (false; TRIAGE_DEMO_HANDLERS; `triage dev`
 	// always does).
@@ -343,6 +350,11 @@ func (c Config) Validate() error {
 	bad := func(field, env, format string, args ...any) error {
 		return &FieldError{Field: field, Env: env, Msg: fmt.Sprintf(format, args...)}
 	}
+	if c.APIURL != "" {
+		if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return bad("APIURL", EnvAPIURL, "%q is not an http(s) URL such as https://abc.execute-api.us-east-1.amazonaws.com", c.APIURL)
+		}
+	}
 	for _, v := range []struct {
 		field, env string
 		n, min     int
@@ -452,6 +464,7 @@ func Decode(getenv func(string) string) (Config, error) {
 		Tokens:          getenv(EnvTokens),
 		TokensSecretARN: getenv(EnvTokensSecretARN),
 		WebhookSecret:   getenv(EnvWebhookSecret),
+		APIURL:          getenv(EnvAPIURL),
 		ConsumerARN:     getenv(EnvConsumerARN),
 		LogLevel:        strings.ToLower(getenv(EnvLogLevel)),
 	}

@@ -209,3 +209,37 @@ func TestBackoffWait(t *testing.T) {
 		}
 	}
 }
+
+func TestAPIURL(t *testing.T) {
+	for _, tc := range []struct {
+		url string
+		ok  bool
+	}{
+		{"", true},
+		{"https://abc.execute-api.us-east-1.amazonaws.com", true},
+		{"http://127.0.0.1:8080/", true},
+		{"abc.execute-api.us-east-1.amazonaws.com", false},
+		{"ftp://host", false},
+	} {
+		c, err := Decode(func(k string) string {
+			if k == EnvAPIURL {
+				return tc.url
+			}
+			return ""
+		})
+		if err != nil {
+			t.Fatalf("Decode: %v", err)
+		}
+		if c.APIURL != tc.url {
+			t.Errorf("APIURL = %q, want %q", c.APIURL, tc.url)
+		}
+		err = c.WithDefaults().Validate()
+		var fe *FieldError
+		if tc.ok && err != nil && errors.As(err, &fe) && fe.Env == EnvAPIURL {
+			t.Errorf("%q: %v, want valid", tc.url, err)
+		}
+		if !tc.ok && (!errors.As(err, &fe) || fe.Env != EnvAPIURL) {
+			t.Errorf("%q: %v, want an error naming %s", tc.url, err, EnvAPIURL)
+		}
+	}
+}

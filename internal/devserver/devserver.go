@@ -245,7 +245,7 @@ func Run(ctx context.Context, opt Options) error {
 			errc <- fmt.Errorf("API server: %w", err)
 		}
 	}()
-	consumer := consumerapp.New(a, reg, dispatch.Options{DrainTimeout: DrainGrace, Metrics: rec, Kind: triagetype.WorkerKindDev})
+	consumer := consumerapp.New(a, reg, dispatch.Options{DrainTimeout: DrainGrace, Metrics: rec, Kind: triagetype.WorkerKindDev, APIURL: base})
 	go func() { defer wg.Done(); _ = consumer.Run(runCtx) }()
 	go func() { defer wg.Done(); _ = promoterapp.New(a, promote.Options{Metrics: rec}).Run(runCtx, interval) }()
 

@@ -88,6 +88,14 @@ type Options struct {
 	// heartbeat). Each check is one eventually consistent read of the
 	// task's cancel flag, made only while the task runs.
 	CancelCheck time.Duration
+	// ProgressInterval is the least time between two writes of a running
+	// task that carry its handler's progress reports (task.ProgressInterval);
+	// heartbeats carry them too. See Consumer.heartbeat.
+	ProgressInterval time.Duration
+	// APIURL is the API's base address (TRIAGE_API_URL), from which each
+	// attempt's progress_url is made for external handlers ("": none is
+	// given; they still get the token).
+	APIURL string
 	// BatchWait is how long a busy consumer waits for more free slots
 	// before a receive, so receives carry several messages (20 ms; a
 	// negative value does not wait).
@@ -160,6 +168,9 @@ func (o *Options) defaults() {
 	}
 	if o.CancelCheck == 0 {
 		o.CancelCheck = time.Second
+	}
+	if o.ProgressInterval <= 0 {
+		o.ProgressInterval = task.ProgressInterval
 	}
 	if o.LeaseMargin <= 0 {
 		o.LeaseMargin = min(5*time.Second, o.Lease/4)

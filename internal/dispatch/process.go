@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,9 +25,11 @@ import (
 )
 
 // job is one claimed task being run. mu guards cur, which the heartbeat
-// replaces as it renews the lease.
+// replaces as it renews the lease. rep holds what the handler reported
+// and no write has carried yet (nil until the handler runs).
 type job struct {
 	msg queue.Received
+	rep *reporter
 	mu  sync.Mutex
 	cur *task.Task
 }
@@ -149,6 +152,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, fun
 				n.LeaseUntil = &lease
 				n.StartedAt = &now
 				n.RetryAt = nil
+				n.ProgressToken = task.NewProgressToken() // this attempt's alone
 			})
 			if err == nil {
 				c.mx.Started(t, now)
@@ -439,6 +443,7 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 	runCtx, cancelTimeout := context.WithTimeoutCause(runCtx, timeout, fmt.Errorf("timeout: the handler ran longer than timeout_seconds=%d", t.TimeoutSeconds))
 	defer cancelTimeout()
 
+	j.rep = newReporter(t.Attempts, c.store.Now)
 	hbDone := make(chan struct{})
 	hbStop := make(chan struct{})
 	go func() { defer close(hbDone); c.heartbeat(ctx, j, started.Add(timeout), cancel, hbStop) }()
@@ -466,6 +471,8 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 			ID: t.ID, Type: t.Type, Payload: payload, Priority: t.Priority,
 			Attempt: t.Attempts, MaxAttempts: t.MaxAttempts, TraceID: t.TraceID,
 			Traceparent: tracing.Traceparent(spanCtx),
+			Checkpoint:  t.Checkpoint, ProgressToken: t.ProgressToken, ProgressURL: c.progressURL(t.ID),
+			Reporter: j.rep,
 		})
 		c.mx.Ran(t, time.Since(ranFrom))
 	}
@@ -545,10 +552,29 @@ func (c *Consumer) safeHandle(ctx context.Context, h handler.Handler, r handler.
 
 // heartbeat renews the lease and the message's visibility every third of a
 // lease, and cancels the run when it sees a cancel request or loses the lease.
+//
+// It is also the only writer of the handler's progress reports, which is
+// what bounds their cost: every renewal carries the latest report, and a
+// report waiting when no renewal is due is written early, as a renewal,
+// only once ProgressInterval has passed since the task's last write. So a
+// running task's item is written at most once per min(Lease/3,
+// ProgressInterval), however often its handler reports; with heartbeats
+// at least that frequent, reports cost no write at all. Each write is the
+// heartbeat's conditional Touch, so a worker that lost its claim can never
+// write a report over the new owner's.
 func (c *Consumer) heartbeat(ctx context.Context, j *job, deadline time.Time, cancel context.CancelCauseFunc, stop <-chan struct{}) {
 	every := c.opt.Lease / 3
-	tick := time.NewTicker(every)
+	gap := min(every, c.opt.ProgressInterval) // the least time between two writes
+	tick := time.NewTimer(every)
 	defer tick.Stop()
+	last := time.Now() // the claim was the last write
+	var flush <-chan time.Time
+	var flushTimer *time.Timer
+	defer func() {
+		if flushTimer != nil {
+			flushTimer.Stop()
+		}
+	}()
 	var check <-chan time.Time // cancel checks between heartbeats
 	if c.opt.CancelCheck > 0 && c.opt.CancelCheck < every {
 		ct := time.NewTicker(c.opt.CancelCheck)
@@ -565,16 +591,40 @@ func (c *Consumer) heartbeat(ctx context.Context, j *job, deadline time.Time, ca
 				check = nil // asked once; the heartbeat goes on until the handler returns
 			}
 			continue
+		case <-j.rep.wake:
+			if flush != nil || gap >= every || !j.rep.pending() {
+				continue // a write is already due that will carry it, or did
+			}
+			if wait := time.Until(last.Add(gap)); wait > 0 {
+				flushTimer = time.NewTimer(wait)
+				flush = flushTimer.C
+				continue
+			}
+		case <-flush:
+			flush, flushTimer = nil, nil
+			if !j.rep.pending() {
+				continue
+			}
 		case <-tick.C:
 		}
+		if flushTimer != nil {
+			flushTimer.Stop()
+			flush, flushTimer = nil, nil
+		}
+		last = time.Now()
+		tick.Reset(every)
 		now := c.store.Now()
 		until := now.Add(c.opt.Lease)
 		if until.After(deadline) {
 			until = deadline
 		}
 		until = until.Add(c.opt.LeaseMargin)
+		var gen uint64
 		next, err := c.write(context.WithoutCancel(ctx), j, func(cur *task.Task) (*task.Task, error) {
-			return c.store.Touch(context.WithoutCancel(ctx), cur, func(n *task.Task) { n.LeaseUntil = &until })
+			return c.store.Touch(context.WithoutCancel(ctx), cur, func(n *task.Task) {
+				n.LeaseUntil = &until
+				gen = j.rep.apply(n)
+			})
 		})
 		if err != nil {
 			if errors.Is(err, errLeaseLost) {
@@ -584,11 +634,21 @@ func (c *Consumer) heartbeat(ctx context.Context, j *job, deadline time.Time, ca
 			c.log.Warn("heartbeat failed", "task_id", j.msg.MessageID, "error", err)
 			continue
 		}
+		j.rep.done(gen)
 		c.hide(ctx, j.msg, until.Sub(now)+c.opt.LeaseMargin)
 		if next.CancelRequested {
 			cancel(errCancelRequested)
 		}
 	}
+}
+
+// progressURL is the API endpoint an external handler reports task id's
+// progress to, or "" when the consumer does not know the API's address.
+func (c *Consumer) progressURL(id string) string {
+	if c.opt.APIURL == "" {
+		return ""
+	}
+	return strings.TrimSuffix(c.opt.APIURL, "/") + "/api/v1/tasks/" + id + "/progress"
 }
 
 // write applies a conditional write to the job's snapshot. When it loses
@@ -651,6 +711,7 @@ func (c *Consumer) complete(ctx context.Context, j *job, a task.Attempt, result 
 			n.CompletedAt = &now
 			n.WorkerID, n.LeaseUntil = "", nil
 			n.AddAttempt(a)
+			j.rep.apply(n)
 		})
 	})
 	if errors.Is(err, store.ErrItemTooLarge) {
@@ -680,6 +741,7 @@ func (c *Consumer) finishCancelled(ctx context.Context, j *job, a task.Attempt, 
 			n.CompletedAt = &now
 			n.WorkerID, n.LeaseUntil = "", nil
 			n.AddAttempt(a)
+			j.rep.apply(n)
 		})
 	}) {
 		c.mx.Finished(j.snapshot(), metrics.Cancelled)
@@ -694,6 +756,7 @@ func (c *Consumer) handBack(ctx context.Context, j *job, a task.Attempt) {
 	apply := func(n *task.Task) {
 		n.WorkerID, n.LeaseUntil = "", nil
 		n.AddAttempt(a)
+		j.rep.apply(n)
 	}
 	fresh := c.lastReceive(j.msg)
 	if !c.finishWrite(ctx, j, "hand-back", func(cur *task.Task) (*task.Task, error) {
@@ -761,6 +824,7 @@ func (c *Consumer) park(ctx context.Context, j *job, what string, wait time.Dura
 	noMessage := wait > queue.MaxVisibility || (fresh && wait > queue.MaxDelay)
 	edit := func(n *task.Task) {
 		apply(n)
+		j.rep.apply(n) // a retry starts from the attempt's last checkpoint
 		n.RetryAt = &at
 		n.WorkerID, n.LeaseUntil = "", nil
 		if noMessage {
@@ -806,6 +870,7 @@ func (c *Consumer) deadLetter(ctx context.Context, j *job, a task.Attempt, e *ta
 			n.CompletedAt = &now
 			n.WorkerID, n.LeaseUntil = "", nil
 			n.AddAttempt(a)
+			j.rep.apply(n)
 		})
 	}) {
 		return

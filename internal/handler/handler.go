@@ -32,6 +32,52 @@ type Request struct {
 	// handler to continue the trace (webhooks also get it as the
 	// traceparent header).
 	Traceparent string `json:"traceparent,omitempty"`
+	// Checkpoint is the last checkpoint saved for the task, by an earlier
+	// attempt or a snoozed one: where this attempt may resume from.
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+	// ProgressToken authorizes this attempt's progress reports to the API
+	// (POST /api/v1/tasks/{id}/progress, Authorization: Bearer <token>),
+	// for an external handler; it is void once the attempt ends.
+	// ProgressURL is that endpoint's full URL when the consumer knows the
+	// API's address (TRIAGE_API_URL).
+	ProgressToken string `json:"progress_token,omitempty"`
+	ProgressURL   string `json:"progress_url,omitempty"`
+	// Reporter records an in-process handler's progress and checkpoints
+	// (nil when nothing is listening, as in a unit test: see Report).
+	Reporter Reporter `json:"-"`
+}
+
+// Reporter records what a running attempt reports. Reports are cheap to
+// make: they are kept in memory, latest wins, and written to the task at
+// most once per task.ProgressInterval (with a heartbeat when one is due)
+// and with the attempt's outcome, so a handler may report in a tight loop.
+// A report is refused only when it is invalid (a *task.FieldError).
+type Reporter interface {
+	Progress(ctx context.Context, percent int, message string) error
+	Checkpoint(ctx context.Context, data json.RawMessage) error
+}
+
+// ReportProgress reports r's progress to its Reporter, if it has one.
+func (r Request) ReportProgress(ctx context.Context, percent int, message string) error {
+	if fe := task.CheckProgress(percent, message); fe != nil {
+		return fe
+	}
+	if r.Reporter == nil {
+		return nil
+	}
+	return r.Reporter.Progress(ctx, percent, message)
+}
+
+// SaveCheckpoint saves data as r's checkpoint through its Reporter, if it
+// has one.
+func (r Request) SaveCheckpoint(ctx context.Context, data json.RawMessage) error {
+	if fe := task.CheckCheckpoint(data); fe != nil {
+		return fe
+	}
+	if r.Reporter == nil {
+		return nil
+	}
+	return r.Reporter.Checkpoint(ctx, data)
 }
 
 // Handler runs one attempt of a task and returns its JSON result.

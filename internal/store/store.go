@@ -203,6 +203,11 @@ func (s *Store) write(ctx context.Context, cur *task.Task, to task.Status, apply
 	}
 	next.Status = to
 	next.Version = cur.Version + 1
+	if to != task.Executing {
+		// An attempt's token dies with the attempt: no report made with it
+		// can land once the task has left executing.
+		next.ProgressToken, next.ReportedAt = "", nil
+	}
 	moved := to != cur.Status || next.EffectivePriority != cur.EffectivePriority
 	if moved {
 		next.WaitingSince = now

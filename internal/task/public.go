@@ -33,5 +33,7 @@ func (t *Task) Public() *triagetype.Task {
 		PayloadSize:       c.PayloadSize,
 		ResultSize:        c.ResultSize,
 		RetryAt:           c.RetryAt,
+		Progress:          c.Progress,
+		Checkpoint:        c.Checkpoint,
 	}
 }

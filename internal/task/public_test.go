@@ -48,6 +48,8 @@ func TestPublicMatchesJSON(t *testing.T) {
 		History:         []Attempt{{Attempt: 1, WorkerID: "w", StartedAt: at, FinishedAt: later, Error: "boom"}},
 		CancelRequested: true, RetryAt: &later, PayloadSize: 5000, ResultSize: 6000, PayloadRef: "t/00/x/payload", ResultRef: "t/00/x/result-3",
 		Version: 7, DispatchVersion: 3, WaitingSince: at, LeaseUntil: &later, WorkerID: "w", Tracked: true, ExpiresAt: 9,
+		Progress: &Progress{Percent: 40, Message: "rows", Attempt: 2, UpdatedAt: later}, Checkpoint: json.RawMessage(`{"row":4}`),
+		ProgressToken: "secret", ReportedAt: &later,
 	}
 	want, err := json.Marshal(tk)
 	if err != nil {
@@ -67,9 +69,14 @@ func TestPublicMatchesJSON(t *testing.T) {
 	if n := len(jsonFields(reflect.TypeFor[triagetype.Task]())); len(keys) != n {
 		t.Errorf("encoded %d keys, want all %d", len(keys), n)
 	}
+	if strings.Contains(string(got), "secret") {
+		t.Error("Public shows the progress token")
+	}
 	pub.Payload[0], pub.Error.Message, pub.History[0].WorkerID = '[', "changed", "changed"
 	*pub.RunAt = later
-	if string(tk.Payload) != `{"x":1}` || tk.Error.Message != "boom" || tk.History[0].WorkerID != "w" || !tk.RunAt.Equal(at) {
+	pub.Progress.Percent, pub.Checkpoint[0] = 99, '['
+	if string(tk.Payload) != `{"x":1}` || tk.Error.Message != "boom" || tk.History[0].WorkerID != "w" || !tk.RunAt.Equal(at) ||
+		tk.Progress.Percent != 40 || string(tk.Checkpoint) != `{"row":4}` {
 		t.Error("Public shares memory with the record")
 	}
 }

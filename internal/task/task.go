@@ -86,6 +86,11 @@ type Task struct {
 	ResultSize  int    `json:"result_size,omitempty" dynamodbav:"result_size,omitempty"`
 	PayloadRef  string `json:"-" dynamodbav:"payload_ref,omitempty"`
 	ResultRef   string `json:"-" dynamodbav:"result_ref,omitempty"`
+	// Progress is the handler's last report (see progress.go); Checkpoint
+	// its last saved state, at most MaxCheckpointBytes, which the next
+	// attempt is given.
+	Progress   *Progress       `json:"progress,omitempty" dynamodbav:"progress,omitempty"`
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty" dynamodbav:"checkpoint,omitempty"`
 
 	// Internal bookkeeping, not part of the API object.
 
@@ -105,8 +110,15 @@ type Task struct {
 	// Tracked marks a queued task whose wait began after its creation
 	// (promoted, re-queued, released): the promoter finds it through its own
 	// by-due index entry rather than by its creation time.
-	Tracked   bool  `json:"-" dynamodbav:"tracked,omitempty"`
-	ExpiresAt int64 `json:"-" dynamodbav:"expires_at,omitempty"`
+	Tracked bool `json:"-" dynamodbav:"tracked,omitempty"`
+	// ProgressToken authorizes progress reports through the API for the
+	// current attempt only: minted at each claim, removed by the store
+	// whenever the task leaves executing. Never shown by the API.
+	ProgressToken string `json:"-" dynamodbav:"progress_token,omitempty"`
+	// ReportedAt is when the API last wrote a report made with the
+	// token: the endpoint's per-task rate limit is measured from it.
+	ReportedAt *time.Time `json:"-" dynamodbav:"reported_at,omitempty"`
+	ExpiresAt  int64      `json:"-" dynamodbav:"expires_at,omitempty"`
 }
 
 // NoMessage is the DispatchVersion of a task with no live message: a
@@ -135,6 +147,14 @@ func (t *Task) Clone() *Task {
 	c.CompletedAt = cloneTime(t.CompletedAt)
 	c.LeaseUntil = cloneTime(t.LeaseUntil)
 	c.RetryAt = cloneTime(t.RetryAt)
+	c.ReportedAt = cloneTime(t.ReportedAt)
+	if t.Progress != nil {
+		p := *t.Progress
+		c.Progress = &p
+	}
+	if t.Checkpoint != nil {
+		c.Checkpoint = append(json.RawMessage(nil), t.Checkpoint...)
+	}
 	return &c
 }
 

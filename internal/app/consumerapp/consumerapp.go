@@ -56,6 +56,9 @@ func options(a *app.App, opt dispatch.Options) dispatch.Options {
 	if opt.Lease == 0 {
 		opt.Lease = c.Lease
 	}
+	if opt.APIURL == "" {
+		opt.APIURL = c.APIURL
+	}
 	if opt.Logger == nil {
 		opt.Logger = a.Log
 	}

@@ -526,6 +526,13 @@
     const pre = $('detail-json');
     const text = JSON.stringify(task, null, 2);
     if (pre.textContent !== text) pre.textContent = text;
+    const prog = task.progress;
+    $('detail-progress').hidden = !prog;
+    if (prog) {
+      $('detail-progress-bar').value = prog.percent;
+      $('detail-progress-text').textContent = prog.percent + '%' + (prog.message ? ' ' + prog.message : '') +
+        ' (attempt ' + prog.attempt + ')';
+    }
     const status = task.status || '';
     const cancel = $('task-cancel');
     cancel.disabled = TERMINAL.has(status) || !!task.cancel_requested;
