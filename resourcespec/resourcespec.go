@@ -88,6 +88,7 @@ const (
 	EnvTypes           = config.EnvTypes
 	EnvLease           = config.EnvLease
 	EnvDemoHandlers    = config.EnvDemoHandlers
+	EnvAPIURL          = config.EnvAPIURL
 )
 
 // Backoff is one priority's retry wait (see config.Backoff).

@@ -163,6 +163,10 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 
 	d.grant()
 	d.HTTPAPI = d.newHTTPAPI(p)
+	// External handlers report progress to the API: the consumer gives them
+	// its URL (progress_url) with each attempt.
+	d.Consumer.AddEnvironment(jsii.String(resourcespec.EnvAPIURL), d.HTTPAPI.ApiEndpoint(), nil)
+	d.consumerEnv[resourcespec.EnvAPIURL] = *d.HTTPAPI.ApiEndpoint() // and a user's own consumer (ConsumerEnvironment)
 	d.schedule(p)
 	d.alarms(p)
 	d.observability(p)
