@@ -76,20 +76,7 @@ func (d *Dispatcher) observability(p Props) {
 	prios := []string{"high", "medium", "low"}
 
 	alarm := func(id, desc string, m awscloudwatch.IMetric, threshold float64) {
-		a := awscloudwatch.NewAlarm(d.Construct, jsii.String(id), &awscloudwatch.AlarmProps{
-			Metric:             m,
-			AlarmDescription:   jsii.String(desc),
-			Threshold:          jsii.Number(threshold),
-			EvaluationPeriods:  jsii.Number(1),
-			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
-			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
-		})
-		if p.Alarms.Topic != nil {
-			action := awscloudwatchactions.NewSnsAction(p.Alarms.Topic)
-			a.AddAlarmAction(action)
-			a.AddOkAction(action)
-		}
-		d.Alarms = append(d.Alarms, a)
+		d.addAlarm(p, id, desc, m, threshold, awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD, awscloudwatch.TreatMissingData_NOT_BREACHING)
 	}
 	alarm("HighWaitP99", fmt.Sprintf("triage %s: p99 wait of high tasks from enqueue to start above %s", p.Prefix, mp.HighWaitP99),
 		d.metric(ns, resourcespec.MetricTaskWait, "p99", period, map[string]string{"priority": "high"}, ""), mp.HighWaitP99.Seconds())
@@ -110,8 +97,9 @@ func (d *Dispatcher) observability(p Props) {
 	// (every minute while it runs, and as each invocation ends); the
 	// scheduled consumer runs every minute. No report in a whole period,
 	// missing data included, means no consumer is alive to run tasks.
-	d.alarmLow(p, "NoConsumer", fmt.Sprintf("triage %s: no consumer reported in %s (no heartbeat: tasks are not being run)", p.Prefix, p.Alarms.Period),
-		d.metric(ns, resourcespec.MetricSlotsCapacity, "SampleCount", period, nil, ""))
+	d.addAlarm(p, "NoConsumer", fmt.Sprintf("triage %s: no consumer reported in %s (no heartbeat: tasks are not being run)", p.Prefix, p.Alarms.Period),
+		d.metric(ns, resourcespec.MetricSlotsCapacity, "SampleCount", period, nil, ""), 1,
+		awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD, awscloudwatch.TreatMissingData_BREACHING)
 
 	byPrio := func(id resourcespec.MetricID, stat string) *[]awscloudwatch.IMetric {
 		var ms []awscloudwatch.IMetric
@@ -171,16 +159,16 @@ func (d *Dispatcher) observability(p Props) {
 	)
 }
 
-// alarmLow declares an alarm that fires when m is below 1 in a period, or
-// has no data at all (a heartbeat that stopped).
-func (d *Dispatcher) alarmLow(p Props, id, desc string, m awscloudwatch.IMetric) {
+// addAlarm declares an alarm on m, evaluated over one period, that
+// notifies Alarms.Topic (when set) as it fires and as it clears.
+func (d *Dispatcher) addAlarm(p Props, id, desc string, m awscloudwatch.IMetric, threshold float64, cmp awscloudwatch.ComparisonOperator, missing awscloudwatch.TreatMissingData) {
 	a := awscloudwatch.NewAlarm(d.Construct, jsii.String(id), &awscloudwatch.AlarmProps{
 		Metric:             m,
 		AlarmDescription:   jsii.String(desc),
-		Threshold:          jsii.Number(1),
+		Threshold:          jsii.Number(threshold),
 		EvaluationPeriods:  jsii.Number(1),
-		ComparisonOperator: awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD,
-		TreatMissingData:   awscloudwatch.TreatMissingData_BREACHING,
+		ComparisonOperator: cmp,
+		TreatMissingData:   missing,
 	})
 	if p.Alarms.Topic != nil {
 		action := awscloudwatchactions.NewSnsAction(p.Alarms.Topic)

@@ -8,17 +8,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/triagehq/triage/internal/devserver"
 	"github.com/triagehq/triage/internal/events"
 	"github.com/triagehq/triage/internal/handler/webhook"
-	"github.com/triagehq/triage/localstack"
 	"github.com/triagehq/triage/localstack/stacktest"
 )
 
@@ -102,10 +99,6 @@ func readSSE(body io.Reader, c *collector) {
 // event with its fields, in each task's order.
 func TestLifecycleEvents(t *testing.T) {
 	env := stacktest.New(t)
-	root, err := localstack.FindRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
 	secret := "whsec-test"
 	hooked := newCollector()
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -126,38 +119,9 @@ func TestLifecycleEvents(t *testing.T) {
 		"TRIAGE_LEASE": "9s", "TRIAGE_RETRY_BACKOFF": "high=200ms:1s,medium=200ms:1s,low=200ms:1s",
 		"TRIAGE_WEBHOOK_SECRET": secret, "TRIAGE_EVENT_WEBHOOKS": hook.URL,
 	}
-	ready := make(chan string, 1)
+	base := startDev(t, vars)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- devserver.Run(ctx, devserver.Options{
-			Getenv: func(k string) string {
-				if v, ok := vars[k]; ok {
-					return v
-				}
-				return os.Getenv(k)
-			},
-			Setenv: func(string, string) error { return nil },
-			Root:   root, Out: io.Discard, Logs: io.Discard, StateDir: t.TempDir(),
-			Ready: func(url, _ string) { ready <- url },
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("dev server did not stop")
-		}
-	})
-	var base string
-	select {
-	case base = <-ready:
-	case err := <-done:
-		t.Fatalf("dev server stopped: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("dev server not ready in 60 s")
-	}
+	t.Cleanup(cancel)
 	request := func(method, path, body string) (*http.Response, error) {
 		req, _ := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer dev-test")

@@ -1,18 +1,14 @@
 package devserver_test
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/triagehq/triage/internal/devserver"
 	"github.com/triagehq/triage/internal/metrics/metricstest"
-	"github.com/triagehq/triage/localstack"
 	"github.com/triagehq/triage/localstack/stacktest"
 )
 
@@ -22,43 +18,8 @@ import (
 // finish, and scrapes /metrics: every count is exact.
 func TestMetricsAfterWorkload(t *testing.T) {
 	env := stacktest.New(t)
-	root, err := localstack.FindRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
 	vars := map[string]string{"TRIAGE_ADDR": "127.0.0.1:0", "TRIAGE_TOKEN": "dev-test", "TRIAGE_PREFIX": env.Prefix, "TRIAGE_PROMOTE_INTERVAL": "1s"}
-	ready := make(chan string, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- devserver.Run(ctx, devserver.Options{
-			Getenv: func(k string) string {
-				if v, ok := vars[k]; ok {
-					return v
-				}
-				return os.Getenv(k)
-			},
-			Setenv: func(string, string) error { return nil },
-			Root:   root, Out: io.Discard, Logs: io.Discard, StateDir: t.TempDir(),
-			Ready: func(url, _ string) { ready <- url },
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("dev server did not stop within 30 s")
-		}
-	})
-	var base string
-	select {
-	case base = <-ready:
-	case err := <-done:
-		t.Fatalf("dev server stopped: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("dev server not ready in 60 s")
-	}
+	base := startDev(t, vars)
 	do := func(method, path, body string) (int, map[string]any) {
 		t.Helper()
 		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
