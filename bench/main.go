@@ -105,7 +105,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&setups, "e2e", "1x32,1x32r0", "end to end: consumer setups CONSUMERSxSLOTS[rRESERVED], comma-separated; without r, TRIAGE_RESERVED_HIGH (default 1) slots are reserved for high tasks; the first setup is also used for latency")
 	fs.DurationVar(&o.E2ETimeout, "e2e-timeout", 3*time.Minute, "end to end: give up waiting for completions after this long")
 	fs.IntVar(&o.Backlog, "backlog", 2000, "latency: low-priority backlog")
-	fs.Float64Var(&o.HighRate, "high-rate", 20, "latency: high tasks per second")
+	fs.Float64Var(&o.HighRate, "high-rate", 5, "latency: high tasks per second (below what the consumer runs: on this machine's emulators, 12-30 tasks/s)")
 	fs.DurationVar(&o.HighFor, "high-for", 10*time.Second, "latency: how long high tasks are submitted")
 	fs.DurationVar(&o.HighAfter, "high-after", 2*time.Second, "latency: delay after the consumer starts before the first high task")
 	fs.DurationVar(&o.LatencyTimeout, "latency-timeout", 3*time.Minute, "latency: stop and report what finished after this long")
@@ -116,7 +116,7 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.StatsFill, "stats-fill", 3*time.Minute, "/stats: at most this long for writing the retained tasks of every size (a size not reached is measured as far as it got, and says so)")
 	fs.StringVar(&o.Out, "out", defaultOut, "results file, relative to the repository root")
 	update := fs.Bool("update", false, "write the committed sample "+sampleOut+" instead of -out (not with -quick)")
-	fs.DurationVar(&o.MaxRun, "max", 19*time.Minute+30*time.Second, "abort the whole run after this long")
+	fs.DurationVar(&o.MaxRun, "max", 24*time.Minute+30*time.Second, "abort the whole run after this long")
 	fs.DurationVar(&o.WarmupMax, "warmup", time.Minute, "warm the emulators up for at most this long (until their rate settles)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
