@@ -85,7 +85,7 @@ func printEnvironment(w io.Writer, e Environment) {
 	t.row("load average (1/5/15 min) at start", e.LoadStart)
 	t.row("load average (1/5/15 min) at end", e.LoadEnd)
 	if e.Quick {
-		t.note("-quick: every scenario is ~10x smaller; figures are a smoke test, not a benchmark")
+		t.note("-quick: every scenario is 2-10x smaller; figures are a smoke test, not a benchmark")
 	}
 	t.write(w)
 }
