@@ -272,9 +272,22 @@ func (c *Consumer) waitOrGiveUp(ctx context.Context, m queue.Received) bool {
 	if m.SentAt.IsZero() || age >= c.opt.OrphanAfter || c.lastReceive(m) {
 		return true
 	}
-	c.hide(ctx, m, min(c.opt.OrphanAfter-age, max(c.opt.OrphanAfter/4, time.Second)))
+	// The first wait is short: a record that is merely slow (a loaded
+	// table, a throttled write retried by the SDK) lands within a second or
+	// two, and a quarter of OrphanAfter (15 s) is a long time for a task
+	// that is ready, high-priority ones included. Later waits are longer,
+	// so an orphan still uses at most four receives before it is given up.
+	wait := max(c.opt.OrphanAfter/4, time.Second)
+	if m.ReceiveCount <= 1 {
+		wait = min(wait, firstRecordWait)
+	}
+	c.hide(ctx, m, min(c.opt.OrphanAfter-age, wait))
 	return false
 }
+
+// firstRecordWait is how long a message first received before its task's
+// record (or the record's catch-up write) is hidden before the next look.
+const firstRecordWait = 2 * time.Second
 
 // lastReceive reports whether m has been received as often as SQS allows
 // before the next receive would redrive it to the DLQ (one short, for
