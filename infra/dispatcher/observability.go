@@ -64,6 +64,7 @@ func (d *Dispatcher) observability(p Props) {
 	for _, fn := range []awslambda.Function{d.API, d.Consumer, d.Promoter} {
 		fn.AddEnvironment(jsii.String(resourcespec.EnvMetricsNamespace), jsii.String(ns), nil)
 	}
+	d.consumerEnv[resourcespec.EnvMetricsNamespace] = ns // a user's own consumer (ConsumerEnvironment) reports alike
 	period := awscdk.Duration_Minutes(jsii.Number(p.Alarms.Period.Minutes()))
 	low, medium := p.PromoteLowAfter, p.PromoteMediumAfter
 	if low == 0 {
