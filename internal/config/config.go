@@ -392,16 +392,12 @@ func (c Config) Validate() error {
 	if err := CheckWeights(c.Weights); err != nil {
 		return bad("Weights", EnvWeights, "%v", err)
 	}
-	for _, p := range task.Priorities() {
-		if b, set := c.RetryBackoff[p]; set {
-			if err := b.check(); err != nil {
-				return bad("RetryBackoff", EnvRetryBackoff, "%s: %v", p, err)
-			}
-		}
-	}
-	for p := range c.RetryBackoff {
+	for p, b := range c.RetryBackoff {
 		if _, err := task.ParsePriority(string(p)); err != nil {
 			return bad("RetryBackoff", EnvRetryBackoff, "%v", err)
+		}
+		if err := b.check(); err != nil {
+			return bad("RetryBackoff", EnvRetryBackoff, "%s: %v", p, err)
 		}
 	}
 	for _, typ := range c.Types {
