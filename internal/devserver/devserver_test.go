@@ -58,16 +58,7 @@ func TestDevServer(t *testing.T) {
 	}
 
 	do := func(method, path, body string) (int, map[string]any) {
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer dev-test")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		return resp.StatusCode, out
+		return apiCall(t, base, method, path, body)
 	}
 	code, sub := do("POST", "/api/v1/tasks", `{"type":"echo","payload":{"x":1},"priority":"high"}`)
 	if code != 201 {

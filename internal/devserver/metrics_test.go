@@ -1,7 +1,6 @@
 package devserver_test
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -22,16 +21,7 @@ func TestMetricsAfterWorkload(t *testing.T) {
 	base := startDev(t, vars)
 	do := func(method, path, body string) (int, map[string]any) {
 		t.Helper()
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer dev-test")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		return resp.StatusCode, out
+		return apiCall(t, base, method, path, body)
 	}
 	submit := func(body string) string {
 		t.Helper()

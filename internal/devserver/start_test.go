@@ -2,8 +2,11 @@ package devserver_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,4 +56,20 @@ func startDev(t *testing.T, vars map[string]string) string {
 		t.Fatal("dev server not ready in 60 s")
 	}
 	return ""
+}
+
+// apiCall sends an API request to the dev server at base with the test's
+// admin token and returns the status and the decoded JSON body.
+func apiCall(t *testing.T, base, method, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer dev-test")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
 }
