@@ -23,6 +23,7 @@ type Emulators struct {
 	DynamoDBEndpoint string
 
 	procs []*exec.Cmd
+	data  *dataDir // DynamoDB Local's database folder; removed by Stop
 	once  sync.Once
 }
 
@@ -48,14 +49,22 @@ func Start(ctx context.Context, root string) (*Emulators, error) {
 		e.Stop()
 		return nil, err
 	}
+	// A file database, on tmpfs where there is one, instead of -inMemory:
+	// the launcher can then index the stream records (see
+	// DynamoDBLoopback.java and dataDir), and it reports "LISTENING
+	// INDEXED" only once SQLite plans to use the indexes.
+	if e.data, err = newDataDir(); err != nil {
+		e.Stop()
+		return nil, fmt.Errorf("start DynamoDB Local: %w", err)
+	}
 	ddbCmd := exec.Command("java",
 		"-Djava.library.path="+filepath.Join(dir, dynamoLibDir, "DynamoDBLocal_lib"),
 		"-Xmx512m",
 		"-cp", filepath.Join(dir, "classes")+string(os.PathListSeparator)+classpath(dir),
 		"DynamoDBLoopback",
-		"-inMemory", "-sharedDb", "-disableTelemetry", "-port", fmt.Sprint(port))
+		"-dbPath", e.data.path, "-sharedDb", "-disableTelemetry", "-port", fmt.Sprint(port))
 	ddbCmd.Dir = dir
-	if _, err := e.launch(ctx, ddbCmd, "LISTENING"); err != nil {
+	if _, err := e.launch(ctx, ddbCmd, "LISTENING INDEXED"); err != nil {
 		e.Stop()
 		return nil, fmt.Errorf("start DynamoDB Local: %w", err)
 	}
@@ -137,9 +146,19 @@ func (e *Emulators) launch(ctx context.Context, cmd *exec.Cmd, ready string) (st
 	}
 }
 
-// Stop ends the emulators: SIGTERM, then SIGKILL after 5 s.
+// DataDir is DynamoDB Local's database folder ("" before Start made it).
+func (e *Emulators) DataDir() string {
+	if e.data == nil {
+		return ""
+	}
+	return e.data.path
+}
+
+// Stop ends the emulators (SIGTERM, then SIGKILL after 5 s) and removes
+// DynamoDB Local's database folder.
 func (e *Emulators) Stop() {
 	e.once.Do(func() {
+		defer e.data.remove()
 		for _, c := range e.procs {
 			if c.Process == nil {
 				continue
