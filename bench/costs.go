@@ -69,6 +69,10 @@ type Target struct {
 	Cmp      string   `json:"comparison"`
 	Target   float64  `json:"target"`
 	Met      bool     `json:"met"`
+	// Unit and Basis, for a target set against a floor measured in the same
+	// run: what the figure is in, and where the target comes from.
+	Unit  string `json:"unit,omitempty"`
+	Basis string `json:"basis,omitempty"`
 }
 
 const capacityMethod = "units are computed from the items each call sends " +

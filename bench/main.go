@@ -426,6 +426,7 @@ func analyze(r *Results) {
 	}
 
 	r.Bound = bound(r.Ceiling, load, consume)
+	r.WriteBound = writeBound(r.Ceiling, consume)
 	for i := range r.EndToEnd {
 		x := &r.EndToEnd[i]
 		// Each setup is compared with the bound from its own consumer calls.
@@ -479,6 +480,7 @@ func analyze(r *Results) {
 		Cost: r.Cost, Stats: r.Stats, Verdicts: allVerdicts(r),
 	})}
 	r.CrossCheck = crossCheck(r, steady, countersPh)
+	r.Targets = speedTargets(r)
 }
 
 // allVerdicts are the ledger verdicts of every run that had one.

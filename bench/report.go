@@ -25,6 +25,8 @@ type Results struct {
 	Latency     Latency      `json:"latency_per_priority"`
 	Requests    Requests     `json:"aws_requests_per_task"`
 	Bound       Bound        `json:"throughput_bound"`
+	WriteBound  WriteBound   `json:"write_bound"`
+	Targets     []Target     `json:"local_speed_targets"`
 	Cost        Cost         `json:"cost_per_million_tasks_usd"`
 	Payloads    []PayloadRun `json:"payload_sizes"`
 	Direct      []DirectRun  `json:"direct_send"`
@@ -134,8 +136,57 @@ func printSubmit(w io.Writer, s Submit) {
 		t.row(fmt.Sprintf("batch of %d", s.BatchSize), d(l.Concurrency), d(l.Requests), d(l.Tasks), d(l.Errors), f(l.ReqPerSec, 1), f(l.TasksPerSec, 1),
 			f(l.Latency.P50, 2), f(l.Latency.P95, 2), f(l.Latency.P99, 2))
 	}
+	b := s.Baselines
+	for _, l := range b.Beside {
+		t.row("POST /api/v1/tasks beside a consumer", d(l.Concurrency), d(l.Requests), d(l.Tasks), d(l.Errors), f(l.ReqPerSec, 1), f(l.TasksPerSec, 1),
+			f(l.Latency.P50, 2), f(l.Latency.P95, 2), f(l.Latency.P99, 2))
+	}
 	t.note("batch mode: %s", s.BatchMode)
 	t.note("latency is per request (a batch request carries %d tasks)", s.BatchSize)
+	t.note("beside a consumer: the same submits with a 32-slot consumer running what they submit and the counters poller reading the stream, as under make run")
+	t.write(w)
+
+	t = &table{
+		title: "2a. raw baselines: the same emulators without triage, same run, same table and queue",
+		head:  []string{"primitive", "conc", "calls", "calls/s", "p50 ms", "p95 ms", "p99 ms"},
+	}
+	for i := range b.Put {
+		for _, x := range []struct {
+			name string
+			l    SubmitLevel
+		}{{"PutItem (conditional, task item)", b.Put[i]}, {"PutItem + SendMessage", b.Pair[i]}} {
+			t.row(x.name, d(x.l.Concurrency), d(x.l.Requests), f(x.l.ReqPerSec, 1), f(x.l.Latency.P50, 2), f(x.l.Latency.P95, 2), f(x.l.Latency.P99, 2))
+		}
+	}
+	for _, l := range b.PairBeside {
+		t.row("PutItem + SendMessage beside a consumer", d(l.Concurrency), d(l.Requests), f(l.ReqPerSec, 1), f(l.Latency.P50, 2), f(l.Latency.P95, 2), f(l.Latency.P99, 2))
+	}
+	t.row(fmt.Sprintf("batch bound: %d tasks", b.BatchTasks), "", d(b.BatchTasks), f(b.BatchPerSec, 1)+" tasks/s", "", "", "")
+	t.note("task item: the store's own attributes and index keys (store.Item), written with attribute_not_exists(pk) to the task table (its indexes and stream on)")
+	t.note("beside a consumer: the consumer runs these tasks too (task records, triage's message body), so the emulators do the same work behind each write as behind a submit")
+	t.note("batch bound: conditional PutItems from the workers, each sending its messages 10 per SendMessageBatch")
+	t.write(w)
+}
+
+func printTargets(w io.Writer, r *Results) {
+	t := &table{
+		title: "targets of the local stack, each against a floor measured in this run",
+		head:  []string{"figure", "measured", "target", "unit", "met", "target from"},
+	}
+	for _, x := range r.Targets {
+		op := "≥ "
+		if x.Cmp == "<=" {
+			op = "≤ "
+		}
+		met := "yes"
+		if !x.Met {
+			met = "MISSED"
+		}
+		t.row(x.Metric, f(x.Measured, 1), op+f(x.Target, 1), x.Unit, met, x.Basis)
+	}
+	if wb := r.WriteBound; wb.Bound > 0 {
+		t.note("implied end-to-end bound: %.0f conditional writes/s (task table, indexes and stream; group 1) ÷ %.2f DynamoDB writes per task in the consumer = %.0f tasks/s", wb.Ceiling, wb.WritesPerTask, wb.Bound)
+	}
 	t.write(w)
 }
 
@@ -483,6 +534,9 @@ func printAll(w io.Writer, r *Results) {
 	}
 	if len(r.CrossCheck) > 0 {
 		printCrossCheck(w, r.CrossCheck)
+	}
+	if len(r.Targets) > 0 {
+		printTargets(w, r)
 	}
 	printProblems(w, r)
 }

@@ -29,6 +29,8 @@ type Submit struct {
 	SingleTasks  int    `json:"-"`
 	BatchCounts  counts `json:"-"`
 	BatchTasks   int    `json:"-"`
+	// Baselines are the raw floors for these figures (group 2a).
+	Baselines Baselines `json:"baselines"`
 }
 
 // SubmitLevel is one concurrency level of a submit test.
@@ -294,6 +296,11 @@ func measureSubmit(ctx context.Context, cl clients, cnt *counter, o options, bat
 	if batchAPI {
 		s.BatchMode = batchViaAPI
 	}
+	// The raw floors first, on the same deployment and the same warm
+	// emulators, so each figure below has its baseline from this run.
+	if s.Baselines, err = measureBaselines(ctx, cl, d, o, o.Submits, o.Tasks); err != nil {
+		return s, fmt.Errorf("baselines: %w", err)
+	}
 	before := cnt.snapshot()
 	for _, c := range levels(o.Concurrency) {
 		lv, err := runLevel(ctx, c, o.Submits, submitOne)
@@ -332,6 +339,11 @@ func measureSubmit(ctx context.Context, cl clients, cnt *counter, o options, bat
 		}
 	}
 	s.BatchCounts = cnt.snapshot().since(before)
+	// Last, the single submit again as `make run` has it: a consumer and
+	// the counters poller at work on the same table and queues.
+	if s.Baselines.Beside, s.Baselines.PairBeside, err = measureBeside(ctx, cl, d, o, submitOne); err != nil {
+		return s, fmt.Errorf("submit beside a consumer: %w", err)
+	}
 	return s, nil
 }
 
