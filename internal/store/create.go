@@ -173,7 +173,7 @@ func (s *Store) ByIdempotencyKey(ctx context.Context, key string) (*task.Task, e
 }
 
 func (s *Store) logCreated(ctx context.Context, t *task.Task) {
-	s.log.LogAttrs(ctx, slog.LevelInfo, "task transition",
+	s.log.LogAttrs(ctx, transitionLevel(t.Status), "task transition",
 		slog.String("task_id", t.ID), slog.String("type", t.Type),
 		slog.String("priority", string(t.Priority)), slog.String("effective_priority", string(t.EffectivePriority)),
 		slog.String("from", ""), slog.String("to", string(t.Status)),

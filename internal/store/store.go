@@ -294,7 +294,7 @@ func (s *Store) update(ctx context.Context, cur, next *task.Task) (*task.Task, e
 		return nil, err
 	}
 	if to != cur.Status {
-		s.log.LogAttrs(ctx, slog.LevelInfo, "task transition",
+		s.log.LogAttrs(ctx, transitionLevel(to), "task transition",
 			slog.String("task_id", saved.ID), slog.String("type", saved.Type),
 			slog.String("priority", string(saved.Priority)), slog.String("effective_priority", string(saved.EffectivePriority)),
 			slog.String("from", string(cur.Status)), slog.String("to", string(to)),
@@ -342,6 +342,16 @@ func (s *Store) Delete(ctx context.Context, cur *task.Task) error {
 	if err != nil {
 		return s.conflict(cur.ID, err)
 	}
-	s.log.LogAttrs(ctx, slog.LevelInfo, "task deleted", slog.String("task_id", cur.ID), slog.String("status", string(cur.Status)))
+	s.log.LogAttrs(ctx, slog.LevelDebug, "task deleted", slog.String("task_id", cur.ID), slog.String("status", string(cur.Status)))
 	return nil
+}
+
+// transitionLevel is the log level of a transition to status to: Debug for
+// a task's ordinary life (a worker would otherwise log two lines a task at
+// Info), Info for a dead letter, which someone has to look at.
+func transitionLevel(to task.Status) slog.Level {
+	if to == task.DeadLetter {
+		return slog.LevelInfo
+	}
+	return slog.LevelDebug
 }
