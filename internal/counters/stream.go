@@ -63,7 +63,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	done := map[string]bool{}     // closed shards read to their end
 	for ctx.Err() == nil {
 		if err := p.discover(ctx, arn, iters, done); err != nil && ctx.Err() == nil {
-			log.Warn("counters: describe stream failed", "error", err)
+			log.Warn("counters: stream discovery failed", "error", err)
 			sleepCtx(ctx, 10*p.Every)
 		}
 		got := 0
@@ -96,7 +96,7 @@ func (p *Poller) discover(ctx context.Context, arn string, iters map[string]*str
 	for {
 		out, err := p.Streams.DescribeStream(ctx, in)
 		if err != nil {
-			return err
+			return fmt.Errorf("describe stream: %w", err)
 		}
 		for _, sh := range out.StreamDescription.Shards {
 			listed[aws.ToString(sh.ShardId)] = true
@@ -120,7 +120,7 @@ func (p *Poller) discover(ctx context.Context, arn string, iters map[string]*str
 			}
 			it, err := p.Streams.GetShardIterator(ctx, gi)
 			if err != nil {
-				return err
+				return fmt.Errorf("iterator of shard %s (%s %s): %w", id, gi.ShardIteratorType, aws.ToString(gi.SequenceNumber), err)
 			}
 			iters[id] = it.ShardIterator
 		}
