@@ -103,6 +103,9 @@ func (d *Transport) ReplayDLQ(ctx context.Context, r triage.ReplayRequest) (*tri
 	if err != nil {
 		return nil, err
 	}
+	if err := checkType(r.Type, "type"); err != nil {
+		return nil, err
+	}
 	limit := triagetype.MaxListLimit
 	if r.Limit != 0 {
 		if r.Limit < 1 || r.Limit > triagetype.MaxReplayLimit {

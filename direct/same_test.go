@@ -261,6 +261,10 @@ func TestSameErrors(t *testing.T) {
 			_, err := c.ReplayDLQ(ctx, triage.ReplayRequest{Priority: "urgent"})
 			return err
 		}, triage.ErrBadRequest, "priority"},
+		{"replay a type no task can have", func(ctx context.Context, c *triage.Client) error {
+			_, err := c.ReplayDLQ(ctx, triage.ReplayRequest{Type: strings.Repeat("t", 100_000)})
+			return err
+		}, triage.ErrBadRequest, "type"},
 	}
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {

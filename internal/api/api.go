@@ -349,7 +349,25 @@ func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
 
 // DecodeStrict decodes one JSON value into v, rejecting unknown fields and
 // trailing data. Type errors come back as *task.FieldError naming the field.
+// A submit (*task.Request) is also held to what its text shows and its
+// decoded value does not (task.ValidateRunAtText).
 func DecodeStrict(body []byte, v any) error {
+	if err := decodeStrict(body, v); err != nil {
+		return err
+	}
+	if _, ok := v.(*task.Request); ok {
+		var text struct {
+			RunAt json.RawMessage `json:"run_at"` // matched as the decode above matched it
+		}
+		if err := json.Unmarshal(body, &text); err != nil {
+			return fmt.Errorf("request body is not valid JSON: %v", err)
+		}
+		return task.ValidateRunAtText(text.RunAt)
+	}
+	return nil
+}
+
+func decodeStrict(body []byte, v any) error {
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -22,6 +22,7 @@ func FuzzSubmitDecode(f *testing.F) {
 		`{"type":"","payload":[1,2,3]}`,
 		`{"type":"a#b"}`,
 		`{"type":"x","run_at":"2030-01-01T00:00:00Z","delay_seconds":4}`,
+		`{"type":"x","run_at":"2030-01-01T00:00:00.1234567891Z"}`,
 		`{"type":"x","delay_seconds":99999999999}`,
 		`{"type":"x","idempotency_key":"k","extra":true}`,
 		`{"type":5}`, `null`, `[]`, `{`, ``, `{"type":"x"} trailing`,

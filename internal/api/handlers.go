@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -33,11 +35,18 @@ type BatchItem struct {
 }
 
 func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
-	var req BatchRequest
+	var req struct {
+		Tasks []json.RawMessage `json:"tasks"`
+	}
 	if !decode(w, r, &req, MaxBatchBody) {
 		return
 	}
-	outs, e := s.submitter.SubmitBatch(tracing.WithParent(r.Context(), r.Header.Get(tracing.Header)), req.Tasks)
+	rs, err := batchTasks(req.Tasks)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_field", err.Field, err.Error())
+		return
+	}
+	outs, e := s.submitter.SubmitBatch(tracing.WithParent(r.Context(), r.Header.Get(tracing.Header)), rs)
 	if e != nil {
 		s.refuse(w, r, e)
 		return
@@ -51,6 +60,29 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"results": items})
+}
+
+// batchTasks decodes the items of a batch one by one, as a single submit's
+// body is decoded, so that a refusal names its item ("tasks[3].run_at").
+// An item that cannot be read as a task (null, a number, a type error)
+// refuses the whole batch; one that reads but fails validation is refused
+// alone, in its result.
+func batchTasks(items []json.RawMessage) ([]task.Request, *task.FieldError) {
+	rs := make([]task.Request, len(items))
+	for i, raw := range items {
+		at := fmt.Sprintf("tasks[%d]", i)
+		if b := bytes.TrimSpace(raw); len(b) == 0 || b[0] != '{' {
+			return nil, &task.FieldError{Field: at, Message: fmt.Sprintf("must be a task (a JSON object), not %s", task.Truncate(string(b), 16))}
+		}
+		if err := DecodeStrict(raw, &rs[i]); err != nil {
+			var fe *task.FieldError
+			if errors.As(err, &fe) {
+				return nil, &task.FieldError{Field: at + "." + fe.Field, Message: fe.Message}
+			}
+			return nil, &task.FieldError{Field: at, Message: err.Error()}
+		}
+	}
+	return rs, nil
 }
 
 // TaskList is the body of GET /tasks.
@@ -293,7 +325,7 @@ func (s *Server) replayDLQ(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	prios, ok := dlqPriorities(w, req.Priority)
-	if !ok {
+	if !ok || !typeParam(w, req.Type, "type") {
 		return
 	}
 	limit := MaxListLimit

@@ -109,6 +109,16 @@ func hostileRequests() []hostile {
 			add(hostile{name: "batch " + c.field + "=" + cutName(c.json), method: "POST", path: "/api/v1/tasks/batch", body: `{"tasks":[` + body + `]}`, status: 200, batchField: "tasks[0]." + c.field})
 		}
 	}
+	// A null where a task belongs is no task: the whole batch is refused,
+	// naming the item, as for any other item that is not an object.
+	add(hostile{name: "batch item null", method: "POST", path: "/api/v1/tasks/batch", body: `{"tasks":[null]}`, status: 400, field: "tasks[0]"})
+	add(hostile{name: "batch second item null", method: "POST", path: "/api/v1/tasks/batch", body: `{"tasks":[{"type":"echo"},null]}`, status: 400, field: "tasks[1]"})
+	// run_at is RFC 3339 to the nanosecond at most: a longer fraction would
+	// be cut without a word (and costs parsing however long it is).
+	longFraction := `"2030-01-01T00:00:00.` + strings.Repeat("1", 100) + `Z"`
+	add(hostile{name: "run_at with a 100-digit fraction", method: "POST", path: "/api/v1/tasks", body: `{"type":"echo","run_at":` + longFraction + `}`, status: 400, field: "run_at"})
+	add(hostile{name: "batch run_at with a 100-digit fraction", method: "POST", path: "/api/v1/tasks/batch", body: `{"tasks":[{"type":"echo","run_at":` + longFraction + `}]}`, status: 400, field: "tasks[0].run_at"})
+	add(hostile{name: "run_at with a 10-digit fraction", method: "POST", path: "/api/v1/tasks", body: `{"type":"echo","run_at":"2030-01-01T00:00:00.1234567891Z"}`, status: 400, field: "run_at"})
 	add(hostile{name: "run_at and delay", method: "POST", path: "/api/v1/tasks", body: `{"type":"echo","run_at":"2030-01-01T00:00:00Z","delay_seconds":5}`, status: 400, field: "run_at"})
 	// Other bodies and parameters.
 	for _, b := range []struct{ body, field string }{
@@ -118,9 +128,10 @@ func hostileRequests() []hostile {
 		add(hostile{name: "limits " + b.body, method: "PUT", path: "/api/v1/control/types/echo", body: b.body, status: 400, field: b.field})
 	}
 	for _, b := range []struct{ body, field string }{
+		{`{"type":"` + strings.Repeat("t", 100_000) + `"}`, "type"}, {`{"type":"a#b"}`, "type"}, {`{"type":" "}`, "type"},
 		{`{"priority":"x"}`, "priority"}, {`{"limit":0}`, "limit"}, {`{"limit":10001}`, "limit"}, {`{"limit":"x"}`, "limit"}, {`{"bogus":1}`, "bogus"}, {`{"type":5}`, "type"},
 	} {
-		add(hostile{name: "replay " + b.body, method: "POST", path: "/api/v1/dlq/replay", body: b.body, status: 400, field: b.field})
+		add(hostile{name: "replay " + cutName(b.body), method: "POST", path: "/api/v1/dlq/replay", body: b.body, status: 400, field: b.field})
 	}
 	for _, q := range []struct{ query, field string }{
 		{"limit=0", "limit"}, {"limit=-1", "limit"}, {"limit=1001", "limit"}, {"limit=x", "limit"}, {"status=x", "status"}, {"priority=x", "priority"},

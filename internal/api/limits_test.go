@@ -52,6 +52,7 @@ func TestOpenAPILimitsMatchTheCode(t *testing.T) {
 		{"timeout_seconds default", sub["timeout_seconds"]["default"], task.DefaultTimeoutSeconds},
 		{"delay_seconds maximum", sub["delay_seconds"]["maximum"], task.MaxDelaySeconds},
 		{"batch maxItems", batch.Properties["tasks"]["maxItems"], api.MaxBatch},
+		{"replay type maxLength", doc.Components.Schemas["ReplayRequest"].Properties["type"]["maxLength"], task.MaxTypeLength},
 		{"task id length", doc.Components.Parameters["TaskID"].Schema["maxLength"], 26},
 		{"payload_size minimum", doc.Components.Schemas["Task"].Properties["payload_size"]["minimum"], store.InlineMax + 1},
 		{"result_size minimum", doc.Components.Schemas["Task"].Properties["result_size"]["minimum"], store.InlineMax + 1},
@@ -66,6 +67,7 @@ func TestOpenAPILimitsMatchTheCode(t *testing.T) {
 	}{
 		{"payload bytes", sub["payload"]["description"].(string), task.MaxPayloadBytes},
 		{"payload depth", sub["payload"]["description"].(string), task.MaxPayloadDepth},
+		{"run_at fraction", sub["run_at"]["description"].(string), task.MaxRunAtFraction},
 		{"inline payload", doc.Components.Schemas["Task"].Properties["payload"]["description"].(string), store.InlineMax},
 		{"batch body", batch.Description, api.MaxBatchBody},
 		{"submit body", doc.Info.Description, api.MaxBody},

@@ -13,6 +13,13 @@
 // batch delivered twice therefore counts once: the counters are exact,
 // lagging the table by the stream's delay.
 //
+// The status, priority and type counts are of retained tasks: a task
+// deleted by hand, by cleanup or by DynamoDB's TTL leaves the stream as a
+// REMOVE record with its old image, which takes it off the count of the
+// status it had, so after a cleanup /stats counts what the task list
+// lists. The throughput buckets count events (a completion, a dead
+// letter) in the 10 s they happened and are not taken back by a deletion.
+//
 // Items (pk): COUNTS#GLOBAL (status×priority and queued-since attributes),
 // COUNTS#TYPE#<type> (one per type: the number of types does not bound
 // anything, and no caller can fill an item), COUNTS#TP#<10 s bucket>
@@ -62,6 +69,15 @@ const (
 	// bucketTTL is how long throughput buckets and batch guards are kept.
 	bucketTTL = time.Hour
 	guardTTL  = 48 * time.Hour
+
+	// A guard item holds the last sequence number of the run it guards
+	// twice: padded (guardSeq, see PadSeq), which orders runs in a
+	// condition, and as the stream gave it (guardRawSeq), which is what a
+	// restarted Poller hands back to GetShardIterator. The padding cannot
+	// be undone: a stream's numbers may carry leading zeros of their own
+	// (DynamoDB Local's are 21 digits, "000000000000000000199").
+	guardSeq    = "seq"
+	guardRawSeq = "raw_seq"
 
 	// maxItems bounds the counter items of one transaction (DynamoDB takes
 	// 100 actions; one is the guard).
@@ -260,10 +276,11 @@ func (k *Keeper) write(ctx context.Context, d *delta, g Guard, first, last strin
 	}
 	guard := &types.Update{
 		TableName: &k.table, Key: key(guardPrefix + g.Key),
-		UpdateExpression:         aws.String("SET #seq = :last, #ttl = :ttl"),
-		ExpressionAttributeNames: map[string]string{"#seq": "seq", "#ttl": spec.AttrTTL},
+		UpdateExpression:         aws.String("SET #seq = :last, #raw = :raw, #ttl = :ttl"),
+		ExpressionAttributeNames: map[string]string{"#seq": guardSeq, "#raw": guardRawSeq, "#ttl": spec.AttrTTL},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":last": &types.AttributeValueMemberS{Value: PadSeq(last)},
+			":raw":  &types.AttributeValueMemberS{Value: last},
 			":ttl":  &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(guardTTL).Unix(), 10)},
 		},
 		ConditionExpression: aws.String("attribute_not_exists(#seq)"),

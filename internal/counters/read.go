@@ -23,14 +23,16 @@ const MaxTypes = 100
 
 // Snapshot is the counters at one moment.
 type Snapshot struct {
-	// Tasks counts retained tasks by status and effective priority.
+	// Tasks counts retained tasks by status and effective priority: a
+	// deleted task (by hand, cleanup or TTL) is no longer counted.
 	Tasks map[task.Status]map[task.Priority]int64
 	// Types counts retained tasks by type and status: the first MaxTypes
 	// types by name; TypesTruncated says there are more.
 	Types          map[string]map[task.Status]int64
 	TypesTruncated bool
 	// Completed and Failed count the tasks that completed or were
-	// dead-lettered in the last minute (to the 10 s bucket).
+	// dead-lettered in the last minute (to the 10 s bucket), whether or
+	// not they are still retained.
 	Completed, Failed int64
 	// OldestQueued is, per effective priority, the minute in which the
 	// longest-waiting queued task's wait began (absent: none queued).

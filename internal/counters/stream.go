@@ -63,7 +63,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	done := map[string]bool{}     // closed shards read to their end
 	for ctx.Err() == nil {
 		if err := p.discover(ctx, arn, iters, done); err != nil && ctx.Err() == nil {
-			log.Warn("counters: describe stream failed", "error", err)
+			log.Warn("counters: stream discovery failed", "error", err)
 			sleepCtx(ctx, 10*p.Every)
 		}
 		got := 0
@@ -96,7 +96,7 @@ func (p *Poller) discover(ctx context.Context, arn string, iters map[string]*str
 	for {
 		out, err := p.Streams.DescribeStream(ctx, in)
 		if err != nil {
-			return err
+			return fmt.Errorf("describe stream: %w", err)
 		}
 		for _, sh := range out.StreamDescription.Shards {
 			listed[aws.ToString(sh.ShardId)] = true
@@ -120,7 +120,7 @@ func (p *Poller) discover(ctx context.Context, arn string, iters map[string]*str
 			}
 			it, err := p.Streams.GetShardIterator(ctx, gi)
 			if err != nil {
-				return err
+				return fmt.Errorf("iterator of shard %s (%s %s): %w", id, gi.ShardIteratorType, aws.ToString(gi.SequenceNumber), err)
 			}
 			iters[id] = it.ShardIterator
 		}
@@ -156,13 +156,38 @@ func (p *Poller) pass(ctx context.Context, shard string, it *string) (int, *stri
 
 func shardGuard(shard string) string { return "shard:" + shard }
 
-// checkpoint is the last sequence number applied under guard key ("" if none).
+// checkpoint is the sequence number of the last record applied under guard
+// key, exactly as the stream gave it ("" if none), so that it can be given
+// back to GetShardIterator.
 func (k *Keeper) checkpoint(ctx context.Context, key string) (string, error) {
 	out, err := k.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &k.table, Key: pkKey(guardPrefix + key), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return "", fmt.Errorf("read counters checkpoint: %w", err)
+		return "", fmt.Errorf("read counters checkpoint %s: %w", key, err)
 	}
-	return strings.TrimLeft(attrS(out.Item["seq"]), "0"), nil
+	if raw := attrS(out.Item[guardRawSeq]); raw != "" {
+		return raw, nil
+	}
+	return unpadSeq(attrS(out.Item[guardSeq])), nil
+}
+
+// minSeqLen is the shortest sequence number DynamoDB Streams has (and
+// takes): 21 digits.
+const minSeqLen = 21
+
+// unpadSeq recovers the sequence number of a checkpoint written before
+// guards kept it as given (guardRawSeq): only the padded form is there.
+// Streams' numbers are 21 to 40 digits; AWS's have no leading zeros and
+// DynamoDB Local's are zero-padded to 21, so both come back from the
+// padded form with its zeros trimmed to at least 21 digits.
+func unpadSeq(padded string) string {
+	if padded == "" {
+		return ""
+	}
+	seq := strings.TrimLeft(padded, "0")
+	if len(seq) < minSeqLen {
+		seq = strings.Repeat("0", minSeqLen-len(seq)) + seq
+	}
+	return seq
 }
 
 func changeFromStream(r streamtypes.Record) (Change, bool, error) {

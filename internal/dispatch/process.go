@@ -63,13 +63,64 @@ type probe struct {
 	Type    json.RawMessage `json:"type"`
 }
 
+// decodeProbe reads body into pb and returns "" when body is a JSON object
+// whose id, v and type fields (if any) have their types; otherwise the DLQ
+// reason, in the message's terms rather than Go's. A bare scalar (`12345`,
+// `true`, `null`) is no object, whatever json.Unmarshal makes of it (it
+// takes `null` into a struct without complaint).
+func decodeProbe(body string, pb *probe) string {
+	err := json.Unmarshal([]byte(body), pb)
+	var ute *json.UnmarshalTypeError
+	switch kind := jsonKind(body); {
+	case kind == "":
+		return fmt.Sprintf("body is not a JSON object: it is not valid JSON (%v)", err)
+	case kind != "object":
+		return "body is not a JSON object: it is " + kind
+	case errors.As(err, &ute):
+		want := "of another type"
+		switch ute.Field {
+		case "id":
+			want = "a string (a task id)"
+		case "v":
+			want = "an integer (the task's version)"
+		}
+		got, _, _ := strings.Cut(ute.Value, " ") // "number 1.5" -> "number"
+		return fmt.Sprintf("body field %q must be %s, not a JSON %s", ute.Field, want, got)
+	case err != nil:
+		return fmt.Sprintf("body could not be read: %v", err)
+	}
+	return ""
+}
+
+// jsonKind names the kind of JSON value body holds ("object", "an array",
+// "a string", "a number", "a boolean", "null"), or "" when it is not valid
+// JSON.
+func jsonKind(body string) string {
+	if !json.Valid([]byte(body)) {
+		return ""
+	}
+	switch b := strings.TrimLeft(body, " \t\r\n"); b[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
 // claim turns a message into a claimed task, or disposes of the message:
 // poison to the DLQ, stale deleted, early or busy hidden for later.
 func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, func(), bool) {
 	var pb probe
-	if err := json.Unmarshal([]byte(m.Body), &pb); err != nil {
+	if why := decodeProbe(m.Body, &pb); why != "" {
 		c.mx.Dropped(metrics.DropInvalid)
-		c.poison(ctx, m, fmt.Sprintf("body is not a JSON object: %v", err))
+		c.poison(ctx, m, why)
 		return nil, nil, false
 	}
 	var msg task.Message

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/triagehq/triage/internal/api"
@@ -31,6 +33,7 @@ import (
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/handler/demo"
 	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/localstack/stacktest"
 )
@@ -571,5 +574,58 @@ func TestReservedSlotStartsHighPromptly(t *testing.T) {
 	t.Logf("high task started %v after submit, with both general slots busy", wait)
 	if wait > time.Second {
 		t.Fatalf("high task waited %v for the reserved slot; want under 1 s", wait)
+	}
+}
+
+// Every body a producer can send straight to a queue that the consumer
+// cannot use, bare JSON scalars and arrays included, lands in that
+// priority's DLQ with a reason that says what is wrong with it in the
+// message's own terms (not Go's), and no task is created for it.
+func TestUnusableDirectSendsGoToDLQ(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	cases := []struct{ body, reason string }{
+		{`12345`, "body is not a JSON object: it is a number"},
+		{`-0.5`, "body is not a JSON object: it is a number"},
+		{`null`, "body is not a JSON object: it is null"},
+		{`true`, "body is not a JSON object: it is a boolean"},
+		{`false`, "body is not a JSON object: it is a boolean"},
+		{`"a string"`, "body is not a JSON object: it is a string"},
+		{`[]`, "body is not a JSON object: it is an array"},
+		{`[{"type":"echo"}]`, "body is not a JSON object: it is an array"},
+		{`{"type":"echo"} trailing`, "body is not a JSON object: it is not valid JSON"},
+		{`{}`, `body has neither "id" and "v"`},
+		{`{"id":null,"v":null}`, `body has neither "id" and "v"`},
+		{`{"id":5,"v":1}`, `body field "id" must be a string`},
+		{`{"id":"x","v":1.5}`, `body field "v" must be an integer`},
+		{`{"type":null}`, "direct send rejected: type: is required"},
+	}
+	for _, c := range cases {
+		sendRaw(t, env, task.Medium, c.body)
+	}
+	run(t, consumerapp.New(a, demoRegistry(), fastOptions()))
+	msgs := dlqMessages(t, a, task.Medium, len(cases))
+	reasons := map[string]string{}
+	for _, m := range msgs {
+		reasons[m.Body] = m.Reason
+	}
+	for _, c := range cases {
+		if r, ok := reasons[c.body]; !ok {
+			t.Errorf("%s: not in the DLQ", c.body)
+		} else if !strings.Contains(r, c.reason) || strings.Contains(r, "Go ") {
+			t.Errorf("%s: DLQ reason %q, want it to say %q", c.body, r, c.reason)
+		}
+	}
+	if len(msgs) != len(cases) {
+		t.Errorf("the DLQ holds %d messages, want %d", len(msgs), len(cases))
+	}
+	page, err := env.DynamoDB.Scan(context.Background(), &dynamodb.ScanInput{TableName: &env.Spec.Table.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range page.Items {
+		if pk, _ := it[spec.AttrPK].(*ddbtypes.AttributeValueMemberS); pk != nil && strings.HasPrefix(pk.Value, spec.TaskKeyPrefix) {
+			t.Errorf("a task was created: %s", pk.Value)
+		}
 	}
 }

@@ -36,6 +36,9 @@ const (
 	MaxIdempotencyKey = 256
 	MaxTraceID        = 128 // printable ASCII; a W3C trace id is 32 hex digits
 	MaxDelaySeconds   = 365 * 24 * 60 * 60
+	// MaxRunAtFraction bounds the fractional-second digits of run_at: a
+	// task's times are kept to the nanosecond.
+	MaxRunAtFraction = 9
 )
 
 // Request is a task submission: the body of POST /api/v1/tasks, and the
@@ -117,6 +120,26 @@ func ValidateType(typ string) error {
 		return fmt.Errorf("is not valid UTF-8")
 	case strings.ContainsAny(typ, "#\x00\n\r"):
 		return fmt.Errorf("must not contain '#', NUL or newlines")
+	}
+	return nil
+}
+
+// ValidateRunAtText checks the JSON text of a submit's run_at (nil when
+// absent) for what its decoded time.Time cannot show: Go's RFC 3339 parser
+// takes a fraction of any length and keeps nanoseconds, so a fraction over
+// MaxRunAtFraction digits would be cut without a word (and a long one costs
+// parsing). The time itself is checked by decoding it.
+func ValidateRunAtText(raw json.RawMessage) error {
+	_, frac, ok := bytes.Cut(raw, []byte("."))
+	if !ok {
+		return nil
+	}
+	digits := 0
+	for digits < len(frac) && frac[digits] >= '0' && frac[digits] <= '9' {
+		digits++
+	}
+	if digits > MaxRunAtFraction {
+		return &FieldError{Field: "run_at", Message: fmt.Sprintf("has %d fractional-second digits; the limit is %d (nanoseconds)", digits, MaxRunAtFraction)}
 	}
 	return nil
 }
