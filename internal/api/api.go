@@ -65,10 +65,16 @@ type Controls interface {
 	List(ctx context.Context) ([]control.Settings, error)
 }
 
-// DLQ lists and replays the dead-letter queues.
+// DLQ lists, replays and purges the dead-letter queues, and is the way
+// out of dead_letter for a single task too: retrying or deleting a dead
+// task through it removes the task's DLQ copy, so the DLQ holds one
+// message per dead task (see package deadletter).
 type DLQ interface {
-	List(ctx context.Context, prios []task.Priority, limit int) ([]deadletter.Message, error)
-	Replay(ctx context.Context, f deadletter.ReplayFilter) (deadletter.ReplayResult, error)
+	Find(ctx context.Context, f deadletter.Filter) ([]deadletter.Message, bool, error)
+	Replay(ctx context.Context, f deadletter.Filter) (deadletter.ReplayResult, error)
+	Purge(ctx context.Context, f deadletter.Filter) (deadletter.PurgeResult, error)
+	Retry(ctx context.Context, id string) (*task.Task, error)
+	Delete(ctx context.Context, cur *task.Task) error
 }
 
 // Deps are the parts the API serves from.
@@ -178,6 +184,7 @@ func (s *Server) register() {
 	s.handle("GET /api/v1/control", auth.Read, s.listControls)
 	s.handle("GET /api/v1/dlq", auth.Read, s.listDLQ)
 	s.handle("POST /api/v1/dlq/replay", auth.Admin, s.replayDLQ)
+	s.handle("POST /api/v1/dlq/purge", auth.Admin, s.purgeDLQ)
 	s.handle("GET /api/v1/events", auth.Read, s.streamEvents)
 	s.handle("GET /api/v1/workers", auth.Read, s.listWorkers)
 	s.public("GET /api/v1/openapi.json", s.openapi)
