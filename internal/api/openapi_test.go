@@ -559,7 +559,7 @@ func TestOpenAPIResponses(t *testing.T) {
 		replayed, retried := dead("oa-fail"), dead("oa-fail")
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := s.app.Queues.SendDLQ(ctx, task.Low, enqueue.Body(replayed, replayed.DispatchVersion), "handler failed: boom"); err != nil {
+		if err := s.app.Queues.SendDLQ(ctx, task.Low, enqueue.Body(replayed, replayed.Version), "handler failed: boom"); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.app.Queues.SendDLQ(ctx, task.Low, "not a task message", "unparseable body"); err != nil {

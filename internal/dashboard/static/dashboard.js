@@ -12,7 +12,9 @@
   const PRIORITIES = ['high', 'medium', 'low'];
   const STATUSES = ['scheduled', 'queued', 'executing', 'retrying', 'completed', 'cancelled', 'dead_letter'];
   const TERMINAL = new Set(['completed', 'cancelled', 'dead_letter']);
-  const RETRIABLE = new Set(['dead_letter', 'cancelled']);
+  // Only a dead-lettered task can be retried: the API answers 409 for any
+  // other status, a cancelled one included (it finished as asked).
+  const RETRIABLE = new Set(['dead_letter']);
   const SUBMIT_FIELDS = ['type', 'priority', 'payload', 'max_attempts'];
 
   const $ = (id) => document.getElementById(id);
@@ -539,7 +541,7 @@
     cancel.title = cancel.disabled ? (task.cancel_requested ? 'cancel already requested' : 'the task has finished') : '';
     const retry = $('task-retry');
     retry.disabled = !RETRIABLE.has(status);
-    retry.title = retry.disabled ? 'only dead_letter or cancelled tasks can be retried' : '';
+    retry.title = retry.disabled ? 'only a dead_letter task can be retried' : '';
   }
 
   async function taskAction(action, button) {
