@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -101,13 +103,22 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	if f.Type = q.Get("type"); !typeParam(w, f.Type, "type") {
 		return
 	}
-	if v := q.Get("status"); v != "" {
-		st, err := task.ParseStatus(v)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_field", "status", "status: "+err.Error())
-			return
+	// status may name several, comma-separated or repeated
+	// (status=queued,retrying or status=queued&status=retrying).
+	for _, v := range q["status"] {
+		for _, name := range strings.Split(v, ",") {
+			if name == "" {
+				continue
+			}
+			st, err := task.ParseStatus(name)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, "invalid_field", "status", "status: "+err.Error())
+				return
+			}
+			if !slices.Contains(f.Statuses, st) {
+				f.Statuses = append(f.Statuses, st)
+			}
 		}
-		f.Status = st
 	}
 	if v := q.Get("priority"); v != "" {
 		p, err := task.ParsePriority(v)

@@ -97,8 +97,8 @@ func (d *dev) call(method, path, body string, out any) int {
 }
 
 type taskView struct {
-	ID      string `json:"id"`
-	Status  string `json:"status"`
+	ID     string `json:"id"`
+	Status string `json:"status"`
 	// CompletedAt changes each time the task dies (the public task has
 	// no version).
 	CompletedAt string `json:"completed_at"`
@@ -178,8 +178,10 @@ func (d *dev) checkDepth(step string, dead int) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var st struct {
-			Queues   map[string]struct{ DLQDepth int `json:"dlq_depth"` } `json:"queues"`
-			Statuses map[string]int                                      `json:"statuses"`
+			Queues map[string]struct {
+				DLQDepth int `json:"dlq_depth"`
+			} `json:"queues"`
+			Statuses map[string]int `json:"statuses"`
 		}
 		d.call("GET", "/api/v1/stats", "", &st)
 		depth := 0
