@@ -279,8 +279,24 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// bodies=omit leaves a payload or result kept off the record (over
+	// 3 KiB) out, with its size: the dashboard polls a task this way and
+	// fetches a large body only when the operator opens it.
+	var omit bool
+	switch v := r.URL.Query().Get("bodies"); v {
+	case "", "include":
+	case "omit":
+		omit = true
+	default:
+		writeError(w, http.StatusBadRequest, "invalid_field", "bodies", "bodies: must be include (the default) or omit")
+		return
+	}
 	t, err := s.store.Get(r.Context(), id)
 	if s.taskError(w, r, "get task", err) {
+		return
+	}
+	if omit {
+		writeJSON(w, http.StatusOK, t)
 		return
 	}
 	if err := s.store.LoadBodies(r.Context(), t); err != nil {
