@@ -341,3 +341,39 @@ func (b *browser) screenshot(name string) {
 	}
 	b.t.Logf("screenshot saved to %s", out)
 }
+
+// settle waits until no task in ids is waiting or running, and each
+// task in moved has died again since the completed_at given; it returns
+// how many of ids are dead_letter.
+func (d *dev) settle(ids []string, moved map[string]string) int {
+	d.t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		dead, busy := 0, ""
+		for _, id := range ids {
+			tv := d.get(id)
+			switch {
+			case tv.Status == "dead_letter" && (moved[id] == "" || tv.CompletedAt != moved[id]):
+				dead++
+			case tv.Status == "dead_letter", tv.Status == "queued", tv.Status == "executing", tv.Status == "retrying":
+				busy = fmt.Sprintf("%s %s (%s)", id, tv.Status, tv.CompletedAt)
+			}
+		}
+		if busy == "" {
+			return dead
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("tasks did not settle in 90 s: %s", busy)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// finishedAt is each task's completed_at now.
+func (d *dev) finishedAt(ids ...string) map[string]string {
+	m := map[string]string{}
+	for _, id := range ids {
+		m[id] = d.get(id).CompletedAt
+	}
+	return m
+}
