@@ -102,4 +102,3 @@ func TestRetriedTaskTimeline(t *testing.T) {
 		t.Errorf("error box %q", errBox)
 	}
 }
-
