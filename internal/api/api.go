@@ -457,6 +457,13 @@ func (s *Server) taskError(w http.ResponseWriter, r *http.Request, what string, 
 }
 
 func (s *Server) internal(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// The client went away (a closed dashboard tab): nothing failed on
+		// this side, and nobody reads the answer.
+		s.log.Debug(what+" abandoned: the client disconnected", "method", r.Method, "path", r.URL.Path)
+		writeError(w, 499, "client_closed", "", what+": the client disconnected")
+		return
+	}
 	s.log.Error(what+" failed", "method", r.Method, "path", r.URL.Path, "error", err)
 	if e := submit.Refusal(err); e.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
