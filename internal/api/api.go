@@ -63,6 +63,9 @@ type Controls interface {
 	SetPaused(ctx context.Context, typ string, paused bool) (control.Settings, error)
 	SetLimits(ctx context.Context, typ string, rate float64, maxConcurrency int) (control.Settings, error)
 	List(ctx context.Context) ([]control.Settings, error)
+	// RateUse is the starts a type's rate limit counted in its current
+	// window, out of limit.
+	RateUse(ctx context.Context, typ string, perSecond float64) (starts, limit int, window time.Duration, err error)
 }
 
 // DLQ lists, replays and purges the dead-letter queues, and is the way

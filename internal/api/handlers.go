@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/stats"
 	"github.com/triagehq/triage/internal/store"
@@ -277,13 +278,44 @@ func (s *Server) setLimits(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
+// RateUse is how much of a type's rate limit its current window used.
+type RateUse struct {
+	Starts        int     `json:"starts"`
+	Limit         int     `json:"limit"`
+	WindowSeconds float64 `json:"window_seconds"`
+}
+
+// ControlList is the body of GET /control: the settings, global first,
+// and for each type with a rate limit the use of its current window (one
+// small read per such type: O(types with settings), never O(tasks)). A
+// type's concurrency in use is its executing count in /stats.
+type ControlList struct {
+	Controls []control.Settings `json:"controls"`
+	RateUse  map[string]RateUse `json:"rate_use,omitempty"`
+}
+
 func (s *Server) listControls(w http.ResponseWriter, r *http.Request) {
 	cs, err := s.controls.List(r.Context())
 	if err != nil {
 		s.internal(w, r, "list controls", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"controls": cs})
+	out := ControlList{Controls: cs}
+	for _, c := range cs {
+		if c.Type == "" || c.RateLimitPerSecond <= 0 {
+			continue
+		}
+		starts, limit, window, err := s.controls.RateUse(r.Context(), c.Type, c.RateLimitPerSecond)
+		if err != nil {
+			s.internal(w, r, "read rate use", err)
+			return
+		}
+		if out.RateUse == nil {
+			out.RateUse = map[string]RateUse{}
+		}
+		out.RateUse[c.Type] = RateUse{Starts: starts, Limit: limit, WindowSeconds: window.Seconds()}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // dlqPriorities reads the optional priority parameter.
