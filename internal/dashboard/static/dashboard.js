@@ -46,6 +46,9 @@
     dlqChecked: new Set(), // task ids selected in the dead letters
     dlqRunning: false, // a dead-letter listing is in flight
     bodies: new Map(), // payload/result fetched on demand, by task id
+    controls: [], // GET /control's settings
+    rateUse: {}, // and its rate use per type
+    executing: {}, // executing tasks per type, from /stats
   };
 
   // ---- API ---------------------------------------------------------------
@@ -409,6 +412,8 @@
     const tp = stats.throughput || {};
     $('tp-completed').textContent = num(tp.completed_last_minute);
     $('tp-failed').textContent = num(tp.failed_last_minute);
+    state.executing = {};
+    for (const [typ, counts] of Object.entries(stats.types || {})) state.executing[typ] = (counts || {}).executing || 0;
     const types = Object.keys(stats.types || {}).sort();
     if (types.join('\n') !== state.types.join('\n')) {
       state.types = types;
@@ -581,6 +586,148 @@
     const controls = Array.isArray(body.controls) ? body.controls : [body];
     const global = controls.find((c) => c && !c.type) || {};
     setPaused(!!global.paused, controls.filter((c) => c && c.type && c.paused).map((c) => c.type));
+    state.controls = controls.filter((c) => c && c.type);
+    state.rateUse = body.rate_use || {};
+    renderControlRows();
+  }
+
+  // renderControlRows shows a row per known type (from /stats) and per
+  // type with settings. Rows are kept and updated in place, and an input
+  // the operator has edited keeps its value until saved.
+  function renderControlRows() {
+    const tbody = $('controls-body');
+    const byType = new Map(state.controls.map((c) => [c.type, c]));
+    const types = [...new Set(state.types.concat([...byType.keys()]))].sort();
+    const global = document.getElementById('controls-global');
+    global.textContent = $('dispatch-state').textContent;
+    if (!types.length) {
+      tbody.replaceChildren();
+      const tr = document.createElement('tr');
+      tr.className = 'empty';
+      cell(tr, 'No task types yet.').colSpan = 7;
+      tbody.append(tr);
+      return;
+    }
+    const rows = [];
+    for (const typ of types) {
+      const c = byType.get(typ) || { type: typ, paused: false };
+      let tr = tbody.querySelector('tr[data-type="' + CSS.escape(typ) + '"]');
+      if (!tr) tr = controlRow(typ);
+      const st = tr.querySelector('[data-k="state"]');
+      st.replaceChildren(badge(c.paused ? 'status-cancelled' : 'status-completed', c.paused ? '⏸ paused' : '▶ running'));
+      const toggle = tr.querySelector('button[data-toggle]');
+      toggle.textContent = c.paused ? 'Resume' : 'Pause';
+      toggle.dataset.toggle = c.paused ? 'resume' : 'pause';
+      toggle.setAttribute('aria-label', toggle.textContent + ' type ' + typ);
+      const rate = tr.querySelector('input[name="rate"]');
+      const conc = tr.querySelector('input[name="concurrency"]');
+      if (!rate.dataset.dirty && document.activeElement !== rate) rate.value = String(c.rate_limit_per_second || 0);
+      if (!conc.dataset.dirty && document.activeElement !== conc) conc.value = String(c.max_concurrency || 0);
+      const use = state.rateUse[typ];
+      tr.querySelector('[data-k="rate_use"]').textContent = use
+        ? use.starts + ' of ' + use.limit + ' in ' + (use.window_seconds === 1 ? 'this second' : 'this ' + use.window_seconds + ' s window') : '–';
+      const ex = state.executing[typ] || 0;
+      tr.querySelector('[data-k="executing"]').textContent = c.max_concurrency ? ex + ' of ' + c.max_concurrency : String(ex);
+      rows.push(tr);
+    }
+    tbody.replaceChildren(...rows);
+  }
+
+  function controlRow(typ) {
+    const tr = document.createElement('tr');
+    tr.dataset.type = typ;
+    cell(tr, code(typ));
+    const stCell = cell(tr, '');
+    const st = document.createElement('span');
+    st.dataset.k = 'state';
+    const toggle = document.createElement('button');
+    toggle.type = 'button';
+    toggle.className = 'small-btn';
+    toggle.dataset.toggle = 'pause';
+    stCell.append(st, ' ', toggle);
+    for (const [name, label, step] of [['rate', 'rate limit per second', 'any'], ['concurrency', 'max concurrency', '1']]) {
+      const input = document.createElement('input');
+      input.type = 'number';
+      input.min = '0';
+      input.step = step;
+      input.name = name;
+      input.className = 'num-input';
+      input.setAttribute('aria-label', typ + ' ' + label);
+      input.addEventListener('input', () => { input.dataset.dirty = '1'; });
+      cell(tr, input);
+      const use = document.createElement('span');
+      use.dataset.k = name === 'rate' ? 'rate_use' : 'executing';
+      cell(tr, use, 'num');
+    }
+    const save = document.createElement('button');
+    save.type = 'button';
+    save.className = 'small-btn';
+    save.dataset.save = typ;
+    save.textContent = 'Save limits';
+    save.setAttribute('aria-label', 'Save the limits of type ' + typ);
+    const err = document.createElement('span');
+    err.className = 'field-error';
+    err.dataset.k = 'error';
+    err.setAttribute('role', 'alert');
+    cell(tr, save).append(' ', err);
+    return tr;
+  }
+
+  async function saveLimits(typ, button) {
+    const tr = button.closest('tr');
+    const err = tr.querySelector('[data-k="error"]');
+    err.textContent = '';
+    const rate = tr.querySelector('input[name="rate"]');
+    const conc = tr.querySelector('input[name="concurrency"]');
+    const body = { rate_limit_per_second: Number(rate.value || 0), max_concurrency: Number(conc.value || 0) };
+    if (!isFinite(body.rate_limit_per_second) || !Number.isInteger(body.max_concurrency)) {
+      err.textContent = 'Enter numbers (max concurrency a whole number).';
+      return;
+    }
+    button.disabled = true;
+    try {
+      await api('PUT', 'control/types/' + encodeURIComponent(typ), JSON.stringify(body));
+      delete rate.dataset.dirty;
+      delete conc.dataset.dirty;
+      err.textContent = '';
+      refreshNow();
+    } catch (e) {
+      err.textContent = describe(e); // inline, with the API's message and field
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  async function toggleType(typ, action, button) {
+    button.disabled = true;
+    try {
+      await api('POST', 'control/' + action + '?type=' + encodeURIComponent(typ));
+      refreshNow();
+    } catch (e) {
+      button.closest('tr').querySelector('[data-k="error"]').textContent = describe(e);
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  async function cleanup(ev) {
+    ev.preventDefault();
+    const button = $('cleanup-button');
+    const age = Number($('cleanup-age').value);
+    if (!armed(button, 'Really delete?')) return;
+    const before = new Date(Date.now() - age * 1000).toISOString().replace(/\.\d+Z$/, 'Z');
+    const status = $('cleanup-status');
+    status.textContent = 'Cleaning up…';
+    button.disabled = true;
+    try {
+      const res = await api('DELETE', 'tasks?older_than=' + encodeURIComponent(before));
+      status.textContent = 'Deleted ' + res.deleted + ' finished task(s) older than ' + before + '.';
+      refreshNow();
+    } catch (e) {
+      status.textContent = 'Cleanup failed: ' + describe(e);
+    } finally {
+      button.disabled = false;
+    }
   }
 
   function setPaused(paused, pausedTypes) {
@@ -1166,6 +1313,7 @@
     }
     $('view-tasks').hidden = view !== 'tasks';
     $('view-dlq').hidden = view !== 'dlq';
+    $('view-controls').hidden = view !== 'controls';
     if (view === 'dlq') loadDLQ(false);
   }
 
@@ -1386,6 +1534,17 @@
       $('dlq-confirm').hidden = true;
       dlqCall('Purging', 'dlq/purge', Object.assign(dlqFilterBody(), { confirm: true }));
     });
+
+    $('controls-body').addEventListener('click', (ev) => {
+      const save = ev.target.closest('button[data-save]');
+      if (save) {
+        saveLimits(save.dataset.save, save);
+        return;
+      }
+      const toggle = ev.target.closest('button[data-toggle]');
+      if (toggle) toggleType(toggle.closest('tr').dataset.type, toggle.dataset.toggle, toggle);
+    });
+    $('cleanup').addEventListener('submit', cleanup);
 
     document.addEventListener('visibilitychange', () => {
       if (!document.hidden && state.token) refreshNow();
