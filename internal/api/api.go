@@ -181,6 +181,7 @@ func (s *Server) register() {
 	s.public("POST /api/v1/tasks/{id}/progress", s.reportProgress)
 	s.handle("DELETE /api/v1/tasks", auth.Admin, s.cleanup)
 	s.handle("GET /api/v1/stats", auth.Read, s.stats)
+	s.handle("GET /api/v1/stats/history", auth.Read, s.statsHistory)
 	s.handle("POST /api/v1/control/pause", auth.Admin, s.pause(true))
 	s.handle("POST /api/v1/control/resume", auth.Admin, s.pause(false))
 	s.handle("PUT /api/v1/control/types/{type}", auth.Admin, s.setLimits)

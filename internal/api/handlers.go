@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/triagehq/triage/internal/control"
+	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/stats"
 	"github.com/triagehq/triage/internal/store"
@@ -225,6 +227,42 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+// Historian is the part of the counters behind GET /stats/history.
+type Historian interface {
+	History(ctx context.Context, minutes int) ([]counters.Minute, error)
+}
+
+// History is the body of GET /stats/history.
+type History struct {
+	Minutes []counters.Minute `json:"minutes"`
+}
+
+// statsHistory answers completions and dead letters per minute over the
+// last hour at most, from the counters' throughput buckets: a constant
+// number of small reads, never a read of tasks.
+func (s *Server) statsHistory(w http.ResponseWriter, r *http.Request) {
+	minutes := 60
+	if v := r.URL.Query().Get("minutes"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > counters.MaxHistory {
+			writeError(w, http.StatusBadRequest, "invalid_field", "minutes", fmt.Sprintf("minutes: must be a whole number from 1 to %d", counters.MaxHistory))
+			return
+		}
+		minutes = n
+	}
+	h, ok := s.counters.(Historian)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, "not_implemented", "", "this API's counters keep no history")
+		return
+	}
+	ms, err := h.History(r.Context(), minutes)
+	if err != nil {
+		s.internal(w, r, "read stats history", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, History{Minutes: ms})
 }
 
 func (s *Server) pause(paused bool) func(http.ResponseWriter, *http.Request) {

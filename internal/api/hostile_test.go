@@ -142,6 +142,8 @@ func hostileRequests() []hostile {
 	add(hostile{name: "cleanup older_than=x", method: "DELETE", path: "/api/v1/tasks?older_than=x", status: 400, field: "older_than"})
 	add(hostile{name: "dlq priority=x", method: "GET", path: "/api/v1/dlq?priority=x", status: 400, field: "priority"})
 	add(hostile{name: "dlq limit=0", method: "GET", path: "/api/v1/dlq?limit=0", status: 400, field: "limit"})
+	add(hostile{name: "history minutes=0", method: "GET", path: "/api/v1/stats/history?minutes=0", status: 400, field: "minutes"})
+	add(hostile{name: "history minutes=x", method: "GET", path: "/api/v1/stats/history?minutes=x", status: 400, field: "minutes"})
 	add(hostile{name: "get bodies=x", method: "GET", path: "/api/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV?bodies=x", status: 400, field: "bodies"})
 	add(hostile{name: "dlq type=a#b", method: "GET", path: "/api/v1/dlq?type=a%23b", status: 400, field: "type"})
 	add(hostile{name: "dlq long reason", method: "GET", path: "/api/v1/dlq?reason=" + strings.Repeat("r", 300), status: 400, field: "reason"})

@@ -506,6 +506,12 @@ func TestOpenAPIResponses(t *testing.T) {
 	t.Run("stats", func(t *testing.T) {
 		c := &oaCheck{t: t, d: d, srv: s.srv}
 		c.call("GET /api/v1/stats", "/api/v1/stats", "ro", "", 200)
+		h, _ := c.call("GET /api/v1/stats/history", "/api/v1/stats/history?minutes=5", "ro", "", 200)
+		if ms, _ := oaObj(h)["minutes"].([]any); len(ms) != 6 {
+			t.Errorf("history of 5 minutes has %d entries, want 6 (5 whole and the current one)", len(ms))
+		}
+		c.call("GET /api/v1/stats/history", "/api/v1/stats/history?minutes=61", "ro", "", 400)
+		c.call("GET /api/v1/control", "/api/v1/control", "ro", "", 200)
 	})
 
 	t.Run("workers", func(t *testing.T) {
