@@ -49,7 +49,12 @@
     controls: [], // GET /control's settings
     rateUse: {}, // and its rate use per type
     executing: {}, // executing tasks per type, from /stats
+    depth: [], // queue depth samples {at, high, medium, low}, the last hour
+    slowAt: 0, // when the slow panels (history, failures) were last read
+    slowRunning: false, // a slow-panel read is in flight
   };
+  const SLOW_MS = 10000; // the history and recent failures change slowly
+  const HOUR_MS = 3600 * 1000;
 
   // ---- API ---------------------------------------------------------------
 
@@ -317,6 +322,7 @@
       settle('control', control, renderControl);
       if (state.selected) await loadDetail(state.selected, true);
       if (state.view === 'dlq') await loadDLQ(true);
+      loadSlow(false);
       $('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     } finally {
       state.running = false;
@@ -414,6 +420,9 @@
     $('tp-failed').textContent = num(tp.failed_last_minute);
     state.executing = {};
     for (const [typ, counts] of Object.entries(stats.types || {})) state.executing[typ] = (counts || {}).executing || 0;
+    sampleDepth(queues);
+    renderStatusChart(statuses);
+    renderTypeChart(stats.types || {});
     const types = Object.keys(stats.types || {}).sort();
     if (types.join('\n') !== state.types.join('\n')) {
       state.types = types;
@@ -1302,6 +1311,185 @@
     $('dlq-confirm-no').focus();
   }
 
+  // ---- charts ------------------------------------------------------------
+  //
+  // Every number comes from the counters behind /stats and /stats/history
+  // (constant cost): nothing here reads tasks, except the five most recent
+  // failures, one page of the by-due index. The charts are SVG drawn here;
+  // colours come from the stylesheet (classes), so the CSP needs no inline
+  // style, and every chart also says its numbers in text (titles, legend).
+
+  const SVG = 'http://www.w3.org/2000/svg';
+
+  function svgEl(name, attrs, text) {
+    const el = document.createElementNS(SVG, name);
+    for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+    if (text !== undefined) {
+      const t = document.createElementNS(SVG, 'title');
+      t.textContent = text;
+      el.append(t);
+    }
+    return el;
+  }
+
+  // axisLabel labels a chart's top with its scale.
+  function axisLabel(max) {
+    const t = svgEl('text', { x: 0, y: 10, class: 'tick' });
+    t.textContent = String(max);
+    return t;
+  }
+
+  // loadSlow reads the panels that change slowly at most every SLOW_MS,
+  // one request each, never two at once.
+  async function loadSlow(force) {
+    if (state.slowRunning || (!force && Date.now() - state.slowAt < SLOW_MS)) return;
+    state.slowRunning = true;
+    state.slowAt = Date.now();
+    try {
+      const [hist, fails] = await Promise.allSettled([
+        api('GET', 'stats/history?minutes=60'),
+        api('GET', 'tasks?status=dead_letter&limit=5'),
+      ]);
+      if (hist.status === 'fulfilled') renderThroughput(hist.value.minutes || []);
+      else if (!(hist.reason instanceof APIError && hist.reason.status === 501)) report('Loading the throughput history', hist.reason, 'history');
+      if (fails.status === 'fulfilled') renderFailures(fails.value.tasks || []);
+    } finally {
+      state.slowRunning = false;
+    }
+  }
+
+  function renderThroughput(minutes) {
+    const box = $('chart-throughput');
+    const W = 600, H = 140, pad = 18;
+    const max = Math.max(1, ...minutes.map((m) => (m.completed || 0) + (m.failed || 0)));
+    const bw = (W - pad) / Math.max(minutes.length, 1);
+    const svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, class: 'svg-chart', preserveAspectRatio: 'none' });
+    svg.append(svgEl('line', { x1: pad, y1: H - pad, x2: W, y2: H - pad, class: 'axis' }));
+    svg.append(axisLabel(max));
+    let completed = 0;
+    let failed = 0;
+    minutes.forEach((m, i) => {
+      const c = m.completed || 0;
+      const f = m.failed || 0;
+      completed += c;
+      failed += f;
+      const x = pad + i * bw;
+      const hc = (H - 2 * pad) * c / max;
+      const hf = (H - 2 * pad) * f / max;
+      const label = new Date(m.start).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }) + ': ' + c + ' completed, ' + f + ' dead-lettered';
+      const g = svgEl('g', {}, label);
+      if (c) g.append(svgEl('rect', { x: x + 0.5, y: H - pad - hc, width: Math.max(bw - 1, 1), height: hc, class: 'bar-completed' }));
+      if (f) g.append(svgEl('rect', { x: x + 0.5, y: H - pad - hc - hf, width: Math.max(bw - 1, 1), height: hf, class: 'bar-failed' }));
+      g.append(svgEl('rect', { x, y: pad, width: bw, height: H - 2 * pad, class: 'hit' }));
+      svg.append(g);
+    });
+    svg.dataset.completed = String(completed);
+    svg.dataset.failed = String(failed);
+    box.replaceChildren(svg);
+    $('chart-tp-total').textContent = '· last hour: ' + completed.toLocaleString() + ' completed, ' + failed.toLocaleString() + ' dead-lettered';
+  }
+
+  // sampleDepth keeps the queue depths /stats reported, for the last hour
+  // this page has been open (the API keeps no depth history).
+  function sampleDepth(queues) {
+    const now = Date.now();
+    const s = { at: now };
+    for (const p of PRIORITIES) s[p] = (queues[p] || {}).depth || 0;
+    state.depth.push(s);
+    while (state.depth.length && state.depth[0].at < now - HOUR_MS) state.depth.shift();
+    renderDepth();
+  }
+
+  function renderDepth() {
+    const box = $('chart-depth');
+    const W = 600, H = 140, pad = 18;
+    const pts = state.depth;
+    const max = Math.max(1, ...pts.map((s) => Math.max(s.high, s.medium, s.low)));
+    const t0 = pts.length ? pts[0].at : 0;
+    const span = Math.max(pts.length ? pts[pts.length - 1].at - t0 : 0, 60000);
+    const svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, class: 'svg-chart', preserveAspectRatio: 'none' });
+    svg.append(svgEl('line', { x1: pad, y1: H - pad, x2: W, y2: H - pad, class: 'axis' }));
+    svg.append(axisLabel(max));
+    for (const p of PRIORITIES) {
+      const d = pts.map((s, i) => (i ? 'L' : 'M') + (pad + (W - pad) * (s.at - t0) / span).toFixed(1) + ' ' +
+        (H - pad - (H - 2 * pad) * s[p] / max).toFixed(1)).join(' ');
+      const last = pts.length ? pts[pts.length - 1][p] : 0;
+      if (d) svg.append(svgEl('path', { d, class: 'line-' + p }, p + ': ' + last + ' now'));
+    }
+    box.replaceChildren(svg);
+  }
+
+  function renderStatusChart(statuses) {
+    const box = $('chart-statuses');
+    const total = STATUSES.reduce((n, s) => n + (statuses[s] || 0), 0);
+    const W = 600, H = 26;
+    const svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, class: 'svg-chart bar', preserveAspectRatio: 'none' });
+    let x = 0;
+    for (const s of STATUSES) {
+      const n = statuses[s] || 0;
+      if (!n) continue;
+      const w = W * n / total;
+      svg.append(svgEl('rect', { x, y: 0, width: w, height: H, class: 'seg-' + s },
+        s + ': ' + n.toLocaleString() + ' (' + Math.round(100 * n / total) + '%)'));
+      x += w;
+    }
+    if (!total) svg.append(svgEl('rect', { x: 0, y: 0, width: W, height: H, class: 'seg-empty' }, 'no tasks'));
+    const legend = document.createElement('p');
+    legend.className = 'legend small';
+    for (const s of STATUSES) {
+      if (!statuses[s]) continue;
+      const sw = document.createElement('span');
+      sw.className = 'sw seg-' + s;
+      legend.append(sw, ' ' + s + ' ' + statuses[s].toLocaleString() + ' ');
+    }
+    box.replaceChildren(svg, legend);
+  }
+
+  function renderTypeChart(types) {
+    const box = $('chart-types');
+    const rows = Object.entries(types).map(([t, c]) => [t, Object.values(c || {}).reduce((a, b) => a + b, 0)])
+      .sort((a, b) => b[1] - a[1]).slice(0, 8);
+    const max = Math.max(1, ...rows.map((r) => r[1]));
+    const W = 600, rowH = 18;
+    const svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + Math.max(rows.length * rowH, rowH), class: 'svg-chart types' });
+    rows.forEach(([t, n], i) => {
+      const g = svgEl('g', { 'data-type': t }, t + ': ' + n.toLocaleString());
+      g.append(svgEl('rect', { x: 160, y: i * rowH + 2, width: Math.max((W - 220) * n / max, 1), height: rowH - 4, class: 'bar-type' }));
+      const label = svgEl('text', { x: 0, y: i * rowH + rowH - 5, class: 'label' });
+      label.textContent = t.length > 22 ? t.slice(0, 21) + '…' : t;
+      const val = svgEl('text', { x: 166 + (W - 220) * n / max, y: i * rowH + rowH - 5, class: 'label' });
+      val.textContent = n.toLocaleString();
+      g.append(label, val);
+      svg.append(g);
+    });
+    box.replaceChildren(svg);
+  }
+
+  function renderFailures(tasks) {
+    const ol = $('recent-failures');
+    const items = tasks.map((t) => {
+      const li = document.createElement('li');
+      const open = document.createElement('button');
+      open.type = 'button';
+      open.className = 'link';
+      open.dataset.open = t.id;
+      open.textContent = t.type + ' ' + t.id.slice(-6);
+      open.title = t.id;
+      const msg = document.createElement('span');
+      msg.className = 'small';
+      msg.textContent = ' ' + (t.error ? t.error.message : '') + ' · ';
+      li.append(open, msg, when(t.completed_at));
+      return li;
+    });
+    if (!items.length) {
+      const li = document.createElement('li');
+      li.className = 'muted';
+      li.textContent = 'No dead-lettered tasks.';
+      items.push(li);
+    }
+    ol.replaceChildren(...items);
+  }
+
   // ---- views -------------------------------------------------------------
 
   function showView(view) {
@@ -1545,6 +1733,13 @@
       if (toggle) toggleType(toggle.closest('tr').dataset.type, toggle.dataset.toggle, toggle);
     });
     $('cleanup').addEventListener('submit', cleanup);
+    $('recent-failures').addEventListener('click', (ev) => {
+      const open = ev.target.closest('button[data-open]');
+      if (open) {
+        showView('tasks');
+        openTask(open.dataset.open);
+      }
+    });
 
     document.addEventListener('visibilitychange', () => {
       if (!document.hidden && state.token) refreshNow();
