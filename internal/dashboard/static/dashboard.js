@@ -52,6 +52,7 @@
     depth: [], // queue depth samples {at, high, medium, low}, the last hour
     slowAt: 0, // when the slow panels (history, failures) were last read
     slowRunning: false, // a slow-panel read is in flight
+    workersRunning: false, // a GET /workers is in flight
   };
   const SLOW_MS = 10000; // the history and recent failures change slowly
   const HOUR_MS = 3600 * 1000;
@@ -322,6 +323,7 @@
       settle('control', control, renderControl);
       if (state.selected) await loadDetail(state.selected, true);
       if (state.view === 'dlq') await loadDLQ(true);
+      if (state.view === 'workers') await loadWorkers();
       loadSlow(false);
       $('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     } finally {
@@ -411,6 +413,8 @@
       dlq += q.dlq_depth || 0;
     }
     $('tab-dlq-count').textContent = dlq ? String(dlq) : '';
+    const ws = stats.workers;
+    $('tab-workers-count').textContent = ws ? String(ws.active || 0) + (ws.dead ? ' · ' + ws.dead + ' dead' : '') : '';
     const statuses = stats.statuses || {};
     for (const s of STATUSES) {
       document.querySelector('[data-status="' + s + '"]').textContent = num(statuses[s]);
@@ -1490,6 +1494,65 @@
     ol.replaceChildren(...items);
   }
 
+  // ---- workers -----------------------------------------------------------
+
+  const WORKER_MARK = { active: '●', draining: '◐', dead: '✕' };
+
+  // loadWorkers reads the registry (GET /workers: O(instances), no task
+  // read) while the Workers tab is shown.
+  async function loadWorkers() {
+    if (state.workersRunning) return;
+    state.workersRunning = true;
+    try {
+      renderWorkers(await api('GET', 'workers'));
+      clearError('workers');
+    } catch (err) {
+      report('Loading workers', err, 'workers');
+    } finally {
+      state.workersRunning = false;
+    }
+  }
+
+  function renderWorkers(body) {
+    const ws = Array.isArray(body.workers) ? body.workers : [];
+    const rows = ws.map((w) => {
+      const tr = document.createElement('tr');
+      tr.dataset.worker = w.id;
+      cell(tr, code(w.id), 'id');
+      cell(tr, w.kind || '');
+      const st = badge('worker-' + w.state, (WORKER_MARK[w.state] || '?') + ' ' + w.state);
+      st.dataset.state = w.state;
+      cell(tr, st);
+      const busy = document.createElement('span');
+      const meter = document.createElement('meter');
+      meter.min = 0;
+      meter.max = Math.max(w.capacity || 0, 1);
+      meter.value = w.busy || 0;
+      meter.setAttribute('aria-label', 'busy slots of ' + w.id);
+      busy.append(meter, ' ' + (w.busy || 0) + ' / ' + (w.capacity || 0));
+      cell(tr, busy, 'num');
+      const types = Array.isArray(w.types) ? w.types : null;
+      cell(tr, types ? (types.length ? types.join(', ') : 'any') : '–');
+      cell(tr, when(w.started_at));
+      const hb = when(w.last_heartbeat_at);
+      if (w.heartbeat_seconds) hb.title += ' · every ' + w.heartbeat_seconds + ' s';
+      cell(tr, hb);
+      return tr;
+    });
+    if (!rows.length) {
+      const tr = document.createElement('tr');
+      tr.className = 'empty';
+      cell(tr, 'No consumer instances registered.').colSpan = 7;
+      rows.push(tr);
+    }
+    $('workers-body').replaceChildren(...rows);
+    const count = (s) => ws.filter((w) => w.state === s).length;
+    const cap = ws.filter((w) => w.state !== 'dead').reduce((n, w) => n + (w.capacity || 0), 0);
+    const used = ws.filter((w) => w.state !== 'dead').reduce((n, w) => n + (w.busy || 0), 0);
+    $('workers-summary').textContent = count('active') + ' active, ' + count('draining') + ' draining, ' + count('dead') +
+      ' dead; ' + used + ' of ' + cap + ' slots busy';
+  }
+
   // ---- views -------------------------------------------------------------
 
   function showView(view) {
@@ -1502,6 +1565,8 @@
     $('view-tasks').hidden = view !== 'tasks';
     $('view-dlq').hidden = view !== 'dlq';
     $('view-controls').hidden = view !== 'controls';
+    $('view-workers').hidden = view !== 'workers';
+    if (view === 'workers') loadWorkers();
     if (view === 'dlq') loadDLQ(false);
   }
 

@@ -1,0 +1,49 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/triagehq/triage/internal/workers"
+	"github.com/triagehq/triage/triagetype"
+)
+
+// TestKilledWorkerTurnsDead registers a worker instance in the dev
+// server's registry that heartbeats once and then never again, which is
+// what the registry sees of a process killed with SIGKILL (it cannot
+// deregister; internal/workers/crash_test.go kills a real child process).
+// The Workers tab shows it active with its capacity and busy slots, then
+// dead within three of its heartbeat intervals, while the dev server's own
+// consumer stays active.
+func TestKilledWorkerTurnsDead(t *testing.T) {
+	d := startDev(t, nil)
+	reg := workers.New(d.env.DynamoDB, d.env.Spec.Table.Name, 0)
+	killed := workers.Instance{ID: "killed-e2e-1", Kind: triagetype.WorkerKindWorker, Capacity: 4, Every: 2 * time.Second}
+	ctx := context.Background()
+	if err := reg.Register(ctx, killed); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Heartbeat(ctx, killed, 3, triagetype.WorkerActive); err != nil {
+		t.Fatal(err)
+	}
+	beat := time.Now()
+
+	b := openBrowser(t, d.base, 1366)
+	b.do("open Workers", chromedp.Click(chromedp.ID("tab-workers")))
+	b.wait("the killed worker, still active", `(() => { const tr = document.querySelector('#workers-body tr[data-worker="killed-e2e-1"]');
+		return tr && tr.querySelector("[data-state]").dataset.state === "active" && tr.cells[3].textContent.trim() === "3 / 4"; })()`)
+	b.screenshot("workers")
+	b.wait("the killed worker dead", `document.querySelector('#workers-body tr[data-worker="killed-e2e-1"] [data-state]').dataset.state === "dead"`)
+	if took := time.Since(beat); took > 3*2*time.Second+5*time.Second {
+		t.Errorf("the worker showed dead %v after its last heartbeat, want within 3 intervals (6 s) and a poll", took)
+	}
+	var states []string
+	b.eval(`[...document.querySelectorAll('#workers-body tr[data-worker]')].filter(tr => tr.cells[1].textContent === "dev").map(tr => tr.querySelector("[data-state]").dataset.state)`, &states)
+	if len(states) != 1 || states[0] != "active" {
+		t.Errorf("the dev server's consumer shows %v, want one active", states)
+	}
+	b.wait("the summary", `document.getElementById("workers-summary").textContent.startsWith("1 active, 0 draining, 1 dead")`)
+}
