@@ -35,5 +35,16 @@ func TestChartsFollowCompletions(t *testing.T) {
 	if failed != "1" {
 		t.Errorf("the chart counts %s dead letters in the last hour, want 1", failed)
 	}
-	b.screenshot("overview")
+	b.screenshot("overview", "section[aria-labelledby=\"queues-title\"]")
+
+	// At a phone's width the page does not scroll sideways (wide tables
+	// scroll inside their card).
+	phone := openBrowser(t, d.base, 390)
+	phone.wait("the task list", `document.querySelectorAll("#tasks-body tr[data-id]").length === 6`)
+	var widths struct{ Page, Window int }
+	phone.eval(`({Page: document.documentElement.scrollWidth, Window: window.innerWidth})`, &widths)
+	if widths.Page > widths.Window {
+		t.Errorf("at 390 px the page is %d px wide: it scrolls sideways", widths.Page)
+	}
+	phone.screenshot("phone", "")
 }

@@ -22,7 +22,7 @@ func TestTypeControls(t *testing.T) {
 	b := openBrowser(t, d.base, 1366)
 	b.do("open Controls", chromedp.Click(chromedp.ID("tab-controls")))
 	b.wait("a row per type", `document.querySelector('#controls-body tr[data-type="noop"]') !== null && document.querySelector('#controls-body tr[data-type="echo"]') !== null`)
-	b.screenshot("controls")
+	b.screenshot("controls", "#view-controls")
 
 	// A limit the API refuses shows its message in the row.
 	b.do("type a negative limit", chromedp.SetValue(chromedp.CSS(`#controls-body tr[data-type="noop"] input[name="rate"]`), "-1"))

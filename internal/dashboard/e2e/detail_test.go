@@ -74,7 +74,7 @@ func TestRetriedTaskTimeline(t *testing.T) {
 	if !retryOff {
 		t.Error("Retry is offered for a completed task")
 	}
-	b.screenshot("task-detail")
+	b.screenshot("task-detail", "#detail")
 
 	// The dead task, retried from the page: it fails again at once.
 	before := d.finishedAt(dead)

@@ -54,7 +54,7 @@ func TestDeadLettersReplayAndPurge(t *testing.T) {
 	if reasons[ids[1]] != "fail | bad input 2" || reasons[ids[3]] == "" {
 		t.Errorf("dead letters show type | reason %v", reasons)
 	}
-	b.screenshot("dead-letters")
+	b.screenshot("dead-letters", "#view-dlq")
 
 	// Replay two by selection: one fail, one sleep.
 	before := d.finishedAt(ids[0], ids[3])

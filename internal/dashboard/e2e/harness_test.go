@@ -204,7 +204,13 @@ type browser struct {
 	ctx     context.Context
 	mu      sync.Mutex
 	console []chromedp.ConsoleMessage
+	once    sync.Once
+	stop    func()
 }
+
+// close ends the browser now (it ends with the test otherwise) and checks
+// its console.
+func (b *browser) close() { b.once.Do(b.stop) }
 
 // chromiumPath is the browser the tests drive: TRIAGE_CHROMIUM, or
 // Debian's chromium package.
@@ -238,7 +244,7 @@ func openBrowser(t *testing.T, base string, width int) *browser {
 	tab, cancelTab := chromedp.NewContext(allocCtx)
 	b := &browser{t: t, ctx: tab}
 	var wg sync.WaitGroup
-	t.Cleanup(func() {
+	b.stop = func() {
 		cancelTab()
 		wg.Wait()
 		cancelAlloc()
@@ -250,7 +256,8 @@ func openBrowser(t *testing.T, base string, width int) *browser {
 				t.Errorf("browser console: %s", m.String())
 			}
 		}
-	})
+	}
+	t.Cleanup(b.close)
 	if err := chromedp.Do(tab); err != nil {
 		t.Fatalf("start Chromium %s: %v", exe, err)
 	}
@@ -318,14 +325,19 @@ func (b *browser) eval(expr string, out any) {
 	}
 }
 
-// screenshot saves the viewport as name.png in TRIAGE_SCREENSHOT_DIR, if set.
-func (b *browser) screenshot(name string) {
+// screenshot saves the element sel ("" for the viewport) as name.png in
+// TRIAGE_SCREENSHOT_DIR, if set.
+func (b *browser) screenshot(name, sel string) {
 	b.t.Helper()
 	dir := os.Getenv("TRIAGE_SCREENSHOT_DIR")
 	if dir == "" {
 		return
 	}
-	shot, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	shoot := chromedp.CaptureScreenshot()
+	if sel != "" {
+		shoot = chromedp.Screenshot(chromedp.CSS(sel))
+	}
+	shot, err := chromedp.Run(b.ctx, shoot)
 	if err != nil {
 		b.t.Fatalf("screenshot: %v", err)
 	}

@@ -40,7 +40,7 @@ func TestTaskListPages250(t *testing.T) {
 	b.do("25 a page", chromedp.SetValue(chromedp.ID("page-size"), "25"))
 	b.js("apply", `document.getElementById("filters").dispatchEvent(new Event("change"))`)
 	b.wait("page 1 of 25", `document.querySelectorAll("#tasks-body tr[data-id]").length === 25 && document.getElementById("page-info").textContent === "page 1"`)
-	b.screenshot("tasks")
+	b.screenshot("tasks", "#view-tasks")
 
 	type row struct{ ID, Created string }
 	readPage := func() []row {

@@ -35,7 +35,7 @@ func TestKilledWorkerTurnsDead(t *testing.T) {
 	b.do("open Workers", chromedp.Click(chromedp.ID("tab-workers")))
 	b.wait("the killed worker, still active", `(() => { const tr = document.querySelector('#workers-body tr[data-worker="killed-e2e-1"]');
 		return tr && tr.querySelector("[data-state]").dataset.state === "active" && tr.cells[3].textContent.trim() === "3 / 4"; })()`)
-	b.screenshot("workers")
+	b.screenshot("workers", "#view-workers")
 	b.wait("the killed worker dead", `document.querySelector('#workers-body tr[data-worker="killed-e2e-1"] [data-state]').dataset.state === "dead"`)
 	if took := time.Since(beat); took > 3*2*time.Second+5*time.Second {
 		t.Errorf("the worker showed dead %v after its last heartbeat, want within 3 intervals (6 s) and a poll", took)
