@@ -149,3 +149,98 @@ func TestListIsOrderedBySendTime(t *testing.T) {
 		t.Fatalf("order %v, want %v", ids, want)
 	}
 }
+
+// TestStaleCopies is the rule that keeps one DLQ message per dead task:
+// only a task's own copy (dead_letter, at the version of its record) is
+// replayed; every other message naming the task is deleted without
+// re-queueing it, and a message SQS redrove that the promoter has yet to
+// reconcile is left alone.
+func TestStaleCopies(t *testing.T) {
+	const id = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+	tests := []struct {
+		name     string
+		task     *task.Task // nil: the task is gone
+		msgV     int64
+		replayed int
+		kept     int
+	}{
+		{"own copy", &task.Task{ID: id, Status: task.DeadLetter, Version: 7, DispatchVersion: 6}, 7, 1, 0},
+		{"copy of an earlier death", &task.Task{ID: id, Status: task.DeadLetter, Version: 9, DispatchVersion: 8}, 7, 0, 0},
+		{"retried by hand, running again", &task.Task{ID: id, Status: task.Executing, Version: 8, DispatchVersion: 8}, 7, 0, 0},
+		{"retried by hand, completed", &task.Task{ID: id, Status: task.Completed, Version: 10, DispatchVersion: 8}, 7, 0, 0},
+		{"task deleted", nil, 7, 0, 0},
+		{"redriven, not yet reconciled", &task.Task{ID: id, Status: task.Queued, Version: 7, DispatchVersion: 7}, 7, 0, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dlq := &fakeDLQ{msgs: map[task.Priority][]queue.Received{}, hidden: map[string]bool{}}
+			f := &instantFailure{tasks: map[string]*task.Task{}, dlq: dlq, retries: map[string]int{}}
+			if tc.task != nil {
+				tc.task.Type, tc.task.Priority = "fail", task.Low
+				f.tasks[id] = tc.task
+			}
+			body, _ := json.Marshal(task.Message{ID: id, Version: tc.msgV, Priority: task.Low})
+			dlq.put(task.Low, string(body))
+			res, err := New(dlq, f, f).Replay(context.Background(), Filter{Priorities: task.Priorities(), Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Replayed != tc.replayed || f.retries[id] != tc.replayed {
+				t.Errorf("replayed %d (retries %d), want %d", res.Replayed, f.retries[id], tc.replayed)
+			}
+			// A replayed task that fails again adds its new copy; count the
+			// original message only.
+			kept := 0
+			for _, m := range dlq.msgs[task.Low] {
+				if m.MessageID == "1" {
+					kept++
+				}
+			}
+			if kept != tc.kept {
+				t.Errorf("the message is kept %d times, want %d", kept, tc.kept)
+			}
+		})
+	}
+}
+
+// TestRetryRemovesItsCopy: a retry by hand deletes the task's copy, found
+// in the DLQ of the priority it died at, and leaves other tasks' messages
+// and a copy of a failure newer than the retry alone.
+func TestRetryRemovesItsCopy(t *testing.T) {
+	const id, other = "01ARZ3NDEKTSV4RRFFQ69G5FAV", "01ARZ3NDEKTSV4RRFFQ69G5FAW"
+	dlq := &fakeDLQ{msgs: map[task.Priority][]queue.Received{}, hidden: map[string]bool{}}
+	f := &instantFailure{tasks: map[string]*task.Task{}, dlq: dlq, retries: map[string]int{}}
+	f.tasks[id] = &task.Task{ID: id, Type: "fail", Priority: task.Low, EffectivePriority: task.Medium, Status: task.DeadLetter, Version: 5}
+	f.tasks[other] = &task.Task{ID: other, Type: "fail", Priority: task.Medium, EffectivePriority: task.Medium, Status: task.DeadLetter, Version: 3}
+	for _, m := range []task.Message{{ID: other, Version: 3}, {ID: id, Version: 5}} {
+		body, _ := json.Marshal(m)
+		dlq.put(task.Medium, string(body))
+	}
+	got, err := New(dlq, f, f).Retry(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fake fails the retried task again at once: its new copy (v7)
+	// stays, the old one (v5) is gone, the other task's is untouched.
+	var left []string
+	for _, p := range task.Priorities() {
+		for _, m := range dlq.msgs[p] {
+			left = append(left, fmt.Sprint(p, " ", m.Body))
+		}
+	}
+	want := []string{
+		`medium {"id":"01ARZ3NDEKTSV4RRFFQ69G5FAW","v":3,"p":""}`,
+		`low {"id":"01ARZ3NDEKTSV4RRFFQ69G5FAV","v":7,"p":"low"}`,
+	}
+	slices.Sort(left)
+	slices.Sort(want)
+	if !slices.Equal(left, want) {
+		t.Errorf("DLQ after the retry: %q, want %q", left, want)
+	}
+	if got.Version != 7 || len(dlq.hidden) != 0 {
+		t.Errorf("retried task v%d, %d messages not handed back", got.Version, len(dlq.hidden))
+	}
+	if _, err := New(dlq, f, f).Retry(context.Background(), other+"X"); err == nil {
+		t.Error("retry of a missing task succeeded")
+	}
+}
