@@ -18,7 +18,7 @@ import (
 // takes minutes: the test runs only with TRIAGE_SCALE_TESTS=1.
 func TestFirstPaintAt10000Tasks(t *testing.T) {
 	if os.Getenv("TRIAGE_SCALE_TESTS") != "1" {
-		t.Skip("TRIAGE_SCALE_TESTS=1 runs the 10,000-task first-paint test (several minutes)")
+		t.Skip("TRIAGE_SCALE_TESTS=1 runs the 10,000-task first-paint test (about two minutes)")
 	}
 	d := startDev(t, nil)
 	if code := d.call("POST", "/api/v1/control/pause", "", nil); code != 200 {
@@ -41,11 +41,11 @@ func TestFirstPaintAt10000Tasks(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	// measure opens the page three times and returns the median first
-	// paint and page change.
+	// measure opens the page five times (after one warm-up it discards)
+	// and returns the median first paint and page change.
 	measure := func(label string) (time.Duration, time.Duration) {
 		var paints, changes []float64
-		for range 3 {
+		for i := range 6 {
 			b := openBrowser(t, d.base, 1366)
 			b.wait("a rendered page", `performance.getEntriesByName("tasks-painted").length > 0 && document.querySelectorAll("#tasks-body tr[data-id]").length === 50`)
 			var paint float64
@@ -55,6 +55,9 @@ func TestFirstPaintAt10000Tasks(t *testing.T) {
 			var change float64
 			b.eval(`performance.getEntriesByName("tasks-painted").filter(m => m.startTime >= window.__t0)[0].startTime - window.__t0`, &change)
 			b.close()
+			if i == 0 {
+				continue // warm-up: the emulators' and the server's first reads
+			}
 			paints = append(paints, paint)
 			changes = append(changes, change)
 		}
@@ -67,6 +70,18 @@ func TestFirstPaintAt10000Tasks(t *testing.T) {
 	start := time.Now()
 	fill(10000 - 100)
 	t.Logf("filled 10,000 tasks in %v", time.Since(start).Round(time.Second))
+	var st struct {
+		Statuses map[string]int `json:"statuses"`
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
+		d.call("GET", "/api/v1/stats", "", &st)
+		if st.Statuses["queued"] >= 10000 {
+			break // the counters have caught up: the page shows 10,000
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the counters show %d queued tasks, want 10,000", st.Statuses["queued"])
+		}
+	}
 	paint, change := measure("10,000 tasks")
 	if bound := 2*basePaint + 300*time.Millisecond; paint > bound {
 		t.Errorf("first paint with 10,000 tasks %v, over the bound %v (2 × %v + 300 ms)", paint, bound, basePaint)
