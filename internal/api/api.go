@@ -124,6 +124,17 @@ type Options struct {
 	// ProgressInterval is the least time between two accepted progress
 	// reports of one task (task.ProgressInterval).
 	ProgressInterval time.Duration
+	// Aging is the promoter's schedule, served by GET /aging so the
+	// dashboard can say how far the oldest waiting tasks are from their
+	// next promotion and from the starvation bound (zero: 501).
+	Aging Aging
+}
+
+// Aging is the promoter's schedule: a low task moves to medium after
+// LowAfter, a medium one to high after MediumAfter, each during the first
+// promoter run (every Interval) past its threshold.
+type Aging struct {
+	LowAfter, MediumAfter, Interval time.Duration
 }
 
 // Server serves the API.
@@ -182,6 +193,7 @@ func (s *Server) register() {
 	s.handle("DELETE /api/v1/tasks", auth.Admin, s.cleanup)
 	s.handle("GET /api/v1/stats", auth.Read, s.stats)
 	s.handle("GET /api/v1/stats/history", auth.Read, s.statsHistory)
+	s.handle("GET /api/v1/aging", auth.Read, s.aging)
 	s.handle("POST /api/v1/control/pause", auth.Admin, s.pause(true))
 	s.handle("POST /api/v1/control/resume", auth.Admin, s.pause(false))
 	s.handle("PUT /api/v1/control/types/{type}", auth.Admin, s.setLimits)

@@ -229,6 +229,29 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
+// AgingInfo is the body of GET /aging.
+type AgingInfo struct {
+	LowAfterSeconds        float64 `json:"low_after_seconds"`
+	MediumAfterSeconds     float64 `json:"medium_after_seconds"`
+	PromoteIntervalSeconds float64 `json:"promote_interval_seconds"`
+	// StarvationBoundSeconds is the longest a task waits before it
+	// reaches the high queue: LowAfter + MediumAfter + 2 × Interval (each
+	// promotion happens in the first run after its threshold).
+	StarvationBoundSeconds float64 `json:"starvation_bound_seconds"`
+}
+
+func (s *Server) aging(w http.ResponseWriter, r *http.Request) {
+	a := s.opt.Aging
+	if a == (Aging{}) {
+		writeError(w, http.StatusNotImplemented, "not_implemented", "", "this API was not told the promoter's schedule")
+		return
+	}
+	writeJSON(w, http.StatusOK, AgingInfo{
+		LowAfterSeconds: a.LowAfter.Seconds(), MediumAfterSeconds: a.MediumAfter.Seconds(), PromoteIntervalSeconds: a.Interval.Seconds(),
+		StarvationBoundSeconds: (a.LowAfter + a.MediumAfter + 2*a.Interval).Seconds(),
+	})
+}
+
 // Historian is the part of the counters behind GET /stats/history.
 type Historian interface {
 	History(ctx context.Context, minutes int) ([]counters.Minute, error)

@@ -512,6 +512,10 @@ func TestOpenAPIResponses(t *testing.T) {
 		}
 		c.call("GET /api/v1/stats/history", "/api/v1/stats/history?minutes=61", "ro", "", 400)
 		c.call("GET /api/v1/control", "/api/v1/control", "ro", "", 200)
+		ag, _ := c.call("GET /api/v1/aging", "/api/v1/aging", "ro", "", 200)
+		if b := oaObj(ag)["starvation_bound_seconds"]; fmt.Sprint(b) != "1920" {
+			t.Errorf("starvation bound %v, want 1920 (10 m + 20 m + 2 × 1 m)", b)
+		}
 	})
 
 	t.Run("workers", func(t *testing.T) {
@@ -542,6 +546,10 @@ func TestOpenAPIResponses(t *testing.T) {
 		c.call("PUT /api/v1/control/types/{type}", "/api/v1/control/types/echo", "adm", `{"rate_limit_per_second":2.5,"max_concurrency":3}`, 200)
 		c.call("PUT /api/v1/control/types/{type}", "/api/v1/control/types/echo", "adm", `{"max_concurrency":-1}`, 400)
 		c.call("GET /api/v1/control", "/api/v1/control", "ro", "", 200)
+		ag, _ := c.call("GET /api/v1/aging", "/api/v1/aging", "ro", "", 200)
+		if b := oaObj(ag)["starvation_bound_seconds"]; fmt.Sprint(b) != "1920" {
+			t.Errorf("starvation bound %v, want 1920 (10 m + 20 m + 2 × 1 m)", b)
+		}
 	})
 
 	t.Run("dlq", func(t *testing.T) {

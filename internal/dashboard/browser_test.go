@@ -152,7 +152,7 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	var queues map[string]map[string]string
 	eval(`Object.fromEntries([...document.querySelectorAll('[data-queue]')].map(c => [c.dataset.queue,
-		Object.fromEntries([...c.querySelectorAll('[data-k]')].map(d => [d.dataset.k, d.textContent.trim()]))]))`, &queues)
+		Object.fromEntries([...c.querySelectorAll('[data-k]:not([data-k="promotion"]):not([data-k="bound"])')].map(d => [d.dataset.k, d.textContent.trim()]))]))`, &queues)
 	wantQueues := map[string]map[string]string{
 		"high":   {"depth": "7", "in_flight": "2", "delayed": "1", "dlq_depth": "0", "oldest_age_seconds": "13 s"},
 		"medium": {"depth": "3", "in_flight": "0", "delayed": "0", "dlq_depth": "0", "oldest_age_seconds": "–"},

@@ -229,7 +229,8 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return err
 	}
-	srv := NewHTTPServer(withMetrics(apiapp.Handler(a, tokens, api.Options{KnownTypes: known, Events: broker, Metrics: rec}), sink), opt.Timeouts)
+	srv := NewHTTPServer(withMetrics(apiapp.Handler(a, tokens, api.Options{KnownTypes: known, Events: broker, Metrics: rec,
+		Aging: api.Aging{LowAfter: cfg.LowAfter, MediumAfter: cfg.MediumAfter, Interval: interval}}), sink), opt.Timeouts)
 	base := "http://" + ln.Addr().String()
 
 	runCtx, stop := context.WithCancel(ctx)

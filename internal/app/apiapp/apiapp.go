@@ -81,6 +81,9 @@ func Handler(a *app.App, tokens *auth.Tokens, opt api.Options) http.Handler {
 	if opt.Tracing == nil {
 		opt.Tracing = a.Tracing
 	}
+	if opt.Aging == (api.Aging{}) {
+		opt.Aging = api.Aging{LowAfter: a.Config.LowAfter, MediumAfter: a.Config.MediumAfter, Interval: a.Config.PromoteInterval}
+	}
 	return api.New(api.Deps{
 		Store: a.Store, Enqueuer: a.Enqueuer, Queues: a.Queues, Controls: a.Controls,
 		DLQ: deadletter.New(a.Queues, a.Store, a.Enqueuer, deadletter.WithLogger(a.Log)), Counters: a.Counters, Tokens: tokens,

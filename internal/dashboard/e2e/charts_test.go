@@ -35,6 +35,11 @@ func TestChartsFollowCompletions(t *testing.T) {
 	if failed != "1" {
 		t.Errorf("the chart counts %s dead letters in the last hour, want 1", failed)
 	}
+	// The aging rows measure against the dev server's schedule: low after
+	// 10 min, medium after 20, a promoter run every 5 s.
+	b.wait("the aging rows", `document.querySelector('[data-queue="low"] [data-k="promotion"]').textContent === "after 10 min 0 s waiting" &&
+		document.querySelector('[data-queue="low"] [data-k="bound"]').textContent === "30 min 10 s" &&
+		document.querySelector('[data-queue="medium"] [data-k="promotion"]').textContent === "after 20 min 0 s waiting"`)
 	b.screenshot("overview", "section[aria-labelledby=\"queues-title\"]")
 
 	// At a phone's width the page does not scroll sideways (wide tables

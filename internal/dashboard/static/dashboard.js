@@ -53,6 +53,7 @@
     slowAt: 0, // when the slow panels (history, failures) were last read
     slowRunning: false, // a slow-panel read is in flight
     workersRunning: false, // a GET /workers is in flight
+    aging: null, // the promoter's schedule (GET /aging), read once
   };
   const SLOW_MS = 10000; // the history and recent failures change slowly
   const HOUR_MS = 3600 * 1000;
@@ -198,6 +199,7 @@
     $('login').hidden = true;
     $('app').hidden = false;
     $('session-actions').hidden = false;
+    loadAging();
     refreshNow();
     live(token);
   }
@@ -409,6 +411,7 @@
         card.querySelector('[data-k="' + k + '"]').textContent = num(q[k]);
       }
       card.querySelector('[data-k="oldest_age_seconds"]').textContent = duration(q.oldest_age_seconds);
+      renderAging(card, p, q.depth ? q.oldest_age_seconds || 0 : 0);
       card.classList.toggle('has-dlq', (q.dlq_depth || 0) > 0);
       dlq += q.dlq_depth || 0;
     }
@@ -443,6 +446,38 @@
     for (const t of all) opts.push(new Option(t, t));
     sel.replaceChildren(...opts);
     sel.value = cur;
+  }
+
+  // renderAging says how far the oldest waiting task of priority p is
+  // from its next promotion and (low) from the starvation bound, from the
+  // promoter's schedule. The oldest age is an upper bound to the minute,
+  // so "due" may come up to a minute early.
+  function renderAging(card, p, oldest) {
+    const a = state.aging;
+    const promo = card.querySelector('[data-k="promotion"]');
+    if (!promo) return;
+    const after = p === 'low' ? a && a.low_after_seconds : a && a.medium_after_seconds;
+    const next = p === 'low' ? 'medium' : 'high';
+    if (!a) {
+      promo.textContent = '–';
+    } else if (!oldest) {
+      promo.textContent = 'after ' + duration(after) + ' waiting';
+    } else {
+      promo.textContent = oldest >= after ? 'due (to ' + next + ')' : 'in ' + duration(after - oldest);
+    }
+    const bound = card.querySelector('[data-k="bound"]');
+    if (bound) {
+      bound.textContent = !a ? '–' : (oldest ? duration(Math.max(a.starvation_bound_seconds - oldest, 0)) + ' left' : duration(a.starvation_bound_seconds));
+      bound.title = a ? 'a task reaches the high queue within ' + duration(a.starvation_bound_seconds) + ' of waiting (low after + medium after + 2 promoter runs)' : '';
+    }
+  }
+
+  async function loadAging() {
+    try {
+      state.aging = await api('GET', 'aging');
+    } catch (err) {
+      state.aging = null; // 501: the API does not know the schedule
+    }
   }
 
   function badge(cls, text) {
