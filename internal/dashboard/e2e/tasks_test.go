@@ -40,7 +40,6 @@ func TestTaskListPages250(t *testing.T) {
 	b.do("25 a page", chromedp.SetValue(chromedp.ID("page-size"), "25"))
 	b.js("apply", `document.getElementById("filters").dispatchEvent(new Event("change"))`)
 	b.wait("page 1 of 25", `document.querySelectorAll("#tasks-body tr[data-id]").length === 25 && document.getElementById("page-info").textContent === "page 1"`)
-	b.screenshot("tasks", "#view-tasks")
 
 	type row struct{ ID, Created string }
 	readPage := func() []row {
@@ -92,6 +91,7 @@ func TestTaskListPages250(t *testing.T) {
 	// Two statuses at once: the five cancelled and nothing else but queued.
 	b.js("check cancelled", `document.querySelector('#filters input[value="cancelled"]').click()`)
 	b.wait("only cancelled tasks", `[...document.querySelectorAll("#tasks-body tr[data-id]")].length === 5`)
+	b.screenshot("tasks", "#view-tasks")
 	// Row actions follow the status: a cancelled task can be deleted, not
 	// retried or cancelled.
 	var acts map[string]bool

@@ -1096,7 +1096,8 @@
       head.append(mark, ' ', title, ' ', out);
       const meta = document.createElement('div');
       meta.className = 'small muted';
-      const took = a.started_at && a.finished_at ? duration((Date.parse(a.finished_at) - Date.parse(a.started_at)) / 1000) : '–';
+      const ms = a.started_at && a.finished_at ? Date.parse(a.finished_at) - Date.parse(a.started_at) : NaN;
+      const took = isNaN(ms) ? '–' : (ms < 100 ? 'under 0.1 s' : duration(ms / 1000));
       meta.append(when(a.started_at), ' · ran ' + took + ' · worker ', code(a.worker_id || '?'));
       li.append(head, meta);
       if (a.error) {
