@@ -318,13 +318,16 @@ func (d *DLQ) removeCopies(ctx context.Context, below map[string]int64, first ta
 	left := len(below)
 	var hs []held
 	defer d.release(ctx, &hs)
-	order := append([]task.Priority{first}, slices.DeleteFunc(task.Priorities(), func(p task.Priority) bool { return p == first })...)
+	order := task.Priorities()
+	if slices.Contains(order, first) {
+		order = append([]task.Priority{first}, slices.DeleteFunc(order, func(p task.Priority) bool { return p == first })...)
+	}
 	for _, p := range order {
 		for read := 0; left > 0 && read < MaxScan; {
 			msgs, err := d.queues.ReceiveDLQ(ctx, p, queue.MaxBatch, 0, peekVisibility)
 			if err != nil {
-				d.log.Warn("could not scan the DLQ for retried tasks' copies; the next replay removes them", "priority", p, "error", err)
-				return
+				d.log.Warn("could not scan a DLQ for retried tasks' copies; the next replay removes them", "priority", p, "error", err)
+				break // the other priorities may still hold them
 			}
 			if len(msgs) == 0 {
 				break
@@ -363,8 +366,8 @@ func (d *DLQ) removeCopies(ctx context.Context, below map[string]int64, first ta
 func (d *DLQ) Replay(ctx context.Context, f Filter) (ReplayResult, error) {
 	var r ReplayResult
 	err := d.each(ctx, f, func(p task.Priority, m queue.Received, t *task.Task) (bool, error) {
-		if t.Status != task.DeadLetter {
-			return false, nil
+		if t == nil || t.Status != task.DeadLetter {
+			return false, nil // a poison body, or a redrive not yet reconciled
 		}
 		if _, err := d.retry.Retry(ctx, d.store.Get, t.ID); err != nil {
 			return false, fmt.Errorf("replay task %s: %w", t.ID, err)

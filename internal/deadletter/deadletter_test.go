@@ -170,6 +170,7 @@ func TestStaleCopies(t *testing.T) {
 		{"retried by hand, completed", &task.Task{ID: id, Status: task.Completed, Version: 10, DispatchVersion: 8}, 7, 0, 0},
 		{"task deleted", nil, 7, 0, 0},
 		{"redriven, not yet reconciled", &task.Task{ID: id, Status: task.Queued, Version: 7, DispatchVersion: 7}, 7, 0, 1},
+		{"poison body", nil, -1, 0, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,6 +181,9 @@ func TestStaleCopies(t *testing.T) {
 				f.tasks[id] = tc.task
 			}
 			body, _ := json.Marshal(task.Message{ID: id, Version: tc.msgV, Priority: task.Low})
+			if tc.msgV < 0 {
+				body = []byte("not a task message")
+			}
 			dlq.put(task.Low, string(body))
 			res, err := New(dlq, f, f).Replay(context.Background(), Filter{Priorities: task.Priorities(), Limit: 10})
 			if err != nil {
