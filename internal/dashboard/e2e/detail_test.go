@@ -96,6 +96,18 @@ func TestRetriedTaskTimeline(t *testing.T) {
 	if len(gaps) != 1 || !strings.Contains(gaps[0], "retried by hand") {
 		t.Errorf("the wait before the retry says %q, want it to say the task was retried by hand", gaps)
 	}
+	// A payload over 3 KiB is kept off the record: the panel shows its size
+	// and reads it only when asked.
+	big := d.submit([]string{`{"type":"echo","priority":"high","payload":{"blob":"` + strings.Repeat("x", 5000) + `"}}`})[0]
+	d.waitTasks("the big echo", []string{big}, func(tv apiTask) bool { return tv.Status == "completed" })
+	b.do("open the big task", chromedp.SetValue(chromedp.ID("lookup-id"), big), chromedp.Click(chromedp.CSS(`#lookup button`)))
+	b.wait("the Load button", `document.querySelector('[data-body="payload"] button[data-load]') !== null &&
+		document.querySelector('[data-body="payload"] h3').textContent.endsWith("KiB")`)
+	b.do("load the payload", chromedp.Click(chromedp.CSS(`[data-body="payload"] button[data-load]`)))
+	b.wait("the payload in the viewer", `document.querySelector('[data-body="payload"] .json') !== null && document.querySelector('[data-body="payload"] .json').textContent.includes("xxxxxxxx")`)
+
+	b.do("back to the dead task", chromedp.SetValue(chromedp.ID("lookup-id"), dead), chromedp.Click(chromedp.CSS(`#lookup button`)))
+	b.wait("its fields", `document.getElementById("detail-id").textContent === "`+dead+`" && document.querySelectorAll("#detail-timeline li[data-attempt]").length === 2`)
 	var errBox string
 	b.eval(`document.getElementById("detail-error").textContent`, &errBox)
 	if errBox != "Error (permanent): bad input" {

@@ -110,6 +110,38 @@ func TestTaskListPages250(t *testing.T) {
 	}
 	b.js("uncheck", `document.querySelectorAll('#filters input[name="status"]:checked').forEach(x => x.click())`)
 
+	// Bulk: select three queued tasks on page 1, cancel them, then delete
+	// them (Delete asks twice).
+	b.wait("page 1 unfiltered", `document.querySelectorAll("#tasks-body tr[data-id]").length === 25 && document.getElementById("page-info").textContent === "page 1" &&
+		document.getElementById("tasks-count").textContent === "25 tasks on this page, more older" && document.querySelectorAll('#filters input:checked').length === 0`)
+	var picked []string
+	b.eval(`[...document.querySelectorAll("#tasks-body tr[data-id]")].slice(0, 3).map(tr => tr.dataset.id)`, &picked)
+	for _, id := range picked {
+		b.js("select "+id, fmt.Sprintf(`document.querySelector('#tasks-body input[data-check=%q]').click()`, id))
+	}
+	b.wait("three selected", `document.getElementById("bulk-count").textContent === "3 selected" && document.getElementById("bulk-cancel").textContent === "Cancel 3" && document.getElementById("bulk-retry").disabled && document.getElementById("bulk-delete").disabled`)
+	b.do("bulk cancel", chromedp.Click(chromedp.ID("bulk-cancel")))
+	b.wait("cancel: 3 done", `document.getElementById("bulk-status").textContent === "cancel: 3 done"`)
+	for _, id := range picked {
+		if st := d.get(id).Status; st != "cancelled" {
+			t.Errorf("bulk-cancelled task %s is %s", id, st)
+		}
+	}
+	b.wait("the cancelled rows", fmt.Sprintf(`document.querySelector('#tasks-body tr[data-id=%q] td:nth-child(5)').textContent.endsWith("cancelled")`, picked[0]))
+	for _, id := range picked {
+		b.js("select "+id, fmt.Sprintf(`document.querySelector('#tasks-body input[data-check=%q]').click()`, id))
+	}
+	b.wait("Delete 3 offered", `document.getElementById("bulk-delete").textContent === "Delete 3"`)
+	b.do("bulk delete, asked", chromedp.Click(chromedp.ID("bulk-delete")))
+	b.wait("the question", `document.getElementById("bulk-delete").textContent === "Really delete 3?"`)
+	b.do("bulk delete, confirmed", chromedp.Click(chromedp.ID("bulk-delete")))
+	b.wait("delete: 3 done", `document.getElementById("bulk-status").textContent === "delete: 3 done"`)
+	for _, id := range picked {
+		if code := d.call("GET", "/api/v1/tasks/"+id, "", nil); code != 404 {
+			t.Errorf("bulk-deleted task %s answers %d", id, code)
+		}
+	}
+
 	// The type dropdown lists the known types (from /stats); noop is 25.
 	b.wait("noop in the type dropdown", `[...document.getElementById("filter-type").options].some(o => o.value === "noop")`)
 	b.do("choose noop", chromedp.SetValue(chromedp.ID("filter-type"), "noop"))

@@ -1138,7 +1138,9 @@
       sec.dataset.body = key;
       const h = document.createElement('h3');
       h.className = 'sub';
-      const value = task[key] !== undefined ? task[key] : loaded[key];
+      // A body kept off the record comes as null (or absent) with its size.
+      const onRecord = task[key] !== undefined && !(task[key] === null && task[sizeKey]);
+      const value = onRecord ? task[key] : loaded[key];
       const size = task[sizeKey] || (value !== undefined ? new TextEncoder().encode(JSON.stringify(value)).length : 0);
       h.textContent = label + (value !== undefined || task[sizeKey] ? ' · ' + bytes(size) : '');
       sec.append(h);
