@@ -1,6 +1,11 @@
-// Package dashboard serves triage's operator dashboard: one static page that
-// shows the queues, the task statuses and the tasks, and submits, cancels and
-// retries tasks and pauses dispatch.
+// Package dashboard serves triage's operator dashboard: one static page
+// where an operator works through a backlog or an incident. It shows the
+// queues with their aging, the task statuses and charts drawn from the
+// counters; pages through the tasks with filters and bulk actions; opens a
+// task as fields, an attempt timeline and JSON viewers; lists, replays and
+// purges dead letters; sets per-type pause, rate and concurrency limits;
+// and shows the worker registry. Every request it makes is O(page) or
+// O(1) in the number of tasks (see the README's Dashboard section).
 //
 // Why it is a static page and nothing more: the dashboard has no API, no
 // state and no credentials of its own. Everything it shows or does goes
