@@ -313,6 +313,8 @@
     if (!state.token) return;
     state.running = true;
     state.again = false;
+    // Marks the page as refreshing (tests wait for it to settle).
+    document.body.dataset.refreshing = '1';
     try {
       const [stats, list, control] = await Promise.allSettled([
         api('GET', 'stats'),
@@ -330,6 +332,7 @@
       $('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     } finally {
       state.running = false;
+      if (!state.again || !state.token) delete document.body.dataset.refreshing;
       if (state.token) {
         if (state.again) refresh();
         else state.timer = setTimeout(tick, REFRESH_MS);
