@@ -36,6 +36,7 @@ import (
 	"github.com/triagehq/triage/internal/events"
 	"github.com/triagehq/triage/internal/promote"
 	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/internal/tracing/otlpenv"
 	"github.com/triagehq/triage/localstack"
 	"github.com/triagehq/triage/triagetype"
 )
@@ -193,6 +194,12 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return err
 	}
+	// Spans over OTLP when the OTEL_* variables name an endpoint, as the
+	// Lambda functions do; flushed on the way out.
+	if a.Tracing, err = otlpenv.FromEnv(ctx, "triage", opt.Getenv); err != nil {
+		return err
+	}
+	defer func() { _ = a.Tracing.Shutdown(context.WithoutCancel(ctx)) }()
 	tokens, err := apiapp.Tokens(ctx, a, nil)
 	if err != nil {
 		return err
