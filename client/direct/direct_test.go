@@ -15,9 +15,9 @@ import (
 
 	"github.com/triagehq/triage/client"
 	"github.com/triagehq/triage/client/direct"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
-	"github.com/triagehq/triage/localstack/stacktest"
 )
 
 // TestMain starts the emulators once for this package's integration tests;

@@ -26,13 +26,13 @@ import (
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/handler/webhook"
 	"github.com/triagehq/triage/internal/promote"
 	"github.com/triagehq/triage/internal/submit"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/internal/tracing"
-	"github.com/triagehq/triage/localstack/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
