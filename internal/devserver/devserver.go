@@ -178,7 +178,9 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return fmt.Errorf("load AWS config: %w", err)
 	}
-	if _, err := localstack.Bootstrap(ctx, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg), cfg.Spec()); err != nil {
+	sp := cfg.Spec()
+	fmt.Fprintf(opt.Out, "creating the table %s, its queues and the bucket %s unless they exist...\n", sp.Table.Name, sp.Bucket.Name)
+	if _, err := localstack.Bootstrap(ctx, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg), sp); err != nil {
 		return err
 	}
 
@@ -209,6 +211,7 @@ func Run(ctx context.Context, opt Options) error {
 		}
 	}
 
+	fmt.Fprintf(opt.Out, "starting the API on %s, the consumer and the promoter...\n", cfg.Addr)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s (set %s to change it): %w", cfg.Addr, config.EnvAddr, err)
