@@ -211,11 +211,11 @@ func Run(ctx context.Context, opt Options) error {
 		}
 	}
 
-	fmt.Fprintf(opt.Out, "starting the API on %s, the consumer and the promoter...\n", cfg.Addr)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s (set %s to change it): %w", cfg.Addr, config.EnvAddr, err)
 	}
+	fmt.Fprintf(opt.Out, "starting the API on %s, the consumer and the promoter...\n", ln.Addr())
 	// The dev server knows every type it can run: refuse the others at
 	// submit, unless TRIAGE_TYPES says otherwise.
 	known := cfg.Types
