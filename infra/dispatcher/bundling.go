@@ -83,7 +83,7 @@ func (b *goBundler) build(outputDir string) error {
 	out := filepath.Join(outputDir, "bootstrap")
 	args := append([]string{"build"}, buildFlags()...)
 	args = append(args, "-o", out, b.pkg)
-	fmt.Fprintf(b.log, "building %s for linux/arm64 (go %s)...\n", displayPackage(b.pkg), strings.Join(args[1:len(args)-3], " "))
+	fmt.Fprintf(b.log, "building %s for linux/arm64 (go %s)...\n", displayPackage(b.pkg), strings.Join(args[:len(args)-3], " "))
 	cmd := exec.Command("go", args...)
 	cmd.Dir = b.root
 	cmd.Env = append(os.Environ(), buildEnv()...)
