@@ -93,6 +93,40 @@ func (c *Client) SubmitBatch(ctx context.Context, rs []SubmitRequest) ([]BatchRe
 	return res, err
 }
 
+// SubmitArgs creates a task whose type is args.Kind() and whose payload
+// is args encoded as JSON: Submit with the type taken from the payload's
+// Go type, as River's Insert does, so it cannot disagree with the worker
+// that AddWorker registered for the same Args. Options, answers and
+// errors are Submit's.
+func (c *Client) SubmitArgs(ctx context.Context, args Args, opts ...SubmitOption) (t *Task, created bool, err error) {
+	r, err := argsRequest(args, opts)
+	if err == nil {
+		err = ValidateRequest(r)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return c.t.Submit(ctx, r)
+}
+
+// SubmitArgsBatch submits 1 to MaxBatch typed tasks in one call, as
+// River's InsertMany does: SubmitBatch with each item's type and payload
+// taken from its Args. Items go to the deployment as they are, so each
+// one's validation is the deployment's answer in its BatchResult, as in
+// SubmitBatch; only an item with nil args or a payload that does not
+// encode fails the whole call, before anything is sent, naming its index.
+func (c *Client) SubmitArgsBatch(ctx context.Context, items []ArgsItem) ([]BatchResult, error) {
+	rs := make([]SubmitRequest, len(items))
+	for i, it := range items {
+		r, err := argsRequest(it.Args, it.Opts)
+		if err != nil {
+			return nil, fmt.Errorf("submit batch: tasks[%d]: %w", i, err)
+		}
+		rs[i] = r
+	}
+	return c.SubmitBatch(ctx, rs)
+}
+
 // Get reads one task; an unknown id is ErrNotFound.
 func (c *Client) Get(ctx context.Context, id string) (*Task, error) { return c.t.Get(ctx, id) }
 

@@ -17,6 +17,17 @@
 //	task, created, err := c.Submit(ctx, "resize", img, triage.WithPriority(triage.High))
 //	if errors.Is(err, triage.ErrTooMany) { /* the queue is over its depth limit */ }
 //
+// Each transport has one plain and one typed way to submit: Submit and
+// SubmitBatch take the task type as a string, SubmitArgs and
+// SubmitArgsBatch take it from the payload's Kind method (Args, River's
+// JobArgs), the same interface package worker's AddWorker registers a
+// handler by:
+//
+//	type Resize struct{ URL string }
+//	func (Resize) Kind() string { return "resize" }
+//
+//	task, created, err := c.SubmitArgs(ctx, Resize{URL: u}, triage.WithPriority(triage.High))
+//
 // # Design
 //
 // The vocabulary (Task, Priority, Status, SubmitRequest, the API's answers

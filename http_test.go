@@ -321,3 +321,98 @@ func TestBatchResultCountMismatch(t *testing.T) {
 		t.Fatal("no error for fewer results than tasks")
 	}
 }
+
+// greet is a typed payload: its Go type names its task type.
+type greet struct {
+	Name string `json:"name"`
+}
+
+func (greet) Kind() string { return "greet" }
+
+// badKind names a type the API refuses.
+type badKind struct{}
+
+func (badKind) Kind() string { return "no#hash" }
+
+// unencodable has a payload encoding/json cannot encode.
+type unencodable struct{ C chan int }
+
+func (unencodable) Kind() string { return "greet" }
+
+// TestSubmitArgs: a typed submit sends the body Submit would, with the
+// type taken from Kind; what cannot be sent fails before anything is.
+func TestSubmitArgs(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  triage.Args
+		opts  []triage.SubmitOption
+		body  string // sent; "" when nothing may be
+		is    error  // the local failure, if any
+		field string
+	}{
+		{"kind and payload", greet{Name: "ada"}, nil, `{"type":"greet","payload":{"name":"ada"}}`, nil, ""},
+		{"options", greet{}, []triage.SubmitOption{triage.WithPriority(triage.Low), triage.WithIdempotencyKey("k")},
+			`{"type":"greet","payload":{"name":""},"priority":"low","idempotency_key":"k"}`, nil, ""},
+		{"pointer args", &greet{Name: "bo"}, nil, `{"type":"greet","payload":{"name":"bo"}}`, nil, ""},
+		{"nil args", nil, nil, "", triage.ErrBadRequest, "type"},
+		{"kind the API refuses", badKind{}, nil, "", triage.ErrBadRequest, "type"},
+		{"bad option", greet{}, []triage.SubmitOption{triage.WithPriority("urgent")}, "", triage.ErrBadRequest, "priority"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, c := serve(t, http.StatusCreated, taskJSON)
+			_, created, err := c.SubmitArgs(ctx(t), tt.args, tt.opts...)
+			if tt.is != nil {
+				var e *triage.Error
+				if !errors.Is(err, tt.is) || !errors.As(err, &e) || e.Field != tt.field || len(f.reqs) != 0 {
+					t.Fatalf("err = %v after %d requests, want %v naming %s and nothing sent", err, len(f.reqs), tt.is, tt.field)
+				}
+				return
+			}
+			if err != nil || !created {
+				t.Fatalf("SubmitArgs: created %v, %v", created, err)
+			}
+			if r := f.last(t); r.Path != "/api/v1/tasks" || !jsonEqual(t, r.Body, tt.body) {
+				t.Errorf("sent %s %s, want %s", r.Path, r.Body, tt.body)
+			}
+		})
+	}
+	_, c := serve(t, http.StatusCreated, taskJSON)
+	if _, _, err := c.SubmitArgs(ctx(t), unencodable{}); err == nil || errors.Is(err, triage.ErrBadRequest) {
+		t.Errorf("an unencodable payload: %v, want the encoding error", err)
+	}
+}
+
+// TestSubmitArgsBatch: a typed batch sends what SubmitBatch would; an
+// item the deployment may refuse is sent for it to answer, one that
+// cannot be sent fails the call first, naming its index.
+func TestSubmitArgsBatch(t *testing.T) {
+	f, c := serve(t, http.StatusOK, `{"results":[{"index":0,"status":201,"task":`+taskJSON+`},{"index":1,"status":400,"error":{"code":"invalid_field","message":"m","field":"tasks[1].priority"}}]}`)
+	res, err := c.SubmitArgsBatch(ctx(t), []triage.ArgsItem{
+		{Args: greet{Name: "ada"}},
+		{Args: greet{Name: "bo"}, Opts: []triage.SubmitOption{triage.WithPriority("urgent")}},
+	})
+	if err != nil || !res[0].Created() || !errors.Is(res[1].Err(), triage.ErrBadRequest) {
+		t.Fatalf("SubmitArgsBatch = %+v, %v", res, err)
+	}
+	want := `{"tasks":[{"type":"greet","payload":{"name":"ada"}},{"type":"greet","payload":{"name":"bo"},"priority":"urgent"}]}`
+	if r := f.last(t); r.Path != "/api/v1/tasks/batch" || !jsonEqual(t, r.Body, want) {
+		t.Errorf("sent %s %s, want %s", r.Path, r.Body, want)
+	}
+	for _, tt := range []struct {
+		name  string
+		items []triage.ArgsItem
+		is    error
+	}{
+		{"nil args", []triage.ArgsItem{{Args: greet{}}, {}}, triage.ErrBadRequest},
+		{"unencodable", []triage.ArgsItem{{Args: greet{}}, {Args: unencodable{}}}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f, c := serve(t, http.StatusOK, `{"results":[]}`)
+			_, err := c.SubmitArgsBatch(ctx(t), tt.items)
+			if err == nil || !strings.Contains(err.Error(), "tasks[1]") || (tt.is != nil && !errors.Is(err, tt.is)) || len(f.reqs) != 0 {
+				t.Fatalf("err = %v after %d requests, want one naming tasks[1] and nothing sent", err, len(f.reqs))
+			}
+		})
+	}
+}

@@ -601,3 +601,71 @@ func TestSameLargePayload(t *testing.T) {
 		})
 	}
 }
+
+// greeting is a typed payload: its Kind is the task type on both ends.
+type greeting struct {
+	Name string `json:"name"`
+}
+
+func (greeting) Kind() string { return "greeting" }
+
+// TestSameTypedSubmit submits typed tasks, single and batch, through both
+// transports, and runs them with a worker registered for the same Args:
+// the type is named once, by Kind, and each end reads it from there.
+func TestSameTypedSubmit(t *testing.T) {
+	d := newDeployment(t, nil)
+	c := ctx(t)
+	var ids []string
+	for _, nc := range d.both() {
+		tk, created, err := nc.c.SubmitArgs(c, greeting{Name: nc.name}, triage.WithPriority(triage.High), triage.WithIdempotencyKey("typed-"+nc.name))
+		if err != nil || !created || tk.Type != "greeting" || string(tk.Payload) != `{"name":"`+nc.name+`"}` || tk.Priority != triage.High {
+			t.Fatalf("%s: SubmitArgs = %+v, %v, %v", nc.name, tk, created, err)
+		}
+		// The key is the same key whichever transport sees it again.
+		again, created, err := nc.other.SubmitArgs(c, greeting{Name: "other"}, triage.WithIdempotencyKey("typed-"+nc.name))
+		if err != nil || created || again.ID != tk.ID {
+			t.Fatalf("%s: typed resubmit through the other transport = %+v, %v, %v", nc.name, again, created, err)
+		}
+		res, err := nc.c.SubmitArgsBatch(c, []triage.ArgsItem{
+			{Args: greeting{Name: nc.name + "-1"}},
+			{Args: greeting{Name: nc.name + "-2"}, Opts: []triage.SubmitOption{triage.WithPriority("urgent")}},
+			{Args: greeting{Name: nc.name + "-3"}, Opts: []triage.SubmitOption{triage.WithPriority(triage.Low)}},
+		})
+		if err != nil {
+			t.Fatalf("%s: SubmitArgsBatch: %v", nc.name, err)
+		}
+		if e := asError(t, res[1].Err()); !errors.Is(e, triage.ErrBadRequest) || e.Field != "tasks[1].priority" {
+			t.Errorf("%s: the bad item: %v, want ErrBadRequest naming tasks[1].priority", nc.name, e)
+		}
+		if !res[0].Created() || !res[2].Created() || res[0].Task.Type != "greeting" || res[2].Task.Priority != triage.Low {
+			t.Fatalf("%s: batch results %+v", nc.name, res)
+		}
+		ids = append(ids, tk.ID, res[0].Task.ID, res[2].Task.ID)
+	}
+
+	wcfg, err := triage.ConfigFromEnv(d.env.Getenv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := worker.New(worker.Options{Config: &wcfg, Logger: quiet})
+	if err := worker.AddWorker(w, func(_ context.Context, j *worker.Job[greeting]) (any, error) {
+		return "hello " + j.Args.Name, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(c)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	}()
+	for _, id := range ids {
+		tk, err := d.direct.Wait(c, id, 50*time.Millisecond)
+		if err != nil || tk.Status != triage.Completed || !strings.HasPrefix(string(tk.Result), `"hello `) {
+			t.Fatalf("Wait(%s) = %+v, %v; want completed by the greeting worker", id, tk, err)
+		}
+	}
+}

@@ -199,10 +199,10 @@ func (w *Worker) Handle(typ string, h HandlerFunc) error {
 func (w *Worker) Use(mws ...Middleware) { w.mws = append(w.mws, mws...) }
 
 // Args is a payload type that names its task type, as River's JobArgs
-// does: AddWorker registers a worker for T under T's Kind.
-type Args interface {
-	Kind() string
-}
+// does: AddWorker registers a worker for T under T's Kind. It is
+// triage.Args, the interface the client's SubmitArgs takes the type
+// from, so a producer and its worker name a type in one place.
+type Args = triage.Args
 
 // Job is one attempt of a task whose payload was decoded into T.
 type Job[T any] struct {
