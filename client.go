@@ -130,25 +130,63 @@ func (c *Client) SubmitArgsBatch(ctx context.Context, items []ArgsItem) ([]Batch
 // Get reads one task; an unknown id is ErrNotFound.
 func (c *Client) Get(ctx context.Context, id string) (*Task, error) { return c.t.Get(ctx, id) }
 
-// Wait reads a task every interval until it is terminal or ctx ends (then
-// it returns the last task read and ctx's error).
+// ErrDeadLettered and ErrCancelled are what Wait's error matches
+// (errors.Is) when the task ended without completing: dead-lettered (its
+// attempts ran out, or its handler failed permanently) or cancelled (on
+// request, or by its handler). They are the one statement of a failed
+// ending, so a caller stops at every failure with `if err != nil` and
+// tells them apart with errors.Is.
+var (
+	ErrDeadLettered = errors.New("task dead-lettered")
+	ErrCancelled    = errors.New("task cancelled")
+)
+
+// Wait reads a task every interval until it is terminal or ctx ends.
+// A completed task comes back with a nil error; a dead-lettered or
+// cancelled one comes back too, with an error matching ErrDeadLettered or
+// ErrCancelled that says why (the task's Error has it in full). When ctx
+// ends first, it returns the last task read and ctx's error; when a read
+// fails, no task and that error.
 func (c *Client) Wait(ctx context.Context, id string, interval time.Duration) (*Task, error) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	var last *Task
 	for {
 		t, err := c.t.Get(ctx, id)
+		if err != nil && ctx.Err() != nil && last != nil {
+			return last, ctx.Err() // ctx ended during a read
+		}
 		if err != nil {
 			return nil, err
 		}
 		if t.Terminal() {
-			return t, nil
+			return t, endError(t)
 		}
+		last = t
 		select {
 		case <-ctx.Done():
 			return t, ctx.Err()
 		case <-tick.C:
 		}
 	}
+}
+
+// endError is the error Wait returns with terminal task t: nil when it
+// completed, else its status's sentinel with the reason recorded.
+func endError(t *Task) error {
+	var sentinel error
+	switch t.Status {
+	case DeadLetter:
+		sentinel = ErrDeadLettered
+	case Cancelled:
+		sentinel = ErrCancelled
+	default:
+		return nil
+	}
+	if t.Error == nil || t.Error.Message == "" {
+		return fmt.Errorf("task %s: %w", t.ID, sentinel)
+	}
+	return fmt.Errorf("task %s: %w: %s", t.ID, sentinel, t.Error.Message)
 }
 
 // List reads one page of tasks, newest first; pass its NextCursor as

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -415,4 +416,69 @@ func TestSubmitArgsBatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWait polls until the task is terminal; a task that ended without
+// completing comes back with an error matching its sentinel.
+func TestWait(t *testing.T) {
+	ended := func(status, errJSON string) string {
+		s := strings.Replace(taskJSON, `"queued"`, `"`+status+`"`, 1)
+		if errJSON != "" {
+			s = strings.Replace(s, `"trace_id":"t"`, `"trace_id":"t","error":`+errJSON, 1)
+		}
+		return s
+	}
+	tests := []struct {
+		name     string
+		final    string // the answer from the third read on
+		status   int
+		wantTask triage.Status // "": no task
+		is       error         // nil: no error
+		says     string
+	}{
+		{"completed", ended("completed", ""), 200, triage.Completed, nil, ""},
+		{"dead-lettered", ended("dead_letter", `{"message":"no way (attempt 3 of 3, none left)","retriable":true}`), 200, triage.DeadLetter, triage.ErrDeadLettered, "no way"},
+		{"cancelled by request", ended("cancelled", ""), 200, triage.Cancelled, triage.ErrCancelled, ""},
+		{"cancelled by its handler", ended("cancelled", `{"message":"order refunded","retriable":false}`), 200, triage.Cancelled, triage.ErrCancelled, "order refunded"},
+		{"deleted meanwhile", `{"error":{"code":"not_found","message":"no task"}}`, 404, "", triage.ErrNotFound, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			reads := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				reads++
+				n := reads
+				mu.Unlock()
+				if n < 3 {
+					_, _ = io.WriteString(w, taskJSON)
+					return
+				}
+				w.WriteHeader(tt.status)
+				_, _ = io.WriteString(w, tt.final)
+			}))
+			defer srv.Close()
+			c := triage.NewClient(triage.HTTP(srv.URL, "tok"))
+			tk, err := c.Wait(ctx(t), "01J0000000000000000000000A", time.Millisecond)
+			if tt.is == nil && err != nil || tt.is != nil && !errors.Is(err, tt.is) || !strings.Contains(fmt.Sprint(err), tt.says) {
+				t.Fatalf("Wait error = %v, want %v saying %q", err, tt.is, tt.says)
+			}
+			if tt.wantTask == "" && tk != nil || tt.wantTask != "" && (tk == nil || tk.Status != tt.wantTask) {
+				t.Fatalf("Wait task = %+v, want status %q", tk, tt.wantTask)
+			}
+			if reads != 3 {
+				t.Errorf("%d reads, want 3", reads)
+			}
+		})
+	}
+	t.Run("context ends first", func(t *testing.T) {
+		_, c := serve(t, http.StatusOK, taskJSON)
+		cx, cancel := context.WithTimeout(ctx(t), 20*time.Millisecond)
+		defer cancel()
+		tk, err := c.Wait(cx, "01J0000000000000000000000A", time.Millisecond)
+		if !errors.Is(err, context.DeadlineExceeded) || tk == nil || tk.Status != triage.Queued {
+			t.Fatalf("Wait = %+v, %v; want the last task read and the deadline", tk, err)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -496,8 +497,8 @@ func TestSameOperations(t *testing.T) {
 	}
 	for _, id := range doomed {
 		dead, err := d.http.Wait(c, id, 50*time.Millisecond)
-		if err != nil || dead.Status != triage.DeadLetter || dead.Error == nil || !strings.Contains(dead.Error.Message, "no way") {
-			t.Fatalf("Wait = %+v, %v; want dead_letter", dead, err)
+		if !errors.Is(err, triage.ErrDeadLettered) || dead.Status != triage.DeadLetter || dead.Error == nil || !strings.Contains(dead.Error.Message, "no way") {
+			t.Fatalf("Wait = %+v, %v; want dead_letter and ErrDeadLettered", dead, err)
 		}
 	}
 	// The running worker is registered; both transports list it alike
@@ -666,6 +667,84 @@ func TestSameTypedSubmit(t *testing.T) {
 		tk, err := d.direct.Wait(c, id, 50*time.Millisecond)
 		if err != nil || tk.Status != triage.Completed || !strings.HasPrefix(string(tk.Result), `"hello `) {
 			t.Fatalf("Wait(%s) = %+v, %v; want completed by the greeting worker", id, tk, err)
+		}
+	}
+}
+
+// TestSameWait: Wait ends with the task on both transports, and with an
+// error matching ErrDeadLettered or ErrCancelled when the task ended
+// without completing, whoever ended it (its handler, its attempts running
+// out, a cancel request).
+func TestSameWait(t *testing.T) {
+	d := newDeployment(t, nil)
+	c := ctx(t)
+	wcfg, err := triage.ConfigFromEnv(d.env.Getenv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := worker.New(worker.Options{Config: &wcfg, Logger: quiet})
+	handlers := map[string]worker.HandlerFunc{
+		"wait-ok":     func(context.Context, *worker.Task) (any, error) { return "done", nil },
+		"wait-doomed": func(context.Context, *worker.Task) (any, error) { return nil, worker.Permanent(errors.New("no way")) },
+		"wait-flaky":  func(context.Context, *worker.Task) (any, error) { return nil, errors.New("flaked") },
+		"wait-refunded": func(context.Context, *worker.Task) (any, error) {
+			return nil, worker.Cancel(errors.New("order refunded"))
+		},
+	}
+	for typ, h := range handlers {
+		if err := w.Handle(typ, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wctx, stop := context.WithCancel(c)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	}()
+	tests := []struct {
+		typ    string
+		opts   []triage.SubmitOption
+		cancel bool // cancel it before it runs
+		status triage.Status
+		is     error
+		says   string
+	}{
+		{typ: "wait-ok", status: triage.Completed},
+		{typ: "wait-doomed", status: triage.DeadLetter, is: triage.ErrDeadLettered, says: "no way"},
+		{typ: "wait-flaky", opts: []triage.SubmitOption{triage.WithMaxAttempts(1)}, status: triage.DeadLetter, is: triage.ErrDeadLettered, says: "flaked (attempt 1 of 1, none left)"},
+		{typ: "wait-refunded", status: triage.Cancelled, is: triage.ErrCancelled, says: "order refunded"},
+		{typ: "wait-ok", opts: []triage.SubmitOption{triage.WithDelay(time.Hour)}, cancel: true, status: triage.Cancelled, is: triage.ErrCancelled},
+	}
+	for _, nc := range d.both() {
+		for _, tt := range tests {
+			t.Run(nc.name+"/"+tt.typ+"/"+string(tt.status), func(t *testing.T) {
+				tk, _, err := nc.c.Submit(c, tt.typ, nil, tt.opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tt.cancel {
+					if _, err := nc.other.Cancel(c, tk.ID); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got, err := nc.c.Wait(c, tk.ID, 50*time.Millisecond)
+				if got == nil || got.ID != tk.ID || got.Status != tt.status {
+					t.Fatalf("Wait task = %+v, want %s", got, tt.status)
+				}
+				if tt.is == nil && err != nil || tt.is != nil && !errors.Is(err, tt.is) || !strings.Contains(fmt.Sprint(err), tt.says) {
+					t.Fatalf("Wait error = %v, want %v saying %q", err, tt.is, tt.says)
+				}
+				other := []error{triage.ErrDeadLettered, triage.ErrCancelled}
+				for _, s := range other {
+					if s != tt.is && errors.Is(err, s) {
+						t.Errorf("Wait error %v also matches %v", err, s)
+					}
+				}
+			})
 		}
 	}
 }
