@@ -57,6 +57,12 @@ type Task struct {
 	Attempt     int    // 1 on the first run
 	MaxAttempts int
 	TraceID     string
+	// EffectivePriority is the priority the attempt runs at: higher than
+	// Priority when the promoter moved the task after it waited
+	// (Config.LowAfter, MediumAfter), never lower. Log or meter by
+	// Priority, what the submitter asked for; size the work for urgency
+	// by EffectivePriority.
+	EffectivePriority string
 
 	req handler.Request // reports go to its Reporter; its Checkpoint is the last one saved
 }
@@ -327,7 +333,7 @@ func (w *Worker) logger(level string) *slog.Logger {
 
 func taskOf(r handler.Request) *Task {
 	return &Task{
-		ID: r.ID, Type: r.Type, Payload: r.Payload, Priority: string(r.Priority),
+		ID: r.ID, Type: r.Type, Payload: r.Payload, Priority: string(r.Priority), EffectivePriority: string(r.EffectivePriority),
 		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, TraceID: r.TraceID,
 		req: r,
 	}

@@ -532,7 +532,7 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 		stage = stageHandle
 		ranFrom := time.Now()
 		result, err = c.safeHandle(spanCtx, h, handler.Request{
-			ID: t.ID, Type: t.Type, Payload: payload, Priority: t.Priority,
+			ID: t.ID, Type: t.Type, Payload: payload, Priority: t.Priority, EffectivePriority: t.EffectivePriority,
 			Attempt: t.Attempts, MaxAttempts: t.MaxAttempts, TraceID: t.TraceID,
 			Traceparent: tracing.Traceparent(spanCtx),
 			Checkpoint:  t.Checkpoint, ProgressToken: t.ProgressToken, ProgressURL: c.progressURL(t.ID),
