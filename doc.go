@@ -57,5 +57,10 @@
 // Every method takes a context first. Every failure the API answers with
 // is an *Error that matches one sentinel with errors.Is (ErrNotFound,
 // ErrBadRequest, ErrTooMany, ...) and carries the code, the message, the
-// field at fault and the Retry-After.
+// field at fault and the Retry-After. Wait returns the finished task, and
+// with it an error matching ErrDeadLettered or ErrCancelled when the task
+// ended without completing.
+//
+// Handlers are run by package worker (your own consumer with Go handlers)
+// and tested without AWS by package workertest.
 package triage

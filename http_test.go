@@ -273,7 +273,11 @@ func TestErrors(t *testing.T) {
 			}
 			_, err := c.Get(ctx(t), "01X")
 			var e *triage.Error
-			if !errors.As(err, &e) || e.Status != tt.status || e.Field != tt.field || e.Message == "" {
+			var body struct {
+				Error struct{ Code string } `json:"error"`
+			}
+			_ = json.Unmarshal([]byte(tt.body), &body)
+			if !errors.As(err, &e) || e.Status != tt.status || e.Field != tt.field || e.Code != body.Error.Code || e.Message == "" {
 				t.Fatalf("err = %#v", err)
 			}
 			if e.RetryAfter > tt.wait || e.RetryAfter < tt.wait-2*time.Second {
@@ -482,3 +486,140 @@ func TestWait(t *testing.T) {
 		}
 	})
 }
+
+// TestAnswers checks that each method decodes the API's answer into the
+// value it returns (TestPaths checks what it sends).
+func TestAnswers(t *testing.T) {
+	older := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name   string
+		status int
+		resp   string
+		call   func(context.Context, *triage.Client) (any, error)
+		want   any
+	}{
+		{"submit created", 201, taskJSON, func(ctx context.Context, c *triage.Client) (any, error) {
+			tk, created, err := c.Submit(ctx, "echo", nil, triage.WithIdempotencyKey("k"))
+			return words(tk.ID, created), err
+		}, "01J0000000000000000000000A true"},
+		{"submit existing", 200, taskJSON, func(ctx context.Context, c *triage.Client) (any, error) {
+			_, created, err := c.Submit(ctx, "echo", nil, triage.WithIdempotencyKey("k"))
+			return created, err
+		}, false},
+		{"batch", 200, `{"results":[{"index":0,"status":201,"task":` + taskJSON + `},{"index":1,"status":400,"error":{"code":"invalid_field","message":"bad","field":"tasks[1].priority"}}]}`,
+			func(ctx context.Context, c *triage.Client) (any, error) {
+				res, err := c.SubmitBatch(ctx, []triage.SubmitRequest{{Type: "echo"}, {Type: "echo", Priority: "urgent"}})
+				if err != nil {
+					return nil, err
+				}
+				var e *triage.Error
+				e1 := res[1].Err()
+				return words(res[0].Created(), res[0].Err() == nil, res[0].Task.ID, errors.Is(e1, triage.ErrBadRequest), errors.As(e1, &e) && e.Field == "tasks[1].priority"), nil
+			}, "true true 01J0000000000000000000000A true true"},
+		{"get", 200, taskJSON, func(ctx context.Context, c *triage.Client) (any, error) {
+			tk, err := c.Get(ctx, "01X")
+			return words(string(tk.Payload), tk.Priority, tk.EffectivePriority, tk.MaxAttempts), err
+		}, `{"x":1} high high 3`},
+		{"list", 200, `{"tasks":[` + taskJSON + `],"next_cursor":"c2"}`, func(ctx context.Context, c *triage.Client) (any, error) {
+			p, err := c.List(ctx, triage.ListParams{})
+			return words(len(p.Tasks), p.NextCursor), err
+		}, "1 c2"},
+		{"cancel", 200, strings.Replace(taskJSON, `"queued"`, `"cancelled"`, 1), func(ctx context.Context, c *triage.Client) (any, error) {
+			tk, err := c.Cancel(ctx, "01X")
+			return tk.Status, err
+		}, triage.Cancelled},
+		{"cleanup", 200, `{"deleted":42}`, func(ctx context.Context, c *triage.Client) (any, error) { return c.Cleanup(ctx, older) }, 42},
+		{"stats", 200, `{"queues":{"high":{"depth":3,"in_flight":1,"delayed":0,"dlq_depth":2,"oldest_age_seconds":1.5}},"statuses":{"queued":3},"types":{"echo":{"queued":3}},"throughput":{"completed_last_minute":9,"failed_last_minute":1},"generated_at":"2026-01-02T03:04:05Z"}`,
+			func(ctx context.Context, c *triage.Client) (any, error) {
+				s, err := c.Stats(ctx)
+				if err != nil {
+					return nil, err
+				}
+				h := s.Queues[triage.High]
+				return words(h.Depth, h.DLQDepth, h.OldestAgeSeconds, s.Statuses["queued"], s.Types["echo"]["queued"], s.Throughput.CompletedLastMinute, s.GeneratedAt.Year()), nil
+			}, "3 2 1.5 3 3 9 2026"},
+		{"set limits", 200, `{"type":"echo","paused":false,"rate_limit_per_second":2.5,"max_concurrency":4}`, func(ctx context.Context, c *triage.Client) (any, error) {
+			s, err := c.SetLimits(ctx, "echo", 2.5, 4)
+			return words(s.Type, s.RateLimitPerSecond, s.MaxConcurrency), err
+		}, "echo 2.5 4"},
+		{"controls", 200, `{"controls":[{"paused":false},{"type":"echo","paused":true,"max_concurrency":2}]}`, func(ctx context.Context, c *triage.Client) (any, error) {
+			cs, err := c.Controls(ctx)
+			return words(len(cs), cs[1].Type, cs[1].Paused, cs[1].MaxConcurrency), err
+		}, "2 echo true 2"},
+		{"dlq", 200, `{"messages":[{"priority":"low","message_id":"m1","task_id":"01X","type":"echo","reason":"boom","body":"{}","sent_at":"2026-01-02T03:04:05Z","receive_count":5}]}`,
+			func(ctx context.Context, c *triage.Client) (any, error) {
+				ms, err := c.DLQ(ctx, triage.Low, 10)
+				return words(ms[0].MessageID, ms[0].TaskID, ms[0].ReceiveCount, ms[0].Reason), err
+			}, "m1 01X 5 boom"},
+		{"replay", 200, `{"replayed":3,"skipped":1}`, func(ctx context.Context, c *triage.Client) (any, error) {
+			r, err := c.ReplayDLQ(ctx, triage.ReplayRequest{Priority: triage.High, Type: "echo", Limit: 5})
+			return *r, err
+		}, triage.ReplayResult{Replayed: 3, Skipped: 1}},
+		{"delete", 204, "", func(ctx context.Context, c *triage.Client) (any, error) { return "ok", c.Delete(ctx, "01X") }, "ok"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, c := serve(t, tt.status, tt.resp)
+			got, err := tt.call(ctx(t), c)
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got %#v, %v; want %#v", got, err, tt.want)
+			}
+		})
+	}
+	t.Run("openapi", func(t *testing.T) {
+		f := &recorder{status: 200, body: `{"openapi":"3.1.0"}`}
+		srv := httptest.NewServer(f)
+		defer srv.Close()
+		b, err := triage.HTTP(srv.URL, "tok").OpenAPI(ctx(t))
+		if err != nil || string(b) != `{"openapi":"3.1.0"}` || f.last(t).Path != "/api/v1/openapi.json" {
+			t.Fatalf("OpenAPI = %s, %v (sent %s)", b, err, f.last(t).Path)
+		}
+	})
+}
+
+// TestListAll walks three pages, passing each next_cursor on with the
+// filters kept, and stops at a callback's error or the server's.
+func TestListAll(t *testing.T) {
+	pages := map[string]string{
+		"":   `{"tasks":[{"id":"a"},{"id":"b"}],"next_cursor":"c1"}`,
+		"c1": `{"tasks":[{"id":"c"}],"next_cursor":"c2"}`,
+		"c2": `{"tasks":[{"id":"d"}]}`,
+	}
+	var mu sync.Mutex
+	var queries []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		queries = append(queries, r.URL.RawQuery)
+		mu.Unlock()
+		if r.URL.Query().Get("status") == "nope" {
+			w.WriteHeader(400)
+			_, _ = io.WriteString(w, `{"error":{"code":"invalid_field","message":"status: unknown","field":"status"}}`)
+			return
+		}
+		_, _ = io.WriteString(w, pages[r.URL.Query().Get("cursor")])
+	}))
+	defer srv.Close()
+	c := triage.NewClient(triage.HTTP(srv.URL, "tok"))
+
+	var ids []string
+	collect := func(tk *triage.Task) error { ids = append(ids, tk.ID); return nil }
+	if err := c.ListAll(ctx(t), triage.ListParams{Status: triage.Queued, Limit: 2}, collect); err != nil || strings.Join(ids, "") != "abcd" {
+		t.Fatalf("ids %v, err %v", ids, err)
+	}
+	for i, q := range queries {
+		if !strings.Contains(q, "status=queued") || !strings.Contains(q, "limit=2") {
+			t.Errorf("page %d lost the filters: %s", i, q)
+		}
+	}
+	boom := errors.New("boom")
+	if err := c.ListAll(ctx(t), triage.ListParams{}, func(*triage.Task) error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("a callback's error: %v, want boom", err)
+	}
+	var e *triage.Error
+	if err := c.ListAll(ctx(t), triage.ListParams{Status: "nope"}, collect); !errors.Is(err, triage.ErrBadRequest) || !errors.As(err, &e) || e.Field != "status" {
+		t.Errorf("the server's error: %v, want ErrBadRequest naming status", err)
+	}
+}
+
+// words joins values with spaces, like fmt.Sprintln without the newline.
+func words(v ...any) string { return strings.TrimSuffix(fmt.Sprintln(v...), "\n") }
