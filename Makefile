@@ -49,9 +49,9 @@ java:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openjdk-17-jdk-headless >/dev/null; }
 
-## emulators: the pinned npm emulators, installed into .emulators/ (see localstack/).
+## emulators: the pinned npm emulators, installed into .emulators/ (see internal/emulators/).
 emulators: java
-	@$(GO) run ./localstack/cmd/install
+	@$(GO) run ./internal/emulators/cmd/install
 
 ## run: the built binary, not `go run`: the go command exits 1 whenever it
 ## is interrupted, so Ctrl-C would end `make run` with an error.
@@ -72,13 +72,13 @@ STATICCHECK_VERSION := v0.8.2
 lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
-## unit: the tests of every package outside localstack/ whose tests import
+## unit: the tests of every package outside internal/emulators/ whose tests import
 ## nothing from it (the emulator launcher and stacktest, the only ways a test
 ## starts the emulators): derived from `go list`, so new packages join by
 ## themselves. A test that starts the emulators some other way (say, runs
-## `triage dev` as a child) must import localstack too, e.g. for FindRoot, to
+## `triage dev` as a child) must import internal/emulators too, e.g. for FindRoot, to
 ## stay out of this list. The dashboard's browser test needs Chromium.
-EMULATOR_PKGS := github.com/triagehq/triage/localstack
+EMULATOR_PKGS := github.com/triagehq/triage/internal/emulators
 unit: chromium
 	@set -o pipefail; pkgs=$$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}{{"\n"}}{{end}}' ./... | \
 	  awk '{ for (i = 1; i <= NF; i++) if ($$i == "$(EMULATOR_PKGS)" || index($$i, "$(EMULATOR_PKGS)/") == 1) next; print $$1 }') && \

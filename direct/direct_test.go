@@ -14,9 +14,9 @@ import (
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/direct"
 	"github.com/triagehq/triage/internal/config"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
-	"github.com/triagehq/triage/localstack/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }

@@ -19,8 +19,8 @@ import (
 	"github.com/triagehq/triage/internal/app/apiapp"
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/config"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/task"
-	"github.com/triagehq/triage/localstack/stacktest"
 	"github.com/triagehq/triage/worker"
 )
 

@@ -12,9 +12,9 @@ import (
 
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/app/promoterapp"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/promote"
 	"github.com/triagehq/triage/internal/task"
-	"github.com/triagehq/triage/localstack/stacktest"
 	"github.com/triagehq/triage/worker"
 )
 

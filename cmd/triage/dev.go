@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/triagehq/triage/internal/devserver"
-	"github.com/triagehq/triage/localstack"
+	"github.com/triagehq/triage/internal/emulators"
 )
 
 func (c *cli) devCmd() *cobra.Command {
@@ -38,9 +38,9 @@ and exits 0; a second Ctrl-C stops at once.`, devserver.DrainGrace),
 			if err != nil {
 				return fmt.Errorf("find the working directory: %w", err)
 			}
-			root, err := localstack.FindRoot(wd)
+			root, err := emulators.FindRoot(wd)
 			switch {
-			case errors.Is(err, localstack.ErrNoCheckout):
+			case errors.Is(err, emulators.ErrNoCheckout):
 				root = ""
 			case err != nil:
 				return err

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/triagehq/triage/localstack"
+	"github.com/triagehq/triage/internal/emulators"
 )
 
 // syncBuffer collects a child's output while the test reads it.
@@ -47,7 +47,7 @@ func TestDevOutsideACheckoutAndCtrlC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs the binary and starts the emulators")
 	}
-	root, err := localstack.FindRoot(".")
+	root, err := emulators.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/triagehq/triage/localstack"
+	"github.com/triagehq/triage/internal/emulators"
 )
 
 // transcript is one "$ command" of the README and the output it shows.
@@ -89,7 +89,7 @@ func TestReadmeTranscript(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts triage dev")
 	}
-	root, err := localstack.FindRoot(".")
+	root, err := emulators.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,10 +17,10 @@ import (
 	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/handler/demo"
 	"github.com/triagehq/triage/internal/task"
-	"github.com/triagehq/triage/localstack/stacktest"
 )
 
 // fix2 is a fixture that keeps the app, for tests that also run a consumer.

@@ -33,10 +33,11 @@ import (
 	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/emulators"
 	"github.com/triagehq/triage/internal/events"
 	"github.com/triagehq/triage/internal/promote"
 	"github.com/triagehq/triage/internal/store"
-	"github.com/triagehq/triage/localstack"
+	"github.com/triagehq/triage/internal/tracing/otlpenv"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -149,15 +150,15 @@ func Run(ctx context.Context, opt Options) error {
 		return fmt.Errorf("configuration: %w", err)
 	}
 
-	var emu *localstack.Emulators // nil when AWS endpoints are configured
-	if !localstack.EndpointsSet(opt.Getenv) {
-		if localstack.Installed(opt.Root) {
+	var emu *emulators.Emulators // nil when AWS endpoints are configured
+	if !emulators.EndpointsSet(opt.Getenv) {
+		if emulators.Installed(opt.Root) {
 			fmt.Fprintln(opt.Out, "starting local AWS emulators (SQS: fauxqs, DynamoDB: DynamoDB Local)...")
 		} else {
-			dir, _ := localstack.InstallDir(opt.Root)
+			dir, _ := emulators.InstallDir(opt.Root)
 			fmt.Fprintf(opt.Out, "installing the local AWS emulators into %s from npm (first start only; needs a Java 17 JDK)...\n", dir)
 		}
-		if emu, err = localstack.Start(ctx, opt.Root); err != nil {
+		if emu, err = emulators.Start(ctx, opt.Root); err != nil {
 			return err
 		}
 		defer emu.Stop() // on an early return; the stop below has stopped them already
@@ -178,7 +179,7 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return fmt.Errorf("load AWS config: %w", err)
 	}
-	if _, err := localstack.Bootstrap(ctx, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg), cfg.Spec()); err != nil {
+	if _, err := emulators.Bootstrap(ctx, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg), cfg.Spec()); err != nil {
 		return err
 	}
 
@@ -193,6 +194,12 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return err
 	}
+	// Spans over OTLP when the OTEL_* variables name an endpoint, as the
+	// Lambda functions do; flushed on the way out.
+	if a.Tracing, err = otlpenv.FromEnv(ctx, "triage", opt.Getenv); err != nil {
+		return err
+	}
+	defer func() { _ = a.Tracing.Shutdown(context.WithoutCancel(ctx)) }()
 	tokens, err := apiapp.Tokens(ctx, a, nil)
 	if err != nil {
 		return err

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/devserver"
-	"github.com/triagehq/triage/localstack"
-	"github.com/triagehq/triage/localstack/stacktest"
+	"github.com/triagehq/triage/internal/emulators"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { stacktest.Main(m) }
 // submitted echo task is completed, with its payload as result, within 2 s.
 func TestDevServer(t *testing.T) {
 	env := stacktest.New(t)
-	root, err := localstack.FindRoot(".")
+	root, err := emulators.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}
