@@ -16,6 +16,7 @@ import (
 
 	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/execution"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/queue"
@@ -507,7 +508,7 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 	timeout := time.Duration(t.TimeoutSeconds) * time.Second
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	runCtx, cancelTimeout := context.WithTimeoutCause(runCtx, timeout, fmt.Errorf("timeout: the handler ran longer than timeout_seconds=%d", t.TimeoutSeconds))
+	runCtx, cancelTimeout := execution.WithTimeout(runCtx, t.TimeoutSeconds)
 	defer cancelTimeout()
 
 	j.rep = newReporter(t.Attempts, c.store.Now)
@@ -531,13 +532,9 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 	if err == nil {
 		stage = stageHandle
 		ranFrom := time.Now()
-		result, err = c.safeHandle(spanCtx, h, handler.Request{
-			ID: t.ID, Type: t.Type, Payload: payload, Priority: t.Priority,
-			Attempt: t.Attempts, MaxAttempts: t.MaxAttempts, TraceID: t.TraceID,
-			Traceparent: tracing.Traceparent(spanCtx),
-			Checkpoint:  t.Checkpoint, ProgressToken: t.ProgressToken, ProgressURL: c.progressURL(t.ID),
-			Reporter: j.rep,
-		})
+		r := execution.Request(t, payload)
+		r.Traceparent, r.ProgressURL, r.Reporter = tracing.Traceparent(spanCtx), c.progressURL(t.ID), j.rep
+		result, err = c.safeHandle(spanCtx, h, r)
 		c.mx.Ran(t, time.Since(ranFrom))
 	}
 	close(hbStop)
@@ -558,11 +555,7 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 	if err == nil {
 		// A result that arrived wins over a cancel request or shutdown.
 		stage = stageResult
-		if result != nil && !json.Valid(result) {
-			err = handler.Permanent(fmt.Errorf("handler returned a result that is not valid JSON"))
-		} else if len(result) > task.MaxResultBytes {
-			err = handler.Permanent(fmt.Errorf("result is %d bytes; the limit is %d", len(result), task.MaxResultBytes))
-		} else {
+		if err = execution.CheckResult(result); err == nil {
 			c.complete(wctx, j, attempt, result)
 			return
 		}
@@ -576,42 +569,37 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 		c.handBack(wctx, j, attempt)
 	default:
 		timedOut := false
-		if runCtx.Err() != nil && cause != nil && !errors.Is(cause, context.Canceled) {
-			err, timedOut = cause, true // the timeout, named
+		if expired := execution.Expired(runCtx); expired != nil {
+			err, timedOut = expired, true // the timeout, named
 		}
-		if d, ok := handler.SnoozeOf(err); ok {
-			c.snooze(wctx, j, attempt, d)
+		o := execution.Decide(err, t.Attempts, t.MaxAttempts)
+		if o.Kind == execution.Snooze {
+			c.snooze(wctx, j, attempt, o.Snooze)
 			return
 		}
 		attempt.Error = err.Error()
-		if errors.Is(err, handler.ErrCancel) {
-			c.finishCancelled(wctx, j, attempt, task.NewError(err.Error(), false))
+		if o.Kind == execution.Cancel {
+			c.finishCancelled(wctx, j, attempt, task.NewError(o.Message, false))
 			return
 		}
 		c.mx.Failed(t, failure(err, timedOut, stage))
-		retriable := handler.Retriable(err)
-		if retriable && t.Attempts < t.MaxAttempts {
-			c.retry(wctx, j, attempt, err.Error())
+		if o.Kind == execution.Retry {
+			c.retry(wctx, j, attempt, o.Message)
 			return
 		}
-		msg := err.Error()
-		if retriable {
-			msg = fmt.Sprintf("%s (attempt %d of %d, none left)", msg, t.Attempts, t.MaxAttempts)
-		}
-		c.deadLetter(wctx, j, attempt, task.NewError(msg, retriable))
+		c.deadLetter(wctx, j, attempt, task.NewError(o.Message, o.Retriable))
 	}
 }
 
-// safeHandle runs h, turning a panic into a permanent error so one bad
-// handler cannot crash the consumer.
-func (c *Consumer) safeHandle(ctx context.Context, h handler.Handler, r handler.Request) (res json.RawMessage, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			c.log.Error("handler panicked", "task_id", r.ID, "type", r.Type, "panic", fmt.Sprint(p))
-			err = handler.Permanent(&handlerPanic{p})
-		}
-	}()
-	return h.Handle(ctx, r)
+// safeHandle runs h through execution.Run, which turns a panic into a
+// permanent error so one bad handler cannot crash the consumer, and logs
+// the panic.
+func (c *Consumer) safeHandle(ctx context.Context, h handler.Handler, r handler.Request) (json.RawMessage, error) {
+	res, err := execution.Run(ctx, h, r)
+	if p := (*execution.Panic)(nil); errors.As(err, &p) {
+		c.log.Error("handler panicked", "task_id", r.ID, "type", r.Type, "panic", fmt.Sprint(p.Value))
+	}
+	return res, err
 }
 
 // heartbeat renews the lease and the message's visibility every third of a
