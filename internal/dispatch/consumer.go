@@ -455,7 +455,7 @@ func (c *Consumer) endPoll(p task.Priority) {
 func (c *Consumer) receive(ctx context.Context, p task.Priority, n int, wait time.Duration) ([]queue.Received, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+receiveSlack)
 	defer cancel()
-	return c.queues.Receive(rctx, p, n, wait, c.visibility())
+	return c.queues.Receive(rctx, p, n, wait, c.lease().receiveVisibility())
 }
 
 // receiveSlack bounds a receive beyond its long-poll wait.
@@ -489,8 +489,6 @@ func (c *Consumer) start(ctx, work context.Context, wg *sync.WaitGroup, msgs []q
 		}()
 	}
 }
-
-func (c *Consumer) visibility() time.Duration { return c.opt.Lease + 2*c.opt.LeaseMargin }
 
 func (c *Consumer) nonEmpty(eligible []task.Priority) []task.Priority {
 	c.emptyMu.Lock()
