@@ -128,7 +128,9 @@ func (d *Transport) Retry(ctx context.Context, id string) (*triage.Task, error) 
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
-	t, err := d.enq.Retry(ctx, d.store.Get, id)
+	// Through the DLQ tools: the task's DLQ copy goes with its dead_letter
+	// status (package deadletter), as on the API.
+	t, err := d.dlq.Retry(ctx, id)
 	if err != nil {
 		return nil, taskError("retry task", id, err)
 	}
@@ -147,7 +149,7 @@ func (d *Transport) Delete(ctx context.Context, id string) error {
 	if !t.Status.Terminal() {
 		return taskError("delete task", id, &store.StateError{ID: t.ID, Status: t.Status, Op: "delete"})
 	}
-	return taskError("delete task", id, d.store.Delete(ctx, t))
+	return taskError("delete task", id, d.dlq.Delete(ctx, t))
 }
 
 // Cleanup implements triage.Transport.

@@ -24,13 +24,18 @@ AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_S3) is set, it installs and start
 itself, on free 127.0.0.1 ports, and stops them on exit. It listens on
 TRIAGE_ADDR (default 127.0.0.1:8080) and uses TRIAGE_TOKEN as the admin
 token, or prints a generated one. The terminal shows warnings and errors;
-the full JSON log goes to dev.log in the state directory named in the
-banner (TRIAGE_LOG_FORMAT=json puts it on the terminal too). The URL and
-token are also written to dev.env there, so the other commands find the
-running server without TRIAGE_URL and TRIAGE_TOKEN. Ctrl-C hands running
+the full JSON log goes to the file named in the banner, in the state
+directory and named by the listen address (dev-127.0.0.1_8080.log;
+TRIAGE_LOG_FORMAT=json puts it on the terminal too). The URL and token, and
+the settings a worker needs (see triage env), are written beside it
+(dev-127.0.0.1_8080.env), so the other commands find the running server
+without TRIAGE_URL and TRIAGE_TOKEN; with several servers running, --url
+or TRIAGE_URL picks one. Each server removes only its own files on exit.
+Ctrl-C hands running
 tasks back to their queues (after a %s grace), then stops the emulators,
 and exits 0; a second Ctrl-C stops at once.`, devserver.DrainGrace),
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{annotNoAPI: "true"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// In a checkout the emulators live in its .emulators/; anywhere
 			// else (a `go install`ed binary) in the user's cache.

@@ -155,6 +155,12 @@ func cleanEnv() []string {
 // left.
 func startDev(t *testing.T, bin, dir string, env []string) (dev *exec.Cmd, addr string, out *syncBuffer, exited chan error) {
 	t.Helper()
+	return startDevWithToken(t, bin, dir, env, "tok")
+}
+
+// startDevWithToken is startDev with the admin token given.
+func startDevWithToken(t *testing.T, bin, dir string, env []string, token string) (dev *exec.Cmd, addr string, out *syncBuffer, exited chan error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +169,7 @@ func startDev(t *testing.T, bin, dir string, env []string) (dev *exec.Cmd, addr 
 	ln.Close()
 	dev = exec.Command(bin, "dev")
 	dev.Dir = dir
-	dev.Env = append(env, "TRIAGE_ADDR="+addr, "TRIAGE_TOKEN=tok")
+	dev.Env = append(env, "TRIAGE_ADDR="+addr, "TRIAGE_TOKEN="+token)
 	dev.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out = &syncBuffer{}
 	dev.Stdout, dev.Stderr = out, out

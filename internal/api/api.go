@@ -63,12 +63,21 @@ type Controls interface {
 	SetPaused(ctx context.Context, typ string, paused bool) (control.Settings, error)
 	SetLimits(ctx context.Context, typ string, rate float64, maxConcurrency int) (control.Settings, error)
 	List(ctx context.Context) ([]control.Settings, error)
+	// RateUse is the starts a type's rate limit counted in its current
+	// window, out of limit.
+	RateUse(ctx context.Context, typ string, perSecond float64) (starts, limit int, window time.Duration, err error)
 }
 
-// DLQ lists and replays the dead-letter queues.
+// DLQ lists, replays and purges the dead-letter queues, and is the way
+// out of dead_letter for a single task too: retrying or deleting a dead
+// task through it removes the task's DLQ copy, so the DLQ holds one
+// message per dead task (see package deadletter).
 type DLQ interface {
-	List(ctx context.Context, prios []task.Priority, limit int) ([]deadletter.Message, error)
-	Replay(ctx context.Context, f deadletter.ReplayFilter) (deadletter.ReplayResult, error)
+	Find(ctx context.Context, f deadletter.Filter) ([]deadletter.Message, bool, error)
+	Replay(ctx context.Context, f deadletter.Filter) (deadletter.ReplayResult, error)
+	Purge(ctx context.Context, f deadletter.Filter) (deadletter.PurgeResult, error)
+	Retry(ctx context.Context, id string) (*task.Task, error)
+	Delete(ctx context.Context, cur *task.Task) error
 }
 
 // Deps are the parts the API serves from.
@@ -172,12 +181,14 @@ func (s *Server) register() {
 	s.public("POST /api/v1/tasks/{id}/progress", s.reportProgress)
 	s.handle("DELETE /api/v1/tasks", auth.Admin, s.cleanup)
 	s.handle("GET /api/v1/stats", auth.Read, s.stats)
+	s.handle("GET /api/v1/stats/history", auth.Read, s.statsHistory)
 	s.handle("POST /api/v1/control/pause", auth.Admin, s.pause(true))
 	s.handle("POST /api/v1/control/resume", auth.Admin, s.pause(false))
 	s.handle("PUT /api/v1/control/types/{type}", auth.Admin, s.setLimits)
 	s.handle("GET /api/v1/control", auth.Read, s.listControls)
 	s.handle("GET /api/v1/dlq", auth.Read, s.listDLQ)
 	s.handle("POST /api/v1/dlq/replay", auth.Admin, s.replayDLQ)
+	s.handle("POST /api/v1/dlq/purge", auth.Admin, s.purgeDLQ)
 	s.handle("GET /api/v1/events", auth.Read, s.streamEvents)
 	s.handle("GET /api/v1/workers", auth.Read, s.listWorkers)
 	s.public("GET /api/v1/openapi.json", s.openapi)
@@ -272,8 +283,24 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// bodies=omit leaves a payload or result kept off the record (over
+	// 3 KiB) out, with its size: the dashboard polls a task this way and
+	// fetches a large body only when the operator opens it.
+	var omit bool
+	switch v := r.URL.Query().Get("bodies"); v {
+	case "", "include":
+	case "omit":
+		omit = true
+	default:
+		writeError(w, http.StatusBadRequest, "invalid_field", "bodies", "bodies: must be include (the default) or omit")
+		return
+	}
 	t, err := s.store.Get(r.Context(), id)
 	if s.taskError(w, r, "get task", err) {
+		return
+	}
+	if omit {
+		writeJSON(w, http.StatusOK, t)
 		return
 	}
 	if err := s.store.LoadBodies(r.Context(), t); err != nil {
@@ -434,6 +461,13 @@ func (s *Server) taskError(w http.ResponseWriter, r *http.Request, what string, 
 }
 
 func (s *Server) internal(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// The client went away (a closed dashboard tab): nothing failed on
+		// this side, and nobody reads the answer.
+		s.log.Debug(what+" abandoned: the client disconnected", "method", r.Method, "path", r.URL.Path)
+		writeError(w, 499, "client_closed", "", what+": the client disconnected")
+		return
+	}
 	s.log.Error(what+" failed", "method", r.Method, "path", r.URL.Path, "error", err)
 	if e := submit.Refusal(err); e.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")

@@ -2,14 +2,20 @@ package api
 
 import (
 	"bytes"
+	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/triagehq/triage/internal/control"
+	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/stats"
 	"github.com/triagehq/triage/internal/store"
@@ -100,13 +106,22 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	if f.Type = q.Get("type"); !typeParam(w, f.Type, "type") {
 		return
 	}
-	if v := q.Get("status"); v != "" {
-		st, err := task.ParseStatus(v)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_field", "status", "status: "+err.Error())
-			return
+	// status may name several, comma-separated or repeated
+	// (status=queued,retrying or status=queued&status=retrying).
+	for _, v := range q["status"] {
+		for _, name := range strings.Split(v, ",") {
+			if name == "" {
+				continue
+			}
+			st, err := task.ParseStatus(name)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, "invalid_field", "status", "status: "+err.Error())
+				return
+			}
+			if !slices.Contains(f.Statuses, st) {
+				f.Statuses = append(f.Statuses, st)
+			}
 		}
-		f.Status = st
 	}
 	if v := q.Get("priority"); v != "" {
 		p, err := task.ParsePriority(v)
@@ -157,7 +172,7 @@ func (s *Server) retry(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	t, err := s.enq.Retry(r.Context(), s.store.Get, id)
+	t, err := s.dlq.Retry(r.Context(), id)
 	if s.taskError(w, r, "retry task", err) {
 		return
 	}
@@ -177,7 +192,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		s.taskError(w, r, "delete task", &store.StateError{ID: t.ID, Status: t.Status, Op: "delete"})
 		return
 	}
-	if s.taskError(w, r, "delete task", s.store.Delete(r.Context(), t)) {
+	if s.taskError(w, r, "delete task", s.dlq.Delete(r.Context(), t)) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -212,6 +227,42 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+// Historian is the part of the counters behind GET /stats/history.
+type Historian interface {
+	History(ctx context.Context, minutes int) ([]counters.Minute, error)
+}
+
+// History is the body of GET /stats/history.
+type History struct {
+	Minutes []counters.Minute `json:"minutes"`
+}
+
+// statsHistory answers completions and dead letters per minute over the
+// last hour at most, from the counters' throughput buckets: a constant
+// number of small reads, never a read of tasks.
+func (s *Server) statsHistory(w http.ResponseWriter, r *http.Request) {
+	minutes := 60
+	if v := r.URL.Query().Get("minutes"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > counters.MaxHistory {
+			writeError(w, http.StatusBadRequest, "invalid_field", "minutes", fmt.Sprintf("minutes: must be a whole number from 1 to %d", counters.MaxHistory))
+			return
+		}
+		minutes = n
+	}
+	h, ok := s.counters.(Historian)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, "not_implemented", "", "this API's counters keep no history")
+		return
+	}
+	ms, err := h.History(r.Context(), minutes)
+	if err != nil {
+		s.internal(w, r, "read stats history", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, History{Minutes: ms})
 }
 
 func (s *Server) pause(paused bool) func(http.ResponseWriter, *http.Request) {
@@ -265,13 +316,44 @@ func (s *Server) setLimits(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
+// RateUse is how much of a type's rate limit its current window used.
+type RateUse struct {
+	Starts        int     `json:"starts"`
+	Limit         int     `json:"limit"`
+	WindowSeconds float64 `json:"window_seconds"`
+}
+
+// ControlList is the body of GET /control: the settings, global first,
+// and for each type with a rate limit the use of its current window (one
+// small read per such type: O(types with settings), never O(tasks)). A
+// type's concurrency in use is its executing count in /stats.
+type ControlList struct {
+	Controls []control.Settings `json:"controls"`
+	RateUse  map[string]RateUse `json:"rate_use,omitempty"`
+}
+
 func (s *Server) listControls(w http.ResponseWriter, r *http.Request) {
 	cs, err := s.controls.List(r.Context())
 	if err != nil {
 		s.internal(w, r, "list controls", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"controls": cs})
+	out := ControlList{Controls: cs}
+	for _, c := range cs {
+		if c.Type == "" || c.RateLimitPerSecond <= 0 {
+			continue
+		}
+		starts, limit, window, err := s.controls.RateUse(r.Context(), c.Type, c.RateLimitPerSecond)
+		if err != nil {
+			s.internal(w, r, "read rate use", err)
+			return
+		}
+		if out.RateUse == nil {
+			out.RateUse = map[string]RateUse{}
+		}
+		out.RateUse[c.Type] = RateUse{Starts: starts, Limit: limit, WindowSeconds: window.Seconds()}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // dlqPriorities reads the optional priority parameter.
@@ -287,21 +369,55 @@ func dlqPriorities(w http.ResponseWriter, v string) ([]task.Priority, bool) {
 	return []task.Priority{p}, true
 }
 
-func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) {
-	prios, ok := dlqPriorities(w, r.URL.Query().Get("priority"))
+// DLQList is the body of GET /dlq: the messages, and whether the read
+// stopped at deadletter.MaxScan messages of a priority before the page
+// filled (a filter may then have more matches than shown).
+type DLQList struct {
+	Messages  []deadletter.Message `json:"messages"`
+	Truncated bool                 `json:"truncated,omitempty"`
+}
+
+// MaxReasonFilter bounds the reason filter: a DLQ reason is at most
+// queue.MaxReasonBytes, so a longer filter could match nothing.
+const MaxReasonFilter = 256
+
+// dlqFilter reads the filters GET /dlq takes as query parameters:
+// priority, type, reason and limit (default 100).
+func dlqFilter(w http.ResponseWriter, r *http.Request) (deadletter.Filter, bool) {
+	q := r.URL.Query()
+	prios, ok := dlqPriorities(w, q.Get("priority"))
 	if !ok {
-		return
+		return deadletter.Filter{}, false
 	}
-	limit := 100
-	if v := r.URL.Query().Get("limit"); v != "" {
+	f := deadletter.Filter{Priorities: prios, Type: q.Get("type"), Reason: q.Get("reason"), Limit: 100}
+	if !typeParam(w, f.Type, "type") || !reasonParam(w, f.Reason) {
+		return f, false
+	}
+	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxListLimit {
 			writeError(w, http.StatusBadRequest, "invalid_field", "limit", fmt.Sprintf("limit: must be a whole number from 1 to %d", MaxListLimit))
-			return
+			return f, false
 		}
-		limit = n
+		f.Limit = n
 	}
-	msgs, err := s.dlq.List(r.Context(), prios, limit)
+	return f, true
+}
+
+func reasonParam(w http.ResponseWriter, reason string) bool {
+	if len(reason) > MaxReasonFilter || !utf8.ValidString(reason) {
+		writeError(w, http.StatusBadRequest, "invalid_field", "reason", fmt.Sprintf("reason: must be UTF-8 text of at most %d bytes", MaxReasonFilter))
+		return false
+	}
+	return true
+}
+
+func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) {
+	f, ok := dlqFilter(w, r)
+	if !ok {
+		return
+	}
+	msgs, truncated, err := s.dlq.Find(r.Context(), f)
 	if err != nil {
 		s.internal(w, r, "list DLQ", err)
 		return
@@ -309,36 +425,100 @@ func (s *Server) listDLQ(w http.ResponseWriter, r *http.Request) {
 	if msgs == nil {
 		msgs = []deadletter.Message{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
+	writeJSON(w, http.StatusOK, DLQList{Messages: msgs, Truncated: truncated})
 }
 
-// ReplayRequest is the body of POST /dlq/replay.
+// ReplayRequest is the body of POST /dlq/replay and POST /dlq/purge.
+// Empty fields match everything.
 type ReplayRequest struct {
 	Priority string `json:"priority"`
 	Type     string `json:"type"`
-	Limit    *int   `json:"limit"`
+	// Reason matches messages whose reason contains it (any case).
+	Reason string `json:"reason"`
+	// TaskIDs limits the call to the messages of these tasks (rows an
+	// operator selected), at most MaxSelect.
+	TaskIDs []string `json:"task_ids"`
+	// MessageIDs limits the call to these messages (purge only: poison
+	// bodies name no task), at most MaxSelect.
+	MessageIDs []string `json:"message_ids"`
+	Limit      *int     `json:"limit"`
+	// Confirm must be true for a purge: it deletes tasks for good.
+	Confirm bool `json:"confirm"`
 }
 
-func (s *Server) replayDLQ(w http.ResponseWriter, r *http.Request) {
+// MaxSelect bounds task_ids and message_ids: a page's worth.
+const MaxSelect = MaxListLimit
+
+// replayFilter reads and checks a replay or purge body.
+func replayFilter(w http.ResponseWriter, r *http.Request, purge bool) (deadletter.Filter, bool) {
 	var req ReplayRequest
 	if r.ContentLength != 0 && !decode(w, r, &req, MaxBody) {
-		return
+		return deadletter.Filter{}, false
 	}
 	prios, ok := dlqPriorities(w, req.Priority)
-	if !ok || !typeParam(w, req.Type, "type") {
-		return
+	if !ok || !typeParam(w, req.Type, "type") || !reasonParam(w, req.Reason) {
+		return deadletter.Filter{}, false
 	}
-	limit := MaxListLimit
+	f := deadletter.Filter{Priorities: prios, Type: req.Type, Reason: req.Reason, TaskIDs: req.TaskIDs, MessageIDs: req.MessageIDs, Limit: MaxListLimit}
+	if len(req.TaskIDs) > MaxSelect {
+		writeError(w, http.StatusBadRequest, "invalid_field", "task_ids", fmt.Sprintf("task_ids: at most %d", MaxSelect))
+		return f, false
+	}
+	for i, id := range req.TaskIDs {
+		if fe := task.CheckID(id); fe != nil {
+			writeError(w, http.StatusBadRequest, "invalid_field", "task_ids", fmt.Sprintf("task_ids[%d]: %s", i, fe.Message))
+			return f, false
+		}
+	}
+	if len(req.MessageIDs) > MaxSelect {
+		writeError(w, http.StatusBadRequest, "invalid_field", "message_ids", fmt.Sprintf("message_ids: at most %d", MaxSelect))
+		return f, false
+	}
+	for i, id := range req.MessageIDs {
+		if id == "" || len(id) > 100 || !utf8.ValidString(id) {
+			writeError(w, http.StatusBadRequest, "invalid_field", "message_ids", fmt.Sprintf("message_ids[%d]: must be an SQS message id (1 to 100 characters)", i))
+			return f, false
+		}
+	}
+	if !purge && len(req.MessageIDs) > 0 {
+		writeError(w, http.StatusBadRequest, "invalid_field", "message_ids", "message_ids: only a purge takes message ids (a replay selects by task_ids)")
+		return f, false
+	}
+	if purge && !req.Confirm {
+		writeError(w, http.StatusBadRequest, "invalid_field", "confirm", "confirm: must be true: a purge deletes the dead tasks it matches for good")
+		return f, false
+	}
 	if req.Limit != nil {
 		if *req.Limit < 1 || *req.Limit > 10000 {
 			writeError(w, http.StatusBadRequest, "invalid_field", "limit", "limit: must be from 1 to 10000")
-			return
+			return f, false
 		}
-		limit = *req.Limit
+		f.Limit = *req.Limit
 	}
-	res, err := s.dlq.Replay(r.Context(), deadletter.ReplayFilter{Priorities: prios, Type: req.Type, Limit: limit})
+	return f, true
+}
+
+func (s *Server) replayDLQ(w http.ResponseWriter, r *http.Request) {
+	f, ok := replayFilter(w, r, false)
+	if !ok {
+		return
+	}
+	res, err := s.dlq.Replay(r.Context(), f)
 	if err != nil {
 		s.internal(w, r, "replay DLQ", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) purgeDLQ(w http.ResponseWriter, r *http.Request) {
+	f, ok := replayFilter(w, r, true)
+	if !ok {
+		return
+	}
+	res, err := s.dlq.Purge(r.Context(), f)
+	if err != nil {
+		s.internal(w, r, "purge DLQ", err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)

@@ -142,6 +142,21 @@ func hostileRequests() []hostile {
 	add(hostile{name: "cleanup older_than=x", method: "DELETE", path: "/api/v1/tasks?older_than=x", status: 400, field: "older_than"})
 	add(hostile{name: "dlq priority=x", method: "GET", path: "/api/v1/dlq?priority=x", status: 400, field: "priority"})
 	add(hostile{name: "dlq limit=0", method: "GET", path: "/api/v1/dlq?limit=0", status: 400, field: "limit"})
+	add(hostile{name: "history minutes=0", method: "GET", path: "/api/v1/stats/history?minutes=0", status: 400, field: "minutes"})
+	add(hostile{name: "history minutes=x", method: "GET", path: "/api/v1/stats/history?minutes=x", status: 400, field: "minutes"})
+	add(hostile{name: "get bodies=x", method: "GET", path: "/api/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV?bodies=x", status: 400, field: "bodies"})
+	add(hostile{name: "dlq type=a#b", method: "GET", path: "/api/v1/dlq?type=a%23b", status: 400, field: "type"})
+	add(hostile{name: "dlq long reason", method: "GET", path: "/api/v1/dlq?reason=" + strings.Repeat("r", 300), status: 400, field: "reason"})
+	add(hostile{name: "list status=queued,x", method: "GET", path: "/api/v1/tasks?status=queued,x", status: 400, field: "status"})
+	add(hostile{name: "list status twice, one bad", method: "GET", path: "/api/v1/tasks?status=queued&status=nope", status: 400, field: "status"})
+	for _, b := range []struct{ path, body, field string }{
+		{"replay", `{"task_ids":["x"]}`, "task_ids"}, {"replay", `{"task_ids":"x"}`, "task_ids"}, {"replay", `{"message_ids":["m"]}`, "message_ids"},
+		{"replay", `{"reason":"` + strings.Repeat("r", 300) + `"}`, "reason"},
+		{"purge", `{}`, "confirm"}, {"purge", `{"confirm":"yes"}`, "confirm"}, {"purge", `{"confirm":true,"task_ids":["01ARZ3NDEKTSV4RRFFQ69G5FA"]}`, "task_ids"},
+		{"purge", `{"confirm":true,"message_ids":[""]}`, "message_ids"}, {"purge", `{"confirm":true,"priority":"x"}`, "priority"}, {"purge", `{"confirm":true,"type":"a#b"}`, "type"},
+	} {
+		add(hostile{name: b.path + " " + cutName(b.body), method: "POST", path: "/api/v1/dlq/" + b.path, body: b.body, status: 400, field: b.field})
+	}
 	add(hostile{name: "unknown route", method: "GET", path: "/api/v1/nope", status: 404})
 	add(hostile{name: "wrong method", method: "PATCH", path: "/api/v1/tasks"})
 	add(hostile{name: "delete stats", method: "DELETE", path: "/api/v1/stats"})

@@ -506,6 +506,12 @@ func TestOpenAPIResponses(t *testing.T) {
 	t.Run("stats", func(t *testing.T) {
 		c := &oaCheck{t: t, d: d, srv: s.srv}
 		c.call("GET /api/v1/stats", "/api/v1/stats", "ro", "", 200)
+		h, _ := c.call("GET /api/v1/stats/history", "/api/v1/stats/history?minutes=5", "ro", "", 200)
+		if ms, _ := oaObj(h)["minutes"].([]any); len(ms) != 6 {
+			t.Errorf("history of 5 minutes has %d entries, want 6 (5 whole and the current one)", len(ms))
+		}
+		c.call("GET /api/v1/stats/history", "/api/v1/stats/history?minutes=61", "ro", "", 400)
+		c.call("GET /api/v1/control", "/api/v1/control", "ro", "", 200)
 	})
 
 	t.Run("workers", func(t *testing.T) {
@@ -559,7 +565,7 @@ func TestOpenAPIResponses(t *testing.T) {
 		replayed, retried := dead("oa-fail"), dead("oa-fail")
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := s.app.Queues.SendDLQ(ctx, task.Low, enqueue.Body(replayed, replayed.DispatchVersion), "handler failed: boom"); err != nil {
+		if err := s.app.Queues.SendDLQ(ctx, task.Low, enqueue.Body(replayed, replayed.Version), "handler failed: boom"); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.app.Queues.SendDLQ(ctx, task.Low, "not a task message", "unparseable body"); err != nil {

@@ -267,19 +267,41 @@ func (c *Controls) AdmitExplained(ctx context.Context, t *task.Task) (func(), ti
 	return func() {}, 0, "", nil
 }
 
-// takeRate counts one start in the type's item for the current second,
-// conditional on the count staying within the limit. A fractional limit
-// (0.5/s) is applied over a window long enough to hold one whole start.
-func (c *Controls) takeRate(ctx context.Context, typ string, perSecond float64) (bool, time.Duration, error) {
-	window := time.Second
-	limit := int(perSecond)
+// rateWindow is the rate-limit item of type typ at perSecond for the
+// window holding now: its key, the window's start and length, and the
+// starts it allows.
+func rateWindow(typ string, perSecond float64, now time.Time) (pk string, slot time.Time, window time.Duration, limit int) {
+	window = time.Second
+	limit = int(perSecond)
 	if limit < 1 {
 		window = time.Duration(float64(time.Second) / perSecond)
 		limit = 1
 	}
+	slot = now.Truncate(window)
+	return "RATE#" + typ + "#" + strconv.FormatInt(slot.UnixNano(), 10), slot, window, limit
+}
+
+// RateUse is how much of type typ's rate limit (perSecond > 0) the
+// current window has used: the starts counted in it, out of limit, over
+// window. One eventually consistent read of one small item, for showing.
+func (c *Controls) RateUse(ctx context.Context, typ string, perSecond float64) (starts, limit int, window time.Duration, err error) {
+	pk, _, window, limit := rateWindow(typ, perSecond, c.now())
+	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &c.table, Key: key(pk)})
+	if err != nil {
+		return 0, limit, window, fmt.Errorf("rate use of %q: %w", typ, err)
+	}
+	if n, ok := out.Item["starts"].(*types.AttributeValueMemberN); ok {
+		starts, _ = strconv.Atoi(n.Value)
+	}
+	return starts, limit, window, nil
+}
+
+// takeRate counts one start in the type's item for the current second,
+// conditional on the count staying within the limit. A fractional limit
+// (0.5/s) is applied over a window long enough to hold one whole start.
+func (c *Controls) takeRate(ctx context.Context, typ string, perSecond float64) (bool, time.Duration, error) {
 	now := c.now()
-	slot := now.Truncate(window)
-	pk := "RATE#" + typ + "#" + strconv.FormatInt(slot.UnixNano(), 10)
+	pk, slot, window, limit := rateWindow(typ, perSecond, now)
 	_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &c.table, Key: key(pk),
 		UpdateExpression:         aws.String("ADD #n :one SET #e = :exp"),

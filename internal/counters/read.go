@@ -197,3 +197,49 @@ func attrS(v types.AttributeValue) string {
 	}
 	return ""
 }
+
+// Minute is one minute's completions and dead letters.
+type Minute struct {
+	Start     time.Time `json:"start"`
+	Completed int64     `json:"completed"`
+	Failed    int64     `json:"failed"`
+}
+
+// MaxHistory is the most minutes History reaches back: the throughput
+// buckets live for bucketTTL.
+const MaxHistory = int(bucketTTL / time.Minute)
+
+// History returns the completions and dead letters of each of the last
+// minutes whole minutes and the current one (oldest first), from the
+// throughput buckets: 6 small items a minute read by BatchGetItem (an
+// hour is 4 requests of 100 keys), however many tasks ran or are
+// retained. minutes is capped at MaxHistory.
+func (k *Keeper) History(ctx context.Context, minutes int) ([]Minute, error) {
+	minutes = max(1, min(minutes, MaxHistory))
+	per := int64(time.Minute / Bucket)
+	nowMin := k.now().Unix() / 60
+	first := nowMin - int64(minutes)
+	out := make([]Minute, 0, minutes+1)
+	var keys []map[string]types.AttributeValue
+	for m := first; m <= nowMin; m++ {
+		out = append(out, Minute{Start: time.Unix(m*60, 0).UTC()})
+		for b := m * per; b < (m+1)*per; b++ {
+			keys = append(keys, pkKey(tpPrefix+strconv.FormatInt(b, 10)))
+		}
+	}
+	items, err := k.batchGet(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range items {
+		b, err := strconv.ParseInt(strings.TrimPrefix(attrS(it[spec.AttrPK]), tpPrefix), 10, 64)
+		if err != nil {
+			continue
+		}
+		if i := b/per - first; i >= 0 && i < int64(len(out)) {
+			out[i].Completed += number(it["completed"])
+			out[i].Failed += number(it["failed"])
+		}
+	}
+	return out, nil
+}

@@ -197,14 +197,16 @@ func TestDashboardInBrowser(t *testing.T) {
 	waitJS("the task table", `document.querySelectorAll('#tasks-body tr[data-id]').length === 3`)
 	var rows [][]string
 	eval(`[...document.querySelectorAll('#tasks-body tr[data-id]')].map(tr => [...tr.cells].map(td => td.textContent.trim()))`, &rows)
+	// Cells: select box, id, type, priority, status (a mark and the name),
+	// attempts, created, started, duration, actions.
 	wantRows := [][]string{
-		{"01JTESTTASK0000000000000AA", "echo", "high", "queued", "0 / 3"},
-		{"01JTESTTASK0000000000000BB", "sleep", "low→medium", "executing", "1 / 5"},
-		{"01JTESTTASK0000000000000CC", "fail", "medium", "dead_letter", "3 / 3"},
+		{"01JTESTTASK0000000000000AA", "echo", "high", "○ queued", "0 / 3"},
+		{"01JTESTTASK0000000000000BB", "sleep", "low→medium", "▶ executing", "1 / 5"},
+		{"01JTESTTASK0000000000000CC", "fail", "medium", "✕ dead_letter", "3 / 3"},
 	}
 	for i, want := range wantRows {
-		if i >= len(rows) || len(rows[i]) != 6 || !reflect.DeepEqual(rows[i][:5], want) {
-			t.Errorf("task row %d: %v, want %v + created", i, rows, want)
+		if i >= len(rows) || len(rows[i]) != 10 || !reflect.DeepEqual(rows[i][1:6], want) {
+			t.Errorf("task row %d: %v, want %v + created, started, duration, actions", i, rows, want)
 			break
 		}
 	}
@@ -275,7 +277,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// 7. Click a row, see its JSON, and cancel it.
 	const cancelID = "01JTESTTASK0000000000000AA"
 	do("click a task row", chromedp.Click(chromedp.CSS(`#tasks-body tr[data-id="`+cancelID+`"] td:nth-child(2)`)))
-	waitJS("the task JSON", `document.getElementById("detail-json").textContent.includes('"id": "`+cancelID+`"')`)
+	waitJS("the task's fields", `document.getElementById("detail-id").textContent === "`+cancelID+`" && document.querySelector('#detail-fields [data-field="type"]') !== null`)
 	waitJS("the Cancel button", `!document.getElementById("task-cancel").disabled`)
 	var retryDisabled bool
 	eval(`document.getElementById("task-retry").disabled`, &retryDisabled)
@@ -290,7 +292,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if _, c, _, _ := fake.snapshot(); c[0] != cancelID {
 		t.Errorf("cancelled %v, want %s", c, cancelID)
 	}
-	waitJS("the cancelled task", `document.getElementById("detail-json").textContent.includes('"status": "cancelled"')`)
+	waitJS("the cancelled task", `document.querySelector('#detail-fields [data-field="status"]').textContent.includes("cancelled")`)
 	waitJS("the cancelled row", `document.querySelector('#tasks-body tr[data-id="`+cancelID+`"] .badge.status-cancelled') !== null`)
 
 	// 8. An API error shows in the banner.

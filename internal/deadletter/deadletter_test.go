@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 )
 
@@ -64,7 +65,26 @@ type instantFailure struct {
 }
 
 func (f *instantFailure) Get(_ context.Context, id string) (*task.Task, error) {
-	return f.tasks[id], nil
+	t, ok := f.tasks[id]
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	return t.Clone(), nil
+}
+
+func (f *instantFailure) GetMany(ctx context.Context, ids []string) ([]*task.Task, error) {
+	var out []*task.Task
+	for _, id := range ids {
+		if t, err := f.Get(ctx, id); err == nil {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func (f *instantFailure) Delete(_ context.Context, cur *task.Task) error {
+	delete(f.tasks, cur.ID)
+	return nil
 }
 
 func (f *instantFailure) Retry(_ context.Context, _ func(context.Context, string) (*task.Task, error), id string) (*task.Task, error) {

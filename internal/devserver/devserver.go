@@ -51,8 +51,10 @@ type Options struct {
 	// Logs receives the full JSON logs (every transition). Nil: a file in
 	// StateDir, named in the banner.
 	Logs io.Writer
-	// StateDir holds dev.log and dev.env (the URL and token the CLI falls
-	// back to). Default: the user's cache directory, under triage/.
+	// StateDir holds each server's log and settings file (the URL and token
+	// the CLI falls back to, and the settings a worker needs), named by its
+	// listen address (LogFileName, EnvFileName). Default: the user's cache
+	// directory, under triage/.
 	StateDir string
 	// Timeouts bound the HTTP server's connections (DefaultTimeouts()).
 	Timeouts Timeouts
@@ -104,16 +106,13 @@ func NewHTTPServer(h http.Handler, t Timeouts) *http.Server {
 	}
 }
 
-// StateDir is where `triage dev` keeps dev.log and dev.env by default.
+// StateDir is where `triage dev` keeps its logs and settings files by default.
 func StateDir() string {
 	if d, err := os.UserCacheDir(); err == nil {
 		return filepath.Join(d, "triage")
 	}
 	return filepath.Join(os.TempDir(), "triage")
 }
-
-// EnvFile is the file `triage dev` writes its URL and token to, for the CLI.
-const EnvFile = "dev.env"
 
 // Run starts everything and blocks until ctx ends, then stops what it
 // started: the consumer drains, the server shuts down, the emulators stop.
@@ -135,9 +134,17 @@ func Run(ctx context.Context, opt Options) error {
 	if err := os.MkdirAll(opt.StateDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", opt.StateDir, err)
 	}
+	// Listen first: the address names this server's log and settings file,
+	// and a taken address fails before the emulators start.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (set %s to change it): %w", cfg.Addr, config.EnvAddr, err)
+	}
+	defer ln.Close() // on an early return; Shutdown closes it otherwise
+	addr := ln.Addr().String()
 	logPath := "(not kept)"
 	if opt.Logs == nil {
-		logPath = filepath.Join(opt.StateDir, "dev.log")
+		logPath = filepath.Join(opt.StateDir, LogFileName(addr))
 		f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 		if err != nil {
 			return fmt.Errorf("open the log file: %w", err)
@@ -170,7 +177,7 @@ func Run(ctx context.Context, opt Options) error {
 			}
 		}
 	}
-	for k, v := range map[string]string{"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"} {
+	for k, v := range localAWSDefaults() {
 		if os.Getenv(k) == "" {
 			_ = opt.Setenv(k, v)
 		}
@@ -179,7 +186,9 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return fmt.Errorf("load AWS config: %w", err)
 	}
-	if _, err := emulators.Bootstrap(ctx, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg), cfg.Spec()); err != nil {
+	sp := cfg.Spec()
+	fmt.Fprintf(opt.Out, "creating the table %s, its queues and the bucket %s unless they exist...\n", sp.Table.Name, sp.Bucket.Name)
+	if _, err := emulators.Bootstrap(ctx, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg), sp); err != nil {
 		return err
 	}
 
@@ -216,10 +225,7 @@ func Run(ctx context.Context, opt Options) error {
 		}
 	}
 
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s (set %s to change it): %w", cfg.Addr, config.EnvAddr, err)
-	}
+	fmt.Fprintf(opt.Out, "starting the API on %s, the consumer and the promoter...\n", addr)
 	// The dev server knows every type it can run: refuse the others at
 	// submit, unless TRIAGE_TYPES says otherwise.
 	known := cfg.Types
@@ -259,8 +265,8 @@ func Run(ctx context.Context, opt Options) error {
 	banner := fmt.Sprintf("  API:        %s/api/v1\n  dashboard:  %s/#token=%s\n  token:      %s\n", base, base, token, token)
 	fmt.Fprintf(opt.Out, "\ntriage is running\n%s  logs:       %s (the terminal shows warnings and errors)\n\n  export TRIAGE_URL=%s TRIAGE_TOKEN=%s\n  curl -H \"Authorization: Bearer $TRIAGE_TOKEN\" -d '{\"type\":\"echo\",\"payload\":{\"x\":1},\"priority\":\"high\"}' $TRIAGE_URL/api/v1/tasks\n\nPress Ctrl-C to stop.\n",
 		banner, logPath, base, token)
-	envPath := filepath.Join(opt.StateDir, EnvFile)
-	envBody := []byte("TRIAGE_URL=" + base + "\nTRIAGE_TOKEN=" + token + "\n")
+	envPath := filepath.Join(opt.StateDir, EnvFileName(addr))
+	envBody := envBody(base, token, os.Getpid(), workerEnv(opt.Getenv, emu, cfg))
 	if err := os.WriteFile(envPath, envBody, 0o600); err != nil {
 		log.Warn("could not write the CLI's settings file", "path", envPath, "error", err)
 	}
@@ -300,8 +306,9 @@ func handedBack(n int64) string {
 	return fmt.Sprintf("%d running tasks handed back to their queues", n)
 }
 
-// removeIfUnchanged removes the CLI's settings file at stop, unless
-// another `triage dev` started since has replaced it with its own.
+// removeIfUnchanged removes the server's settings file at stop, unless
+// another `triage dev` on the same address (started after this one was
+// killed, say) has replaced it with its own.
 func removeIfUnchanged(path string, wrote []byte) {
 	if b, err := os.ReadFile(path); err == nil && bytes.Equal(b, wrote) {
 		_ = os.Remove(path)

@@ -138,6 +138,11 @@ type Options struct {
 	// WorkerHeartbeat is the registry heartbeat interval
 	// (workers.DefaultHeartbeat, 10 s).
 	WorkerHeartbeat time.Duration
+	// UnhandledAfter is how long a task whose type this consumer has no
+	// handler for is handed back while no live worker advertises the type,
+	// before it is dead-lettered (config.DefaultUnhandledAfter). See
+	// unhandled.go.
+	UnhandledAfter time.Duration
 }
 
 // Gate decides whether a task may start now. When it may not, the message
@@ -187,6 +192,9 @@ func (o *Options) defaults() {
 	if o.OrphanAfter <= 0 {
 		o.OrphanAfter = time.Minute
 	}
+	if o.UnhandledAfter <= 0 {
+		o.UnhandledAfter = config.DefaultUnhandledAfter
+	}
 	if o.WorkerID == "" {
 		o.WorkerID = NewWorkerID()
 	}
@@ -226,6 +234,8 @@ type Consumer struct {
 
 	counts counters
 	mx     Metrics
+
+	unhandled typeDirectoryCache // the registry's advertised types (unhandled.go)
 
 	emptyMu    sync.Mutex
 	emptyUntil map[task.Priority]time.Time

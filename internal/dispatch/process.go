@@ -181,6 +181,9 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (*task.Task, fun
 		}
 		switch t.Status {
 		case task.Queued, task.Retrying:
+			if !c.mayClaim(ctx, m, msg, t) {
+				return nil, nil, false
+			}
 			release := func() {}
 			if c.opt.Gate != nil {
 				rel, delay, why, err := c.admit(ctx, t)
@@ -515,10 +518,7 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 
 	var result json.RawMessage
 	stage := stageLookup
-	h, err := c.handlers.Lookup(t.Type)
-	if err != nil {
-		err = handler.Permanent(err)
-	}
+	h, err := c.lookup(t.Type)
 	var payload json.RawMessage
 	if err == nil {
 		// A payload kept in the blob store is read for each attempt. One that

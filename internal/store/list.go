@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -18,6 +19,12 @@ type ListFilter struct {
 	Type     string
 	Status   task.Status
 	Priority task.Priority // effective priority
+	// Statuses, when set, matches a task in any of them (Status, if also
+	// set, must be one of them). Several statuses are walked on by-type or
+	// by-created, newest created first, and checked on the tasks read:
+	// by-due holds one class per partition key, sorted by due time, so no
+	// one walk of it could keep created order across classes.
+	Statuses []task.Status
 }
 
 // ErrBadCursor is returned for a cursor List did not issue.
@@ -91,7 +98,7 @@ func (s *Store) List(ctx context.Context, f ListFilter, limit int, c string) ([]
 
 // listSource picks the index and partitions a listing walks.
 func (s *Store) listSource(f ListFilter) (string, []string) {
-	if c, ok := DueStatus(f.Status); ok {
+	if c, ok := DueStatus(f.only()); ok {
 		return spec.IndexByDue, s.partitions(func(i int) string { return duePartition(c, i) })
 	}
 	if f.Type != "" {
@@ -100,9 +107,21 @@ func (s *Store) listSource(f ListFilter) (string, []string) {
 	return spec.IndexByCreated, s.partitions(createdPartition)
 }
 
+// only is the one status f selects, or "" when it selects none or several.
+func (f ListFilter) only() task.Status {
+	switch {
+	case len(f.Statuses) == 0:
+		return f.Status
+	case len(f.Statuses) == 1 && (f.Status == "" || f.Status == f.Statuses[0]):
+		return f.Statuses[0]
+	}
+	return ""
+}
+
 func (f ListFilter) matches(t *task.Task) bool {
 	return (f.Type == "" || t.Type == f.Type) &&
 		(f.Status == "" || t.Status == f.Status) &&
+		(len(f.Statuses) == 0 || slices.Contains(f.Statuses, t.Status)) &&
 		(f.Priority == "" || t.EffectivePriority == f.Priority)
 }
 

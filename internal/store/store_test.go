@@ -158,6 +158,9 @@ func TestShardedReads(t *testing.T) {
 		{"by status, filtered", store.ListFilter{Status: task.Queued}, func(i int) bool { return i%10 != 9 }},
 		{"by priority", store.ListFilter{Priority: task.Medium}, func(i int) bool { return i%3 == 1 }},
 		{"type and status", store.ListFilter{Type: "a", Status: task.Queued}, func(i int) bool { return i%2 == 0 && i%10 != 9 }},
+		{"several statuses", store.ListFilter{Statuses: []task.Status{task.DeadLetter, task.Queued}}, func(int) bool { return true }},
+		{"several statuses, one matching", store.ListFilter{Statuses: []task.Status{task.DeadLetter, task.Cancelled}}, func(i int) bool { return i%10 == 9 }},
+		{"several statuses and a type", store.ListFilter{Type: "b", Statuses: []task.Status{task.DeadLetter, task.Retrying}}, func(i int) bool { return i%2 == 1 && i%10 == 9 }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,12 +8,15 @@
   const REFRESH_MS = 2000;
   const LIVE_MIN_MS = 300; // live events refresh the page at most this often
   const LIVE_RETRY_MS = 5000; // a broken event stream is reopened after this
-  const LIST_LIMIT = 50;
+  const BULK_CONCURRENCY = 4; // bulk actions keep at most this many requests in flight
   const PRIORITIES = ['high', 'medium', 'low'];
   const STATUSES = ['scheduled', 'queued', 'executing', 'retrying', 'completed', 'cancelled', 'dead_letter'];
   const TERMINAL = new Set(['completed', 'cancelled', 'dead_letter']);
-  const RETRIABLE = new Set(['dead_letter', 'cancelled']);
+  // Only a dead-lettered task can be retried: the API answers 409 for any
+  // other status, a cancelled one included (it finished as asked).
+  const RETRIABLE = new Set(['dead_letter']);
   const SUBMIT_FIELDS = ['type', 'priority', 'payload', 'max_attempts'];
+  const ID_RE = /^[0-9A-HJKMNP-TV-Z]{26}$/i; // a ULID, as the API checks it
 
   const $ = (id) => document.getElementById(id);
 
@@ -29,6 +32,23 @@
     live: null, // AbortController of the open event stream
     liveLast: 0, // when a live event last refreshed the page
     livePending: 0, // timer of a live refresh put off by LIVE_MIN_MS
+    view: 'tasks', // the tab shown: tasks or dlq
+    // Paging: cursors[i] is the cursor of page i (cursors[0] is ''); the
+    // API gives next_cursor only, so "newer" goes back along this list.
+    cursors: [''],
+    page: 0,
+    next: '', // next_cursor of the page shown
+    lookup: '', // a task id looked up: the list shows that task alone
+    tasks: [], // the page shown
+    checked: new Set(), // ids selected for a bulk action
+    types: [], // known task types, from /stats
+    dlq: [], // dead letters listed
+    dlqChecked: new Set(), // task ids selected in the dead letters
+    dlqRunning: false, // a dead-letter listing is in flight
+    bodies: new Map(), // payload/result fetched on demand, by task id
+    controls: [], // GET /control's settings
+    rateUse: {}, // and its rate use per type
+    executing: {}, // executing tasks per type, from /stats
   };
 
   // ---- API ---------------------------------------------------------------
@@ -276,6 +296,10 @@
     refresh();
   }
 
+  // refresh reloads what the page shows: /stats (constant cost), one page
+  // of tasks (O(page)), the controls, the open task, and the dead letters
+  // when their tab is shown. One refresh is in flight at a time; a call
+  // meanwhile asks for one more afterwards.
   async function refresh() {
     clearTimeout(state.timer);
     if (!state.token) return;
@@ -284,7 +308,7 @@
     try {
       const [stats, list, control] = await Promise.allSettled([
         api('GET', 'stats'),
-        api('GET', 'tasks?' + listQuery()),
+        loadList(),
         api('GET', 'control'),
       ]);
       if (!state.token) return;
@@ -292,6 +316,7 @@
       settle('tasks', list, renderTasks);
       settle('control', control, renderControl);
       if (state.selected) await loadDetail(state.selected, true);
+      if (state.view === 'dlq') await loadDLQ(true);
       $('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     } finally {
       state.running = false;
@@ -331,6 +356,7 @@
 
   function duration(seconds) {
     if (typeof seconds !== 'number' || !isFinite(seconds) || seconds <= 0) return '–';
+    if (seconds < 10) return (Math.round(seconds * 10) / 10) + ' s';
     const s = Math.round(seconds);
     if (s < 60) return s + ' s';
     if (s < 3600) return Math.floor(s / 60) + ' min ' + (s % 60) + ' s';
@@ -342,12 +368,32 @@
     const t = Date.parse(iso);
     if (!iso || isNaN(t)) return '–';
     const d = (Date.now() - t) / 1000;
+    if (d < 0) return 'in ' + duration(-d);
     if (d < 5) return 'just now';
     return duration(d) + ' ago';
   }
 
+  // when is a relative time with the absolute one on hover.
+  function when(iso) {
+    const span = document.createElement('time');
+    span.textContent = ago(iso);
+    if (iso) {
+      span.dateTime = iso;
+      span.title = new Date(iso).toLocaleString() + ' (' + iso + ')';
+    }
+    return span;
+  }
+
+  function bytes(n) {
+    if (!n) return '0 B';
+    if (n < 1024) return n + ' B';
+    if (n < 1024 * 1024) return (n / 1024).toFixed(1) + ' KiB';
+    return (n / 1024 / 1024).toFixed(2) + ' MiB';
+  }
+
   function renderStats(stats) {
     const queues = stats.queues || {};
+    let dlq = 0;
     for (const p of PRIORITIES) {
       const q = queues[p] || {};
       const card = document.querySelector('[data-queue="' + p + '"]');
@@ -356,7 +402,9 @@
       }
       card.querySelector('[data-k="oldest_age_seconds"]').textContent = duration(q.oldest_age_seconds);
       card.classList.toggle('has-dlq', (q.dlq_depth || 0) > 0);
+      dlq += q.dlq_depth || 0;
     }
+    $('tab-dlq-count').textContent = dlq ? String(dlq) : '';
     const statuses = stats.statuses || {};
     for (const s of STATUSES) {
       document.querySelector('[data-status="' + s + '"]').textContent = num(statuses[s]);
@@ -364,6 +412,24 @@
     const tp = stats.throughput || {};
     $('tp-completed').textContent = num(tp.completed_last_minute);
     $('tp-failed').textContent = num(tp.failed_last_minute);
+    state.executing = {};
+    for (const [typ, counts] of Object.entries(stats.types || {})) state.executing[typ] = (counts || {}).executing || 0;
+    const types = Object.keys(stats.types || {}).sort();
+    if (types.join('\n') !== state.types.join('\n')) {
+      state.types = types;
+      for (const id of ['filter-type', 'dlq-type']) fillTypes($(id), types);
+    }
+  }
+
+  // fillTypes keeps a type dropdown's options the known types, keeping
+  // the chosen one even if it has no tasks left.
+  function fillTypes(sel, types) {
+    const cur = sel.value;
+    const opts = [new Option('any', '')];
+    const all = cur && !types.includes(cur) ? types.concat([cur]).sort() : types;
+    for (const t of all) opts.push(new Option(t, t));
+    sel.replaceChildren(...opts);
+    sel.value = cur;
   }
 
   function badge(cls, text) {
@@ -371,6 +437,32 @@
     span.className = 'badge ' + cls;
     span.textContent = text;
     return span;
+  }
+
+  // statusBadge marks a status by colour and by a symbol, so it reads
+  // without colour too.
+  const STATUS_MARK = { scheduled: '◷', queued: '○', executing: '▶', retrying: '↻', completed: '✓', cancelled: '⊘', dead_letter: '✕' };
+  function statusBadge(t) {
+    const delayed = t.status === 'queued' && t.run_at && Date.parse(t.run_at) > Date.now();
+    const text = (STATUS_MARK[t.status] || '?') + ' ' + (delayed ? 'queued · delayed' : (t.status || '?'));
+    const st = badge('status-' + t.status, text);
+    if (t.run_at && (delayed || t.status === 'scheduled')) st.title = 'runs at ' + t.run_at;
+    if (t.cancel_requested) st.title = 'cancel requested';
+    return st;
+  }
+
+  function prioBadges(t) {
+    const prio = document.createElement('span');
+    prio.append(badge('prio-' + t.priority, t.priority || '?'));
+    if (t.effective_priority && t.effective_priority !== t.priority) {
+      const arrow = document.createElement('span');
+      arrow.className = 'promoted';
+      arrow.textContent = '→';
+      arrow.title = 'promoted: effective priority';
+      prio.append(arrow, badge('prio-' + t.effective_priority, t.effective_priority));
+      prio.title = 'submitted ' + t.priority + ', now ' + t.effective_priority;
+    }
+    return prio;
   }
 
   function cell(row, content, cls) {
@@ -382,12 +474,44 @@
     return td;
   }
 
+  // What the API allows, per task: the buttons offer exactly these.
+  const can = {
+    retry: (t) => t.status === 'dead_letter',
+    cancel: (t) => !TERMINAL.has(t.status) && !t.cancel_requested,
+    delete: (t) => TERMINAL.has(t.status),
+  };
+
+  // taskDuration is how long the task ran: start to finish, or to now
+  // while it runs.
+  function taskDuration(t) {
+    if (!t.started_at) return '–';
+    const start = Date.parse(t.started_at);
+    const end = t.completed_at ? Date.parse(t.completed_at) : (t.status === 'executing' ? Date.now() : NaN);
+    return isNaN(end) ? '–' : duration(Math.max(end - start, 1) / 1000);
+  }
+
+  function actionButton(action, t) {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = action === 'retry' ? 'small-btn' : 'small-btn danger';
+    b.dataset.action = action;
+    b.dataset.id = t.id;
+    b.textContent = action[0].toUpperCase() + action.slice(1);
+    b.setAttribute('aria-label', b.textContent + ' task ' + t.id);
+    b.disabled = !can[action](t);
+    return b;
+  }
+
   function renderTasks(body) {
     const tasks = Array.isArray(body.tasks) ? body.tasks : [];
+    state.tasks = tasks;
+    state.next = body.next_cursor || '';
     const tbody = $('tasks-body');
     const focused = document.activeElement && document.activeElement.dataset
       ? document.activeElement.dataset.open : '';
     const rows = [];
+    const ids = new Set(tasks.map((t) => t.id));
+    for (const id of [...state.checked]) if (!ids.has(id)) state.checked.delete(id);
     for (const t of tasks) {
       const tr = document.createElement('tr');
       tr.dataset.id = t.id;
@@ -395,6 +519,12 @@
         tr.classList.add('selected');
         tr.setAttribute('aria-selected', 'true');
       }
+      const box = document.createElement('input');
+      box.type = 'checkbox';
+      box.dataset.check = t.id;
+      box.checked = state.checked.has(t.id);
+      box.setAttribute('aria-label', 'Select task ' + t.id);
+      cell(tr, box, 'check');
       const open = document.createElement('button');
       open.type = 'button';
       open.className = 'link';
@@ -403,49 +533,201 @@
       open.setAttribute('aria-label', 'Show task ' + t.id);
       cell(tr, open, 'id');
       cell(tr, t.type || '');
-      const prio = document.createElement('span');
-      prio.append(badge('prio-' + t.priority, t.priority || '?'));
-      if (t.effective_priority && t.effective_priority !== t.priority) {
-        const arrow = document.createElement('span');
-        arrow.className = 'promoted';
-        arrow.textContent = '→';
-        arrow.title = 'promoted: effective priority';
-        prio.append(arrow, badge('prio-' + t.effective_priority, t.effective_priority));
-        prio.title = 'submitted ' + t.priority + ', now ' + t.effective_priority;
-      }
-      cell(tr, prio);
-      // A task delayed by 15 min or less is queued, hidden on its queue
-      // until run_at; a longer delay is scheduled. Both say when they run.
-      const delayed = t.status === 'queued' && t.run_at && Date.parse(t.run_at) > Date.now();
-      const st = badge('status-' + t.status, delayed ? 'queued · delayed' : (t.status || '?'));
-      if (t.run_at && (delayed || t.status === 'scheduled')) st.title = 'runs at ' + t.run_at;
-      if (t.cancel_requested) st.title = 'cancel requested';
-      cell(tr, st);
+      cell(tr, prioBadges(t));
+      cell(tr, statusBadge(t));
       cell(tr, (t.attempts || 0) + ' / ' + (t.max_attempts || '?'), 'num');
-      const created = cell(tr, ago(t.created_at));
-      created.title = t.created_at || '';
+      cell(tr, when(t.created_at));
+      cell(tr, t.started_at ? when(t.started_at) : '–');
+      cell(tr, taskDuration(t), 'num');
+      const acts = document.createElement('span');
+      acts.className = 'row-actions';
+      acts.append(actionButton('retry', t), actionButton('cancel', t), actionButton('delete', t));
+      cell(tr, acts);
       rows.push(tr);
     }
     if (rows.length === 0) {
       const tr = document.createElement('tr');
       tr.className = 'empty';
-      const td = cell(tr, filtersActive() ? 'No tasks match the filters.' : 'No tasks yet.');
-      td.colSpan = 6;
+      const td = cell(tr, state.lookup ? 'No task with id ' + state.lookup + '.'
+        : (state.next ? 'No matching tasks in this stretch; try Older →.'
+          : (filtersActive() ? 'No tasks match the filters.' : 'No tasks yet.')));
+      td.colSpan = 10;
       rows.push(tr);
     }
     tbody.replaceChildren(...rows);
-    $('tasks-count').textContent = tasks.length + (body.next_cursor ? '+' : '') +
-      (tasks.length === 1 ? ' task' : ' tasks') + (body.next_cursor ? ' (first ' + LIST_LIMIT + ' shown)' : '');
+    const n = tasks.length;
+    $('tasks-count').textContent = state.lookup ? 'task ' + state.lookup
+      : n + (n === 1 ? ' task' : ' tasks') + ' on this page' + (state.next ? ', more older' : '');
+    $('page-info').textContent = state.lookup ? 'lookup' : 'page ' + (state.page + 1);
+    $('page-prev').disabled = state.page === 0 && !state.lookup;
+    $('page-next').disabled = !state.next || !!state.lookup;
+    renderBulk();
     if (focused) {
       const again = tbody.querySelector('button[data-open="' + CSS.escape(focused) + '"]');
       if (again) again.focus();
     }
   }
 
+  function renderBulk() {
+    const chosen = state.tasks.filter((t) => state.checked.has(t.id));
+    $('bulk-count').textContent = chosen.length + ' selected';
+    for (const a of ['retry', 'cancel', 'delete']) {
+      const n = chosen.filter(can[a]).length;
+      const b = $('bulk-' + a);
+      b.disabled = n === 0;
+      if (!b.dataset.armed) b.textContent = a[0].toUpperCase() + a.slice(1) + (n ? ' ' + n : '');
+    }
+    const all = $('select-all');
+    all.checked = chosen.length > 0 && chosen.length === state.tasks.length;
+    all.indeterminate = chosen.length > 0 && chosen.length < state.tasks.length;
+  }
+
   function renderControl(body) {
     const controls = Array.isArray(body.controls) ? body.controls : [body];
     const global = controls.find((c) => c && !c.type) || {};
     setPaused(!!global.paused, controls.filter((c) => c && c.type && c.paused).map((c) => c.type));
+    state.controls = controls.filter((c) => c && c.type);
+    state.rateUse = body.rate_use || {};
+    renderControlRows();
+  }
+
+  // renderControlRows shows a row per known type (from /stats) and per
+  // type with settings. Rows are kept and updated in place, and an input
+  // the operator has edited keeps its value until saved.
+  function renderControlRows() {
+    const tbody = $('controls-body');
+    const byType = new Map(state.controls.map((c) => [c.type, c]));
+    const types = [...new Set(state.types.concat([...byType.keys()]))].sort();
+    const global = document.getElementById('controls-global');
+    global.textContent = $('dispatch-state').textContent;
+    if (!types.length) {
+      tbody.replaceChildren();
+      const tr = document.createElement('tr');
+      tr.className = 'empty';
+      cell(tr, 'No task types yet.').colSpan = 7;
+      tbody.append(tr);
+      return;
+    }
+    const rows = [];
+    for (const typ of types) {
+      const c = byType.get(typ) || { type: typ, paused: false };
+      let tr = tbody.querySelector('tr[data-type="' + CSS.escape(typ) + '"]');
+      if (!tr) tr = controlRow(typ);
+      const st = tr.querySelector('[data-k="state"]');
+      st.replaceChildren(badge(c.paused ? 'status-cancelled' : 'status-completed', c.paused ? '⏸ paused' : '▶ running'));
+      const toggle = tr.querySelector('button[data-toggle]');
+      toggle.textContent = c.paused ? 'Resume' : 'Pause';
+      toggle.dataset.toggle = c.paused ? 'resume' : 'pause';
+      toggle.setAttribute('aria-label', toggle.textContent + ' type ' + typ);
+      const rate = tr.querySelector('input[name="rate"]');
+      const conc = tr.querySelector('input[name="concurrency"]');
+      if (!rate.dataset.dirty && document.activeElement !== rate) rate.value = String(c.rate_limit_per_second || 0);
+      if (!conc.dataset.dirty && document.activeElement !== conc) conc.value = String(c.max_concurrency || 0);
+      const use = state.rateUse[typ];
+      tr.querySelector('[data-k="rate_use"]').textContent = use
+        ? use.starts + ' of ' + use.limit + ' in ' + (use.window_seconds === 1 ? 'this second' : 'this ' + use.window_seconds + ' s window') : '–';
+      const ex = state.executing[typ] || 0;
+      tr.querySelector('[data-k="executing"]').textContent = c.max_concurrency ? ex + ' of ' + c.max_concurrency : String(ex);
+      rows.push(tr);
+    }
+    tbody.replaceChildren(...rows);
+  }
+
+  function controlRow(typ) {
+    const tr = document.createElement('tr');
+    tr.dataset.type = typ;
+    cell(tr, code(typ));
+    const stCell = cell(tr, '');
+    const st = document.createElement('span');
+    st.dataset.k = 'state';
+    const toggle = document.createElement('button');
+    toggle.type = 'button';
+    toggle.className = 'small-btn';
+    toggle.dataset.toggle = 'pause';
+    stCell.append(st, ' ', toggle);
+    for (const [name, label, step] of [['rate', 'rate limit per second', 'any'], ['concurrency', 'max concurrency', '1']]) {
+      const input = document.createElement('input');
+      input.type = 'number';
+      input.min = '0';
+      input.step = step;
+      input.name = name;
+      input.className = 'num-input';
+      input.setAttribute('aria-label', typ + ' ' + label);
+      input.addEventListener('input', () => { input.dataset.dirty = '1'; });
+      cell(tr, input);
+      const use = document.createElement('span');
+      use.dataset.k = name === 'rate' ? 'rate_use' : 'executing';
+      cell(tr, use, 'num');
+    }
+    const save = document.createElement('button');
+    save.type = 'button';
+    save.className = 'small-btn';
+    save.dataset.save = typ;
+    save.textContent = 'Save limits';
+    save.setAttribute('aria-label', 'Save the limits of type ' + typ);
+    const err = document.createElement('span');
+    err.className = 'field-error';
+    err.dataset.k = 'error';
+    err.setAttribute('role', 'alert');
+    cell(tr, save).append(' ', err);
+    return tr;
+  }
+
+  async function saveLimits(typ, button) {
+    const tr = button.closest('tr');
+    const err = tr.querySelector('[data-k="error"]');
+    err.textContent = '';
+    const rate = tr.querySelector('input[name="rate"]');
+    const conc = tr.querySelector('input[name="concurrency"]');
+    const body = { rate_limit_per_second: Number(rate.value || 0), max_concurrency: Number(conc.value || 0) };
+    if (!isFinite(body.rate_limit_per_second) || !Number.isInteger(body.max_concurrency)) {
+      err.textContent = 'Enter numbers (max concurrency a whole number).';
+      return;
+    }
+    button.disabled = true;
+    try {
+      await api('PUT', 'control/types/' + encodeURIComponent(typ), JSON.stringify(body));
+      delete rate.dataset.dirty;
+      delete conc.dataset.dirty;
+      err.textContent = '';
+      refreshNow();
+    } catch (e) {
+      err.textContent = describe(e); // inline, with the API's message and field
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  async function toggleType(typ, action, button) {
+    button.disabled = true;
+    try {
+      await api('POST', 'control/' + action + '?type=' + encodeURIComponent(typ));
+      refreshNow();
+    } catch (e) {
+      button.closest('tr').querySelector('[data-k="error"]').textContent = describe(e);
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  async function cleanup(ev) {
+    ev.preventDefault();
+    const button = $('cleanup-button');
+    const age = Number($('cleanup-age').value);
+    if (!armed(button, 'Really delete?')) return;
+    const before = new Date(Date.now() - age * 1000).toISOString().replace(/\.\d+Z$/, 'Z');
+    const status = $('cleanup-status');
+    status.textContent = 'Cleaning up…';
+    button.disabled = true;
+    try {
+      const res = await api('DELETE', 'tasks?older_than=' + encodeURIComponent(before));
+      status.textContent = 'Deleted ' + res.deleted + ' finished task(s) older than ' + before + '.';
+      refreshNow();
+    } catch (e) {
+      status.textContent = 'Cleanup failed: ' + describe(e);
+    } finally {
+      button.disabled = false;
+    }
   }
 
   function setPaused(paused, pausedTypes) {
@@ -459,22 +741,156 @@
     $('resume').disabled = !paused;
   }
 
-  // ---- filters -----------------------------------------------------------
+  // ---- list, filters and paging -----------------------------------------
+
+  function checkedStatuses() {
+    return [...document.querySelectorAll('#filters input[name="status"]:checked')].map((i) => i.value);
+  }
 
   function listQuery() {
     const q = new URLSearchParams();
-    q.set('limit', String(LIST_LIMIT));
-    const status = $('filter-status').value;
+    q.set('limit', $('page-size').value);
+    const statuses = checkedStatuses();
     const priority = $('filter-priority').value;
-    const type = $('filter-type').value.trim();
-    if (status) q.set('status', status);
+    const type = $('filter-type').value;
+    if (statuses.length) q.set('status', statuses.join(','));
     if (priority) q.set('priority', priority);
     if (type) q.set('type', type);
+    const cursor = state.cursors[state.page];
+    if (cursor) q.set('cursor', cursor);
     return q.toString();
   }
 
+  // loadList reads the page shown: one GET /tasks with the page's cursor
+  // (O(page size)), or the looked-up task alone.
+  async function loadList() {
+    if (state.lookup) {
+      try {
+        return { tasks: [await api('GET', 'tasks/' + encodeURIComponent(state.lookup) + '?bodies=omit')] };
+      } catch (err) {
+        if (err instanceof APIError && err.status === 404) return { tasks: [] };
+        throw err;
+      }
+    }
+    return api('GET', 'tasks?' + listQuery());
+  }
+
   function filtersActive() {
-    return !!($('filter-status').value || $('filter-priority').value || $('filter-type').value.trim());
+    return !!(checkedStatuses().length || $('filter-priority').value || $('filter-type').value);
+  }
+
+  // resetPaging goes back to the newest page: filters changed.
+  function resetPaging() {
+    state.cursors = [''];
+    state.page = 0;
+    state.next = '';
+    state.checked.clear();
+    refreshNow();
+  }
+
+  function pageNext() {
+    if (!state.next || state.lookup) return;
+    state.cursors = state.cursors.slice(0, state.page + 1);
+    state.cursors.push(state.next);
+    state.page++;
+    state.checked.clear();
+    refreshNow();
+  }
+
+  function pagePrev() {
+    if (state.lookup) {
+      state.lookup = '';
+      $('lookup-id').value = '';
+    } else if (state.page > 0) {
+      state.page--;
+    }
+    state.checked.clear();
+    refreshNow();
+  }
+
+  function lookup(ev) {
+    ev.preventDefault();
+    const id = $('lookup-id').value.trim().toUpperCase();
+    const err = $('lookup-error');
+    if (id && !ID_RE.test(id)) {
+      err.textContent = 'A task id is 26 letters and digits (a ULID).';
+      err.hidden = false;
+      $('lookup-id').setAttribute('aria-invalid', 'true');
+      return;
+    }
+    err.hidden = true;
+    $('lookup-id').removeAttribute('aria-invalid');
+    state.lookup = id;
+    state.checked.clear();
+    if (id) openTask(id);
+    refreshNow();
+  }
+
+  // ---- row and bulk actions ----------------------------------------------
+
+  // armed makes a destructive button ask twice without a modal dialog:
+  // the first press relabels it (for 4 s) and returns false, a second
+  // press within that time returns true.
+  function armed(button, question) {
+    if (button.dataset.armed) {
+      clearTimeout(Number(button.dataset.armed));
+      delete button.dataset.armed;
+      button.textContent = button.dataset.label;
+      return true;
+    }
+    button.dataset.label = button.textContent;
+    button.textContent = question;
+    button.dataset.armed = String(setTimeout(() => {
+      delete button.dataset.armed;
+      button.textContent = button.dataset.label;
+    }, 4000));
+    return false;
+  }
+
+  async function act(action, id) {
+    if (action === 'delete') return api('DELETE', 'tasks/' + encodeURIComponent(id));
+    return api('POST', 'tasks/' + encodeURIComponent(id) + '/' + action);
+  }
+
+  async function rowAction(action, id, button) {
+    button.disabled = true;
+    try {
+      await act(action, id);
+      if (action === 'delete' && state.selected === id) closeDetail();
+    } catch (err) {
+      report(action[0].toUpperCase() + action.slice(1) + ' task ' + id, err);
+    }
+    refreshNow();
+  }
+
+  // bulk applies an action to the selected tasks it is allowed for, a few
+  // requests at a time, and says how it went.
+  async function bulk(action) {
+    const ids = state.tasks.filter((t) => state.checked.has(t.id) && can[action](t)).map((t) => t.id);
+    if (!ids.length) return;
+    if (action === 'delete' && !armed($('bulk-delete'), 'Really delete ' + ids.length + '?')) return;
+    const status = $('bulk-status');
+    status.textContent = action + ': 0 of ' + ids.length;
+    let done = 0;
+    let failed = 0;
+    const queue = ids.slice();
+    const worker = async () => {
+      while (queue.length) {
+        const id = queue.shift();
+        try {
+          await act(action, id);
+          done++;
+        } catch (err) {
+          failed++;
+          report(action[0].toUpperCase() + action.slice(1) + ' task ' + id, err);
+        }
+        status.textContent = action + ': ' + (done + failed) + ' of ' + ids.length;
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(BULK_CONCURRENCY, ids.length) }, worker));
+    status.textContent = action + ': ' + done + ' done' + (failed ? ', ' + failed + ' failed' : '');
+    state.checked.clear();
+    refreshNow();
   }
 
   // ---- task detail -------------------------------------------------------
@@ -485,10 +901,14 @@
     state.task = null;
     $('detail').hidden = false;
     $('detail-id').textContent = id;
-    $('detail-json').textContent = 'Loading…';
+    $('detail-fields').replaceChildren(textNode('Loading…'));
+    $('detail-timeline').replaceChildren();
+    $('detail-bodies').replaceChildren();
+    $('detail-error').hidden = true;
     $('detail-status').textContent = '';
     $('task-cancel').disabled = true;
     $('task-retry').disabled = true;
+    $('task-delete').disabled = true;
     for (const tr of document.querySelectorAll('#tasks-body tr[data-id]')) {
       const sel = tr.dataset.id === id;
       tr.classList.toggle('selected', sel);
@@ -496,6 +916,13 @@
       else tr.removeAttribute('aria-selected');
     }
     loadDetail(id, false);
+  }
+
+  function textNode(s) {
+    const p = document.createElement('p');
+    p.className = 'muted';
+    p.textContent = s;
+    return p;
   }
 
   function closeDetail() {
@@ -508,24 +935,54 @@
     }
   }
 
+  // loadDetail polls the open task without its off-record bodies
+  // (bodies=omit): a large payload or result is read from S3 only when
+  // the operator asks for it.
   async function loadDetail(id, quiet) {
     try {
-      const task = await api('GET', 'tasks/' + encodeURIComponent(id));
+      const task = await api('GET', 'tasks/' + encodeURIComponent(id) + '?bodies=omit');
       if (state.selected === id) showTask(task);
       clearError('detail');
     } catch (err) {
       if (state.selected !== id) return;
       report('Loading task ' + id, err, 'detail');
       if (err instanceof APIError && err.status === 404) closeDetail();
-      else if (!quiet) $('detail-json').textContent = 'Could not load the task: ' + describe(err);
+      else if (!quiet) $('detail-fields').replaceChildren(textNode('Could not load the task: ' + describe(err)));
     }
   }
 
+  function field(dl, name, value, key) {
+    const div = document.createElement('div');
+    const dt = document.createElement('dt');
+    dt.textContent = name;
+    const dd = document.createElement('dd');
+    if (key) dd.dataset.field = key;
+    if (value instanceof Node) dd.append(value);
+    else dd.textContent = value === undefined || value === null || value === '' ? '–' : String(value);
+    div.append(dt, dd);
+    dl.append(div);
+  }
+
+  function code(s) {
+    const c = document.createElement('code');
+    c.textContent = s;
+    return c;
+  }
+
   function showTask(task) {
+    const sameTask = state.task && state.task.id === task.id;
+    const before = sameTask ? JSON.stringify(state.task) : '';
     state.task = task;
-    const pre = $('detail-json');
-    const text = JSON.stringify(task, null, 2);
-    if (pre.textContent !== text) pre.textContent = text;
+    const status = task.status || '';
+    const cancel = $('task-cancel');
+    cancel.disabled = !can.cancel(task);
+    cancel.title = cancel.disabled ? (task.cancel_requested ? 'cancel already requested' : 'the task has finished') : '';
+    const retry = $('task-retry');
+    retry.disabled = !can.retry(task);
+    retry.title = retry.disabled ? 'only a dead_letter task can be retried' : '';
+    const del = $('task-delete');
+    del.disabled = !can.delete(task);
+    del.title = del.disabled ? 'only a finished task can be deleted' : '';
     const prog = task.progress;
     $('detail-progress').hidden = !prog;
     if (prog) {
@@ -533,33 +990,331 @@
       $('detail-progress-text').textContent = prog.percent + '%' + (prog.message ? ' ' + prog.message : '') +
         ' (attempt ' + prog.attempt + ')';
     }
-    const status = task.status || '';
-    const cancel = $('task-cancel');
-    cancel.disabled = TERMINAL.has(status) || !!task.cancel_requested;
-    cancel.title = cancel.disabled ? (task.cancel_requested ? 'cancel already requested' : 'the task has finished') : '';
-    const retry = $('task-retry');
-    retry.disabled = !RETRIABLE.has(status);
-    retry.title = retry.disabled ? 'only dead_letter or cancelled tasks can be retried' : '';
+    if (before === JSON.stringify(task)) return; // keep the viewers' open state
+    const dl = $('detail-fields');
+    dl.replaceChildren();
+    field(dl, 'Status', statusBadge(task), 'status');
+    field(dl, 'Type', code(task.type || ''), 'type');
+    field(dl, 'Priority', prioBadges(task), 'priority');
+    field(dl, 'Attempts', (task.attempts || 0) + ' of ' + (task.max_attempts || '?'), 'attempts');
+    field(dl, 'Timeout', task.timeout_seconds ? duration(task.timeout_seconds) : '', 'timeout');
+    field(dl, 'Created', task.created_at ? when(task.created_at) : '', 'created_at');
+    if (task.run_at) field(dl, 'Runs at', when(task.run_at), 'run_at');
+    if (task.enqueued_at) field(dl, 'Queued', when(task.enqueued_at), 'enqueued_at');
+    field(dl, 'Started', task.started_at ? when(task.started_at) : '', 'started_at');
+    field(dl, 'Finished', task.completed_at ? when(task.completed_at) : '', 'completed_at');
+    field(dl, 'Duration', taskDuration(task), 'duration');
+    if (task.retry_at) field(dl, 'Next attempt', when(task.retry_at), 'retry_at');
+    if (task.cancel_requested) field(dl, 'Cancel', 'requested', 'cancel_requested');
+    field(dl, 'Trace id', task.trace_id ? code(task.trace_id) : '', 'trace_id');
+    if (task.idempotency_key) field(dl, 'Idempotency key', code(task.idempotency_key), 'idempotency_key');
+    const errBox = $('detail-error');
+    errBox.hidden = !task.error;
+    if (task.error) {
+      errBox.textContent = (task.error.retriable ? 'Error (retriable): ' : 'Error (permanent): ') + task.error.message;
+    }
+    renderTimeline(task);
+    renderBodies(task);
+  }
+
+  // renderTimeline lists the attempts the task keeps (the last 10), each
+  // with its times, worker, outcome and error, and the wait before the
+  // next one (the backoff, or the time a retry by hand took).
+  function renderTimeline(task) {
+    const ol = $('detail-timeline');
+    ol.replaceChildren();
+    const hist = Array.isArray(task.history) ? task.history : [];
+    hist.forEach((a, i) => {
+      const li = document.createElement('li');
+      li.dataset.attempt = String(a.attempt);
+      const last = i === hist.length - 1;
+      let outcome = a.error ? 'failed' : 'succeeded';
+      if (last && !a.error && task.status !== 'completed') outcome = task.status === 'cancelled' ? 'cancelled' : 'ended';
+      li.className = 'attempt ' + (a.error ? 'failed' : 'ok');
+      const head = document.createElement('div');
+      head.className = 'attempt-head';
+      const mark = document.createElement('span');
+      mark.className = 'mark';
+      mark.textContent = a.error ? '✕' : '✓';
+      const title = document.createElement('strong');
+      title.textContent = 'Attempt ' + a.attempt;
+      const out = document.createElement('span');
+      out.className = 'outcome';
+      out.dataset.outcome = outcome;
+      out.textContent = outcome;
+      head.append(mark, ' ', title, ' ', out);
+      const meta = document.createElement('div');
+      meta.className = 'small muted';
+      const took = a.started_at && a.finished_at ? duration((Date.parse(a.finished_at) - Date.parse(a.started_at)) / 1000) : '–';
+      meta.append(when(a.started_at), ' · ran ' + took + ' · worker ', code(a.worker_id || '?'));
+      li.append(head, meta);
+      if (a.error) {
+        const e = document.createElement('div');
+        e.className = 'attempt-error';
+        e.dataset.error = '';
+        e.textContent = a.error;
+        li.append(e);
+      }
+      const nxt = hist[i + 1];
+      if (nxt && a.finished_at && nxt.started_at) {
+        const gap = document.createElement('div');
+        gap.className = 'gap small muted';
+        gap.textContent = '↓ waited ' + duration((Date.parse(nxt.started_at) - Date.parse(a.finished_at)) / 1000) +
+          (nxt.attempt <= a.attempt ? ' (retried by hand: attempts reset)' : ' before the next attempt');
+        li.append(gap);
+      }
+      ol.append(li);
+    });
+    if (!hist.length) {
+      const li = document.createElement('li');
+      li.className = 'muted';
+      li.textContent = task.status === 'scheduled' || task.status === 'queued' ? 'Not started yet.' : 'No attempts recorded.';
+      ol.append(li);
+    }
+  }
+
+  // renderBodies shows the payload and result in collapsible JSON
+  // viewers, with their size; a body kept off the record (over 3 KiB) is
+  // fetched only when its Load button is pressed.
+  function renderBodies(task) {
+    const box = $('detail-bodies');
+    box.replaceChildren();
+    const loaded = state.bodies.get(task.id) || {};
+    for (const [key, sizeKey, label] of [['payload', 'payload_size', 'Payload'], ['result', 'result_size', 'Result']]) {
+      const sec = document.createElement('section');
+      sec.className = 'body';
+      sec.dataset.body = key;
+      const h = document.createElement('h3');
+      h.className = 'sub';
+      const value = task[key] !== undefined ? task[key] : loaded[key];
+      const size = task[sizeKey] || (value !== undefined ? new TextEncoder().encode(JSON.stringify(value)).length : 0);
+      h.textContent = label + (value !== undefined || task[sizeKey] ? ' · ' + bytes(size) : '');
+      sec.append(h);
+      if (value !== undefined) {
+        sec.append(jsonView(value));
+      } else if (task[sizeKey]) {
+        const b = document.createElement('button');
+        b.type = 'button';
+        b.className = 'secondary';
+        b.dataset.load = key;
+        b.textContent = 'Load ' + label.toLowerCase() + ' (' + bytes(task[sizeKey]) + ', kept off the record)';
+        b.addEventListener('click', () => loadBodies(task.id, b));
+        sec.append(b);
+      } else {
+        sec.append(textNode(key === 'result' ? 'No result.' : 'No payload.'));
+      }
+      box.append(sec);
+    }
+  }
+
+  async function loadBodies(id, button) {
+    button.disabled = true;
+    try {
+      const full = await api('GET', 'tasks/' + encodeURIComponent(id));
+      state.bodies.set(id, { payload: full.payload, result: full.result });
+      if (state.task && state.task.id === id) renderBodies(state.task);
+    } catch (err) {
+      report('Loading the bodies of task ' + id, err);
+      button.disabled = false;
+    }
+  }
+
+  // jsonView renders a JSON value as a tree: objects and arrays are
+  // <details> (open two levels deep), so a large body can be folded.
+  function jsonView(value) {
+    const root = document.createElement('div');
+    root.className = 'json';
+    root.append(jsonNode(value, 0));
+    return root;
+  }
+
+  function jsonNode(v, depth) {
+    if (v === null || typeof v !== 'object') {
+      const span = document.createElement('span');
+      span.className = 'j-' + (v === null ? 'null' : typeof v);
+      span.textContent = JSON.stringify(v);
+      return span;
+    }
+    const isArr = Array.isArray(v);
+    const keys = isArr ? v.map((_, i) => i) : Object.keys(v);
+    const det = document.createElement('details');
+    det.open = depth < 2;
+    const sum = document.createElement('summary');
+    sum.textContent = isArr ? '[ ' + keys.length + ' items ]' : '{ ' + keys.length + ' keys }';
+    det.append(sum);
+    const ul = document.createElement('ul');
+    for (const k of keys) {
+      const li = document.createElement('li');
+      const key = document.createElement('span');
+      key.className = 'j-key';
+      key.textContent = isArr ? k + ': ' : JSON.stringify(k) + ': ';
+      li.append(key, jsonNode(v[k], depth + 1));
+      ul.append(li);
+    }
+    det.append(ul);
+    return det;
   }
 
   async function taskAction(action, button) {
     const id = state.selected;
     if (!id) return;
+    if (action === 'delete' && !armed(button, 'Really delete?')) return;
     button.disabled = true;
-    $('detail-status').textContent = action === 'cancel' ? 'Cancelling…' : 'Retrying…';
+    $('detail-status').textContent = { cancel: 'Cancelling…', retry: 'Retrying…', delete: 'Deleting…' }[action];
     try {
-      const task = await api('POST', 'tasks/' + encodeURIComponent(id) + '/' + action);
-      if (state.selected === id) showTask(task);
-      $('detail-status').textContent = action === 'cancel'
-        ? (task.cancel_requested && task.status !== 'cancelled' ? 'Cancel requested' : 'Cancelled')
-        : 'Queued again';
+      const task = await act(action, id);
+      if (action === 'delete') {
+        closeDetail();
+      } else {
+        if (state.selected === id) showTask(task);
+        $('detail-status').textContent = action === 'cancel'
+          ? (task.cancel_requested && task.status !== 'cancelled' ? 'Cancel requested' : 'Cancelled')
+          : 'Queued again';
+      }
       refreshNow();
     } catch (err) {
       $('detail-status').textContent = '';
-      report((action === 'cancel' ? 'Cancel' : 'Retry') + ' task ' + id, err);
+      report(action[0].toUpperCase() + action.slice(1) + ' task ' + id, err);
       if (state.task && state.selected === id) showTask(state.task);
       else button.disabled = false;
     }
+  }
+
+  // ---- dead letters ------------------------------------------------------
+
+  function dlqQuery() {
+    const q = new URLSearchParams();
+    q.set('limit', '200');
+    const p = $('dlq-priority').value;
+    const t = $('dlq-type').value;
+    const r = $('dlq-reason').value.trim();
+    if (p) q.set('priority', p);
+    if (t) q.set('type', t);
+    if (r) q.set('reason', r);
+    return q;
+  }
+
+  // loadDLQ lists up to 200 dead letters matching the filters (one
+  // request, at most one in flight).
+  async function loadDLQ(quiet) {
+    if (state.dlqRunning) return;
+    state.dlqRunning = true;
+    try {
+      const body = await api('GET', 'dlq?' + dlqQuery().toString());
+      renderDLQ(body);
+      clearError('dlq');
+    } catch (err) {
+      if (!quiet || !(err instanceof APIError && err.status === 401)) report('Loading dead letters', err, 'dlq');
+    } finally {
+      state.dlqRunning = false;
+    }
+  }
+
+  function renderDLQ(body) {
+    const msgs = Array.isArray(body.messages) ? body.messages : [];
+    state.dlq = msgs;
+    const ids = new Set(msgs.map((m) => m.task_id).filter(Boolean));
+    for (const id of [...state.dlqChecked]) if (!ids.has(id)) state.dlqChecked.delete(id);
+    const rows = msgs.map((m) => {
+      const tr = document.createElement('tr');
+      tr.dataset.message = m.message_id;
+      if (m.task_id) tr.dataset.task = m.task_id;
+      const box = document.createElement('input');
+      box.type = 'checkbox';
+      box.disabled = !m.task_id;
+      box.dataset.dlqCheck = m.task_id || '';
+      box.checked = !!m.task_id && state.dlqChecked.has(m.task_id);
+      box.setAttribute('aria-label', m.task_id ? 'Select dead letter of task ' + m.task_id : 'a message naming no task');
+      cell(tr, box, 'check');
+      cell(tr, badge('prio-' + m.priority, m.priority));
+      if (m.task_id) {
+        const open = document.createElement('button');
+        open.type = 'button';
+        open.className = 'link';
+        open.dataset.open = m.task_id;
+        open.textContent = m.task_id;
+        cell(tr, open, 'id');
+      } else {
+        cell(tr, '(no task: ' + (m.body || '').slice(0, 40) + ')', 'muted');
+      }
+      cell(tr, m.type || '–');
+      cell(tr, m.reason || '', 'reason');
+      cell(tr, String(m.receive_count || 0), 'num');
+      cell(tr, when(m.sent_at));
+      return tr;
+    });
+    if (!rows.length) {
+      const tr = document.createElement('tr');
+      tr.className = 'empty';
+      const td = cell(tr, 'No dead letters' + (dlqQuery().toString().includes('&') ? ' match the filters.' : '.'));
+      td.colSpan = 7;
+      rows.push(tr);
+    }
+    $('dlq-body').replaceChildren(...rows);
+    $('dlq-count').textContent = msgs.length + (msgs.length === 1 ? ' message' : ' messages') + (body.truncated ? ' (read stopped at 1,000 a priority)' : '');
+    renderDLQSelection();
+  }
+
+  function renderDLQSelection() {
+    const n = state.dlqChecked.size;
+    const b = $('dlq-replay-selected');
+    b.disabled = n === 0;
+    b.textContent = 'Replay selected' + (n ? ' (' + n + ')' : '');
+    const all = $('dlq-select-all');
+    const selectable = state.dlq.filter((m) => m.task_id).length;
+    all.checked = n > 0 && n === selectable;
+    all.indeterminate = n > 0 && n < selectable;
+  }
+
+  // dlqFilterBody is the replay/purge body for the filters shown.
+  function dlqFilterBody() {
+    const q = dlqQuery();
+    const body = {};
+    for (const k of ['priority', 'type', 'reason']) if (q.get(k)) body[k] = q.get(k);
+    return body;
+  }
+
+  async function dlqCall(what, path, body) {
+    const status = $('dlq-status');
+    status.textContent = what + '…';
+    status.className = 'small';
+    try {
+      const res = await api('POST', path, JSON.stringify(body));
+      status.textContent = path.endsWith('purge')
+        ? 'Purged ' + res.purged + ' dead task(s)' + (res.poison ? ' and ' + res.poison + ' unreadable message(s)' : '') + '.'
+        : 'Replayed ' + res.replayed + ' task(s)' + (res.skipped ? ', ' + res.skipped + ' skipped' : '') + '.';
+      status.className = 'small ok';
+      state.dlqChecked.clear();
+    } catch (err) {
+      status.textContent = what + ' failed: ' + describe(err);
+      status.className = 'small err';
+    }
+    await loadDLQ(true);
+    refreshNow();
+  }
+
+  function askPurge() {
+    const f = dlqFilterBody();
+    const parts = Object.entries(f).map(([k, v]) => k + ' ' + JSON.stringify(v));
+    $('dlq-confirm-text').textContent = 'Purge deletes every dead task whose dead letter matches ' +
+      (parts.length ? parts.join(', ') : 'no filter: all of them') + ', with its message, for good. They cannot be replayed afterwards.';
+    $('dlq-confirm').hidden = false;
+    $('dlq-confirm-no').focus();
+  }
+
+  // ---- views -------------------------------------------------------------
+
+  function showView(view) {
+    state.view = view;
+    for (const tab of document.querySelectorAll('[role="tab"]')) {
+      const on = tab.dataset.view === view;
+      tab.setAttribute('aria-selected', on ? 'true' : 'false');
+      tab.tabIndex = on ? 0 : -1;
+    }
+    $('view-tasks').hidden = view !== 'tasks';
+    $('view-dlq').hidden = view !== 'dlq';
+    $('view-controls').hidden = view !== 'controls';
+    if (view === 'dlq') loadDLQ(false);
   }
 
   // ---- submit ------------------------------------------------------------
@@ -684,26 +1439,112 @@
     $('pause').addEventListener('click', () => control('pause'));
     $('resume').addEventListener('click', () => control('resume'));
 
+    for (const tab of document.querySelectorAll('[role="tab"]')) {
+      tab.addEventListener('click', () => showView(tab.dataset.view));
+      tab.addEventListener('keydown', (ev) => {
+        if (ev.key !== 'ArrowRight' && ev.key !== 'ArrowLeft') return;
+        const tabs = [...document.querySelectorAll('[role="tab"]')];
+        const next = tabs[(tabs.indexOf(tab) + (ev.key === 'ArrowRight' ? 1 : tabs.length - 1)) % tabs.length];
+        next.focus();
+        showView(next.dataset.view);
+      });
+    }
+
     $('filters').addEventListener('submit', (ev) => {
       ev.preventDefault();
-      refreshNow();
+      resetPaging();
     });
-    $('filter-status').addEventListener('change', refreshNow);
-    $('filter-priority').addEventListener('change', refreshNow);
-    let typeTimer = 0;
-    $('filter-type').addEventListener('input', () => {
-      clearTimeout(typeTimer);
-      typeTimer = setTimeout(refreshNow, 300);
-    });
+    $('filters').addEventListener('change', resetPaging);
+    $('lookup').addEventListener('submit', lookup);
+    $('page-next').addEventListener('click', pageNext);
+    $('page-prev').addEventListener('click', pagePrev);
 
     $('tasks-body').addEventListener('click', (ev) => {
+      const box = ev.target.closest('input[data-check]');
+      if (box) {
+        if (box.checked) state.checked.add(box.dataset.check);
+        else state.checked.delete(box.dataset.check);
+        renderBulk();
+        return;
+      }
+      const b = ev.target.closest('button[data-action]');
+      if (b) {
+        rowAction(b.dataset.action, b.dataset.id, b);
+        return;
+      }
       const tr = ev.target.closest('tr[data-id]');
-      if (tr) openTask(tr.dataset.id);
+      if (tr && !ev.target.closest('td.check')) openTask(tr.dataset.id);
     });
+    $('select-all').addEventListener('change', (ev) => {
+      state.checked.clear();
+      if (ev.target.checked) for (const t of state.tasks) state.checked.add(t.id);
+      for (const box of document.querySelectorAll('#tasks-body input[data-check]')) box.checked = ev.target.checked;
+      renderBulk();
+    });
+    for (const a of ['retry', 'cancel', 'delete']) $('bulk-' + a).addEventListener('click', () => bulk(a));
+
     $('detail-close').addEventListener('click', closeDetail);
     $('task-cancel').addEventListener('click', () => taskAction('cancel', $('task-cancel')));
     $('task-retry').addEventListener('click', () => taskAction('retry', $('task-retry')));
+    $('task-delete').addEventListener('click', () => taskAction('delete', $('task-delete')));
     $('submit-form').addEventListener('submit', submitTask);
+
+    let reasonTimer = 0;
+    $('dlq-filters').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      loadDLQ(false);
+    });
+    $('dlq-filters').addEventListener('change', () => {
+      state.dlqChecked.clear();
+      loadDLQ(false);
+    });
+    $('dlq-reason').addEventListener('input', () => {
+      clearTimeout(reasonTimer);
+      reasonTimer = setTimeout(() => loadDLQ(false), 300);
+    });
+    $('dlq-body').addEventListener('click', (ev) => {
+      const box = ev.target.closest('input[data-dlq-check]');
+      if (box && box.dataset.dlqCheck) {
+        if (box.checked) state.dlqChecked.add(box.dataset.dlqCheck);
+        else state.dlqChecked.delete(box.dataset.dlqCheck);
+        renderDLQSelection();
+        return;
+      }
+      const open = ev.target.closest('button[data-open]');
+      if (open) {
+        showView('tasks');
+        openTask(open.dataset.open);
+      }
+    });
+    $('dlq-select-all').addEventListener('change', (ev) => {
+      state.dlqChecked.clear();
+      if (ev.target.checked) for (const m of state.dlq) if (m.task_id) state.dlqChecked.add(m.task_id);
+      for (const box of document.querySelectorAll('#dlq-body input[data-dlq-check]')) box.checked = ev.target.checked && !!box.dataset.dlqCheck;
+      renderDLQSelection();
+    });
+    $('dlq-replay-selected').addEventListener('click', () =>
+      dlqCall('Replaying ' + state.dlqChecked.size + ' selected', 'dlq/replay', { task_ids: [...state.dlqChecked] }));
+    $('dlq-replay-matching').addEventListener('click', () =>
+      dlqCall('Replaying all matching', 'dlq/replay', dlqFilterBody()));
+    $('dlq-purge').addEventListener('click', askPurge);
+    $('dlq-confirm-no').addEventListener('click', () => {
+      $('dlq-confirm').hidden = true;
+    });
+    $('dlq-confirm-yes').addEventListener('click', () => {
+      $('dlq-confirm').hidden = true;
+      dlqCall('Purging', 'dlq/purge', Object.assign(dlqFilterBody(), { confirm: true }));
+    });
+
+    $('controls-body').addEventListener('click', (ev) => {
+      const save = ev.target.closest('button[data-save]');
+      if (save) {
+        saveLimits(save.dataset.save, save);
+        return;
+      }
+      const toggle = ev.target.closest('button[data-toggle]');
+      if (toggle) toggleType(toggle.closest('tr').dataset.type, toggle.dataset.toggle, toggle);
+    });
+    $('cleanup').addEventListener('submit', cleanup);
 
     document.addEventListener('visibilitychange', () => {
       if (!document.hidden && state.token) refreshNow();

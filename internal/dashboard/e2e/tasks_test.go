@@ -1,0 +1,124 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestTaskListPages250 pages through 250 tasks 25 at a time with Older →
+// and sees each exactly once, newest first (created times never rise down
+// the list, and the ids are the 250 submitted), then walks back with
+// ← Newer to the same first page. Dispatch is paused so the tasks stay
+// put; the list reads one page per request (GET /tasks?limit=25&cursor=).
+// It also checks the filters: two statuses at once, a type from the
+// dropdown, and an id lookup.
+func TestTaskListPages250(t *testing.T) {
+	d := startDev(t, nil)
+	if code := d.call("POST", "/api/v1/control/pause", "", nil); code != 200 {
+		t.Fatalf("pause: %d", code)
+	}
+	var bodies []string
+	for i := range 250 {
+		typ := "echo"
+		if i%10 == 0 {
+			typ = "noop"
+		}
+		bodies = append(bodies, fmt.Sprintf(`{"type":%q,"priority":%q,"payload":{"n":%d}}`, typ, []string{"high", "medium", "low"}[i%3], i))
+	}
+	ids := d.submit(bodies)
+	// Cancel five, so a two-status filter has something to find.
+	for _, id := range ids[:5] {
+		if code := d.call("POST", "/api/v1/tasks/"+id+"/cancel", "", nil); code != 200 {
+			t.Fatalf("cancel: %d", code)
+		}
+	}
+
+	b := openBrowser(t, d.base, 1366)
+	b.do("25 a page", chromedp.SetValue(chromedp.ID("page-size"), "25"))
+	b.js("apply", `document.getElementById("filters").dispatchEvent(new Event("change"))`)
+	b.wait("page 1 of 25", `document.querySelectorAll("#tasks-body tr[data-id]").length === 25 && document.getElementById("page-info").textContent === "page 1"`)
+	b.screenshot("tasks")
+
+	type row struct{ ID, Created string }
+	readPage := func() []row {
+		var rows []row
+		b.eval(`[...document.querySelectorAll("#tasks-body tr[data-id]")].map(tr => ({ID: tr.dataset.id, Created: tr.cells[6].querySelector("time").dateTime}))`, &rows)
+		return rows
+	}
+	var seen []row
+	var first []row
+	for page := 1; ; page++ {
+		if page > 20 {
+			t.Fatal("paging never ended")
+		}
+		rows := readPage()
+		if page == 1 {
+			first = rows
+		}
+		seen = append(seen, rows...)
+		var last bool
+		b.eval(`document.getElementById("page-next").disabled`, &last)
+		if last {
+			break
+		}
+		marker := rows[0].ID
+		b.do("press Older", chromedp.Click(chromedp.ID("page-next")))
+		b.wait(fmt.Sprintf("page %d", page+1), fmt.Sprintf(`document.getElementById("page-info").textContent === "page %d" && document.querySelector("#tasks-body tr[data-id]") && document.querySelector("#tasks-body tr[data-id]").dataset.id !== %q`, page+1, marker))
+	}
+	got := map[string]int{}
+	for i, r := range seen {
+		got[r.ID]++
+		if i > 0 && r.Created > seen[i-1].Created {
+			t.Errorf("row %d (%s, created %s) is newer than the row above it (%s)", i, r.ID, r.Created, seen[i-1].Created)
+		}
+	}
+	if len(seen) != 250 || len(got) != 250 {
+		t.Fatalf("paged through %d rows, %d distinct; want 250 each seen once", len(seen), len(got))
+	}
+	for _, id := range ids {
+		if got[id] != 1 {
+			t.Errorf("task %s seen %d times", id, got[id])
+		}
+	}
+	for range 9 {
+		b.do("press Newer", chromedp.Click(chromedp.ID("page-prev")))
+	}
+	b.wait("back on page 1", `document.getElementById("page-info").textContent === "page 1" && document.getElementById("page-prev").disabled`)
+	b.wait("the same first page", fmt.Sprintf(`document.querySelector("#tasks-body tr[data-id]").dataset.id === %q`, first[0].ID))
+
+	// Two statuses at once: the five cancelled and nothing else but queued.
+	b.js("check cancelled", `document.querySelector('#filters input[value="cancelled"]').click()`)
+	b.wait("only cancelled tasks", `[...document.querySelectorAll("#tasks-body tr[data-id]")].length === 5`)
+	// Row actions follow the status: a cancelled task can be deleted, not
+	// retried or cancelled.
+	var acts map[string]bool
+	b.eval(fmt.Sprintf(`Object.fromEntries([...document.querySelectorAll('#tasks-body tr[data-id=%q] button[data-action]')].map(x => [x.dataset.action, !x.disabled]))`, ids[0]), &acts)
+	if want := map[string]bool{"retry": false, "cancel": false, "delete": true}; fmt.Sprint(acts) != fmt.Sprint(want) {
+		t.Errorf("a cancelled task's row actions enabled %v, want %v", acts, want)
+	}
+	b.js("check queued too", `document.querySelector('#filters input[value="queued"]').click()`)
+	b.wait("cancelled and queued tasks", `document.querySelectorAll("#tasks-body tr[data-id]").length === 25 && !document.getElementById("page-next").disabled`)
+	var statuses []string
+	b.eval(`[...new Set([...document.querySelectorAll("#tasks-body tr[data-id] td:nth-child(5)")].map(td => td.textContent.trim()))]`, &statuses)
+	for _, s := range statuses {
+		if !strings.HasSuffix(s, "queued") && !strings.HasSuffix(s, "cancelled") {
+			t.Errorf("status filter queued+cancelled shows %q", s)
+		}
+	}
+	b.js("uncheck", `document.querySelectorAll('#filters input[name="status"]:checked').forEach(x => x.click())`)
+
+	// The type dropdown lists the known types (from /stats); noop is 25.
+	b.wait("noop in the type dropdown", `[...document.getElementById("filter-type").options].some(o => o.value === "noop")`)
+	b.do("choose noop", chromedp.SetValue(chromedp.ID("filter-type"), "noop"))
+	b.js("apply", `document.getElementById("filters").dispatchEvent(new Event("change"))`)
+	b.wait("25 noop tasks", `document.querySelectorAll("#tasks-body tr[data-id]").length === 25 && [...document.querySelectorAll("#tasks-body tr[data-id] td:nth-child(3)")].every(td => td.textContent === "noop") && document.getElementById("page-next").disabled`)
+
+	// Id lookup shows that task alone, and opens it.
+	b.do("look up a task", chromedp.SetValue(chromedp.ID("lookup-id"), strings.ToLower(ids[42])), chromedp.Click(chromedp.CSS(`#lookup button`)))
+	b.wait("the looked-up task", fmt.Sprintf(`document.querySelectorAll("#tasks-body tr[data-id]").length === 1 && document.querySelector('#tasks-body tr[data-id=%q]') !== null && document.getElementById("detail-id").textContent === %q`, ids[42], ids[42]))
+	b.do("look up a malformed id", chromedp.SetValue(chromedp.ID("lookup-id"), "nope"), chromedp.Click(chromedp.CSS(`#lookup button`)))
+	b.wait("the lookup error", `!document.getElementById("lookup-error").hidden`)
+}
