@@ -118,6 +118,9 @@ func (c *Client) SubmitArgs(ctx context.Context, args Args, opts ...SubmitOption
 func (c *Client) SubmitArgsBatch(ctx context.Context, items []ArgsItem) ([]BatchResult, error) {
 	rs := make([]SubmitRequest, len(items))
 	for i, it := range items {
+		if it.Args == nil { // named as the deployment names a batch item's field
+			return nil, invalid(fmt.Sprintf("tasks[%d].type", i), "is required: a typed submit takes it from Args.Kind, and the args are nil")
+		}
 		r, err := argsRequest(it.Args, it.Opts)
 		if err != nil {
 			return nil, fmt.Errorf("submit batch: tasks[%d]: %w", i, err)

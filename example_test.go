@@ -34,10 +34,14 @@ func Example() {
 	fmt.Println(t.ID, created, t.Status)
 
 	done, err := c.Wait(ctx, t.ID, time.Second)
-	if err != nil {
+	switch {
+	case errors.Is(err, triage.ErrDeadLettered), errors.Is(err, triage.ErrCancelled):
+		fmt.Println(done.Status, done.Error.Message) // the task comes back with the error
+	case err != nil:
 		log.Fatal(err)
+	default:
+		fmt.Println(done.Status, string(done.Result))
 	}
-	fmt.Println(done.Status, string(done.Result))
 }
 
 // The same client inside AWS, writing DynamoDB and SQS itself: the

@@ -409,7 +409,7 @@ func TestSubmitArgsBatch(t *testing.T) {
 		items []triage.ArgsItem
 		is    error
 	}{
-		{"nil args", []triage.ArgsItem{{Args: greet{}}, {}}, triage.ErrBadRequest},
+		{"nil args", []triage.ArgsItem{{Args: greet{}}, {}}, triage.ErrBadRequest}, // naming tasks[1].type
 		{"unencodable", []triage.ArgsItem{{Args: greet{}}, {Args: unencodable{}}}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,9 +9,9 @@ import (
 	"github.com/triagehq/triage/internal/handler"
 )
 
+// holder embeds a Link, as worker.Worker does.
 type holder struct {
 	Link
-	name string
 }
 
 func TestSetAndOf(t *testing.T) {
