@@ -64,7 +64,7 @@ func newRoot(out, errOut io.Writer) (*cli, *cobra.Command) {
 	root.AddCommand(c.devCmd(), c.submitCmd(), c.getCmd(), c.waitCmd(),
 		c.listCmd(), c.cancelCmd(), c.retryCmd(), c.deleteCmd(), c.cleanupCmd(),
 		c.statsCmd(), c.pauseCmd(true), c.pauseCmd(false), c.limitsCmd(), c.dlqCmd(),
-		c.workersCmd())
+		c.workersCmd(), c.envCmd())
 	usageArgs(root)
 	return c, root
 }
@@ -189,6 +189,9 @@ func pickServer(all []devserver.Server) (*devserver.Server, error) {
 	}
 	return nil, nil
 }
+
+// envURL is TRIAGE_URL.
+func envURL() string { return os.Getenv("TRIAGE_URL") }
 
 // sameURL compares base URLs as the user may write them, with or without
 // the trailing slash.
