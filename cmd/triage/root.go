@@ -57,9 +57,11 @@ func newRoot(out, errOut io.Writer) (*cli, *cobra.Command) {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
 	// Defaults from the environment are read when a command runs, never
-	// shown in help: a token must not appear on every --help page.
-	pf.StringVar(&c.url, "url", "", "API base URL (default $TRIAGE_URL, then the running `triage dev`, then "+defaultURL+")")
-	pf.StringVar(&c.token, "token", "", "bearer token (default $TRIAGE_TOKEN, then the running `triage dev`'s)")
+	// shown in help: a token must not appear on every --help page. No
+	// backquotes in flag usages: pflag shows a backquoted word as the
+	// flag's value placeholder ("--url triage dev").
+	pf.StringVar(&c.url, "url", "", "API base URL (default $TRIAGE_URL, then the running triage dev's, then "+defaultURL+")")
+	pf.StringVar(&c.token, "token", "", "bearer token (default $TRIAGE_TOKEN, then the running triage dev's when the URL is its own)")
 	pf.BoolVar(&c.json, "json", false, "print JSON instead of tables")
 	root.AddCommand(c.devCmd(), c.submitCmd(), c.getCmd(), c.waitCmd(),
 		c.listCmd(), c.cancelCmd(), c.retryCmd(), c.deleteCmd(), c.cleanupCmd(),
