@@ -235,7 +235,9 @@ func (c *cli) printTask(t *triage.Task) error {
 	if len(t.Checkpoint) > 0 {
 		fmt.Fprintf(c.out, "checkpoint: %d bytes\n", len(t.Checkpoint))
 	}
-	if t.CancelRequested {
+	// The request outlives the attempt it stopped (the flag stays on the
+	// record), so it is news only while the task can still run.
+	if t.CancelRequested && !t.Terminal() {
 		fmt.Fprintf(c.out, "cancel:    requested; the handler's context is cancelled at its next heartbeat\n")
 	}
 	if len(t.Result) > 0 {
