@@ -14,6 +14,7 @@ import (
 
 func (c *cli) devCmd() *cobra.Command {
 	var interval time.Duration
+	var noDemo, noConsumer bool
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the API, consumer, promoter and dashboard locally, on emulators",
@@ -31,6 +32,13 @@ the settings a worker needs (see triage env), are written beside it
 (dev-127.0.0.1_8080.env), so the other commands find the running server
 without TRIAGE_URL and TRIAGE_TOKEN; with several servers running, --url
 or TRIAGE_URL picks one. Each server removes only its own files on exit.
+
+To run your own worker beside it, start it with --no-demo-handlers (or
+--no-consumer), then eval "$(triage env)" in the worker's shell: it sets
+the emulators' endpoints, region, credentials and resource prefix. Its
+consumer hands back, without spending an attempt, the tasks of types it
+has no handler for while a live worker advertises them (or for
+TRIAGE_UNHANDLED_AFTER, default 5m, after they were queued).
 Ctrl-C hands running
 tasks back to their queues (after a %s grace), then stops the emulators,
 and exits 0; a second Ctrl-C stops at once.`, devserver.DrainGrace),
@@ -52,9 +60,12 @@ and exits 0; a second Ctrl-C stops at once.`, devserver.DrainGrace),
 			}
 			return devserver.Run(cmd.Context(), devserver.Options{
 				Root: root, PromoteInterval: interval, Out: c.out,
+				NoDemoHandlers: noDemo, NoConsumer: noConsumer,
 			})
 		},
 	}
 	cmd.Flags().DurationVar(&interval, "promote-interval", 0, "promoter period (default TRIAGE_PROMOTE_INTERVAL or 5s)")
+	cmd.Flags().BoolVar(&noDemo, "no-demo-handlers", false, "run the consumer without the demo handlers (echo, sleep, fail, noop); the API then accepts any type unless TRIAGE_TYPES lists them")
+	cmd.Flags().BoolVar(&noConsumer, "no-consumer", false, "run no consumer at all, only the API, promoter and dashboard: your own workers run every type")
 	return cmd
 }

@@ -158,8 +158,9 @@ func startDev(t *testing.T, bin, dir string, env []string) (dev *exec.Cmd, addr 
 	return startDevWithToken(t, bin, dir, env, "tok")
 }
 
-// startDevWithToken is startDev with the admin token given.
-func startDevWithToken(t *testing.T, bin, dir string, env []string, token string) (dev *exec.Cmd, addr string, out *syncBuffer, exited chan error) {
+// startDevWithToken is startDev with the admin token given, and more
+// arguments for `dev`.
+func startDevWithToken(t *testing.T, bin, dir string, env []string, token string, args ...string) (dev *exec.Cmd, addr string, out *syncBuffer, exited chan error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -167,7 +168,7 @@ func startDevWithToken(t *testing.T, bin, dir string, env []string, token string
 	}
 	addr = ln.Addr().String()
 	ln.Close()
-	dev = exec.Command(bin, "dev")
+	dev = exec.Command(bin, append([]string{"dev"}, args...)...)
 	dev.Dir = dir
 	dev.Env = append(env, "TRIAGE_ADDR="+addr, "TRIAGE_TOKEN="+token)
 	dev.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -57,14 +57,16 @@ func newRoot(out, errOut io.Writer) (*cli, *cobra.Command) {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
 	// Defaults from the environment are read when a command runs, never
-	// shown in help: a token must not appear on every --help page.
-	pf.StringVar(&c.url, "url", "", "API base URL (default $TRIAGE_URL, then the running `triage dev`, then "+defaultURL+")")
-	pf.StringVar(&c.token, "token", "", "bearer token (default $TRIAGE_TOKEN, then the running `triage dev`'s)")
+	// shown in help: a token must not appear on every --help page. No
+	// backquotes in flag usages: pflag shows a backquoted word as the
+	// flag's value placeholder ("--url triage dev").
+	pf.StringVar(&c.url, "url", "", "API base URL (default $TRIAGE_URL, then the running triage dev's, then "+defaultURL+")")
+	pf.StringVar(&c.token, "token", "", "bearer token (default $TRIAGE_TOKEN, then the running triage dev's when the URL is its own)")
 	pf.BoolVar(&c.json, "json", false, "print JSON instead of tables")
 	root.AddCommand(c.devCmd(), c.submitCmd(), c.getCmd(), c.waitCmd(),
 		c.listCmd(), c.cancelCmd(), c.retryCmd(), c.deleteCmd(), c.cleanupCmd(),
 		c.statsCmd(), c.pauseCmd(true), c.pauseCmd(false), c.limitsCmd(), c.dlqCmd(),
-		c.workersCmd())
+		c.workersCmd(), c.envCmd())
 	usageArgs(root)
 	return c, root
 }
@@ -190,6 +192,9 @@ func pickServer(all []devserver.Server) (*devserver.Server, error) {
 	return nil, nil
 }
 
+// envURL is TRIAGE_URL.
+func envURL() string { return os.Getenv("TRIAGE_URL") }
+
 // sameURL compares base URLs as the user may write them, with or without
 // the trailing slash.
 func sameURL(a, b string) bool { return strings.TrimRight(a, "/") == strings.TrimRight(b, "/") }
@@ -230,7 +235,9 @@ func (c *cli) printTask(t *triage.Task) error {
 	if len(t.Checkpoint) > 0 {
 		fmt.Fprintf(c.out, "checkpoint: %d bytes\n", len(t.Checkpoint))
 	}
-	if t.CancelRequested {
+	// The request outlives the attempt it stopped (the flag stays on the
+	// record), so it is news only while the task can still run.
+	if t.CancelRequested && !t.Terminal() {
 		fmt.Fprintf(c.out, "cancel:    requested; the handler's context is cancelled at its next heartbeat\n")
 	}
 	if len(t.Result) > 0 {

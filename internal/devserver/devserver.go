@@ -60,6 +60,14 @@ type Options struct {
 	Timeouts Timeouts
 	// Ready, if set, is called with the API's base URL and token once serving.
 	Ready func(url, token string)
+	// NoDemoHandlers leaves the demo handlers out of the consumer (and
+	// TRIAGE_DEMO_HANDLERS is ignored either way), so a developer's own
+	// worker runs every type; the API then accepts any type unless
+	// TRIAGE_TYPES lists them. `triage dev --no-demo-handlers`.
+	NoDemoHandlers bool
+	// NoConsumer runs no consumer at all: the API, promoter and dashboard
+	// only, for one's own workers. `triage dev --no-consumer`.
+	NoConsumer bool
 }
 
 // DrainGrace is how long running tasks get to finish after Ctrl-C before
@@ -127,7 +135,7 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	cfg.DemoHandlers = true // whatever TRIAGE_DEMO_HANDLERS says
+	cfg.DemoHandlers = !opt.NoDemoHandlers && !opt.NoConsumer // whatever TRIAGE_DEMO_HANDLERS says
 	if opt.StateDir == "" {
 		opt.StateDir = StateDir()
 	}
@@ -225,11 +233,20 @@ func Run(ctx context.Context, opt Options) error {
 		}
 	}
 
-	fmt.Fprintf(opt.Out, "starting the API on %s, the consumer and the promoter...\n", addr)
-	// The dev server knows every type it can run: refuse the others at
-	// submit, unless TRIAGE_TYPES says otherwise.
+	runs := "the consumer (demo handlers) and the promoter"
+	switch {
+	case opt.NoConsumer:
+		runs = "the promoter (no consumer: run your own workers)"
+	case opt.NoDemoHandlers:
+		runs = "the consumer (no demo handlers) and the promoter"
+	}
+	fmt.Fprintf(opt.Out, "starting the API on %s, %s...\n", addr, runs)
+	// With its demo handlers the dev server knows every type it can run:
+	// it refuses the others at submit, unless TRIAGE_TYPES says otherwise.
+	// Without them the types are the developer's workers' to run: any is
+	// accepted (or those TRIAGE_TYPES lists).
 	known := cfg.Types
-	if len(known) == 0 {
+	if len(known) == 0 && cfg.DemoHandlers {
 		known = reg.Types()
 	}
 	// Lifecycle events: the counters' Poller feeds GET /api/v1/events (and
@@ -249,7 +266,7 @@ func Run(ctx context.Context, opt Options) error {
 	defer stop()
 	var wg sync.WaitGroup
 	errc := make(chan error, 3)
-	wg.Add(5)
+	wg.Add(4)
 	go func() { defer wg.Done(); promoterapp.SampleQueuesEvery(runCtx, a, rec, interval) }()
 	go func() { defer wg.Done(); _ = a.CounterPoller().Run(runCtx) }()
 	go func() {
@@ -258,20 +275,33 @@ func Run(ctx context.Context, opt Options) error {
 			errc <- fmt.Errorf("API server: %w", err)
 		}
 	}()
-	consumer := consumerapp.New(a, reg, dispatch.Options{DrainTimeout: DrainGrace, Metrics: rec, Kind: triagetype.WorkerKindDev, APIURL: base})
-	go func() { defer wg.Done(); _ = consumer.Run(runCtx) }()
+	var consumer *dispatch.Consumer // nil with NoConsumer
+	if !opt.NoConsumer {
+		consumer = consumerapp.New(a, reg, dispatch.Options{DrainTimeout: DrainGrace, Metrics: rec, Kind: triagetype.WorkerKindDev, APIURL: base})
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = consumer.Run(runCtx) }()
+	}
 	go func() { defer wg.Done(); _ = promoterapp.New(a, promote.Options{Metrics: rec}).Run(runCtx, interval) }()
 
 	banner := fmt.Sprintf("  API:        %s/api/v1\n  dashboard:  %s/#token=%s\n  token:      %s\n", base, base, token, token)
-	fmt.Fprintf(opt.Out, "\ntriage is running\n%s  logs:       %s (the terminal shows warnings and errors)\n\n  export TRIAGE_URL=%s TRIAGE_TOKEN=%s\n  curl -H \"Authorization: Bearer $TRIAGE_TOKEN\" -d '{\"type\":\"echo\",\"payload\":{\"x\":1},\"priority\":\"high\"}' $TRIAGE_URL/api/v1/tasks\n\nPress Ctrl-C to stop.\n",
-		banner, logPath, base, token)
+	wenv := workerEnv(opt.Getenv, emu, cfg)
+	try := ""
+	if cfg.DemoHandlers {
+		try = "  curl -H \"Authorization: Bearer $TRIAGE_TOKEN\" -d '{\"type\":\"echo\",\"payload\":{\"x\":1},\"priority\":\"high\"}' $TRIAGE_URL/api/v1/tasks\n"
+	}
+	fmt.Fprintf(opt.Out, "\ntriage is running\n%s  logs:       %s (the terminal shows warnings and errors)\n\n  export TRIAGE_URL=%s TRIAGE_TOKEN=%s\n%s\n%s\nPress Ctrl-C to stop.\n",
+		banner, logPath, base, token, try, workerBanner(wenv))
 	envPath := filepath.Join(opt.StateDir, EnvFileName(addr))
-	envBody := envBody(base, token, os.Getpid(), workerEnv(opt.Getenv, emu, cfg))
+	envBody := envBody(base, token, os.Getpid(), wenv)
 	if err := os.WriteFile(envPath, envBody, 0o600); err != nil {
 		log.Warn("could not write the CLI's settings file", "path", envPath, "error", err)
 	}
 	defer removeIfUnchanged(envPath, envBody)
-	log.Info("dev server ready", "url", base, "table", cfg.Table, "promote_interval", interval.String(), "worker_id", consumer.WorkerID())
+	workerID := "(no consumer)"
+	if consumer != nil {
+		workerID = consumer.WorkerID()
+	}
+	log.Info("dev server ready", "url", base, "table", cfg.Table, "promote_interval", interval.String(), "worker_id", workerID)
 	if opt.Ready != nil {
 		opt.Ready(base, token)
 	}
@@ -286,7 +316,10 @@ func Run(ctx context.Context, opt Options) error {
 	_ = srv.Shutdown(shutCtx)
 	wg.Wait()
 	log.Info("dev server stopped")
-	line := "stopped: " + handedBack(consumer.Counts().HandedBack)
+	line := "stopped: no consumer"
+	if consumer != nil {
+		line = "stopped: " + handedBack(consumer.Counts().HandedBack)
+	}
 	if emu != nil {
 		emu.Stop() // after the drain: the hand-backs were written to them
 		line += ", emulators stopped"

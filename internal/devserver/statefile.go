@@ -185,3 +185,19 @@ func workerEnv(getenv func(string) string, emu *emulators.Emulators, cfg config.
 	}
 	return env
 }
+
+// workerBanner tells the terminal what a worker of one's own needs, the
+// same settings `triage env` prints as exports.
+func workerBanner(env map[string]string) string {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("  Your own worker beside it needs these (eval \"$(triage env)\" sets them):\n")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "    %s=%s\n", k, env[k])
+	}
+	return b.String()
+}

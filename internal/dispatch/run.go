@@ -68,7 +68,7 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 		c.log.Warn("lease lost while running; outcome discarded", "task_id", t.ID, "worker_id", c.opt.WorkerID)
 		return
 	}
-	attempt := task.Attempt{Attempt: t.Attempts, WorkerID: c.opt.WorkerID, StartedAt: started, FinishedAt: c.store.Now()}
+	attempt := task.Attempt{Attempt: t.Attempts, WorkerID: c.opt.WorkerID, StartedAt: attemptStart(t, started), FinishedAt: c.store.Now()}
 	wctx := context.WithoutCancel(ctx)
 	if err == nil {
 		// A result that arrived wins over a cancel request or shutdown.
