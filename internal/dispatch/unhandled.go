@@ -37,10 +37,16 @@ type TypeDirectory interface {
 }
 
 const (
-	// handBackLive is how long a message is hidden when a live worker
-	// advertises its type: short, so that worker gets it soon, at one
-	// receive and one visibility change per message per period.
-	handBackLive = 2 * time.Second
+	// handBackLive is how long a message is first hidden when a live
+	// worker advertises its type: short, so that worker gets it soon, at
+	// one receive and one visibility change per message per period. Each
+	// later receive by a consumer without the handler doubles it, up to
+	// handBackLiveMax: when receives keep landing on consumers that cannot
+	// run the task (say a busy worker beside an idle `triage dev`), those
+	// consumers step back and leave the message to the worker that can,
+	// instead of winning every race for it.
+	handBackLive    = 2 * time.Second
+	handBackLiveMax = 8 * time.Second
 	// handBackWaiting is how long it is hidden while no live worker
 	// advertises the type yet: a worker started now sees the first of its
 	// tasks within this.
@@ -114,7 +120,7 @@ func (c *Consumer) mayClaim(ctx context.Context, m queue.Received, msg task.Mess
 	if s.Live {
 		c.mx.PutOff(metrics.PutOffNoHandler)
 		c.log.Debug("no handler here; a live worker advertises the type: handed back", "task_id", t.ID, "type", t.Type)
-		c.putOff(ctx, m, msg, handBackLive)
+		c.putOff(ctx, m, msg, handBackFor(m.ReceiveCount))
 		return false
 	}
 	since := t.EnqueuedAtOr(t.CreatedAt)
@@ -142,4 +148,15 @@ func (c *Consumer) lookup(typ string) (handler.Handler, error) {
 		err = fmt.Errorf("%w; no live worker has advertised the type for %s (TRIAGE_UNHANDLED_AFTER)", err, c.opt.UnhandledAfter)
 	}
 	return nil, handler.Permanent(err)
+}
+
+// handBackFor is how long a consumer without the handler hides a message
+// on its receiveCount-th receive while a live worker advertises the type:
+// handBackLive, doubled for each earlier receive, at most handBackLiveMax.
+func handBackFor(receiveCount int) time.Duration {
+	d := handBackLive
+	for i := 1; i < receiveCount && d < handBackLiveMax; i++ {
+		d *= 2
+	}
+	return min(d, handBackLiveMax)
 }
