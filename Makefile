@@ -49,13 +49,17 @@ java:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openjdk-17-jdk-headless >/dev/null; }
 
-## emulators: the pinned npm emulators, installed into .emulators/ (see localstack/).
+## emulators: the pinned npm emulators, installed into .emulators/ (see internal/emulators/).
+## Each phase of run, emulators, cli and synth says what it starts, so a
+## cold start (npm, then minutes of compiling on 2 cores) is never silent.
 emulators: java
-	@$(GO) run ./localstack/cmd/install
+	@echo "==> emulators: compiling the installer; installing the pinned npm emulators into .emulators/ unless they are there (first time: npm ci and javac, about a minute)"
+	@$(GO) run ./internal/emulators/cmd/install
 
 ## run: the built binary, not `go run`: the go command exits 1 whenever it
 ## is interrupted, so Ctrl-C would end `make run` with an error.
 run: java emulators cli
+	@echo "==> run: bin/triage dev (starts the emulators, creates the table and queues, then the API, consumer and promoter)"
 	./bin/triage dev
 
 test: deps vet
@@ -72,13 +76,13 @@ STATICCHECK_VERSION := v0.8.2
 lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
-## unit: the tests of every package outside localstack/ whose tests import
+## unit: the tests of every package outside internal/emulators/ whose tests import
 ## nothing from it (the emulator launcher and stacktest, the only ways a test
 ## starts the emulators): derived from `go list`, so new packages join by
 ## themselves. A test that starts the emulators some other way (say, runs
-## `triage dev` as a child) must import localstack too, e.g. for FindRoot, to
+## `triage dev` as a child) must import internal/emulators too, e.g. for FindRoot, to
 ## stay out of this list. The dashboard's browser test needs Chromium.
-EMULATOR_PKGS := github.com/triagehq/triage/localstack
+EMULATOR_PKGS := github.com/triagehq/triage/internal/emulators
 unit: chromium
 	@set -o pipefail; pkgs=$$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}{{"\n"}}{{end}}' ./... | \
 	  awk '{ for (i = 1; i <= NF; i++) if ($$i == "$(EMULATOR_PKGS)" || index($$i, "$(EMULATOR_PKGS)/") == 1) next; print $$1 }') && \
@@ -95,6 +99,7 @@ bench: java emulators
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 cli:
+	@echo "==> cli: building bin/triage (the first build compiles the AWS SDK: minutes on 2 cores; later ones take seconds)"
 	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o bin/triage ./cmd/triage
 	@echo "bin/triage $(VERSION)"
 
@@ -120,6 +125,7 @@ infra-test:
 cdk-cli: $(CDK_STAMP)
 
 $(CDK_STAMP):
+	@echo "==> cdk-cli: installing aws-cdk@$(CDK_VERSION) and aws-cdk-local@$(CDKLOCAL_VERSION) into $(CDK_DIR)/ from npm"
 	rm -rf $(CDK_DIR)
 	npm install --prefix $(CDK_DIR) --no-audit --no-fund --no-save aws-cdk@$(CDK_VERSION) aws-cdk-local@$(CDKLOCAL_VERSION)
 	touch '$@'
@@ -129,7 +135,13 @@ $(CDK_STAMP):
 # resolves the relative paths the CLI hands it against this directory.
 
 ## synth: build the functions (no Docker) and write the cloud assembly to cdk.out/ (offline).
+## The app is compiled first, in its own phase, so the minutes of a cold
+## compile of the CDK's Go bindings are announced; `go run .` under the CLI
+## then only links it. The app names each function as it builds it.
 synth: $(CDK_STAMP)
+	@echo "==> synth: compiling the CDK app in infra/ (a cold Go cache compiles the CDK's bindings: minutes on 2 cores)"
+	cd infra && $(GO) build -o /dev/null .
+	@echo "==> synth: cdk synth runs the app, which builds each function under functions/ for linux/arm64 (stripped) and writes cdk.out/"
 	$(CDK) synth -q $(CDK_ARGS)
 
 ## deploy: needs AWS credentials and a one-time `cdk bootstrap aws://ACCOUNT/REGION`.

@@ -93,28 +93,103 @@ func (c *Client) SubmitBatch(ctx context.Context, rs []SubmitRequest) ([]BatchRe
 	return res, err
 }
 
+// SubmitArgs creates a task whose type is args.Kind() and whose payload
+// is args encoded as JSON: Submit with the type taken from the payload's
+// Go type, as River's Insert does, so it cannot disagree with the worker
+// that AddWorker registered for the same Args. Options, answers and
+// errors are Submit's.
+func (c *Client) SubmitArgs(ctx context.Context, args Args, opts ...SubmitOption) (t *Task, created bool, err error) {
+	r, err := argsRequest(args, opts)
+	if err == nil {
+		err = ValidateRequest(r)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return c.t.Submit(ctx, r)
+}
+
+// SubmitArgsBatch submits 1 to MaxBatch typed tasks in one call, as
+// River's InsertMany does: SubmitBatch with each item's type and payload
+// taken from its Args. Items go to the deployment as they are, so each
+// one's validation is the deployment's answer in its BatchResult, as in
+// SubmitBatch; only an item with nil args or a payload that does not
+// encode fails the whole call, before anything is sent, naming its index.
+func (c *Client) SubmitArgsBatch(ctx context.Context, items []ArgsItem) ([]BatchResult, error) {
+	rs := make([]SubmitRequest, len(items))
+	for i, it := range items {
+		if it.Args == nil { // named as the deployment names a batch item's field
+			return nil, invalid(fmt.Sprintf("tasks[%d].type", i), "is required: a typed submit takes it from Args.Kind, and the args are nil")
+		}
+		r, err := argsRequest(it.Args, it.Opts)
+		if err != nil {
+			return nil, fmt.Errorf("submit batch: tasks[%d]: %w", i, err)
+		}
+		rs[i] = r
+	}
+	return c.SubmitBatch(ctx, rs)
+}
+
 // Get reads one task; an unknown id is ErrNotFound.
 func (c *Client) Get(ctx context.Context, id string) (*Task, error) { return c.t.Get(ctx, id) }
 
-// Wait reads a task every interval until it is terminal or ctx ends (then
-// it returns the last task read and ctx's error).
+// ErrDeadLettered and ErrCancelled are what Wait's error matches
+// (errors.Is) when the task ended without completing: dead-lettered (its
+// attempts ran out, or its handler failed permanently) or cancelled (on
+// request, or by its handler). They are the one statement of a failed
+// ending, so a caller stops at every failure with `if err != nil` and
+// tells them apart with errors.Is.
+var (
+	ErrDeadLettered = errors.New("task dead-lettered")
+	ErrCancelled    = errors.New("task cancelled")
+)
+
+// Wait reads a task every interval until it is terminal or ctx ends.
+// A completed task comes back with a nil error; a dead-lettered or
+// cancelled one comes back too, with an error matching ErrDeadLettered or
+// ErrCancelled that says why (the task's Error has it in full). When ctx
+// ends first, it returns the last task read and ctx's error; when a read
+// fails, no task and that error.
 func (c *Client) Wait(ctx context.Context, id string, interval time.Duration) (*Task, error) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	var last *Task
 	for {
 		t, err := c.t.Get(ctx, id)
+		if err != nil && ctx.Err() != nil && last != nil {
+			return last, ctx.Err() // ctx ended during a read
+		}
 		if err != nil {
 			return nil, err
 		}
 		if t.Terminal() {
-			return t, nil
+			return t, endError(t)
 		}
+		last = t
 		select {
 		case <-ctx.Done():
 			return t, ctx.Err()
 		case <-tick.C:
 		}
 	}
+}
+
+// endError is the error Wait returns with terminal task t: nil when it
+// completed, else its status's sentinel with the reason recorded.
+func endError(t *Task) error {
+	var sentinel error
+	switch t.Status {
+	case DeadLetter:
+		sentinel = ErrDeadLettered
+	case Cancelled:
+		sentinel = ErrCancelled
+	default:
+		return nil
+	}
+	if t.Error == nil || t.Error.Message == "" {
+		return fmt.Errorf("task %s: %w", t.ID, sentinel)
+	}
+	return fmt.Errorf("task %s: %w: %s", t.ID, sentinel, t.Error.Message)
 }
 
 // List reads one page of tasks, newest first; pass its NextCursor as

@@ -17,6 +17,17 @@
 //	task, created, err := c.Submit(ctx, "resize", img, triage.WithPriority(triage.High))
 //	if errors.Is(err, triage.ErrTooMany) { /* the queue is over its depth limit */ }
 //
+// Each transport has one plain and one typed way to submit: Submit and
+// SubmitBatch take the task type as a string, SubmitArgs and
+// SubmitArgsBatch take it from the payload's Kind method (Args, River's
+// JobArgs), the same interface package worker's AddWorker registers a
+// handler by:
+//
+//	type Resize struct{ URL string }
+//	func (Resize) Kind() string { return "resize" }
+//
+//	task, created, err := c.SubmitArgs(ctx, Resize{URL: u}, triage.WithPriority(triage.High))
+//
 // # Design
 //
 // The vocabulary (Task, Priority, Status, SubmitRequest, the API's answers
@@ -46,5 +57,10 @@
 // Every method takes a context first. Every failure the API answers with
 // is an *Error that matches one sentinel with errors.Is (ErrNotFound,
 // ErrBadRequest, ErrTooMany, ...) and carries the code, the message, the
-// field at fault and the Retry-After.
+// field at fault and the Retry-After. Wait returns the finished task, and
+// with it an error matching ErrDeadLettered or ErrCancelled when the task
+// ended without completing.
+//
+// Handlers are run by package worker (your own consumer with Go handlers)
+// and tested without AWS by package workertest.
 package triage

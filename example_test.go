@@ -34,10 +34,14 @@ func Example() {
 	fmt.Println(t.ID, created, t.Status)
 
 	done, err := c.Wait(ctx, t.ID, time.Second)
-	if err != nil {
+	switch {
+	case errors.Is(err, triage.ErrDeadLettered), errors.Is(err, triage.ErrCancelled):
+		fmt.Println(done.Status, done.Error.Message) // the task comes back with the error
+	case err != nil:
 		log.Fatal(err)
+	default:
+		fmt.Println(done.Status, string(done.Result))
 	}
-	fmt.Println(done.Status, string(done.Result))
 }
 
 // The same client inside AWS, writing DynamoDB and SQS itself: the
@@ -106,6 +110,54 @@ func ExampleClient_SubmitBatch() {
 			continue
 		}
 		fmt.Println(r.Index, r.Task.ID, "created:", r.Created())
+	}
+}
+
+// Resize is a typed payload: its Kind is its task type, for SubmitArgs
+// here and for worker.AddWorker in the worker that runs it.
+type Resize struct {
+	URL   string `json:"url"`
+	Width int    `json:"width"`
+}
+
+func (Resize) Kind() string { return "resize" }
+
+// A typed submit takes the task type from the payload's Kind, so the
+// producer and the worker (worker.AddWorker[Resize]) cannot disagree.
+func ExampleClient_SubmitArgs() {
+	ctx := context.Background()
+	c := triage.NewClient(triage.HTTP("http://127.0.0.1:8080", os.Getenv("TRIAGE_TOKEN")))
+
+	t, _, err := c.SubmitArgs(ctx, Resize{URL: "s3://photos/cat.jpg", Width: 320}, triage.WithPriority(triage.High))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(t.Type, t.ID)
+}
+
+// A typed batch: each item's type comes from its args; each item has its
+// own outcome, as in SubmitBatch.
+func ExampleClient_SubmitArgsBatch() {
+	ctx := context.Background()
+	c := triage.NewClient(triage.HTTP("http://127.0.0.1:8080", os.Getenv("TRIAGE_TOKEN")))
+
+	var items []triage.ArgsItem
+	for _, w := range []int{160, 320, 640} {
+		items = append(items, triage.ArgsItem{
+			Args: Resize{URL: "s3://photos/cat.jpg", Width: w},
+			Opts: []triage.SubmitOption{triage.WithIdempotencyKey(fmt.Sprint("cat-", w))},
+		})
+	}
+	results, err := c.SubmitArgsBatch(ctx, items)
+	if err != nil {
+		log.Fatal(err) // nothing was accepted: the request failed, or an item could not be encoded
+	}
+	for _, r := range results {
+		if err := r.Err(); err != nil {
+			fmt.Println(r.Index, "failed:", err)
+			continue
+		}
+		fmt.Println(r.Index, r.Task.ID)
 	}
 }
 

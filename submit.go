@@ -64,6 +64,16 @@ func seconds(d time.Duration) int {
 // taken as Submit takes it. The request is checked with ValidateRequest:
 // a bad field is the *Error the deployment would have answered with.
 func NewRequest(typ string, payload any, opts ...SubmitOption) (SubmitRequest, error) {
+	r, err := buildRequest(typ, payload, opts)
+	if err != nil {
+		return r, err
+	}
+	return r, ValidateRequest(r)
+}
+
+// buildRequest encodes payload and applies opts, without checking the
+// result: the one place a submit's payload is encoded.
+func buildRequest(typ string, payload any, opts []SubmitOption) (SubmitRequest, error) {
 	r := SubmitRequest{Type: typ}
 	switch p := payload.(type) {
 	case nil:
@@ -81,5 +91,33 @@ func NewRequest(typ string, payload any, opts ...SubmitOption) (SubmitRequest, e
 	for _, o := range opts {
 		o(&r)
 	}
-	return r, ValidateRequest(r)
+	return r, nil
+}
+
+// Args is a payload type that names its task type, as River's JobArgs
+// does: Kind returns the type, and the value, encoded with encoding/json,
+// is the payload. It is the one interface both ends use: SubmitArgs and
+// SubmitArgsBatch take the type from it, and package worker's AddWorker
+// registers the handler of the same Kind, so a producer and its worker
+// cannot spell a type two ways. Kind must not depend on the value (a
+// worker calls it on the zero value) and must be a name the API accepts.
+type Args interface {
+	Kind() string
+}
+
+// ArgsItem is one task of SubmitArgsBatch: its args, which give its type
+// and payload, and its options.
+type ArgsItem struct {
+	Args Args
+	Opts []SubmitOption
+}
+
+// argsRequest builds the request of a typed submit without checking it.
+// Nil args have no type to submit: that is a bad request, as a missing
+// type is.
+func argsRequest(args Args, opts []SubmitOption) (SubmitRequest, error) {
+	if args == nil {
+		return SubmitRequest{}, invalid("type", "is required: a typed submit takes it from Args.Kind, and the args are nil")
+	}
+	return buildRequest(args.Kind(), args, opts)
 }

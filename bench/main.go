@@ -46,7 +46,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/triagehq/triage/localstack"
+	"github.com/triagehq/triage/internal/emulators"
 )
 
 // options are the command-line settings; the defaults are the sizes.
@@ -277,7 +277,7 @@ func run(ctx context.Context, o options, out, logw io.Writer) int {
 	progress := func(format string, args ...any) {
 		fmt.Fprintf(logw, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
-	root, err := localstack.FindRoot(".")
+	root, err := emulators.FindRoot(".")
 	if err != nil {
 		fmt.Fprintln(logw, "bench:", err)
 		return 1

@@ -21,10 +21,10 @@ import (
 	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/emulators"
 	"github.com/triagehq/triage/internal/handler/ledger"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
-	"github.com/triagehq/triage/localstack"
 )
 
 // maxIdleConnsPerHost is raised from the SDK's default of 10 so that 16-32
@@ -34,9 +34,9 @@ const maxIdleConnsPerHost = 64
 
 // startEmulators starts fauxqs and DynamoDB Local on loopback ports and
 // points the SDK at them through its standard environment variables, the
-// way localstack/stacktest does for the integration tests.
-func startEmulators(ctx context.Context, root string) (*localstack.Emulators, error) {
-	emu, err := localstack.Start(ctx, root)
+// way internal/emulators/stacktest does for the integration tests.
+func startEmulators(ctx context.Context, root string) (*emulators.Emulators, error) {
+	emu, err := emulators.Start(ctx, root)
 	if err != nil {
 		return nil, fmt.Errorf("start emulators: %w", err)
 	}
@@ -87,7 +87,7 @@ func newClients(cfg aws.Config) clients {
 // controls gate, reserved slots, redrive threshold) are production's.
 type deployment struct {
 	app   *app.App
-	res   localstack.Resources
+	res   emulators.Resources
 	warns *warnings
 }
 
@@ -104,7 +104,7 @@ func deploy(ctx context.Context, cl clients, prefix string) (*deployment, error)
 		return nil, fmt.Errorf("configuration for %s: %w", prefix, err)
 	}
 	cfg.DemoHandlers = true // the bench's tasks are noop
-	res, err := localstack.Bootstrap(ctx, cl.ddb, cl.sqs, cl.s3, cfg.Spec())
+	res, err := emulators.Bootstrap(ctx, cl.ddb, cl.sqs, cl.s3, cfg.Spec())
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap %s: %w", prefix, err)
 	}

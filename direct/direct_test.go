@@ -3,6 +3,7 @@ package direct_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +14,9 @@ import (
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/direct"
 	"github.com/triagehq/triage/internal/config"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
-	"github.com/triagehq/triage/localstack/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -110,5 +111,59 @@ func TestNew(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTransportSubmitSendsOnlyWhatItRecords calls the transport itself,
+// below the client's local checks, as another client of the Transport
+// interface would: a request the API refuses is refused with the API's
+// answer and sends nothing, a repeated idempotency key sends nothing, a
+// task due beyond SQS's longest delay is recorded with no message, and a
+// queue URL given explicitly is the one written to.
+func TestTransportSubmitSendsOnlyWhatItRecords(t *testing.T) {
+	env := stacktest.New(t)
+	c := ctx(t)
+	tr, err := direct.New(c, env.AWS, env.Prefix, direct.WithQueueURL(triage.High, env.QueueURLs[task.High]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := []struct {
+		req   triage.SubmitRequest
+		field string
+		is    error
+	}{
+		{triage.SubmitRequest{Type: "echo", Priority: "urgent"}, "priority", triage.ErrBadRequest},
+		{triage.SubmitRequest{Payload: json.RawMessage(`{}`)}, "type", triage.ErrBadRequest},
+		{triage.SubmitRequest{Type: "echo", MaxAttempts: new(0)}, "max_attempts", triage.ErrBadRequest},
+		{triage.SubmitRequest{Type: "echo", Payload: json.RawMessage(`"` + strings.Repeat("a", task.MaxPayloadBytes) + `"`)}, "payload", triage.ErrTooLarge},
+	}
+	for _, tt := range refused {
+		_, _, err := tr.Submit(c, tt.req)
+		var e *triage.Error
+		if !errors.Is(err, tt.is) || !errors.As(err, &e) || e.Field != tt.field {
+			t.Errorf("Submit(bad %s) = %v, want %v naming it", tt.field, err, tt.is)
+		}
+	}
+
+	first, created, err := tr.Submit(c, triage.SubmitRequest{Type: "echo", Priority: "high", IdempotencyKey: "once"})
+	if err != nil || !created {
+		t.Fatalf("Submit = %+v, %v, %v", first, created, err)
+	}
+	again, created, err := tr.Submit(c, triage.SubmitRequest{Type: "echo", Priority: "low", IdempotencyKey: "once"})
+	if err != nil || created || again.ID != first.ID {
+		t.Fatalf("resubmit = %+v, %v, %v; want task %s, not created", again, created, err, first.ID)
+	}
+	at := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	sched, _, err := tr.Submit(c, triage.SubmitRequest{Type: "echo", RunAt: &at})
+	if err != nil || sched.Status != triage.Scheduled {
+		t.Fatalf("scheduled submit = %+v, %v", sched, err)
+	}
+
+	want := map[task.Priority]int{task.High: 1} // the first submit's message, on the queue given
+	for _, p := range task.Priorities() {
+		bodies := receiveAll(t, env, p)
+		if len(bodies) != want[p] || (want[p] == 1 && !strings.Contains(bodies[0], first.ID)) {
+			t.Errorf("%s queue holds %v, want %d message(s)", p, bodies, want[p])
+		}
 	}
 }

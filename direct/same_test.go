@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -18,8 +19,8 @@ import (
 	"github.com/triagehq/triage/internal/app/apiapp"
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/config"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/task"
-	"github.com/triagehq/triage/localstack/stacktest"
 	"github.com/triagehq/triage/worker"
 )
 
@@ -496,8 +497,8 @@ func TestSameOperations(t *testing.T) {
 	}
 	for _, id := range doomed {
 		dead, err := d.http.Wait(c, id, 50*time.Millisecond)
-		if err != nil || dead.Status != triage.DeadLetter || dead.Error == nil || !strings.Contains(dead.Error.Message, "no way") {
-			t.Fatalf("Wait = %+v, %v; want dead_letter", dead, err)
+		if !errors.Is(err, triage.ErrDeadLettered) || dead.Status != triage.DeadLetter || dead.Error == nil || !strings.Contains(dead.Error.Message, "no way") {
+			t.Fatalf("Wait = %+v, %v; want dead_letter and ErrDeadLettered", dead, err)
 		}
 	}
 	// The running worker is registered; both transports list it alike
@@ -544,16 +545,21 @@ func TestSameOperations(t *testing.T) {
 		t.Errorf("stats: high DLQ depth %d, want 2", st[0].Queues[triage.High].DLQDepth)
 	}
 
-	// The first is retried by hand, which removes its DLQ message (the DLQ
-	// holds one message per dead task); the replay then puts back the
-	// second, the only message left.
+	// The first is retried by hand, which takes its DLQ message with it
+	// (one DLQ message per dead task); the replay then puts back the
+	// second, the only one left.
 	retried, err := d.direct.Retry(c, doomed[0])
 	if err != nil || retried.Status != triage.Queued || retried.Attempts != 0 || retried.Error != nil {
 		t.Fatalf("Retry = %+v, %v", retried, err)
 	}
+	for _, nc := range d.both() {
+		if ms, err := nc.c.DLQ(c, triage.High, 0); err != nil || len(ms) != 1 || ms[0].TaskID != doomed[1] {
+			t.Fatalf("%s: DLQ after the retry = %+v, %v; want the second task's message only", nc.name, ms, err)
+		}
+	}
 	r, err := d.http.ReplayDLQ(c, triage.ReplayRequest{Priority: triage.High, Type: "doomed"})
 	if err != nil || r.Replayed != 1 || r.Skipped != 0 {
-		t.Fatalf("ReplayDLQ = %+v, %v; want 1 replayed, 0 skipped", r, err)
+		t.Fatalf("ReplayDLQ = %+v, %v; want 1 replayed, none skipped", r, err)
 	}
 	for i, nc := range d.both() {
 		if _, err := nc.c.Retry(c, doomed[i]); !errors.Is(err, triage.ErrConflict) {
@@ -600,5 +606,151 @@ func TestSameLargePayload(t *testing.T) {
 				t.Fatalf("list row: %+v, err %v", page, err)
 			}
 		})
+	}
+}
+
+// greeting is a typed payload: its Kind is the task type on both ends.
+type greeting struct {
+	Name string `json:"name"`
+}
+
+func (greeting) Kind() string { return "greeting" }
+
+// TestSameTypedSubmit submits typed tasks, single and batch, through both
+// transports, and runs them with a worker registered for the same Args:
+// the type is named once, by Kind, and each end reads it from there.
+func TestSameTypedSubmit(t *testing.T) {
+	d := newDeployment(t, nil)
+	c := ctx(t)
+	var ids []string
+	for _, nc := range d.both() {
+		tk, created, err := nc.c.SubmitArgs(c, greeting{Name: nc.name}, triage.WithPriority(triage.High), triage.WithIdempotencyKey("typed-"+nc.name))
+		if err != nil || !created || tk.Type != "greeting" || string(tk.Payload) != `{"name":"`+nc.name+`"}` || tk.Priority != triage.High {
+			t.Fatalf("%s: SubmitArgs = %+v, %v, %v", nc.name, tk, created, err)
+		}
+		// The key is the same key whichever transport sees it again.
+		again, created, err := nc.other.SubmitArgs(c, greeting{Name: "other"}, triage.WithIdempotencyKey("typed-"+nc.name))
+		if err != nil || created || again.ID != tk.ID {
+			t.Fatalf("%s: typed resubmit through the other transport = %+v, %v, %v", nc.name, again, created, err)
+		}
+		res, err := nc.c.SubmitArgsBatch(c, []triage.ArgsItem{
+			{Args: greeting{Name: nc.name + "-1"}},
+			{Args: greeting{Name: nc.name + "-2"}, Opts: []triage.SubmitOption{triage.WithPriority("urgent")}},
+			{Args: greeting{Name: nc.name + "-3"}, Opts: []triage.SubmitOption{triage.WithPriority(triage.Low)}},
+		})
+		if err != nil {
+			t.Fatalf("%s: SubmitArgsBatch: %v", nc.name, err)
+		}
+		if e := asError(t, res[1].Err()); !errors.Is(e, triage.ErrBadRequest) || e.Field != "tasks[1].priority" {
+			t.Errorf("%s: the bad item: %v, want ErrBadRequest naming tasks[1].priority", nc.name, e)
+		}
+		if !res[0].Created() || !res[2].Created() || res[0].Task.Type != "greeting" || res[2].Task.Priority != triage.Low {
+			t.Fatalf("%s: batch results %+v", nc.name, res)
+		}
+		ids = append(ids, tk.ID, res[0].Task.ID, res[2].Task.ID)
+	}
+
+	wcfg, err := triage.ConfigFromEnv(d.env.Getenv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := worker.New(worker.Options{Config: &wcfg, Logger: quiet})
+	if err := worker.AddWorker(w, func(_ context.Context, j *worker.Job[greeting]) (any, error) {
+		return "hello " + j.Args.Name, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(c)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	}()
+	for _, id := range ids {
+		tk, err := d.direct.Wait(c, id, 50*time.Millisecond)
+		if err != nil || tk.Status != triage.Completed || !strings.HasPrefix(string(tk.Result), `"hello `) {
+			t.Fatalf("Wait(%s) = %+v, %v; want completed by the greeting worker", id, tk, err)
+		}
+	}
+}
+
+// TestSameWait: Wait ends with the task on both transports, and with an
+// error matching ErrDeadLettered or ErrCancelled when the task ended
+// without completing, whoever ended it (its handler, its attempts running
+// out, a cancel request).
+func TestSameWait(t *testing.T) {
+	d := newDeployment(t, nil)
+	c := ctx(t)
+	wcfg, err := triage.ConfigFromEnv(d.env.Getenv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := worker.New(worker.Options{Config: &wcfg, Logger: quiet})
+	handlers := map[string]worker.HandlerFunc{
+		"wait-ok":     func(context.Context, *worker.Task) (any, error) { return "done", nil },
+		"wait-doomed": func(context.Context, *worker.Task) (any, error) { return nil, worker.Permanent(errors.New("no way")) },
+		"wait-flaky":  func(context.Context, *worker.Task) (any, error) { return nil, errors.New("flaked") },
+		"wait-refunded": func(context.Context, *worker.Task) (any, error) {
+			return nil, worker.Cancel(errors.New("order refunded"))
+		},
+	}
+	for typ, h := range handlers {
+		if err := w.Handle(typ, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wctx, stop := context.WithCancel(c)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	}()
+	tests := []struct {
+		typ    string
+		opts   []triage.SubmitOption
+		cancel bool // cancel it before it runs
+		status triage.Status
+		is     error
+		says   string
+	}{
+		{typ: "wait-ok", status: triage.Completed},
+		{typ: "wait-doomed", status: triage.DeadLetter, is: triage.ErrDeadLettered, says: "no way"},
+		{typ: "wait-flaky", opts: []triage.SubmitOption{triage.WithMaxAttempts(1)}, status: triage.DeadLetter, is: triage.ErrDeadLettered, says: "flaked (attempt 1 of 1, none left)"},
+		{typ: "wait-refunded", status: triage.Cancelled, is: triage.ErrCancelled, says: "order refunded"},
+		{typ: "wait-ok", opts: []triage.SubmitOption{triage.WithDelay(time.Hour)}, cancel: true, status: triage.Cancelled, is: triage.ErrCancelled},
+	}
+	for _, nc := range d.both() {
+		for _, tt := range tests {
+			t.Run(nc.name+"/"+tt.typ+"/"+string(tt.status), func(t *testing.T) {
+				tk, _, err := nc.c.Submit(c, tt.typ, nil, tt.opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tt.cancel {
+					if _, err := nc.other.Cancel(c, tk.ID); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got, err := nc.c.Wait(c, tk.ID, 50*time.Millisecond)
+				if got == nil || got.ID != tk.ID || got.Status != tt.status {
+					t.Fatalf("Wait task = %+v, want %s", got, tt.status)
+				}
+				if tt.is == nil && err != nil || tt.is != nil && !errors.Is(err, tt.is) || !strings.Contains(fmt.Sprint(err), tt.says) {
+					t.Fatalf("Wait error = %v, want %v saying %q", err, tt.is, tt.says)
+				}
+				other := []error{triage.ErrDeadLettered, triage.ErrCancelled}
+				for _, s := range other {
+					if s != tt.is && errors.Is(err, s) {
+						t.Errorf("Wait error %v also matches %v", err, s)
+					}
+				}
+			})
+		}
 	}
 }

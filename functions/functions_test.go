@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/task"
-	"github.com/triagehq/triage/localstack/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -166,7 +166,8 @@ func TestConsumerFunction(t *testing.T) {
 }
 
 // Without TRIAGE_DEMO_HANDLERS the consumer function has no demo handlers:
-// an echo task is a type with no handler, and goes to dead_letter.
+// an echo task is a type with no handler, and goes to dead_letter (at
+// once: TRIAGE_UNHANDLED_AFTER is 1 ms, so no other worker is waited for).
 func TestConsumerFunctionWithoutDemoHandlers(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
@@ -179,7 +180,7 @@ func TestConsumerFunctionWithoutDemoHandlers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := invoke(t, "consumer", event, 45*time.Second, map[string]string{"TRIAGE_PREFIX": env.Prefix, "TRIAGE_DEMO_HANDLERS": ""})
+	o := invoke(t, "consumer", event, 45*time.Second, map[string]string{"TRIAGE_PREFIX": env.Prefix, "TRIAGE_DEMO_HANDLERS": "", "TRIAGE_UNHANDLED_AFTER": "1ms"})
 	if o.kind != "response" {
 		t.Fatalf("consumer returned %s %s", o.kind, o.body)
 	}

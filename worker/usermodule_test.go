@@ -14,8 +14,8 @@ import (
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/app/apiapp"
 	"github.com/triagehq/triage/internal/auth"
-	"github.com/triagehq/triage/localstack"
-	"github.com/triagehq/triage/localstack/stacktest"
+	"github.com/triagehq/triage/internal/emulators"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 )
 
 // TestUserModule builds a user's program in a module of its own (it
@@ -37,7 +37,7 @@ func TestUserModule(t *testing.T) {
 	srv := httptest.NewServer(apiapp.Handler(env.App(t, nil), toks, api.Options{}))
 	defer srv.Close()
 
-	root, err := localstack.FindRoot(".")
+	root, err := emulators.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,8 @@
 // A handler's error is retried with backoff while attempts remain, unless
 // it is Permanent (dead letter now), Cancel (the task is cancelled) or
 // Snooze (run again later). Middleware added with Use wraps every attempt.
+// Package workertest runs a Worker's handlers in a test, without AWS, the
+// way the consumer runs them.
 package worker
 
 import (
@@ -44,6 +46,7 @@ import (
 	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/gohandlers"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/task"
 )
@@ -57,6 +60,12 @@ type Task struct {
 	Attempt     int    // 1 on the first run
 	MaxAttempts int
 	TraceID     string
+	// EffectivePriority is the priority the attempt runs at: higher than
+	// Priority when the promoter moved the task after it waited
+	// (Config.LowAfter, MediumAfter), never lower. Log or meter by
+	// Priority, what the submitter asked for; size the work for urgency
+	// by EffectivePriority.
+	EffectivePriority string
 
 	req handler.Request // reports go to its Reporter; its Checkpoint is the last one saved
 }
@@ -167,15 +176,20 @@ type Options struct {
 
 // Worker runs the task types registered with Handle or AddWorker.
 type Worker struct {
+	// link lets package workertest run the handlers as the consumer does
+	// (gohandlers.Of); it adds no methods to Worker.
+	link
 	opt      Options
-	handlers map[string]HandlerFunc
-	mws      []Middleware
+	handlers *gohandlers.Set // adapted to the dispatcher's types as they are registered
 }
+
+type link = gohandlers.Link
 
 // New returns a worker with no handlers. Its configuration is checked
 // when it starts (Run, LambdaHandler).
 func New(opt Options) *Worker {
-	return &Worker{opt: opt, handlers: map[string]HandlerFunc{}}
+	set := &gohandlers.Set{}
+	return &Worker{link: gohandlers.NewLink(set), opt: opt, handlers: set}
 }
 
 // ErrDuplicate is returned when a task type is registered twice.
@@ -188,21 +202,24 @@ func (w *Worker) Handle(typ string, h HandlerFunc) error {
 	if err := task.ValidateType(typ); err != nil {
 		return fmt.Errorf("worker: task type %q: %w", typ, err)
 	}
-	if _, dup := w.handlers[typ]; dup {
-		return fmt.Errorf("worker: %w: %q", ErrDuplicate, typ)
+	if err := w.handlers.Add(typ, adapt(h)); err != nil {
+		return fmt.Errorf("worker: %w", err)
 	}
-	w.handlers[typ] = h
 	return nil
 }
 
 // Use adds middleware around every attempt; the first added runs outermost.
-func (w *Worker) Use(mws ...Middleware) { w.mws = append(w.mws, mws...) }
+func (w *Worker) Use(mws ...Middleware) {
+	for _, mw := range mws {
+		w.handlers.Use(middleware(mw))
+	}
+}
 
 // Args is a payload type that names its task type, as River's JobArgs
-// does: AddWorker registers a worker for T under T's Kind.
-type Args interface {
-	Kind() string
-}
+// does: AddWorker registers a worker for T under T's Kind. It is
+// triage.Args, the interface the client's SubmitArgs takes the type
+// from, so a producer and its worker name a type in one place.
+type Args = triage.Args
 
 // Job is one attempt of a task whose payload was decoded into T.
 type Job[T any] struct {
@@ -300,15 +317,7 @@ func (w *Worker) assemble(ctx context.Context) (*app.App, *handler.Registry, err
 	if err != nil {
 		return nil, nil, fmt.Errorf("worker: %w", err)
 	}
-	reg := handler.NewRegistry()
-	for typ, h := range w.handlers {
-		if err := reg.Register(typ, adapt(h)); err != nil {
-			return nil, nil, fmt.Errorf("worker: %w", err)
-		}
-	}
-	for _, mw := range w.mws {
-		reg.Use(middleware(mw))
-	}
+	reg := w.handlers.Registry()
 	if err := consumerapp.AddRoutes(a, reg, false); err != nil {
 		return nil, nil, fmt.Errorf("worker: %w", err)
 	}
@@ -327,7 +336,7 @@ func (w *Worker) logger(level string) *slog.Logger {
 
 func taskOf(r handler.Request) *Task {
 	return &Task{
-		ID: r.ID, Type: r.Type, Payload: r.Payload, Priority: string(r.Priority),
+		ID: r.ID, Type: r.Type, Payload: r.Payload, Priority: string(r.Priority), EffectivePriority: string(r.EffectivePriority),
 		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, TraceID: r.TraceID,
 		req: r,
 	}

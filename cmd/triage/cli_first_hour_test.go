@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/triagehq/triage/internal/devserver"
 )
 
 // Help pages never show the token: flag defaults from the environment are
@@ -74,39 +77,57 @@ func TestNoServerHint(t *testing.T) {
 }
 
 // The URL and token each come from the flag, the environment, or the
-// running dev server's settings file, in that order, and the file's token
-// is sent to the file's URL only.
+// running dev server's settings file, in that order; the file's token is
+// sent to the file's URL only; with several dev servers running, the one
+// named by URL gives its token, and none named is an error naming them.
 func TestResolveEndpoint(t *testing.T) {
-	const file = "/state/dev.env"
-	dev := func() (string, map[string]string) {
-		return file, map[string]string{"TRIAGE_URL": "http://127.0.0.1:9001", "TRIAGE_TOKEN": "dev-file"}
-	}
-	noDev := func() (string, map[string]string) { return file, map[string]string{} }
+	const file, file2 = "/state/dev-127.0.0.1_9001.env", "/state/dev-127.0.0.1_9002.env"
+	a := devserver.Server{Path: file, URL: "http://127.0.0.1:9001", Token: "dev-file"}
+	b := devserver.Server{Path: file2, URL: "http://127.0.0.1:9002", Token: "dev-file2"}
+	dead := devserver.Server{Path: file2, URL: "http://127.0.0.1:9002", Token: "dev-file2", PID: 1<<22 + 1} // above pid_max
+	servers := func(s ...devserver.Server) func() []devserver.Server { return func() []devserver.Server { return s } }
 	tests := []struct {
 		name               string
 		flagURL, flagToken string
 		env                map[string]string
-		dev                func() (string, map[string]string)
+		dev                func() []devserver.Server
 		want               endpoint
+		wantErr            string
 	}{
-		{name: "nothing anywhere: the default", dev: noDev, want: endpoint{url: defaultURL}},
-		{name: "the dev server's file", dev: dev, want: endpoint{url: "http://127.0.0.1:9001", token: "dev-file", devFile: file}},
-		{name: "the environment beats the file", dev: dev, env: map[string]string{"TRIAGE_URL": "https://prod.example", "TRIAGE_TOKEN": "prod"},
+		{name: "nothing anywhere: the default", dev: servers(), want: endpoint{url: defaultURL}},
+		{name: "the dev server's file", dev: servers(a), want: endpoint{url: "http://127.0.0.1:9001", token: "dev-file", devFile: file}},
+		{name: "the environment beats the file", dev: servers(a), env: map[string]string{"TRIAGE_URL": "https://prod.example", "TRIAGE_TOKEN": "prod"},
 			want: endpoint{url: "https://prod.example", token: "prod"}},
-		{name: "flags beat the environment", dev: dev, flagURL: "http://a", flagToken: "ftok", env: map[string]string{"TRIAGE_URL": "http://b", "TRIAGE_TOKEN": "etok"},
+		{name: "flags beat the environment", dev: servers(a), flagURL: "http://a", flagToken: "ftok", env: map[string]string{"TRIAGE_URL": "http://b", "TRIAGE_TOKEN": "etok"},
 			want: endpoint{url: "http://a", token: "ftok"}},
-		{name: "the dev token is never sent to another server", dev: dev, env: map[string]string{"TRIAGE_URL": "https://prod.example"},
+		{name: "the dev token is never sent to another server", dev: servers(a), env: map[string]string{"TRIAGE_URL": "https://prod.example"},
 			want: endpoint{url: "https://prod.example"}},
-		{name: "the dev token goes with its own URL, however given", dev: dev, flagURL: "http://127.0.0.1:9001/",
+		{name: "the dev token goes with its own URL, however given", dev: servers(a), flagURL: "http://127.0.0.1:9001/",
 			want: endpoint{url: "http://127.0.0.1:9001/", token: "dev-file"}},
-		{name: "a token from the environment with the file's URL", dev: dev, env: map[string]string{"TRIAGE_TOKEN": "etok"},
+		{name: "a token from the environment with the file's URL", dev: servers(a), env: map[string]string{"TRIAGE_TOKEN": "etok"},
 			want: endpoint{url: "http://127.0.0.1:9001", token: "etok", devFile: file}},
+		{name: "two servers: --url picks one and its token", dev: servers(a, b), flagURL: "http://127.0.0.1:9002",
+			want: endpoint{url: "http://127.0.0.1:9002", token: "dev-file2"}},
+		{name: "two servers: TRIAGE_URL picks the other", dev: servers(a, b), env: map[string]string{"TRIAGE_URL": "http://127.0.0.1:9001"},
+			want: endpoint{url: "http://127.0.0.1:9001", token: "dev-file"}},
+		{name: "two servers, none chosen: an error naming both", dev: servers(a, b),
+			want: endpoint{url: defaultURL}, wantErr: "2 triage dev servers are running (http://127.0.0.1:9001, http://127.0.0.1:9002): choose one with --url or TRIAGE_URL"},
+		{name: "a killed server's leftover beside a live one: the live one", dev: servers(a, dead),
+			want: endpoint{url: "http://127.0.0.1:9001", token: "dev-file", devFile: file}},
+		{name: "only a killed server's leftover: its URL, for the hint", dev: servers(dead),
+			want: endpoint{url: "http://127.0.0.1:9002", token: "dev-file2", devFile: file2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := resolveEndpoint(tt.flagURL, tt.flagToken, func(k string) string { return tt.env[k] }, tt.dev)
+			got, err := resolveEndpoint(tt.flagURL, tt.flagToken, func(k string) string { return tt.env[k] }, tt.dev)
 			if got != tt.want {
 				t.Errorf("resolveEndpoint = %+v, want %+v", got, tt.want)
+			}
+			if gotErr := fmt.Sprint(err); (tt.wantErr == "" && err != nil) || (tt.wantErr != "" && gotErr != tt.wantErr) {
+				t.Errorf("error %v, want %q", err, tt.wantErr)
+			}
+			if err != nil && exitCode(err) != exitUsage {
+				t.Errorf("exit code %d, want %d (usage)", exitCode(err), exitUsage)
 			}
 		})
 	}

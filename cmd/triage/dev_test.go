@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/triagehq/triage/localstack"
+	"github.com/triagehq/triage/internal/emulators"
 )
 
 // syncBuffer collects a child's output while the test reads it.
@@ -47,7 +47,7 @@ func TestDevOutsideACheckoutAndCtrlC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs the binary and starts the emulators")
 	}
-	root, err := localstack.FindRoot(".")
+	root, err := emulators.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,15 +155,22 @@ func cleanEnv() []string {
 // left.
 func startDev(t *testing.T, bin, dir string, env []string) (dev *exec.Cmd, addr string, out *syncBuffer, exited chan error) {
 	t.Helper()
+	return startDevWithToken(t, bin, dir, env, "tok")
+}
+
+// startDevWithToken is startDev with the admin token given, and more
+// arguments for `dev`.
+func startDevWithToken(t *testing.T, bin, dir string, env []string, token string, args ...string) (dev *exec.Cmd, addr string, out *syncBuffer, exited chan error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr = ln.Addr().String()
 	ln.Close()
-	dev = exec.Command(bin, "dev")
+	dev = exec.Command(bin, append([]string{"dev"}, args...)...)
 	dev.Dir = dir
-	dev.Env = append(env, "TRIAGE_ADDR="+addr, "TRIAGE_TOKEN=tok")
+	dev.Env = append(env, "TRIAGE_ADDR="+addr, "TRIAGE_TOKEN="+token)
 	dev.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out = &syncBuffer{}
 	dev.Stdout, dev.Stderr = out, out

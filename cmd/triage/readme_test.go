@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/triagehq/triage/localstack"
+	"github.com/triagehq/triage/internal/emulators"
 )
 
 // transcript is one "$ command" of the README and the output it shows.
@@ -89,7 +89,7 @@ func TestReadmeTranscript(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts triage dev")
 	}
-	root, err := localstack.FindRoot(".")
+	root, err := emulators.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestReadmeTranscript(t *testing.T) {
 			continue // built above, on PATH
 		}
 		sh := exec.Command("bash", "-c", "{ "+st.cmd+"\n} 2>&1")
-		sh.Dir, sh.Env = work, env // the CLI finds the server through dev.env
+		sh.Dir, sh.Env = work, env // the CLI finds the server through its settings file
 		got, _ := sh.Output()
 		want, have := normalize(st.want), normalize(strings.Split(string(got), "\n"))
 		if !slices.Equal(want, have) {

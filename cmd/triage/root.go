@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,6 +21,8 @@ type cli struct {
 	url, token string
 	json       bool
 	out, err   io.Writer
+	ep         endpoint // the API the command talks to (endpoint)
+	resolved   bool     // ep is set
 }
 
 func newRoot(out, errOut io.Writer) (*cli, *cobra.Command) {
@@ -41,20 +42,31 @@ func newRoot(out, errOut io.Writer) (*cli, *cobra.Command) {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		// Every command that calls the API finds it here, so an ambiguous
+		// choice (several dev servers, none named) fails before any request.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if !callsAPI(cmd) {
+				return nil
+			}
+			_, err := c.resolveEndpoint()
+			return err
+		},
 	}
 	root.SetOut(out)
 	root.SetErr(errOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
 	// Defaults from the environment are read when a command runs, never
-	// shown in help: a token must not appear on every --help page.
-	pf.StringVar(&c.url, "url", "", "API base URL (default $TRIAGE_URL, then the running `triage dev`, then "+defaultURL+")")
-	pf.StringVar(&c.token, "token", "", "bearer token (default $TRIAGE_TOKEN, then the running `triage dev`'s)")
+	// shown in help: a token must not appear on every --help page. No
+	// backquotes in flag usages: pflag shows a backquoted word as the
+	// flag's value placeholder ("--url triage dev").
+	pf.StringVar(&c.url, "url", "", "API base URL (default $TRIAGE_URL, then the running triage dev's, then "+defaultURL+")")
+	pf.StringVar(&c.token, "token", "", "bearer token (default $TRIAGE_TOKEN, then the running triage dev's when the URL is its own)")
 	pf.BoolVar(&c.json, "json", false, "print JSON instead of tables")
 	root.AddCommand(c.devCmd(), c.submitCmd(), c.getCmd(), c.waitCmd(),
 		c.listCmd(), c.cancelCmd(), c.retryCmd(), c.deleteCmd(), c.cleanupCmd(),
 		c.statsCmd(), c.pauseCmd(true), c.pauseCmd(false), c.limitsCmd(), c.dlqCmd(),
-		c.workersCmd())
+		c.workersCmd(), c.envCmd())
 	usageArgs(root)
 	return c, root
 }
@@ -78,6 +90,19 @@ func usageArgs(cmd *cobra.Command) {
 
 const defaultURL = "http://127.0.0.1:8080"
 
+// callsAPI reports whether cmd talks to the API: not the root (its help),
+// cobra's help and completion commands, nor one marked annotNoAPI.
+func callsAPI(cmd *cobra.Command) bool {
+	if !cmd.HasParent() || cmd.Annotations[annotNoAPI] != "" || cmd.Name() == "help" {
+		return false
+	}
+	return cmd.Name() != "completion" && cmd.Parent().Name() != "completion"
+}
+
+// annotNoAPI marks a command that does not call the API (dev, help): it
+// needs no endpoint, so several running dev servers are no error for it.
+const annotNoAPI = "triage/no-api"
+
 func (c *cli) client() *triage.Client {
 	ep := c.endpoint()
 	return triage.NewClient(triage.HTTP(ep.url, ep.token))
@@ -89,48 +114,96 @@ type endpoint struct {
 	devFile    string // the settings file the URL came from, if it did
 }
 
-// endpoint resolves the flags, the environment and the running `triage
-// dev`'s settings file (devSettings).
+// endpoint is the API the command talks to, resolved once (by the root's
+// PersistentPreRunE for every command that calls the API, or here on first
+// use); an error when several dev servers run and none was chosen.
 func (c *cli) endpoint() endpoint {
-	return resolveEndpoint(c.url, c.token, os.Getenv, devSettings)
+	if !c.resolved {
+		c.ep, _ = c.resolveEndpoint()
+	}
+	return c.ep
+}
+
+// resolveEndpoint resolves the flags, the environment and the running
+// dev servers' settings files, and keeps the result.
+func (c *cli) resolveEndpoint() (endpoint, error) {
+	ep, err := resolveEndpoint(c.url, c.token, os.Getenv, devServers)
+	c.ep, c.resolved = ep, true
+	return ep, err
 }
 
 // resolveEndpoint takes the URL from --url, else TRIAGE_URL, else the
-// settings file a running `triage dev` keeps, else the dev server's default
-// address; and the token from --token, else TRIAGE_TOKEN, else that file,
-// but only when the URL is the file's too: with TRIAGE_URL pointing at
+// settings file of the one running `triage dev`, else the dev server's
+// default address; and the token from --token, else TRIAGE_TOKEN, else the
+// settings file of the dev server at that URL: with TRIAGE_URL pointing at
 // another server and no token set, a dev token must not be sent there.
-func resolveEndpoint(flagURL, flagToken string, getenv func(string) string, dev func() (path string, settings map[string]string)) endpoint {
+// With several dev servers running and no URL given, it names them and
+// asks for a choice rather than guess.
+func resolveEndpoint(flagURL, flagToken string, getenv func(string) string, servers func() []devserver.Server) (endpoint, error) {
 	ep := endpoint{url: cmp.Or(flagURL, getenv("TRIAGE_URL")), token: cmp.Or(flagToken, getenv("TRIAGE_TOKEN"))}
-	if ep.url == "" || ep.token == "" {
-		path, set := dev()
-		if ep.url == "" && set["TRIAGE_URL"] != "" {
-			ep.url, ep.devFile = set["TRIAGE_URL"], path
+	if ep.url != "" && ep.token != "" {
+		return ep, nil
+	}
+	all := servers()
+	if ep.url == "" {
+		s, err := pickServer(all)
+		if err != nil {
+			return endpoint{url: defaultURL, token: ep.token}, err
 		}
-		if ep.token == "" && strings.TrimRight(ep.url, "/") == strings.TrimRight(set["TRIAGE_URL"], "/") {
-			ep.token = set["TRIAGE_TOKEN"]
+		if s == nil {
+			ep.url = defaultURL
+			return ep, nil
+		}
+		ep.url, ep.devFile = s.URL, s.Path
+	}
+	if ep.token == "" {
+		for _, s := range all {
+			if sameURL(s.URL, ep.url) {
+				ep.token = s.Token
+				break
+			}
 		}
 	}
-	ep.url = cmp.Or(ep.url, defaultURL)
-	return ep
+	return ep, nil
 }
 
-// devSettings reads the settings file a running `triage dev` keeps
-// (devserver.EnvFile in its state directory): its path, and its KEY=value
-// lines (none when there is no file).
-func devSettings() (string, map[string]string) {
-	path := filepath.Join(devserver.StateDir(), devserver.EnvFile)
-	set := map[string]string{}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return path, set
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok {
-			set[strings.TrimSpace(k)] = strings.TrimSpace(v)
+// pickServer is the dev server a command talks to when no URL is given:
+// the one that runs; nil when none does (the left-over file of a single
+// killed server is still taken, so the no-answer hint can name it).
+func pickServer(all []devserver.Server) (*devserver.Server, error) {
+	var live []devserver.Server
+	for _, s := range all {
+		if s.URL != "" && s.Alive() {
+			live = append(live, s)
 		}
 	}
-	return path, set
+	switch {
+	case len(live) == 1:
+		return &live[0], nil
+	case len(live) > 1:
+		urls := make([]string, len(live))
+		for i, s := range live {
+			urls[i] = s.URL
+		}
+		return nil, usageError{fmt.Errorf("%d triage dev servers are running (%s): choose one with --url or TRIAGE_URL", len(live), strings.Join(urls, ", "))}
+	case len(all) == 1 && all[0].URL != "":
+		return &all[0], nil
+	}
+	return nil, nil
+}
+
+// envURL is TRIAGE_URL.
+func envURL() string { return os.Getenv("TRIAGE_URL") }
+
+// sameURL compares base URLs as the user may write them, with or without
+// the trailing slash.
+func sameURL(a, b string) bool { return strings.TrimRight(a, "/") == strings.TrimRight(b, "/") }
+
+// devServers reads the settings files the running dev servers keep in the
+// state directory (devserver.Servers); an unreadable directory counts as none.
+func devServers() []devserver.Server {
+	s, _ := devserver.Servers(devserver.StateDir())
+	return s
 }
 
 func (c *cli) printJSON(v any) error {
@@ -162,7 +235,9 @@ func (c *cli) printTask(t *triage.Task) error {
 	if len(t.Checkpoint) > 0 {
 		fmt.Fprintf(c.out, "checkpoint: %d bytes\n", len(t.Checkpoint))
 	}
-	if t.CancelRequested {
+	// The request outlives the attempt it stopped (the flag stays on the
+	// record), so it is news only while the task can still run.
+	if t.CancelRequested && !t.Terminal() {
 		fmt.Fprintf(c.out, "cancel:    requested; the handler's context is cancelled at its next heartbeat\n")
 	}
 	if len(t.Result) > 0 {

@@ -157,6 +157,9 @@ dead-letter queue, or cancelled); 3 when an id is unknown.`,
 					_ = c.printWaited(done)
 					return fmt.Errorf("%w after %s: %d of %d tasks finished, still waiting for %s", errTimeout, timeout, i, len(args), id)
 				}
+				if errors.Is(err, triage.ErrDeadLettered) || errors.Is(err, triage.ErrCancelled) {
+					err = nil // it ended without completing: counted below, exit 6
+				}
 				if err != nil {
 					return fmt.Errorf("wait for %s: %w", id, err)
 				}

@@ -11,11 +11,12 @@ import (
 
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/app/apiapp"
+	"github.com/triagehq/triage/internal/tracing/otlpenv"
 )
 
 func main() {
 	ctx := context.Background()
-	a, err := app.FromEnvironment(ctx)
+	a, err := app.FromEnvironment(ctx, otlpenv.FromEnv)
 	if err != nil {
 		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("start api function", "error", err)
 		os.Exit(1)

@@ -13,10 +13,11 @@ import (
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/tracing/otlpenv"
 )
 
 func main() {
-	a, err := app.FromEnvironment(context.Background())
+	a, err := app.FromEnvironment(context.Background(), otlpenv.FromEnv)
 	if err != nil {
 		slog.New(slog.NewJSONHandler(os.Stderr, nil)).Error("start consumer function", "error", err)
 		os.Exit(1)

@@ -76,10 +76,14 @@ func (b *goBundler) TryBundle(outputDir *string, _ *awscdk.BundlingOptions) *boo
 }
 
 // build runs `go build` in the module root and reports the binary size.
+// It says which function it builds before it starts: on a cold cache the
+// first build compiles the AWS SDK for arm64, minutes in which `make synth`
+// would otherwise show nothing but the CDK's asset path.
 func (b *goBundler) build(outputDir string) error {
 	out := filepath.Join(outputDir, "bootstrap")
 	args := append([]string{"build"}, buildFlags()...)
 	args = append(args, "-o", out, b.pkg)
+	fmt.Fprintf(b.log, "building %s for linux/arm64 (go %s)...\n", displayPackage(b.pkg), strings.Join(args[:len(args)-3], " "))
 	cmd := exec.Command("go", args...)
 	cmd.Dir = b.root
 	cmd.Env = append(os.Environ(), buildEnv()...)

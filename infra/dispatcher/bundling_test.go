@@ -115,7 +115,11 @@ func TestGoBundlerBuildsArm64Bootstrap(t *testing.T) {
 	if len(bin) < 20 || string(bin[1:4]) != "ELF" || bin[4] != 2 || bin[18] != 183 {
 		t.Errorf("bootstrap is not a 64-bit arm64 ELF binary")
 	}
-	if !strings.HasPrefix(log.String(), "bundled functions/b: bootstrap ") || !strings.HasSuffix(log.String(), " MiB\n") {
+	// One line before the build (what and how: stripped, trimmed), one after (the size).
+	lines := strings.Split(strings.TrimSuffix(log.String(), "\n"), "\n")
+	if len(lines) != 2 ||
+		lines[0] != "building functions/b for linux/arm64 (go build -tags lambda.norpc -trimpath -buildvcs=false -ldflags=-s -w -buildid=)..." ||
+		!strings.HasPrefix(lines[1], "bundled functions/b: bootstrap ") || !strings.HasSuffix(lines[1], " MiB") {
 		t.Errorf("log = %q", log.String())
 	}
 }

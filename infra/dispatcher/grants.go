@@ -14,7 +14,7 @@ import (
 // bucket's t/ objects and the API's /api/v1/ routes.
 
 // GrantSubmitDirect lets grantee submit tasks through the Go direct
-// transport (package direct; client/direct.Producer): it validates a
+// transport (package github.com/triagehq/triage/direct): it validates a
 // request as the API does, then sends the task's message and writes its
 // record itself. That is, per call a submit makes:
 //
@@ -33,7 +33,7 @@ import (
 //     admits the task: backpressure would be silently off.
 //   - sqs:GetQueueUrl on the same six: a producer looks up by name, when it
 //     starts, every queue and DLQ whose URL it was not given
-//     (queue.Resolve); client/direct.New takes the queues' URLs but not the
+//     (queue.Resolve); direct.New takes the queues' URLs but not the
 //     DLQs', so it always looks the DLQs up (which only works with
 //     Props.PhysicalNames). Given all of ProducerEnvironment's URLs, a
 //     producer looks nothing up. It reveals only those queues' URLs.

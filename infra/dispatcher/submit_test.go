@@ -17,8 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/triagehq/triage/client"
-	"github.com/triagehq/triage/client/direct"
+	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/direct"
 )
 
 // awsCall is one request a producer made, as IAM authorizes it: the action
@@ -134,7 +134,7 @@ func md5hex(v any) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// TestGrantSubmitDirectCoversSubmit runs the Go direct producer's submits —
+// TestGrantSubmitDirectCoversSubmit runs the Go direct transport's submits —
 // without and with an idempotency key, a small and a 200 KB payload —
 // against a recorder of AWS requests, and checks that GrantSubmitDirect
 // allows every request made, on the resource it was made on. The grant is
@@ -155,7 +155,7 @@ func TestGrantSubmitDirectCoversSubmit(t *testing.T) {
 		rec.queues["https://sqs.test/123456789012/"+q.Spec.DLQName] = "dlq " + q.Priority
 		resources["queue "+q.Priority] = getAtt(f.id(q.Queue), "Arn")
 		resources["dlq "+q.Priority] = getAtt(f.id(q.DLQ), "Arn")
-		opts = append(opts, direct.WithQueueURL(q.Priority, url))
+		opts = append(opts, direct.WithQueueURL(triage.Priority(q.Priority), url))
 	}
 
 	ctx := context.Background()
@@ -164,17 +164,17 @@ func TestGrantSubmitDirectCoversSubmit(t *testing.T) {
 		BaseEndpoint: aws.String(srv.URL),
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
 	}
-	p, err := direct.New(ctx, cfg, "acme", opts...)
+	tr, err := direct.New(ctx, cfg, "acme", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	big := `{"blob":"` + strings.Repeat("x", 200<<10) + `"}`
-	for _, r := range []client.SubmitRequest{
+	for _, r := range []triage.SubmitRequest{
 		{Type: "resize", Payload: json.RawMessage(`{"w":1}`)},
 		{Type: "resize", Payload: json.RawMessage(`{"w":2}`), Priority: "high", IdempotencyKey: "k-1"},
 		{Type: "resize", Payload: json.RawMessage(big), Priority: "low"},
 	} {
-		if _, _, err := p.Submit(ctx, r); err != nil {
+		if _, _, err := tr.Submit(ctx, r); err != nil {
 			t.Fatalf("submit %s %s: %v", r.Priority, r.IdempotencyKey, err)
 		}
 	}

@@ -17,10 +17,10 @@ import (
 	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/handler/demo"
 	"github.com/triagehq/triage/internal/task"
-	"github.com/triagehq/triage/localstack/stacktest"
 )
 
 // fix2 is a fixture that keeps the app, for tests that also run a consumer.
@@ -46,7 +46,9 @@ func (f *fix2) consume(t *testing.T) (stop func()) {
 	t.Helper()
 	reg := handler.NewRegistry()
 	demo.Register(reg)
-	c := consumerapp.New(f.app, reg, dispatch.Options{PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond, Lease: 5 * time.Second, LeaseMargin: time.Second, DrainTimeout: 2 * time.Second})
+	// UnhandledAfter: a type with no handler is dead-lettered at once, as
+	// TestDLQListAndReplay wants (no other worker will come for it).
+	c := consumerapp.New(f.app, reg, dispatch.Options{PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond, Lease: 5 * time.Second, LeaseMargin: time.Second, DrainTimeout: 2 * time.Second, UnhandledAfter: time.Nanosecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = c.Run(ctx); close(done) }()

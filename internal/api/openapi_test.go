@@ -21,10 +21,10 @@ import (
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/app/apiapp"
 	"github.com/triagehq/triage/internal/auth"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/internal/workers"
-	"github.com/triagehq/triage/localstack/stacktest"
 	"github.com/triagehq/triage/triagetype"
 )
 

@@ -50,8 +50,10 @@ type App struct {
 	Enqueuer *enqueue.Enqueuer
 	Controls *control.Controls
 	Counters *counters.Keeper
-	// Tracing is where spans go: OTLP when OTEL_* names an endpoint (New),
-	// else the program's global provider.
+	// Tracing is where spans go: the program's global provider, or OTLP
+	// when OTEL_* names an endpoint in the programs that export themselves
+	// (the Lambda functions through FromEnvironment, the dev server; see
+	// package otlpenv).
 	Tracing *tracing.Provider
 	// Workers is the registry of consumer instances (GET /workers).
 	Workers *workers.Registry
@@ -65,24 +67,34 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
-	a, err := Assemble(ctx, cfg, log, awsCfg, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg))
-	if err != nil {
-		return nil, err
-	}
-	if a.Tracing, err = tracing.FromEnv(ctx, "triage", os.Getenv); err != nil {
-		return nil, err
-	}
-	return a, nil
+	return Assemble(ctx, cfg, log, awsCfg, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg))
 }
 
+// TracingFromEnv makes a process's tracing provider from its environment:
+// otlpenv.FromEnv, passed in by the programs that export spans themselves,
+// so that only they link the OTLP exporter (a worker does not).
+type TracingFromEnv func(ctx context.Context, service string, getenv func(string) string) (*tracing.Provider, error)
+
 // FromEnvironment builds the app the way a Lambda function does: settings
-// from the process environment, JSON logs to stderr.
-func FromEnvironment(ctx context.Context) (*App, error) {
+// from the process environment, JSON logs to stderr, and the tracing
+// provider spans made from the environment (the global one when
+// tracingFromEnv is nil).
+func FromEnvironment(ctx context.Context, tracingFromEnv TracingFromEnv) (*App, error) {
 	cfg, err := config.FromEnv(os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("configuration: %w", err)
 	}
-	return New(ctx, cfg, NewLogger(os.Stderr, cfg.LogLevel))
+	a, err := New(ctx, cfg, NewLogger(os.Stderr, cfg.LogLevel))
+	if err != nil {
+		return nil, err
+	}
+	if tracingFromEnv == nil {
+		return a, nil
+	}
+	if a.Tracing, err = tracingFromEnv(ctx, "triage", os.Getenv); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 // Assemble builds the store, counters, queues (resolved), enqueuer and

@@ -65,6 +65,7 @@ const (
 	EnvMaxDepthHigh    = "TRIAGE_MAX_QUEUE_DEPTH_HIGH" // the same for high-priority submits (default 2 × the above)
 	EnvRetryBackoff    = "TRIAGE_RETRY_BACKOFF"        // retry waits "high=1s:10s,medium=1s:30s,low=1s:60s" (base:cap per priority)
 	EnvLease           = "TRIAGE_LEASE"                // a claim's lease, renewed every third of it (default 30s); bounds crash recovery
+	EnvUnhandledAfter  = "TRIAGE_UNHANDLED_AFTER"      // a task whose type no live worker handled this long is dead-lettered (default 5m)
 	EnvShards          = "TRIAGE_SHARDS"               // partitions per index key (default 16); may be raised, never lowered
 	EnvTypes           = "TRIAGE_TYPES"                // task types the API accepts, "a,b,c" (default: any; triage dev: its handlers')
 	EnvDemoHandlers    = "TRIAGE_DEMO_HANDLERS"        // "true": the consumer function also runs the demo handlers (triage dev always does)
@@ -115,6 +116,14 @@ type Config struct {
 	// Lease is how long a claim holds a task before a heartbeat renews it,
 	// every third of it (30 s; TRIAGE_LEASE). It bounds crash recovery.
 	Lease time.Duration
+	// UnhandledAfter is how long a consumer without a handler for a task's
+	// type hands its messages back (no attempt spent) while no live worker
+	// advertises the type, before it dead-letters the task with the reason
+	// (5 min; TRIAGE_UNHANDLED_AFTER). It is counted from the later of the
+	// task's queueing and the last heartbeat of a worker advertising the
+	// type: long enough to start one's own worker after submitting, short
+	// enough that a type nobody runs does not wait for ever.
+	UnhandledAfter time.Duration
 	// RetryBackoff is each priority's retry wait (DefaultBackoff;
 	// TRIAGE_RETRY_BACKOFF "high=1s:10s,low=1s:60s"). A priority missing
 	// from a non-nil map takes its default.
@@ -192,6 +201,7 @@ const (
 	DefaultReservedHigh    = 1
 	DefaultPollWait        = time.Second
 	DefaultLease           = 30 * time.Second
+	DefaultUnhandledAfter  = 5 * time.Minute
 	DefaultLowAfter        = 10 * time.Minute
 	DefaultMediumAfter     = 20 * time.Minute
 	DefaultPromoteInterval = time.Minute
@@ -281,6 +291,7 @@ func (c Config) WithDefaults() Config {
 	c.RetryBackoff = fill(c.RetryBackoff, DefaultBackoff())
 	setDur(&c.PollWait, DefaultPollWait)
 	setDur(&c.Lease, DefaultLease)
+	setDur(&c.UnhandledAfter, DefaultUnhandledAfter)
 	if c.Routes == nil {
 		c.Routes = map[string]string{}
 	}
@@ -381,7 +392,7 @@ func (c Config) Validate() error {
 		field, env string
 		d          time.Duration
 	}{
-		{"PollWait", EnvPollWait, c.PollWait}, {"Lease", EnvLease, c.Lease},
+		{"PollWait", EnvPollWait, c.PollWait}, {"Lease", EnvLease, c.Lease}, {"UnhandledAfter", EnvUnhandledAfter, c.UnhandledAfter},
 		{"LowAfter", EnvLowAfter, c.LowAfter}, {"MediumAfter", EnvMediumAfter, c.MediumAfter},
 		{"PromoteInterval", EnvPromoteInterval, c.PromoteInterval}, {"Retention", EnvRetention, c.Retention},
 	} {
@@ -523,6 +534,7 @@ func Decode(getenv func(string) string) (Config, error) {
 		{EnvPromoteInterval, &c.PromoteInterval},
 		{EnvRetention, &c.Retention},
 		{EnvLease, &c.Lease},
+		{EnvUnhandledAfter, &c.UnhandledAfter},
 	}
 	for _, v := range durs {
 		if *v.dst, err = parseDuration(getenv(v.name)); err != nil {

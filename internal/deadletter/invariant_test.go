@@ -17,8 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/triagehq/triage/internal/devserver"
-	"github.com/triagehq/triage/localstack"
-	"github.com/triagehq/triage/localstack/stacktest"
+	"github.com/triagehq/triage/internal/emulators"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -36,7 +36,7 @@ const token = "dev-test"
 // the test ends.
 func startDev(t *testing.T, env *stacktest.Env) *dev {
 	t.Helper()
-	root, err := localstack.FindRoot(".")
+	root, err := emulators.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,10 +33,11 @@ import (
 	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/emulators"
 	"github.com/triagehq/triage/internal/events"
 	"github.com/triagehq/triage/internal/promote"
 	"github.com/triagehq/triage/internal/store"
-	"github.com/triagehq/triage/localstack"
+	"github.com/triagehq/triage/internal/tracing/otlpenv"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -50,13 +51,23 @@ type Options struct {
 	// Logs receives the full JSON logs (every transition). Nil: a file in
 	// StateDir, named in the banner.
 	Logs io.Writer
-	// StateDir holds dev.log and dev.env (the URL and token the CLI falls
-	// back to). Default: the user's cache directory, under triage/.
+	// StateDir holds each server's log and settings file (the URL and token
+	// the CLI falls back to, and the settings a worker needs), named by its
+	// listen address (LogFileName, EnvFileName). Default: the user's cache
+	// directory, under triage/.
 	StateDir string
 	// Timeouts bound the HTTP server's connections (DefaultTimeouts()).
 	Timeouts Timeouts
 	// Ready, if set, is called with the API's base URL and token once serving.
 	Ready func(url, token string)
+	// NoDemoHandlers leaves the demo handlers out of the consumer (and
+	// TRIAGE_DEMO_HANDLERS is ignored either way), so a developer's own
+	// worker runs every type; the API then accepts any type unless
+	// TRIAGE_TYPES lists them. `triage dev --no-demo-handlers`.
+	NoDemoHandlers bool
+	// NoConsumer runs no consumer at all: the API, promoter and dashboard
+	// only, for one's own workers. `triage dev --no-consumer`.
+	NoConsumer bool
 }
 
 // DrainGrace is how long running tasks get to finish after Ctrl-C before
@@ -103,16 +114,13 @@ func NewHTTPServer(h http.Handler, t Timeouts) *http.Server {
 	}
 }
 
-// StateDir is where `triage dev` keeps dev.log and dev.env by default.
+// StateDir is where `triage dev` keeps its logs and settings files by default.
 func StateDir() string {
 	if d, err := os.UserCacheDir(); err == nil {
 		return filepath.Join(d, "triage")
 	}
 	return filepath.Join(os.TempDir(), "triage")
 }
-
-// EnvFile is the file `triage dev` writes its URL and token to, for the CLI.
-const EnvFile = "dev.env"
 
 // Run starts everything and blocks until ctx ends, then stops what it
 // started: the consumer drains, the server shuts down, the emulators stop.
@@ -127,16 +135,24 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	cfg.DemoHandlers = true // whatever TRIAGE_DEMO_HANDLERS says
+	cfg.DemoHandlers = !opt.NoDemoHandlers && !opt.NoConsumer // whatever TRIAGE_DEMO_HANDLERS says
 	if opt.StateDir == "" {
 		opt.StateDir = StateDir()
 	}
 	if err := os.MkdirAll(opt.StateDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", opt.StateDir, err)
 	}
+	// Listen first: the address names this server's log and settings file,
+	// and a taken address fails before the emulators start.
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (set %s to change it): %w", cfg.Addr, config.EnvAddr, err)
+	}
+	defer ln.Close() // on an early return; Shutdown closes it otherwise
+	addr := ln.Addr().String()
 	logPath := "(not kept)"
 	if opt.Logs == nil {
-		logPath = filepath.Join(opt.StateDir, "dev.log")
+		logPath = filepath.Join(opt.StateDir, LogFileName(addr))
 		f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 		if err != nil {
 			return fmt.Errorf("open the log file: %w", err)
@@ -149,15 +165,15 @@ func Run(ctx context.Context, opt Options) error {
 		return fmt.Errorf("configuration: %w", err)
 	}
 
-	var emu *localstack.Emulators // nil when AWS endpoints are configured
-	if !localstack.EndpointsSet(opt.Getenv) {
-		if localstack.Installed(opt.Root) {
+	var emu *emulators.Emulators // nil when AWS endpoints are configured
+	if !emulators.EndpointsSet(opt.Getenv) {
+		if emulators.Installed(opt.Root) {
 			fmt.Fprintln(opt.Out, "starting local AWS emulators (SQS: fauxqs, DynamoDB: DynamoDB Local)...")
 		} else {
-			dir, _ := localstack.InstallDir(opt.Root)
+			dir, _ := emulators.InstallDir(opt.Root)
 			fmt.Fprintf(opt.Out, "installing the local AWS emulators into %s from npm (first start only; needs a Java 17 JDK)...\n", dir)
 		}
-		if emu, err = localstack.Start(ctx, opt.Root); err != nil {
+		if emu, err = emulators.Start(ctx, opt.Root); err != nil {
 			return err
 		}
 		defer emu.Stop() // on an early return; the stop below has stopped them already
@@ -169,7 +185,7 @@ func Run(ctx context.Context, opt Options) error {
 			}
 		}
 	}
-	for k, v := range map[string]string{"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"} {
+	for k, v := range localAWSDefaults() {
 		if os.Getenv(k) == "" {
 			_ = opt.Setenv(k, v)
 		}
@@ -178,7 +194,9 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return fmt.Errorf("load AWS config: %w", err)
 	}
-	if _, err := localstack.Bootstrap(ctx, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg), cfg.Spec()); err != nil {
+	sp := cfg.Spec()
+	fmt.Fprintf(opt.Out, "creating the table %s, its queues and the bucket %s unless they exist...\n", sp.Table.Name, sp.Bucket.Name)
+	if _, err := emulators.Bootstrap(ctx, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg), sp); err != nil {
 		return err
 	}
 
@@ -193,6 +211,12 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return err
 	}
+	// Spans over OTLP when the OTEL_* variables name an endpoint, as the
+	// Lambda functions do; flushed on the way out.
+	if a.Tracing, err = otlpenv.FromEnv(ctx, "triage", opt.Getenv); err != nil {
+		return err
+	}
+	defer func() { _ = a.Tracing.Shutdown(context.WithoutCancel(ctx)) }()
 	tokens, err := apiapp.Tokens(ctx, a, nil)
 	if err != nil {
 		return err
@@ -209,14 +233,20 @@ func Run(ctx context.Context, opt Options) error {
 		}
 	}
 
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s (set %s to change it): %w", cfg.Addr, config.EnvAddr, err)
+	runs := "the consumer (demo handlers) and the promoter"
+	switch {
+	case opt.NoConsumer:
+		runs = "the promoter (no consumer: run your own workers)"
+	case opt.NoDemoHandlers:
+		runs = "the consumer (no demo handlers) and the promoter"
 	}
-	// The dev server knows every type it can run: refuse the others at
-	// submit, unless TRIAGE_TYPES says otherwise.
+	fmt.Fprintf(opt.Out, "starting the API on %s, %s...\n", addr, runs)
+	// With its demo handlers the dev server knows every type it can run:
+	// it refuses the others at submit, unless TRIAGE_TYPES says otherwise.
+	// Without them the types are the developer's workers' to run: any is
+	// accepted (or those TRIAGE_TYPES lists).
 	known := cfg.Types
-	if len(known) == 0 {
+	if len(known) == 0 && cfg.DemoHandlers {
 		known = reg.Types()
 	}
 	// Lifecycle events: the counters' Poller feeds GET /api/v1/events (and
@@ -237,7 +267,7 @@ func Run(ctx context.Context, opt Options) error {
 	defer stop()
 	var wg sync.WaitGroup
 	errc := make(chan error, 3)
-	wg.Add(5)
+	wg.Add(4)
 	go func() { defer wg.Done(); promoterapp.SampleQueuesEvery(runCtx, a, rec, interval) }()
 	go func() { defer wg.Done(); _ = a.CounterPoller().Run(runCtx) }()
 	go func() {
@@ -246,20 +276,33 @@ func Run(ctx context.Context, opt Options) error {
 			errc <- fmt.Errorf("API server: %w", err)
 		}
 	}()
-	consumer := consumerapp.New(a, reg, dispatch.Options{DrainTimeout: DrainGrace, Metrics: rec, Kind: triagetype.WorkerKindDev, APIURL: base})
-	go func() { defer wg.Done(); _ = consumer.Run(runCtx) }()
+	var consumer *dispatch.Consumer // nil with NoConsumer
+	if !opt.NoConsumer {
+		consumer = consumerapp.New(a, reg, dispatch.Options{DrainTimeout: DrainGrace, Metrics: rec, Kind: triagetype.WorkerKindDev, APIURL: base})
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = consumer.Run(runCtx) }()
+	}
 	go func() { defer wg.Done(); _ = promoterapp.New(a, promote.Options{Metrics: rec}).Run(runCtx, interval) }()
 
 	banner := fmt.Sprintf("  API:        %s/api/v1\n  dashboard:  %s/#token=%s\n  token:      %s\n", base, base, token, token)
-	fmt.Fprintf(opt.Out, "\ntriage is running\n%s  logs:       %s (the terminal shows warnings and errors)\n\n  export TRIAGE_URL=%s TRIAGE_TOKEN=%s\n  curl -H \"Authorization: Bearer $TRIAGE_TOKEN\" -d '{\"type\":\"echo\",\"payload\":{\"x\":1},\"priority\":\"high\"}' $TRIAGE_URL/api/v1/tasks\n\nPress Ctrl-C to stop.\n",
-		banner, logPath, base, token)
-	envPath := filepath.Join(opt.StateDir, EnvFile)
-	envBody := []byte("TRIAGE_URL=" + base + "\nTRIAGE_TOKEN=" + token + "\n")
+	wenv := workerEnv(opt.Getenv, emu, cfg)
+	try := ""
+	if cfg.DemoHandlers {
+		try = "  curl -H \"Authorization: Bearer $TRIAGE_TOKEN\" -d '{\"type\":\"echo\",\"payload\":{\"x\":1},\"priority\":\"high\"}' $TRIAGE_URL/api/v1/tasks\n"
+	}
+	fmt.Fprintf(opt.Out, "\ntriage is running\n%s  logs:       %s (the terminal shows warnings and errors)\n\n  export TRIAGE_URL=%s TRIAGE_TOKEN=%s\n%s\n%s\nPress Ctrl-C to stop.\n",
+		banner, logPath, base, token, try, workerBanner(wenv))
+	envPath := filepath.Join(opt.StateDir, EnvFileName(addr))
+	envBody := envBody(base, token, os.Getpid(), wenv)
 	if err := os.WriteFile(envPath, envBody, 0o600); err != nil {
 		log.Warn("could not write the CLI's settings file", "path", envPath, "error", err)
 	}
 	defer removeIfUnchanged(envPath, envBody)
-	log.Info("dev server ready", "url", base, "table", cfg.Table, "promote_interval", interval.String(), "worker_id", consumer.WorkerID())
+	workerID := "(no consumer)"
+	if consumer != nil {
+		workerID = consumer.WorkerID()
+	}
+	log.Info("dev server ready", "url", base, "table", cfg.Table, "promote_interval", interval.String(), "worker_id", workerID)
 	if opt.Ready != nil {
 		opt.Ready(base, token)
 	}
@@ -274,7 +317,10 @@ func Run(ctx context.Context, opt Options) error {
 	_ = srv.Shutdown(shutCtx)
 	wg.Wait()
 	log.Info("dev server stopped")
-	line := "stopped: " + handedBack(consumer.Counts().HandedBack)
+	line := "stopped: no consumer"
+	if consumer != nil {
+		line = "stopped: " + handedBack(consumer.Counts().HandedBack)
+	}
 	if emu != nil {
 		emu.Stop() // after the drain: the hand-backs were written to them
 		line += ", emulators stopped"
@@ -294,8 +340,9 @@ func handedBack(n int64) string {
 	return fmt.Sprintf("%d running tasks handed back to their queues", n)
 }
 
-// removeIfUnchanged removes the CLI's settings file at stop, unless
-// another `triage dev` started since has replaced it with its own.
+// removeIfUnchanged removes the server's settings file at stop, unless
+// another `triage dev` on the same address (started after this one was
+// killed, say) has replaced it with its own.
 func removeIfUnchanged(path string, wrote []byte) {
 	if b, err := os.ReadFile(path); err == nil && bytes.Equal(b, wrote) {
 		_ = os.Remove(path)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,8 +15,8 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/devserver"
-	"github.com/triagehq/triage/localstack"
-	"github.com/triagehq/triage/localstack/stacktest"
+	"github.com/triagehq/triage/internal/emulators"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) { stacktest.Main(m) }
 // submitted echo task is completed, with its payload as result, within 2 s.
 func TestDevServer(t *testing.T) {
 	env := stacktest.New(t)
-	root, err := localstack.FindRoot(".")
+	root, err := emulators.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,6 @@ func TestDevServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var banner strings.Builder
 	stateDir := t.TempDir()
-	envPath := filepath.Join(stateDir, devserver.EnvFile)
 	done := make(chan error, 1)
 	go func() {
 		done <- devserver.Run(ctx, devserver.Options{
@@ -56,6 +56,7 @@ func TestDevServer(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("dev server not ready in 60 s")
 	}
+	envPath := filepath.Join(stateDir, devserver.EnvFileName(strings.TrimPrefix(base, "http://")))
 
 	do := func(method, path, body string) (int, map[string]any) {
 		return apiCall(t, base, method, path, body)
@@ -94,8 +95,15 @@ func TestDevServer(t *testing.T) {
 			t.Errorf("banner lacks %q:\n%s", want, banner.String())
 		}
 	}
-	if b, err := os.ReadFile(envPath); err != nil || string(b) != "TRIAGE_URL="+base+"\nTRIAGE_TOKEN=dev-test\n" {
+	// The CLI's settings first, then what a worker beside the server needs.
+	b, err := os.ReadFile(envPath)
+	if err != nil || !strings.HasPrefix(string(b), fmt.Sprintf("TRIAGE_URL=%s\nTRIAGE_TOKEN=dev-test\nTRIAGE_DEV_PID=%d\n", base, os.Getpid())) {
 		t.Errorf("settings file while running = %q, %v", b, err)
+	}
+	for _, want := range []string{"\nAWS_ENDPOINT_URL_SQS=" + os.Getenv("AWS_ENDPOINT_URL_SQS") + "\n", "\nAWS_ENDPOINT_URL_DYNAMODB_STREAMS=", "\nAWS_REGION=", "\nTRIAGE_PREFIX=" + env.Prefix + "\n"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("settings file lacks %q:\n%s", want, b)
+		}
 	}
 
 	cancel()

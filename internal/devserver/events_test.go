@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/events"
 	"github.com/triagehq/triage/internal/handler/webhook"
-	"github.com/triagehq/triage/localstack/stacktest"
 )
 
 // collector keeps the events one subscriber received, de-duplicated by

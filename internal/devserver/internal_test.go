@@ -72,7 +72,7 @@ func TestHandedBack(t *testing.T) {
 // A dev server that stops removes its settings file, but not one that a
 // dev server started after it wrote: that one is still running.
 func TestRemoveIfUnchanged(t *testing.T) {
-	path := filepath.Join(t.TempDir(), EnvFile)
+	path := filepath.Join(t.TempDir(), EnvFileName("127.0.0.1:8080"))
 	ours, theirs := []byte("TRIAGE_URL=http://127.0.0.1:1\n"), []byte("TRIAGE_URL=http://127.0.0.1:2\n")
 	if err := os.WriteFile(path, theirs, 0o600); err != nil {
 		t.Fatal(err)

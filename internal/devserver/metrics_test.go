@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/devserver"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/metrics/metricstest"
-	"github.com/triagehq/triage/localstack/stacktest"
 )
 
 // TestMetricsAfterWorkload runs `triage dev`, submits a known workload

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/devserver"
-	"github.com/triagehq/triage/localstack"
+	"github.com/triagehq/triage/internal/emulators"
 )
 
 // startDev runs `triage dev` in process with vars over the process
@@ -19,7 +19,7 @@ import (
 // (and must stop within 30 s) when the test ends.
 func startDev(t *testing.T, vars map[string]string) string {
 	t.Helper()
-	root, err := localstack.FindRoot(".")
+	root, err := emulators.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}

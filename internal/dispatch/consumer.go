@@ -138,6 +138,11 @@ type Options struct {
 	// WorkerHeartbeat is the registry heartbeat interval
 	// (workers.DefaultHeartbeat, 10 s).
 	WorkerHeartbeat time.Duration
+	// UnhandledAfter is how long a task whose type this consumer has no
+	// handler for is handed back while no live worker advertises the type,
+	// before it is dead-lettered (config.DefaultUnhandledAfter). See
+	// unhandled.go.
+	UnhandledAfter time.Duration
 }
 
 // Gate decides whether a task may start now. When it may not, the message
@@ -187,6 +192,9 @@ func (o *Options) defaults() {
 	if o.OrphanAfter <= 0 {
 		o.OrphanAfter = time.Minute
 	}
+	if o.UnhandledAfter <= 0 {
+		o.UnhandledAfter = config.DefaultUnhandledAfter
+	}
 	if o.WorkerID == "" {
 		o.WorkerID = NewWorkerID()
 	}
@@ -226,6 +234,8 @@ type Consumer struct {
 
 	counts counters
 	mx     Metrics
+
+	unhandled typeDirectoryCache // the registry's advertised types (unhandled.go)
 
 	emptyMu    sync.Mutex
 	emptyUntil map[task.Priority]time.Time
@@ -445,7 +455,7 @@ func (c *Consumer) endPoll(p task.Priority) {
 func (c *Consumer) receive(ctx context.Context, p task.Priority, n int, wait time.Duration) ([]queue.Received, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+receiveSlack)
 	defer cancel()
-	return c.queues.Receive(rctx, p, n, wait, c.visibility())
+	return c.queues.Receive(rctx, p, n, wait, c.lease().receiveVisibility())
 }
 
 // receiveSlack bounds a receive beyond its long-poll wait.
@@ -479,8 +489,6 @@ func (c *Consumer) start(ctx, work context.Context, wg *sync.WaitGroup, msgs []q
 		}()
 	}
 }
-
-func (c *Consumer) visibility() time.Duration { return c.opt.Lease + 2*c.opt.LeaseMargin }
 
 func (c *Consumer) nonEmpty(eligible []task.Priority) []task.Priority {
 	c.emptyMu.Lock()

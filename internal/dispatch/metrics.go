@@ -3,10 +3,10 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/triagehq/triage/internal/blob"
+	"github.com/triagehq/triage/internal/execution"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/task"
@@ -63,15 +63,10 @@ func (c *Consumer) reportSlots() {
 	})
 }
 
-// handlerPanic is the error of a handler that panicked.
-type handlerPanic struct{ v any }
-
-func (p *handlerPanic) Error() string { return fmt.Sprintf("handler panicked: %v", p.v) }
-
 // failure names why an attempt failed, for the failures metric. timedOut
 // says the run's deadline passed; stage is where the error arose.
 func failure(err error, timedOut bool, stage failStage) metrics.Failure {
-	var hp *handlerPanic
+	var hp *execution.Panic
 	switch {
 	case stage == stageLookup:
 		return metrics.FailNoHandler

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/task"
-	"github.com/triagehq/triage/localstack/stacktest"
 )
 
 // TestBackpressure fills real queues and checks each priority against its

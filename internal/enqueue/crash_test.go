@@ -28,13 +28,13 @@ import (
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/handler/demo"
 	"github.com/triagehq/triage/internal/handler/ledger"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
-	"github.com/triagehq/triage/localstack/stacktest"
 )
 
 // The crash tests run the real API in a child process (this test binary,

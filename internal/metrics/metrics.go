@@ -134,7 +134,7 @@ func Definitions() []Def {
 	d[Promotions] = Def{Name: "triage_promotions_total", Help: "Tasks the promoter raised from one priority to the next.", Kind: Counter, Labels: []string{LabelFrom, LabelTo}, Unit: "Count"}
 	d[Recoveries] = Def{Name: "triage_recoveries_total", Help: "Tasks recovered: lease_expired (a worker stopped renewing its lease and the task was reclaimed), message_lost (a task's message was gone and a new one was sent).", Kind: Counter, Labels: []string{LabelKind}, Unit: "Count"}
 	d[MessagesDropped] = Def{Name: "triage_messages_dropped_total", Help: "Messages not run: stale copies deleted, and poison moved to the DLQ (no_task: its task never appeared; version_ahead: no write of its task will reach its version; invalid: a body that is neither a triage message nor a valid direct send).", Kind: Counter, Labels: []string{LabelReason}, Unit: "Count"}
-	d[PutOffs] = Def{Name: "triage_putoffs_total", Help: "Messages hidden to try again later: paused, rate_limit, concurrency_limit (the controls), leased (another worker holds the task), control_error, contention.", Kind: Counter, Labels: []string{LabelReason}, Unit: "Count"}
+	d[PutOffs] = Def{Name: "triage_putoffs_total", Help: "Messages hidden to try again later: paused, rate_limit, concurrency_limit (the controls), leased (another worker holds the task), control_error, contention, no_handler (handed back for a worker that runs the type).", Kind: Counter, Labels: []string{LabelReason}, Unit: "Count"}
 	d[SlotsCapacity] = Def{Name: "triage_consumer_slots_capacity", Help: "Tasks this consumer may run at once (TRIAGE_CONCURRENCY).", Kind: Gauge, Unit: "Count"}
 	d[SlotsReservedCapacity] = Def{Name: "triage_consumer_slots_reserved_high_capacity", Help: "Of those, slots only high tasks may use (TRIAGE_RESERVED_HIGH).", Kind: Gauge, Unit: "Count"}
 	d[SlotsBusy] = Def{Name: "triage_consumer_slots_busy", Help: "Slots running a task (EMF: the peak since the last flush).", Kind: Gauge, Unit: "Count", Peak: true}
@@ -258,6 +258,7 @@ const (
 	PutOffLeased       PutOff = "leased"        // another worker holds the task's lease
 	PutOffControlError PutOff = "control_error" // the controls could not be read
 	PutOffContention   PutOff = "contention"    // the task kept changing under the claim
+	PutOffNoHandler    PutOff = "no_handler"    // no handler here; another worker may run the type (dispatch/unhandled.go)
 )
 
 // Recovery is how a task was recovered (triage_recoveries_total).

@@ -2,7 +2,7 @@
 // and, per priority, an SQS queue with its dead-letter queue.
 //
 // It is the single source of those shapes. The local bootstrap
-// (localstack.Bootstrap) creates resources from it, and the CDK construct in
+// (emulators.Bootstrap) creates resources from it, and the CDK construct in
 // infra/ declares them from it, so the two can never drift apart.
 package spec
 

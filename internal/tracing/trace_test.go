@@ -14,8 +14,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -28,13 +26,13 @@ import (
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/handler/webhook"
 	"github.com/triagehq/triage/internal/promote"
 	"github.com/triagehq/triage/internal/submit"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/internal/tracing"
-	"github.com/triagehq/triage/localstack/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -151,59 +149,6 @@ func TestTaskIsOneTraceAcrossSubmitRetryAndWebhook(t *testing.T) {
 		if !found {
 			t.Errorf("webhook call %d traceparent %q names no attempt span", i+1, h)
 		}
-	}
-}
-
-// With OTEL_EXPORTER_OTLP_ENDPOINT set, spans are exported over OTLP/HTTP:
-// a loopback receiver gets them on Flush.
-func TestFromEnvExportsOverOTLP(t *testing.T) {
-	got := make(chan *coltrace.ExportTraceServiceRequest, 4)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var req coltrace.ExportTraceServiceRequest
-		if r.URL.Path != "/v1/traces" || proto.Unmarshal(body, &req) != nil {
-			http.Error(w, "bad export", http.StatusBadRequest)
-			return
-		}
-		got <- &req
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		w.WriteHeader(http.StatusOK)
-	}))
-	defer srv.Close()
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
-	t.Setenv("OTEL_SERVICE_NAME", "triage-test")
-
-	p, err := tracing.FromEnv(context.Background(), "triage", func(k string) string { return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": srv.URL}[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Shutdown(context.Background())
-	if !p.Exporting() {
-		t.Fatal("OTEL_EXPORTER_OTLP_ENDPOINT set, but the provider does not export")
-	}
-	_, span := p.Tracer().Start(context.Background(), tracing.SpanSubmit)
-	span.End()
-	if err := p.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case req := <-got:
-		var names []string
-		for _, rs := range req.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				for _, s := range ss.Spans {
-					names = append(names, s.Name)
-				}
-			}
-		}
-		if len(names) != 1 || names[0] != tracing.SpanSubmit {
-			t.Fatalf("exported spans %v, want [%s]", names, tracing.SpanSubmit)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("nothing exported")
-	}
-	if off, _ := tracing.FromEnv(context.Background(), "triage", func(string) string { return "" }); off.Exporting() {
-		t.Error("no OTEL_* endpoint, yet the provider exports")
 	}
 }
 

@@ -10,24 +10,21 @@
 // attempt span's context: Go handlers in ctx, webhook handlers as a
 // traceparent header, Lambda handlers in the invocation payload.
 //
-// Spans are exported over OTLP when the standard OTEL_* variables name an
-// endpoint, and otherwise go to the program's global provider (a no-op
-// unless the program installed one), so tracing costs nothing where no
-// one collects it.
+// Spans go to the program's global provider (a no-op unless the program
+// installed one), so tracing costs nothing where no one collects it. The
+// OTLP exporter lives in package otlpenv, which only the programs that
+// export themselves link (the Lambda functions, triage dev, and a user's
+// worker through the public package otlp): it brings protobuf and gRPC's
+// status types, about 150 packages a plain worker does without.
 package tracing
 
 import (
 	"context"
 	"crypto/rand"
-	"fmt"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -58,7 +55,16 @@ const (
 // Provider is the tracer provider of a triage process.
 type Provider struct {
 	trace.TracerProvider
-	sdk *sdktrace.TracerProvider // nil when spans go to the global provider
+	sdk exporter // nil when spans go to the global provider
+}
+
+// exporter is what Flush and Shutdown need of an SDK provider (the
+// OpenTelemetry SDK's *trace.TracerProvider has both), named here so that
+// this package does not link the SDK: a worker that exports nothing does
+// without it.
+type exporter interface {
+	ForceFlush(ctx context.Context) error
+	Shutdown(ctx context.Context) error
 }
 
 // Tracer is triage's tracer from p.
@@ -88,37 +94,14 @@ func (p *Provider) Exporting() bool { return p != nil && p.sdk != nil }
 // provider (otel.GetTracerProvider): what library code uses.
 func Global() *Provider { return &Provider{TracerProvider: otel.GetTracerProvider()} }
 
-// New wraps tp (for tests: an SDK provider with an in-memory exporter).
+// New wraps tp: an SDK provider (OTLP, or an in-memory exporter in tests)
+// is flushed and shut down through p.
 func New(tp trace.TracerProvider) *Provider {
 	p := &Provider{TracerProvider: tp}
-	if sdk, ok := tp.(*sdktrace.TracerProvider); ok {
+	if sdk, ok := tp.(exporter); ok {
 		p.sdk = sdk
 	}
 	return p
-}
-
-// FromEnv returns the process's provider: OTLP over HTTP, configured by
-// the exporter's standard variables, when OTEL_EXPORTER_OTLP_ENDPOINT or
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set and OTEL_TRACES_EXPORTER is not
-// "none"; the global provider otherwise. service names the process when
-// OTEL_SERVICE_NAME does not.
-func FromEnv(ctx context.Context, service string, getenv func(string) string) (*Provider, error) {
-	if getenv("OTEL_TRACES_EXPORTER") == "none" ||
-		(getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "") {
-		return Global(), nil
-	}
-	exp, err := otlptracehttp.New(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("OTLP trace exporter: %w", err)
-	}
-	if s := getenv("OTEL_SERVICE_NAME"); s != "" {
-		service = s
-	}
-	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(service)))
-	if err != nil {
-		return nil, fmt.Errorf("trace resource: %w", err)
-	}
-	return New(sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))), nil
 }
 
 var propagator = propagation.TraceContext{}

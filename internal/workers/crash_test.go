@@ -24,9 +24,9 @@ import (
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/handler/demo"
-	"github.com/triagehq/triage/localstack/stacktest"
 	"github.com/triagehq/triage/triagetype"
 )
 

@@ -100,6 +100,10 @@ type Instance struct {
 	Capacity int    // tasks it runs at once
 	// Every is its heartbeat interval (DefaultHeartbeat when zero).
 	Every time.Duration
+	// Types are the task types it has handlers for (HandledTypes): a
+	// consumer without a handler for a type hands its tasks back, attempt
+	// unspent, while a live instance advertises it.
+	Types []string
 }
 
 // Registry reads and writes the worker items of one table.
@@ -144,6 +148,7 @@ type record struct {
 	Capacity    int       `dynamodbav:"capacity"`
 	Busy        int       `dynamodbav:"busy"`
 	ExpiresAt   int64     `dynamodbav:"expires_at"`
+	Types       []string  `dynamodbav:"types,omitempty"` // written at registration only
 }
 
 func key(id string) map[string]types.AttributeValue {
@@ -178,7 +183,7 @@ func (r *Registry) Register(ctx context.Context, in Instance) error {
 		CreatedSK: store.SortableTime(now) + "#" + in.ID,
 		ID:        in.ID, Kind: in.Kind, State: string(triagetype.WorkerActive),
 		StartedAt: now, HeartbeatAt: now, EveryMS: ev.Milliseconds(),
-		Capacity: in.Capacity, ExpiresAt: expiry(now, ev),
+		Capacity: in.Capacity, ExpiresAt: expiry(now, ev), Types: in.Types,
 	}
 	item, err := attributevalue.MarshalMap(rec)
 	if err != nil {

@@ -74,6 +74,9 @@ func options(a *app.App, opt dispatch.Options) dispatch.Options {
 	if opt.Backoff == nil {
 		opt.Backoff = c.RetryBackoff
 	}
+	if opt.UnhandledAfter == 0 {
+		opt.UnhandledAfter = c.UnhandledAfter
+	}
 	if opt.MaxReceiveCount == 0 {
 		if q, ok := c.Spec().Queue(task.High); ok {
 			opt.MaxReceiveCount = q.MaxReceiveCount

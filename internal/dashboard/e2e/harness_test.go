@@ -29,8 +29,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/triagehq/triage/internal/devserver"
-	"github.com/triagehq/triage/localstack"
-	"github.com/triagehq/triage/localstack/stacktest"
+	"github.com/triagehq/triage/internal/emulators"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -49,7 +49,7 @@ type dev struct {
 func startDev(t *testing.T, vars map[string]string) *dev {
 	t.Helper()
 	env := stacktest.New(t)
-	root, err := localstack.FindRoot(".")
+	root, err := emulators.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}

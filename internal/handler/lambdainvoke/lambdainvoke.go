@@ -3,9 +3,11 @@
 // language Lambda runs, and deployed and scaled apart from the dispatcher.
 //
 // The function's event is the handler.Request as JSON (id, type, payload,
-// priority, attempt, max_attempts, trace_id, checkpoint, and the
-// progress_token and progress_url it reports progress with through the
-// API); what it returns is the task's
+// priority, effective_priority, attempt, max_attempts, trace_id,
+// checkpoint, and the progress_token and progress_url it reports progress
+// with through the API); priority is the one submitted, effective_priority
+// the one the attempt runs at (higher once the promoter moved the task).
+// What it returns is the task's
 // result. A return value that is not JSON (which Lambda allows for some
 // runtimes) is wrapped as a JSON string.
 //

@@ -26,13 +26,14 @@ const testARN = "arn:aws:lambda:us-east-1:123456789012:function:resize"
 
 func testRequest() handler.Request {
 	return handler.Request{
-		ID:          "01JTESTTASK",
-		Type:        "resize",
-		Payload:     json.RawMessage(`{"w":640,"h":480}`),
-		Priority:    task.High,
-		Attempt:     1,
-		MaxAttempts: 3,
-		TraceID:     "trace-1",
+		ID:                "01JTESTTASK",
+		Type:              "resize",
+		Payload:           json.RawMessage(`{"w":640,"h":480}`),
+		Priority:          task.Low, // submitted low, promoted to high
+		EffectivePriority: task.High,
+		Attempt:           1,
+		MaxAttempts:       3,
+		TraceID:           "trace-1",
 	}
 }
 
@@ -149,8 +150,14 @@ func TestHandleSendsRequestAndReturnsResult(t *testing.T) {
 	if err := json.Unmarshal(c.body, &sent); err != nil {
 		t.Fatalf("event is not a handler.Request: %v (%s)", err, c.body)
 	}
-	if sent.ID != "01JTESTTASK" || string(sent.Payload) != `{"w":640,"h":480}` || sent.Attempt != 1 || sent.MaxAttempts != 3 || sent.Priority != task.High || sent.TraceID != "trace-1" {
+	if sent.ID != "01JTESTTASK" || string(sent.Payload) != `{"w":640,"h":480}` || sent.Attempt != 1 || sent.MaxAttempts != 3 || sent.Priority != task.Low || sent.EffectivePriority != task.High || sent.TraceID != "trace-1" {
 		t.Errorf("event %+v does not match the request", sent)
+	}
+	// The documented names of the two priorities in the event.
+	for _, field := range []string{`"priority":"low"`, `"effective_priority":"high"`} {
+		if !strings.Contains(string(c.body), field) {
+			t.Errorf("event %s lacks %s", c.body, field)
+		}
 	}
 }
 

@@ -2,8 +2,10 @@
 // HTTP endpoint, so a handler can live in any service that speaks HTTP.
 //
 // The body is the handler.Request as JSON, including the attempt's
-// progress_token (and progress_url) for reporting progress to the API and
-// the task's last checkpoint. Because the endpoint is usually
+// progress_token (and progress_url) for reporting progress to the API,
+// the task's last checkpoint, and both priorities: priority, the one the
+// task was submitted with, and effective_priority, the one this attempt
+// runs at (higher once the promoter moved the task). Because the endpoint is usually
 // reachable from outside, every request is signed Stripe-style: the
 // X-Triage-Signature header carries "v1=<hex HMAC-SHA256>" computed over
 // "<timestamp>.<body>", with the timestamp sent in X-Triage-Timestamp. Signing

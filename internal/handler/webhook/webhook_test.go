@@ -26,13 +26,14 @@ var (
 
 func testRequest() handler.Request {
 	return handler.Request{
-		ID:          "01JTESTTASK",
-		Type:        "resize",
-		Payload:     json.RawMessage(`{"w":640,"h":480}`),
-		Priority:    task.High,
-		Attempt:     2,
-		MaxAttempts: 5,
-		TraceID:     "trace-1",
+		ID:                "01JTESTTASK",
+		Type:              "resize",
+		Payload:           json.RawMessage(`{"w":640,"h":480}`),
+		Priority:          task.Low, // submitted low, promoted to high
+		EffectivePriority: task.High,
+		Attempt:           2,
+		MaxAttempts:       5,
+		TraceID:           "trace-1",
 	}
 }
 
@@ -118,13 +119,14 @@ func TestHandleRequestIsSignedAndComplete(t *testing.T) {
 		t.Fatalf("body is not JSON: %v", err)
 	}
 	for key, want := range map[string]string{
-		"id":           `"01JTESTTASK"`,
-		"type":         `"resize"`,
-		"payload":      `{"w":640,"h":480}`,
-		"priority":     `"high"`,
-		"attempt":      `2`,
-		"max_attempts": `5`,
-		"trace_id":     `"trace-1"`,
+		"id":                 `"01JTESTTASK"`,
+		"type":               `"resize"`,
+		"payload":            `{"w":640,"h":480}`,
+		"priority":           `"low"`,
+		"effective_priority": `"high"`,
+		"attempt":            `2`,
+		"max_attempts":       `5`,
+		"trace_id":           `"trace-1"`,
 	} {
 		if g := string(body[key]); g != want {
 			t.Errorf("body[%q] = %s, want %s", key, g, want)

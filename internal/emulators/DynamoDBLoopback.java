@@ -33,6 +33,10 @@ import software.amazon.dynamodb.services.local.server.DynamoDBProxyServer;
  * need, through sqlite4java (which DynamoDB Local ships and has already
  * loaded, so the file is written by the same SQLite), and checks with
  * EXPLAIN QUERY PLAN that SQLite uses them before it reports ready.
+ * The indexes are added after the server's own start-up work (with
+ * -optimizeDbBeforeStartup it rewrites the database's tables and indexes
+ * first), so no start-up option can undo them; the Go side always starts
+ * on an empty folder, so every start makes them anew.
  * With -inMemory there is no file another connection could reach, and the
  * server runs unindexed, as shipped.
  *

@@ -1,4 +1,4 @@
-package localstack
+package emulators
 
 import (
 	"context"
@@ -13,17 +13,7 @@ import (
 // starting process's group does not reach them), answers on loopback, and
 // has exited and been reaped when Stop returns.
 func TestStartStop(t *testing.T) {
-	root, err := FindRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	e, err := Start(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Stop)
+	e := startForTest(t)
 	if len(e.procs) != 2 {
 		t.Fatalf("%d processes, want 2", len(e.procs))
 	}
@@ -51,4 +41,23 @@ func TestStartStop(t *testing.T) {
 			t.Errorf("%s (pid %d) not reaped when Stop returned", c.Path, c.Process.Pid)
 		}
 	}
+}
+
+// startForTest starts a pair of emulators of the test's own from this
+// checkout; they are stopped when the test ends (Stop is idempotent, so a
+// test may stop them earlier).
+func startForTest(t *testing.T) *Emulators {
+	t.Helper()
+	root, err := FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e, err := Start(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Stop)
+	return e
 }

@@ -2,7 +2,7 @@
 //
 // Main starts the emulators once per test binary, unless the SDK's
 // endpoint variables already point somewhere, LocalStack say (see
-// localstack.EndpointsSet): then the tests use that instead, unchanged. New gives each test its own table and queues
+// emulators.EndpointsSet): then the tests use that instead, unchanged. New gives each test its own table and queues
 // under a unique prefix, so tests never see each other's messages.
 package stacktest
 
@@ -26,10 +26,10 @@ import (
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/config"
+	"github.com/triagehq/triage/internal/emulators"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
-	"github.com/triagehq/triage/localstack"
 )
 
 // Main runs a test binary's tests against the local stack and exits.
@@ -38,14 +38,14 @@ func Main(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	if !localstack.EndpointsSet(os.Getenv) {
-		root, err := localstack.FindRoot(".")
+	if !emulators.EndpointsSet(os.Getenv) {
+		root, err := emulators.FindRoot(".")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "stacktest:", err)
 			return 1
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		emu, err := localstack.Start(ctx, root)
+		emu, err := emulators.Start(ctx, root)
 		cancel()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "stacktest: start emulators:", err)
@@ -98,7 +98,7 @@ func New(t testing.TB) *Env {
 		S3:       blob.NewClient(cfg),
 		Spec:     spec.New(prefix),
 	}
-	res, err := localstack.Bootstrap(ctx, e.DynamoDB, e.SQS, e.S3, e.Spec)
+	res, err := emulators.Bootstrap(ctx, e.DynamoDB, e.SQS, e.S3, e.Spec)
 	if err != nil {
 		t.Fatalf("bootstrap: %v", err)
 	}

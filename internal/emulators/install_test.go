@@ -1,4 +1,4 @@
-package localstack
+package emulators
 
 import (
 	"errors"
@@ -12,10 +12,10 @@ func TestFindRoot(t *testing.T) {
 	base := t.TempDir()
 	mk := func(dir, goMod string) string {
 		d := filepath.Join(base, dir)
-		if err := os.MkdirAll(filepath.Join(d, "localstack"), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(d, sourceDir), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(d, "localstack", "package.json"), []byte("{}"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(d, sourceDir, "package.json"), []byte("{}"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if goMod != "" {
@@ -36,7 +36,7 @@ func TestFindRoot(t *testing.T) {
 	}{
 		{"checkout root", checkout, checkout},
 		{"inside a checkout", filepath.Join(checkout, "deep", "er"), checkout},
-		{"another project with a localstack folder", filepath.Join(other, "deep"), ""},
+		{"another project with such a folder", filepath.Join(other, "deep"), ""},
 		{"no go.mod", noMod, ""},
 		{"nothing above", t.TempDir(), ""},
 	}
@@ -59,7 +59,7 @@ func TestFindRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(root, "localstack", "install.go")); err != nil {
+	if _, err := os.Stat(filepath.Join(root, sourceDir, "install.go")); err != nil {
 		t.Fatalf("FindRoot(.) = %q, which does not hold this package: %v", root, err)
 	}
 }

@@ -1,0 +1,92 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/internal/tracing"
+)
+
+// This file adopts direct sends: messages a producer sent straight to a
+// queue with a type and payload, which get a task record on first receive.
+
+// adopt creates the task record of a message a producer sent straight to
+// SQS, keyed by the message id so a redelivery finds the same task.
+func (c *Consumer) adopt(ctx context.Context, m queue.Received) (*task.Task, error) {
+	var r task.Request
+	dec := json.NewDecoder(bytes.NewReader([]byte(m.Body)))
+	dec.DisallowUnknownFields() // as strict as the API: a misspelt field is an error, not a default
+	if err := dec.Decode(&r); err != nil {
+		return nil, &task.FieldError{Field: "body", Message: err.Error()}
+	}
+	if r.Priority == "" {
+		r.Priority = string(m.Priority)
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	r.RunAt, r.DelaySeconds = nil, nil // the message is already here
+	t := r.NewTask(c.store.Now(), 0)
+	// The task's id is derived from the message, so a redelivery names the
+	// same task and its create finds it: no idempotency item, and no
+	// transaction (which would bill the two items twice), is needed. A
+	// producer's own idempotency_key still works as on the API.
+	t.ID = adoptedID(m)
+	t.EffectivePriority = m.Priority
+	t.DispatchVersion = 0
+	// A producer's traceparent attribute puts the task in its trace: each
+	// attempt's span is a child of the producer's span.
+	if ctx := tracing.WithParent(context.Background(), m.Traceparent); tracing.TraceID(ctx) != "" {
+		t.Traceparent = tracing.Traceparent(ctx)
+		if r.TraceID == "" {
+			t.TraceID = tracing.TraceID(ctx)
+		}
+	}
+	saved, created, err := c.store.Create(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		c.mx.Submitted(saved)
+		c.log.Info("adopted direct send", "task_id", saved.ID, "message_id", m.MessageID, "type", saved.Type)
+	}
+	return saved, nil
+}
+
+// adoptedID is the task id of a direct send: a ULID whose time is the
+// message's send time and whose 80 random bits are the first bytes of a
+// SHA-256 of its SQS MessageId (unique per message), so every receive of
+// the message derives the same id.
+func adoptedID(m queue.Received) string {
+	at := m.SentAt
+	if at.IsZero() {
+		at = time.UnixMilli(0)
+	}
+	var id ulid.ULID
+	if err := id.SetTime(ulid.Timestamp(at)); err != nil {
+		_ = id.SetTime(0)
+	}
+	_ = id.SetEntropy(adoptedEntropy(m.MessageID))
+	return id.String()
+}
+
+func adoptedEntropy(messageID string) []byte {
+	sum := sha256.Sum256([]byte("sqs:" + messageID))
+	return sum[:10]
+}
+
+// AdoptedIDSuffix is the part of a direct send's task id that comes from
+// its SQS message id alone (the last 16 characters; the first 10 are its
+// send time), so a checker that knows the message ids can find their tasks.
+func AdoptedIDSuffix(messageID string) string {
+	var id ulid.ULID
+	_ = id.SetEntropy(adoptedEntropy(messageID))
+	return id.String()[10:]
+}

@@ -1,0 +1,391 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/triagehq/triage/internal/metrics"
+	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/internal/task"
+)
+
+// This file is the claim phase: from a received message to a claimed
+// task, or to the message disposed of (poison to the DLQ, stale deleted,
+// early or busy hidden for later).
+
+// probe reads just enough of a body to tell our messages from direct sends.
+type probe struct {
+	ID      string          `json:"id"`
+	Version *int64          `json:"v"`
+	Type    json.RawMessage `json:"type"`
+}
+
+// decodeProbe reads body into pb and returns "" when body is a JSON object
+// whose id, v and type fields (if any) have their types; otherwise the DLQ
+// reason, in the message's terms rather than Go's. A bare scalar (`12345`,
+// `true`, `null`) is no object, whatever json.Unmarshal makes of it (it
+// takes `null` into a struct without complaint).
+func decodeProbe(body string, pb *probe) string {
+	err := json.Unmarshal([]byte(body), pb)
+	var ute *json.UnmarshalTypeError
+	switch kind := jsonKind(body); {
+	case kind == "":
+		return fmt.Sprintf("body is not a JSON object: it is not valid JSON (%v)", err)
+	case kind != "object":
+		return "body is not a JSON object: it is " + kind
+	case errors.As(err, &ute):
+		want := "of another type"
+		switch ute.Field {
+		case "id":
+			want = "a string (a task id)"
+		case "v":
+			want = "an integer (the task's version)"
+		}
+		got, _, _ := strings.Cut(ute.Value, " ") // "number 1.5" -> "number"
+		return fmt.Sprintf("body field %q must be %s, not a JSON %s", ute.Field, want, got)
+	case err != nil:
+		return fmt.Sprintf("body could not be read: %v", err)
+	}
+	return ""
+}
+
+// jsonKind names the kind of JSON value body holds ("object", "an array",
+// "a string", "a number", "a boolean", "null"), or "" when it is not valid
+// JSON.
+func jsonKind(body string) string {
+	if !json.Valid([]byte(body)) {
+		return ""
+	}
+	switch b := strings.TrimLeft(body, " \t\r\n"); b[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+// claimed is a claim's result: the task, now executing under this
+// consumer's lease, and release, which gives back the control slot its
+// admission took (a no-op without controls). Its holder runs the task and
+// then calls release exactly once.
+type claimed struct {
+	task    *task.Task
+	release func()
+}
+
+// claim turns a message into a claimed task, or disposes of the message:
+// poison to the DLQ, stale deleted, early or busy hidden for later.
+func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) {
+	var pb probe
+	if why := decodeProbe(m.Body, &pb); why != "" {
+		c.mx.Dropped(metrics.DropInvalid)
+		c.poison(ctx, m, why)
+		return claimed{}, false
+	}
+	var msg task.Message
+	switch {
+	case pb.ID != "" && pb.Version != nil:
+		if !task.ValidID(pb.ID) {
+			// Not an id triage makes: it names no task, and as a key it may
+			// be more than DynamoDB accepts.
+			c.mx.Dropped(metrics.DropInvalid)
+			c.poison(ctx, m, fmt.Sprintf("id %q is not a task id (a 26-character ULID)", task.Truncate(pb.ID, 64)))
+			return claimed{}, false
+		}
+		msg = task.Message{ID: pb.ID, Version: *pb.Version, Priority: m.Priority}
+	case pb.ID == "" && len(pb.Type) > 0:
+		t, err := c.adopt(ctx, m)
+		if err != nil {
+			var fe *task.FieldError
+			if errors.As(err, &fe) {
+				c.mx.Dropped(metrics.DropInvalid)
+				c.poison(ctx, m, "direct send rejected: "+fe.Error())
+			} else {
+				c.log.Warn("adopt direct send failed; it will be retried", "message_id", m.MessageID, "error", err)
+			}
+			return claimed{}, false
+		}
+		msg = task.Message{ID: t.ID, Version: 0, Priority: m.Priority}
+	default:
+		c.mx.Dropped(metrics.DropInvalid)
+		c.poison(ctx, m, `body has neither "id" and "v" (a triage message) nor "type" (a direct send)`)
+		return claimed{}, false
+	}
+
+	t, err := c.load(ctx, m, msg)
+	if err != nil {
+		c.log.Warn("read task failed; the message will come back", "task_id", msg.ID, "error", err)
+		return claimed{}, false
+	}
+	if t == nil {
+		return claimed{}, false // disposed of by load
+	}
+	for range 5 {
+		now := c.store.Now()
+		switch {
+		case msg.Version > t.Version:
+			if caught, ok := c.awaitWrite(ctx, msg, t); ok {
+				t = caught // the re-dispatch's record write landed
+				continue
+			}
+			c.ahead(ctx, m, msg, t)
+			return claimed{}, false
+		case msg.Version != t.DispatchVersion:
+			c.counts.stale.Add(1)
+			c.mx.Dropped(metrics.DropStale)
+			c.log.Debug("dropping stale message", "task_id", t.ID, "message_version", msg.Version, "dispatch_version", t.DispatchVersion, "status", t.Status)
+			c.del.add(m.Priority, m.ReceiptHandle)
+			return claimed{}, false
+		}
+		switch t.Status {
+		case task.Queued, task.Retrying:
+			if !c.mayClaim(ctx, m, msg, t) {
+				return claimed{}, false
+			}
+			release := func() {}
+			if c.opt.Gate != nil {
+				rel, delay, why, err := c.admit(ctx, t)
+				if err != nil {
+					c.log.Warn("control check failed; the message will come back", "task_id", t.ID, "error", err)
+					c.mx.PutOff(metrics.PutOffControlError)
+					c.putOff(ctx, m, msg, time.Second)
+					return claimed{}, false
+				}
+				if rel == nil {
+					c.mx.PutOff(why)
+					c.putOff(ctx, m, msg, delay)
+					return claimed{}, false
+				}
+				release = rel
+			}
+			got, err := c.store.Transition(ctx, t, task.Executing, func(n *task.Task) {
+				n.Attempts++
+				n.WorkerID = c.opt.WorkerID
+				until := c.lease().claimUntil(now, time.Duration(t.TimeoutSeconds)*time.Second)
+				n.LeaseUntil = &until
+				n.StartedAt = &now
+				n.RetryAt = nil
+				n.ProgressToken = task.NewProgressToken() // this attempt's alone
+			})
+			if err == nil {
+				c.mx.Started(t, now)
+				return claimed{task: got, release: release}, true
+			}
+			release()
+			if t = c.current(err); t == nil {
+				c.log.Warn("claim failed; the message will come back", "task_id", msg.ID, "error", err)
+				return claimed{}, false
+			}
+		case task.Executing:
+			if t.LeaseUntil != nil && now.Before(*t.LeaseUntil) {
+				// Someone holds it: look again when the lease ends.
+				c.mx.PutOff(metrics.PutOffLeased)
+				c.putOff(ctx, m, msg, c.lease().hideFor(now, *t.LeaseUntil))
+				return claimed{}, false
+			}
+			reclaimed, err := c.reclaim(ctx, t, m)
+			if err == nil && reclaimed == nil {
+				return claimed{}, false
+			}
+			if err == nil {
+				t = reclaimed
+				continue
+			}
+			if t = c.current(err); t == nil {
+				c.log.Warn("reclaim failed; the message will come back", "task_id", msg.ID, "error", err)
+				return claimed{}, false
+			}
+		default:
+			// Scheduled, or finished: nothing to run for this message.
+			c.counts.stale.Add(1)
+			c.mx.Dropped(metrics.DropStale)
+			c.log.Debug("dropping message of a task that is not waiting", "task_id", t.ID, "status", t.Status)
+			c.del.add(m.Priority, m.ReceiptHandle)
+			return claimed{}, false
+		}
+	}
+	c.mx.PutOff(metrics.PutOffContention)
+	c.putOff(ctx, m, msg, time.Second)
+	return claimed{}, false
+}
+
+// recordWaits are the pauses before re-reading a task that was not found
+// on a message's first receive: a new task's message is sent just before
+// its record is written, so a fast consumer can see the message first.
+var recordWaits = [...]time.Duration{20 * time.Millisecond, 80 * time.Millisecond, 200 * time.Millisecond}
+
+// load reads the task msg names. When there is none, it gives the record a
+// moment to appear (first receive) and otherwise waits for it up to
+// OrphanAfter from the message's send, hiding the message meanwhile; a
+// message still without a task then is moved to the DLQ with the reason.
+// It returns (nil, nil) when it disposed of the message.
+func (c *Consumer) load(ctx context.Context, m queue.Received, msg task.Message) (*task.Task, error) {
+	t, err := c.store.Get(ctx, msg.ID)
+	for i := 0; errors.Is(err, store.ErrNotFound) && m.ReceiveCount <= 1 && i < len(recordWaits); i++ {
+		sleep(ctx, recordWaits[i])
+		t, err = c.store.Get(ctx, msg.ID)
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return t, err
+	}
+	if c.waitOrGiveUp(ctx, m) {
+		c.counts.noTask.Add(1)
+		c.mx.Dropped(metrics.DropNoTask)
+		c.log.Warn("message names a task that does not exist; moved to the DLQ", "task_id", msg.ID, "message_id", m.MessageID, "sent_at", m.SentAt)
+		c.poison(ctx, m, fmt.Sprintf("no task %s: its submit sent this message but never recorded the task (it failed or was interrupted), or the task was deleted", msg.ID))
+		c.store.DropPayload(ctx, msg.ID) // a large payload written before the record that never came
+	}
+	return nil, nil
+}
+
+// awaitWrite gives a message one version ahead of its task a moment for
+// the re-dispatch's record write to land (a re-dispatch sends first and
+// writes second; with no delay, a consumer can see the message a few
+// milliseconds before the write), re-reading the task as load does for a
+// missing record. Without it the message would be hidden for a quarter of
+// OrphanAfter, delaying a task that is ready now by 15 s.
+func (c *Consumer) awaitWrite(ctx context.Context, msg task.Message, t *task.Task) (*task.Task, bool) {
+	for i := 0; msg.Version == t.Version+1 && i < len(recordWaits); i++ {
+		sleep(ctx, recordWaits[i])
+		fresh, err := c.store.Get(ctx, t.ID)
+		if err != nil {
+			return t, false
+		}
+		if fresh.Version >= msg.Version {
+			return fresh, true
+		}
+		t = fresh
+	}
+	return t, false
+}
+
+// ahead handles a message whose version is newer than its task's. A
+// re-dispatch sends version v+1 before it writes the record, so a message
+// one version ahead of a task that can still be re-dispatched may simply
+// be early: it is hidden until the write lands, up to OrphanAfter. A
+// version no write will reach (more than one ahead, or one ahead of a
+// completed or cancelled task) goes to the DLQ at once.
+func (c *Consumer) ahead(ctx context.Context, m queue.Received, msg task.Message, t *task.Task) {
+	reachable := msg.Version == t.Version+1 && t.Status != task.Completed && t.Status != task.Cancelled
+	if reachable && !c.waitOrGiveUp(ctx, m) {
+		return
+	}
+	c.counts.ahead.Add(1)
+	c.mx.Dropped(metrics.DropVersionAhead)
+	c.log.Warn("message version is ahead of its task; moved to the DLQ", "task_id", t.ID, "message_version", msg.Version, "task_version", t.Version, "status", t.Status)
+	c.poison(ctx, m, fmt.Sprintf("message version %d is ahead of task %s (version %d, %s) and no write will reach it", msg.Version, t.ID, t.Version, t.Status))
+}
+
+// waitOrGiveUp hides a message that is waiting for its task's record to
+// appear or catch up, and reports true once it has waited long enough:
+// OrphanAfter since it was sent, or its last receive before SQS would
+// redrive it.
+func (c *Consumer) waitOrGiveUp(ctx context.Context, m queue.Received) bool {
+	age := c.store.Now().Sub(m.SentAt)
+	if m.SentAt.IsZero() || age >= c.opt.OrphanAfter || c.lastReceive(m) {
+		return true
+	}
+	// The first wait is short: a record that is merely slow (a loaded
+	// table, a throttled write retried by the SDK) lands within a second or
+	// two, and a quarter of OrphanAfter (15 s) is a long time for a task
+	// that is ready, high-priority ones included. Later waits are longer,
+	// so an orphan still uses at most four receives before it is given up.
+	wait := max(c.opt.OrphanAfter/4, time.Second)
+	if m.ReceiveCount <= 1 {
+		wait = min(wait, firstRecordWait)
+	}
+	c.hide(ctx, m, min(c.opt.OrphanAfter-age, wait))
+	return false
+}
+
+// firstRecordWait is how long a message first received before its task's
+// record (or the record's catch-up write) is hidden before the next look.
+const firstRecordWait = 2 * time.Second
+
+// lastReceive reports whether m has been received as often as SQS allows
+// before the next receive would redrive it to the DLQ (one short, for
+// safety): a message that must live on is replaced by a fresh copy instead
+// of being hidden again.
+func (c *Consumer) lastReceive(m queue.Received) bool {
+	return c.opt.MaxReceiveCount > 0 && m.ReceiveCount >= c.opt.MaxReceiveCount-1
+}
+
+// putOff hides a message it cannot act on yet for d. A message that is one
+// receive short of the redrive threshold is replaced by a fresh copy
+// instead, so pauses, throttles and busy tasks never push a task to the DLQ.
+func (c *Consumer) putOff(ctx context.Context, m queue.Received, msg task.Message, d time.Duration) {
+	if !c.lastReceive(m) {
+		c.hide(ctx, m, d)
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	body, _ := json.Marshal(msg)
+	if _, err := c.queues.Send(ctx, m.Priority, string(body), min(d, queue.MaxDelay)); err != nil {
+		c.log.Warn("refresh of a put-off message failed; hiding it instead", "task_id", msg.ID, "error", err)
+		c.hide(ctx, m, d)
+		return
+	}
+	c.del.add(m.Priority, m.ReceiptHandle)
+}
+
+// current returns the task as it is now after a lost conditional write, or
+// nil when err is not a conflict.
+func (c *Consumer) current(err error) *task.Task {
+	var ce *store.ConflictError
+	if errors.As(err, &ce) && ce.Current != nil {
+		return ce.Current
+	}
+	return nil
+}
+
+// reclaim takes back a task whose worker's lease expired. The lost attempt
+// stays counted. It returns (nil, nil) when the task had no attempts left
+// and went to the DLQ instead.
+func (c *Consumer) reclaim(ctx context.Context, t *task.Task, m queue.Received) (*task.Task, error) {
+	lost := task.Attempt{Attempt: t.Attempts, WorkerID: t.WorkerID, FinishedAt: c.store.Now(), Error: "lease expired: the worker stopped renewing it"}
+	if t.StartedAt != nil {
+		lost.StartedAt = *t.StartedAt
+	}
+	c.log.Warn("reclaiming task whose lease expired", "task_id", t.ID, "previous_worker", t.WorkerID, "attempts", t.Attempts)
+	c.mx.Recovered(metrics.RecoveredLease)
+	if t.Attempts >= t.MaxAttempts {
+		c.mx.Failed(t, metrics.FailLeaseExpired)
+		j := &job{msg: m, cur: t}
+		c.deadLetter(ctx, j, lost, &task.Error{Message: "lease expired on the last attempt (worker lost)", Retriable: true})
+		return nil, nil
+	}
+	return c.store.Transition(ctx, t, task.Queued, func(n *task.Task) {
+		n.WorkerID, n.LeaseUntil = "", nil
+		n.AddAttempt(lost)
+	})
+}
+
+func (c *Consumer) hide(ctx context.Context, m queue.Received, d time.Duration) {
+	if err := c.queues.ChangeVisibility(context.WithoutCancel(ctx), m.Priority, m.ReceiptHandle, d); err != nil && !queue.IsGone(err) {
+		c.log.Warn("change visibility failed", "priority", m.Priority, "error", err)
+	}
+}
+
+// poison moves an unusable message to its priority's DLQ with the reason.
+func (c *Consumer) poison(ctx context.Context, m queue.Received, reason string) {
+	ctx = context.WithoutCancel(ctx)
+	c.counts.poison.Add(1)
+	c.log.Warn("poison message moved to DLQ", "priority", m.Priority, "message_id", m.MessageID, "reason", reason)
+	if err := c.queues.SendDLQ(ctx, m.Priority, m.Body, reason); err != nil {
+		c.log.Error("move poison message to DLQ failed; it stays on its queue", "message_id", m.MessageID, "error", err)
+		return
+	}
+	c.del.add(m.Priority, m.ReceiptHandle)
+}

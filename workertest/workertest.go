@@ -1,0 +1,249 @@
+// Package workertest runs the handlers registered on a worker.Worker in a
+// test, one attempt at a time, with no AWS and no emulators, as River's
+// rivertest.Worker does for River workers:
+//
+//	w := worker.New(worker.Options{})
+//	if err := register(w); err != nil { // the same registration main uses
+//		t.Fatal(err)
+//	}
+//	res, err := workertest.New(w).Work(ctx, t, Thumbnail{URL: u}, nil)
+//	if err != nil {
+//		t.Fatal(err) // the attempt failed: it would be retried or dead-lettered
+//	}
+//	if res.Outcome != workertest.Completed { ... }
+//
+// An attempt runs as the consumer runs it: the task is built from the
+// submit as the API builds it (defaults and validation included), the
+// handler is the one registered for the task's type wrapped in the
+// worker's middleware, it runs under the task's timeout with panics
+// recovered, and what it returns is read by the consumer's own rules
+// (internal/execution): a result that cannot be stored, Permanent,
+// Cancel, Snooze, a retriable error with or without attempts left, a
+// timeout. Progress reports and checkpoints go through the same
+// validation and are recorded in the Result. What needs a deployment is
+// left out: the claim and lease, heartbeats, cancel requests, the writes,
+// and the Lambda and webhook routes of TRIAGE_ROUTES.
+package workertest
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/internal/execution"
+	"github.com/triagehq/triage/internal/gohandlers"
+	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/worker"
+)
+
+// Worker runs one worker.Worker's Go handlers in tests. It is safe for
+// concurrent use (parallel subtests) once the handlers are registered.
+type Worker struct {
+	handlers *gohandlers.Set
+}
+
+// New returns the test runner of w's handlers and middleware. Each Work
+// runs what is registered on w at the time.
+func New(w *worker.Worker) *Worker {
+	s, _ := gohandlers.Of(w) // every *worker.Worker from worker.New has one
+	if s == nil {
+		s = &gohandlers.Set{} // a zero Worker: no handlers
+	}
+	return &Worker{handlers: s}
+}
+
+// Opts describes the attempt to run. The zero value (or nil) is the first
+// attempt of a task submitted with no options.
+type Opts struct {
+	// Submit are the options the task was submitted with (priority, max
+	// attempts, timeout, ...), as for triage.Client.Submit.
+	Submit []triage.SubmitOption
+	// Attempt is which attempt this is, from 1 (default 1): with
+	// triage.WithMaxAttempts in Submit, a test can run the last attempt.
+	Attempt int
+	// EffectivePriority is the priority the attempt runs at, as after the
+	// promoter moved the task (default: the submitted one; never lower).
+	EffectivePriority triage.Priority
+	// Checkpoint is the checkpoint an earlier attempt saved, which this
+	// one resumes from: a json.RawMessage as is, anything else encoded.
+	Checkpoint any
+}
+
+// Outcome is what becomes of the task after the attempt.
+type Outcome string
+
+// The outcomes of an attempt.
+const (
+	// Completed: the handler succeeded; Result.Result is the task's result.
+	Completed Outcome = "completed"
+	// Retried: a retriable error with attempts left; the task would run
+	// again after its backoff.
+	Retried Outcome = "retried"
+	// Snoozed: the handler asked (worker.Snooze) to run again after
+	// Result.Snooze, without spending the attempt.
+	Snoozed Outcome = "snoozed"
+	// Cancelled: the handler cancelled the task (worker.Cancel).
+	Cancelled Outcome = "cancelled"
+	// DeadLettered: a permanent error (worker.Permanent, a panic, a result
+	// that cannot be stored), or a retriable one on the last attempt.
+	DeadLettered Outcome = "dead_lettered"
+)
+
+// Progress is one progress report of the attempt.
+type Progress struct {
+	Percent int
+	Message string
+}
+
+// Result is what one attempt did.
+type Result struct {
+	Outcome Outcome
+	// Result is the task's result when it completed (nil: none).
+	Result json.RawMessage
+	// Message is the error the task records: the failure, the cancel's
+	// reason, "snoozed for 30s"; for a dead letter after a retriable
+	// error it names the attempts that ran out.
+	Message string
+	// Snooze is how long a snoozed task waits.
+	Snooze time.Duration
+	// Progress is every progress report the attempt made, in order.
+	Progress []Progress
+	// Checkpoint is the last checkpoint the attempt saved (nil: none);
+	// the task keeps it for its next attempt whatever the outcome.
+	Checkpoint json.RawMessage
+}
+
+// Work runs one attempt of a task whose type is args.Kind() and whose
+// payload is args, as triage.Client.SubmitArgs would submit it. See
+// WorkTask.
+func (w *Worker) Work(ctx context.Context, tb testing.TB, args triage.Args, opts *Opts) (*Result, error) {
+	tb.Helper()
+	if args == nil {
+		tb.Fatalf("workertest: Work with nil args")
+	}
+	return w.WorkTask(ctx, tb, args.Kind(), args, opts)
+}
+
+// WorkTask runs one attempt of a task of type typ with payload (taken as
+// triage.Client.Submit takes it). The error is the attempt's failure when
+// the outcome is Retried or DeadLettered, as the consumer reads it (the
+// timeout named, a panic as a permanent error), and nil otherwise: like
+// rivertest, a snooze or cancel the handler asked for is an outcome, not
+// an error. A test that cannot run (no handler for typ, a submit the API
+// would refuse, bad Opts) fails tb.
+func (w *Worker) WorkTask(ctx context.Context, tb testing.TB, typ string, payload any, opts *Opts) (*Result, error) {
+	tb.Helper()
+	if opts == nil {
+		opts = &Opts{}
+	}
+	t := w.task(tb, typ, payload, opts)
+	h, err := w.handlers.Registry().Lookup(t.Type)
+	if err != nil {
+		tb.Fatalf("workertest: %v (register it on the worker.Worker before New)", err)
+	}
+	rec := &recorder{}
+	r := execution.Request(t, t.Payload)
+	r.Reporter = rec
+
+	runCtx, cancel := execution.WithTimeout(ctx, t.TimeoutSeconds)
+	defer cancel()
+	result, err := execution.Run(runCtx, h, r)
+	res := &Result{}
+	if err == nil {
+		if err = execution.CheckResult(result); err == nil {
+			res.Outcome, res.Result = Completed, result
+		}
+	}
+	if err != nil {
+		if expired := execution.Expired(runCtx); expired != nil {
+			err = expired // the timeout, named
+		}
+		o := execution.Decide(err, t.Attempts, t.MaxAttempts)
+		res.Outcome, res.Message, res.Snooze = outcomeOf(o.Kind), o.Message, o.Snooze
+	}
+	res.Progress, res.Checkpoint = rec.reports()
+	if res.Outcome == Retried || res.Outcome == DeadLettered {
+		return res, err
+	}
+	return res, nil
+}
+
+// outcomeOf names the consumer's decision about a failed attempt.
+func outcomeOf(k execution.Kind) Outcome {
+	switch k {
+	case execution.Retry:
+		return Retried
+	case execution.Snooze:
+		return Snoozed
+	case execution.Cancel:
+		return Cancelled
+	}
+	return DeadLettered
+}
+
+// task builds the task as the API would for the submit, at the attempt
+// opts describes.
+func (w *Worker) task(tb testing.TB, typ string, payload any, opts *Opts) *task.Task {
+	tb.Helper()
+	sr, err := triage.NewRequest(typ, payload, opts.Submit...)
+	if err != nil {
+		tb.Fatalf("workertest: the deployment would refuse this task: %v", err)
+	}
+	tr := task.Request(sr)
+	tr.RunAt, tr.DelaySeconds = nil, nil // it is running now
+	t := tr.NewTask(time.Now(), 0)
+	t.Attempts = max(opts.Attempt, 1)
+	if t.Attempts > t.MaxAttempts {
+		tb.Fatalf("workertest: attempt %d of a task allowed %d (set triage.WithMaxAttempts in Opts.Submit)", t.Attempts, t.MaxAttempts)
+	}
+	if p := opts.EffectivePriority; p != "" {
+		if _, err := triage.ParsePriority(string(p)); err != nil || p.Rank() > t.Priority.Rank() {
+			tb.Fatalf("workertest: effective priority %q: a task runs at its submitted priority (%s) or higher", p, t.Priority)
+		}
+		t.EffectivePriority = p
+	}
+	if opts.Checkpoint != nil {
+		cp, ok := opts.Checkpoint.(json.RawMessage)
+		if !ok {
+			if cp, err = json.Marshal(opts.Checkpoint); err != nil {
+				tb.Fatalf("workertest: encode the checkpoint: %v", err)
+			}
+		}
+		if fe := task.CheckCheckpoint(cp); fe != nil {
+			tb.Fatalf("workertest: checkpoint: %v", fe)
+		}
+		t.Checkpoint = cp
+	}
+	return t
+}
+
+// recorder keeps what the attempt reported; reports arrive validated
+// (handler.Request checks them before the Reporter sees them).
+type recorder struct {
+	mu         sync.Mutex
+	progress   []Progress
+	checkpoint json.RawMessage
+}
+
+func (r *recorder) Progress(_ context.Context, percent int, message string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.progress = append(r.progress, Progress{Percent: percent, Message: message})
+	return nil
+}
+
+func (r *recorder) Checkpoint(_ context.Context, data json.RawMessage) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checkpoint = append(json.RawMessage(nil), data...)
+	return nil
+}
+
+func (r *recorder) reports() ([]Progress, json.RawMessage) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.progress, r.checkpoint
+}
