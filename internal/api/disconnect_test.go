@@ -15,7 +15,7 @@ import (
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/counters"
-	"github.com/triagehq/triage/localstack/stacktest"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
 )
 
 // slowCounters answers /stats only when the request's context ends, as a

@@ -1400,8 +1400,14 @@
         api('GET', 'stats/history?minutes=60'),
         api('GET', 'tasks?status=dead_letter&limit=5'),
       ]);
-      if (hist.status === 'fulfilled') renderThroughput(hist.value.minutes || []);
-      else if (!(hist.reason instanceof APIError && hist.reason.status === 501)) report('Loading the throughput history', hist.reason, 'history');
+      if (hist.status === 'fulfilled') {
+        renderThroughput(hist.value.minutes || []);
+      } else if (hist.reason instanceof APIError && (hist.reason.status === 501 || hist.reason.status === 404)) {
+        // An API that keeps no history (501) or predates the route (404).
+        $('chart-throughput').replaceChildren(textNode('This API keeps no throughput history.'));
+      } else {
+        report('Loading the throughput history', hist.reason, 'history');
+      }
       if (fails.status === 'fulfilled') renderFailures(fails.value.tasks || []);
     } finally {
       state.slowRunning = false;
