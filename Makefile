@@ -8,6 +8,7 @@
 #               QUICK=1 for a ~6 min smoke run, UPDATE=1 to refresh the committed bench/results.json,
 #               BENCH_ARGS="-tasks 500" for any other flag of `go run ./bench -h`)
 #   make cli    build the CLI into bin/triage, stamped with its version and commit
+#   make screenshots  regenerate the dashboard's screenshots (browser tests)
 #   make synth  synthesize the CDK app into cdk.out/ (offline)
 #   make deploy / deploy-local   deploy it to AWS / to LocalStack
 
@@ -15,7 +16,7 @@ SHELL := /bin/bash
 GO    ?= go
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: run test unit vet lint bench cli deps java chromium emulators cdk-cli lambda synth deploy deploy-local infra-test fuzz clean
+.PHONY: run test unit vet lint bench cli deps java chromium emulators cdk-cli lambda synth deploy deploy-local infra-test fuzz clean screenshots
 
 # `make bench -- -quick` would make "-quick" a goal: refuse it before a
 # full bench starts, and say how to pass flags.
@@ -110,6 +111,12 @@ lambda:
 	  GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags="-s -w -buildid=" -o bin/lambda/$$f/bootstrap ./functions/$$f && \
 	  echo "bin/lambda/$$f/bootstrap $$(du -h bin/lambda/$$f/bootstrap | cut -f1)"; \
 	done
+
+## screenshots: the dashboard's browser tests against a real triage dev,
+## saving a PNG of each main view into internal/dashboard/screenshots/
+## (the README shows three of them).
+screenshots: java emulators chromium
+	TRIAGE_SCREENSHOT_DIR=$(CURDIR)/internal/dashboard/screenshots $(GO) test -count=1 ./internal/dashboard/e2e/
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzSubmitDecode -fuzztime=60s ./internal/api
