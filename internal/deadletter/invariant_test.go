@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,8 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/triagehq/triage/internal/devserver"
-	"github.com/triagehq/triage/internal/emulators"
+	"github.com/triagehq/triage/internal/devserver/devtest"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 )
 
@@ -36,44 +34,8 @@ const token = "dev-test"
 // the test ends.
 func startDev(t *testing.T, env *stacktest.Env) *dev {
 	t.Helper()
-	root, err := emulators.FindRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	vars := map[string]string{"TRIAGE_ADDR": "127.0.0.1:0", "TRIAGE_TOKEN": token, "TRIAGE_PREFIX": env.Prefix}
-	ready := make(chan string, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- devserver.Run(ctx, devserver.Options{
-			Getenv: func(k string) string {
-				if v, ok := vars[k]; ok {
-					return v
-				}
-				return os.Getenv(k)
-			},
-			Setenv: func(string, string) error { return nil },
-			Root:   root, Out: io.Discard, Logs: io.Discard, StateDir: t.TempDir(),
-			Ready: func(url, _ string) { ready <- url },
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("dev server did not stop within 30 s")
-		}
-	})
-	select {
-	case base := <-ready:
-		return &dev{t: t, base: base, env: env}
-	case err := <-done:
-		t.Fatalf("dev server stopped: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("dev server not ready in 60 s")
-	}
-	return nil
+	base := devtest.Start(t, map[string]string{"TRIAGE_ADDR": "127.0.0.1:0", "TRIAGE_TOKEN": token, "TRIAGE_PREFIX": env.Prefix})
+	return &dev{t: t, base: base, env: env}
 }
 
 // call sends an API request with the admin token; it decodes the JSON

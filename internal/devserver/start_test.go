@@ -1,17 +1,12 @@
 package devserver_test
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/triagehq/triage/internal/devserver"
-	"github.com/triagehq/triage/internal/emulators"
+	"github.com/triagehq/triage/internal/devserver/devtest"
 )
 
 // startDev runs `triage dev` in process with vars over the process
@@ -19,43 +14,7 @@ import (
 // (and must stop within 30 s) when the test ends.
 func startDev(t *testing.T, vars map[string]string) string {
 	t.Helper()
-	root, err := emulators.FindRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan string, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- devserver.Run(ctx, devserver.Options{
-			Getenv: func(k string) string {
-				if v, ok := vars[k]; ok {
-					return v
-				}
-				return os.Getenv(k)
-			},
-			Setenv: func(string, string) error { return nil },
-			Root:   root, Out: io.Discard, Logs: io.Discard, StateDir: t.TempDir(),
-			Ready: func(url, _ string) { ready <- url },
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("dev server did not stop within 30 s")
-		}
-	})
-	select {
-	case base := <-ready:
-		return base
-	case err := <-done:
-		t.Fatalf("dev server stopped: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("dev server not ready in 60 s")
-	}
-	return ""
+	return devtest.Start(t, vars)
 }
 
 // apiCall sends an API request to the dev server at base with the test's

@@ -28,8 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/chromedp/chromedp"
 
-	"github.com/triagehq/triage/internal/devserver"
-	"github.com/triagehq/triage/internal/emulators"
+	"github.com/triagehq/triage/internal/devserver/devtest"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 )
 
@@ -49,47 +48,11 @@ type dev struct {
 func startDev(t *testing.T, vars map[string]string) *dev {
 	t.Helper()
 	env := stacktest.New(t)
-	root, err := emulators.FindRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
 	all := map[string]string{"TRIAGE_ADDR": "127.0.0.1:0", "TRIAGE_TOKEN": token, "TRIAGE_PREFIX": env.Prefix}
 	for k, v := range vars {
 		all[k] = v
 	}
-	ready := make(chan string, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- devserver.Run(ctx, devserver.Options{
-			Getenv: func(k string) string {
-				if v, ok := all[k]; ok {
-					return v
-				}
-				return os.Getenv(k)
-			},
-			Setenv: func(string, string) error { return nil },
-			Root:   root, Out: io.Discard, Logs: io.Discard, StateDir: t.TempDir(),
-			Ready: func(url, _ string) { ready <- url },
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("dev server did not stop within 30 s")
-		}
-	})
-	select {
-	case base := <-ready:
-		return &dev{t: t, base: strings.TrimSuffix(base, "/"), env: env}
-	case err := <-done:
-		t.Fatalf("dev server stopped: %v", err)
-	case <-time.After(90 * time.Second):
-		t.Fatal("dev server not ready in 90 s")
-	}
-	return nil
+	return &dev{t: t, base: devtest.Start(t, all), env: env}
 }
 
 // call sends an API request with the admin token, decodes a JSON answer

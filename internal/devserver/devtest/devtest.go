@@ -1,0 +1,67 @@
+// Package devtest runs `triage dev` in process for tests that need the
+// whole local stack behind its HTTP API: the dashboard's browser tests,
+// the dead-letter invariant, the dev server's own tests.
+//
+// It is test tooling, like emulators/stacktest: the server runs on the
+// emulators the test binary's stacktest.Main started (or the endpoints the
+// environment names), listens on a free loopback port, and is stopped when
+// the test ends.
+package devtest
+
+import (
+	"context"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/triagehq/triage/internal/devserver"
+	"github.com/triagehq/triage/internal/emulators"
+)
+
+// Start runs `triage dev` with vars over the process environment and
+// returns its base URL (no trailing slash) once it is ready. vars usually
+// set TRIAGE_ADDR (127.0.0.1:0 for a free port), TRIAGE_TOKEN and
+// TRIAGE_PREFIX. The server is stopped when the test ends, and must stop
+// within 30 s; it must be ready within 90 s.
+func Start(t testing.TB, vars map[string]string) string {
+	t.Helper()
+	root, err := emulators.FindRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan string, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- devserver.Run(ctx, devserver.Options{
+			Getenv: func(k string) string {
+				if v, ok := vars[k]; ok {
+					return v
+				}
+				return os.Getenv(k)
+			},
+			Setenv: func(string, string) error { return nil },
+			Root:   root, Out: io.Discard, Logs: io.Discard, StateDir: t.TempDir(),
+			Ready: func(url, _ string) { ready <- url },
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("dev server did not stop within 30 s")
+		}
+	})
+	select {
+	case base := <-ready:
+		return strings.TrimSuffix(base, "/")
+	case err := <-done:
+		t.Fatalf("dev server stopped: %v", err)
+	case <-time.After(90 * time.Second):
+		t.Fatal("dev server not ready in 90 s")
+	}
+	return ""
+}
