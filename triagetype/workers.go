@@ -46,6 +46,11 @@ type Worker struct {
 	// taken at its last heartbeat.
 	Capacity int `json:"capacity"`
 	Busy     int `json:"busy"`
+	// Types are the task types it has handlers for, as it advertised them
+	// when it registered (empty when it could not list them): a consumer
+	// without a type's handler hands that type's tasks back while a live
+	// worker lists it.
+	Types []string `json:"types,omitempty"`
 }
 
 // WorkerList is the answer of GET /workers: every registered instance that

@@ -1,6 +1,7 @@
 package workers_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,20 @@ func TestHandledTypes(t *testing.T) {
 		}
 	}
 	start := clk.Now()
+	// GET /workers shows what each advertised.
+	listed, err := reg.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range listed {
+		want := map[string][]string{"w-a": a.Types, "w-b": b.Types}[w.ID]
+		if strings.Join(w.Types, ",") != strings.Join(want, ",") {
+			t.Errorf("listed %s with types %v, want %v", w.ID, w.Types, want)
+		}
+	}
+	if len(listed) != 2 {
+		t.Errorf("listed %d workers, want 2", len(listed))
+	}
 	steps := []struct {
 		name string
 		do   func() error

@@ -277,6 +277,7 @@ func (rec record) worker(now time.Time) triagetype.Worker {
 		ID: rec.ID, Kind: rec.Kind, State: triagetype.WorkerState(rec.State),
 		StartedAt: rec.StartedAt, LastHeartbeatAt: rec.HeartbeatAt,
 		HeartbeatSeconds: ev.Seconds(), Capacity: rec.Capacity, Busy: rec.Busy,
+		Types: rec.Types,
 	}
 	if now.Sub(rec.HeartbeatAt) > DeadAfterBeats*ev {
 		w.State = triagetype.WorkerDead
