@@ -1,9 +1,6 @@
 package devserver_test
 
 import (
-	"encoding/json"
-	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/triagehq/triage/internal/devserver/devtest"
@@ -21,14 +18,7 @@ func startDev(t *testing.T, vars map[string]string) string {
 // admin token and returns the status and the decoded JSON body.
 func apiCall(t *testing.T, base, method, path, body string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer dev-test")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var out map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	return resp.StatusCode, out
+	code := devtest.Call(t, base, "dev-test", method, path, body, &out)
+	return code, out
 }

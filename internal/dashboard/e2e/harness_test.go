@@ -13,8 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -59,20 +57,7 @@ func startDev(t *testing.T, vars map[string]string) *dev {
 // into out (when not nil) and returns the status.
 func (d *dev) call(method, path, body string, out any) int {
 	d.t.Helper()
-	req, _ := http.NewRequest(method, d.base+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if out != nil && len(b) > 0 {
-		if err := json.Unmarshal(b, out); err != nil {
-			d.t.Fatalf("%s %s: decode %s: %v", method, path, b, err)
-		}
-	}
-	return resp.StatusCode
+	return devtest.Call(d.t, d.base, token, method, path, body, out)
 }
 
 type apiTask struct {

@@ -10,7 +10,9 @@ package devtest
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -64,4 +66,29 @@ func Start(t testing.TB, vars map[string]string) string {
 		t.Fatal("dev server not ready in 90 s")
 	}
 	return ""
+}
+
+// Call sends an API request to the server at base with the bearer token,
+// decodes a JSON answer into out (when out is not nil and there is a
+// body) and returns the status. A request that cannot be made, or an
+// answer out cannot hold, fails t.
+func Call(t testing.TB, base, token, method, path, body string, out any) int {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: decode %s: %v", method, path, b, err)
+		}
+	}
+	return resp.StatusCode
 }
