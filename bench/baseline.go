@@ -16,6 +16,7 @@ import (
 
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Baselines are what the emulators do for the same work without triage,
@@ -46,7 +47,7 @@ type Baselines struct {
 
 // rawItem is a task item as the store writes it, with a fresh id.
 func rawItem(d *deployment) (map[string]ddbtypes.AttributeValue, *task.Task, error) {
-	r := task.Request{Type: "noop", Priority: string(task.Medium), Payload: json.RawMessage(`{"bench":true}`)}
+	r := task.Request{Type: "noop", Priority: string(triagetype.Medium), Payload: json.RawMessage(`{"bench":true}`)}
 	t := r.NewTask(time.Now().UTC(), 15*time.Minute)
 	av, err := d.app.Store.Item(t)
 	return av, t, err
@@ -70,7 +71,7 @@ func rawBody(t *task.Task) string {
 // for batchTasks tasks.
 func measureBaselines(ctx context.Context, cl clients, d *deployment, o options, n, batchTasks int) (Baselines, error) {
 	var b Baselines
-	queue := d.res.QueueURLs[task.Medium]
+	queue := d.res.QueueURLs[triagetype.Medium]
 	put := func(ctx context.Context) (int, error) {
 		av, _, err := rawItem(d)
 		if err != nil {
@@ -180,7 +181,7 @@ func measureBeside(ctx context.Context, cl clients, d *deployment, o options, su
 	polled := make(chan struct{})
 	go func() { _ = d.app.CounterPoller().Run(pctx); close(polled) }()
 	defer func() { stopPoller(); <-polled }()
-	pair := rawPair(cl, d, d.res.QueueURLs[task.Medium])
+	pair := rawPair(cl, d, d.res.QueueURLs[triagetype.Medium])
 	for _, c := range levels(o.Concurrency) {
 		for _, x := range []struct {
 			out *[]SubmitLevel
@@ -289,7 +290,7 @@ func drained(ctx context.Context, d *deployment, limit time.Duration) error {
 	defer cancel()
 	for {
 		left := 0
-		for _, pr := range task.Priorities() {
+		for _, pr := range triagetype.Priorities() {
 			dp, err := d.app.Queues.Depth(ctx, pr)
 			if err != nil {
 				return fmt.Errorf("wait for the queues to drain: %w", err)

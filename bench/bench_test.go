@@ -14,8 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestItemSize(t *testing.T) {
@@ -174,7 +173,7 @@ func TestSettled(t *testing.T) {
 // The results file is committed as a sample run, so its key order must not
 // depend on map iteration.
 func TestResultsJSONIsDeterministic(t *testing.T) {
-	r := &Results{Submit: Submit{Single: []SubmitLevel{{Concurrency: 1}}}, EndToEnd: []E2E{{StoreCompleted: map[task.Priority]int{"low": 1, "high": 2, "medium": 3}}}}
+	r := &Results{Submit: Submit{Single: []SubmitLevel{{Concurrency: 1}}}, EndToEnd: []E2E{{StoreCompleted: map[triagetype.Priority]int{"low": 1, "high": 2, "medium": 3}}}}
 	a, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Ceiling is the raw rate of the emulated primitives the design is built
@@ -145,7 +146,7 @@ func measureCeiling(ctx context.Context, cl clients, o options) (Ceiling, error)
 		_, _ = cl.ddb.DeleteTable(context.WithoutCancel(ctx), &dynamodb.DeleteTableInput{TableName: aws.String(plain)})
 	}()
 	bare := func(i int) (map[string]ddbtypes.AttributeValue, error) {
-		return map[string]ddbtypes.AttributeValue{spec.AttrPK: str(ceilingPK(i)), "status": str(string(task.Queued)), "version": num(1)}, nil
+		return map[string]ddbtypes.AttributeValue{spec.AttrPK: str(ceilingPK(i)), "status": str(string(triagetype.Queued)), "version": num(1)}, nil
 	}
 	if err := ceilingWrites(ctx, cl, o, &c, plain, ceilCondWritePlain, bare,
 		"bare items (key, status, version) in a table with no GSI; not used for the bound", o.Concurrency); err != nil {
@@ -182,7 +183,7 @@ func ceilingWrites(ctx context.Context, cl clients, o options, c *Ceiling, table
 	if err != nil {
 		return err
 	}
-	statuses := []task.Status{task.Queued, task.Executing} // version 1 is queued
+	statuses := []triagetype.Status{triagetype.Queued, triagetype.Executing} // version 1 is queued
 	for k, conc := range concs {
 		conc = min(conc, o.CeilingItems)
 		// Worker w owns the items i with i % conc == w, so its conditions hold.
@@ -243,7 +244,7 @@ func createPlainTable(ctx context.Context, cl clients, name string) error {
 // receipts of a long test would understate the receive rate.
 func ceilingSQS(ctx context.Context, cl clients, o options, c *Ceiling, d *deployment) error {
 	body := aws.String(`{"id":"01KAR4Q8ZJ6D6B0R4R8G1R2N3M","v":1,"p":"medium"}`)
-	high := aws.String(d.res.QueueURLs[task.High])
+	high := aws.String(d.res.QueueURLs[triagetype.High])
 	calls, el, err := hammer(ctx, o.Concurrency, o.CeilingN, o.CeilingDur, func(ctx context.Context, _ int) (bool, error) {
 		if _, err := cl.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: high, MessageBody: body}); err != nil {
 			return false, fmt.Errorf("send: %w", err)
@@ -255,7 +256,7 @@ func ceilingSQS(ctx context.Context, cl clients, o options, c *Ceiling, d *deplo
 	}
 	c.Ops = append(c.Ops, ceilingRate(ceilSend, calls, el, 0, "one 50-byte message per call"))
 
-	qurl := aws.String(d.res.QueueURLs[task.Medium])
+	qurl := aws.String(d.res.QueueURLs[triagetype.Medium])
 	entries := make([]sqstypes.SendMessageBatchRequestEntry, 10)
 	for j := range entries {
 		entries[j] = sqstypes.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: body}
@@ -345,7 +346,7 @@ func ceilingPK(i int) string { return fmt.Sprintf("TASK#ceiling-%06d", i) }
 // attributes, its key and its index attributes), keyed for the ceiling run.
 func ceilingItem(st *store.Store) func(int) (map[string]ddbtypes.AttributeValue, error) {
 	return func(i int) (map[string]ddbtypes.AttributeValue, error) {
-		r := task.Request{Type: "noop", Priority: string(task.Medium)}
+		r := task.Request{Type: "noop", Priority: string(triagetype.Medium)}
 		av, err := st.Item(r.NewTask(time.Now().UTC(), 15*time.Minute))
 		if err != nil {
 			return nil, fmt.Errorf("ceiling item: %w", err)

@@ -19,7 +19,7 @@ import (
 
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // opKey names one AWS operation: "SQS ReceiveMessage", or for DynamoDB
@@ -307,7 +307,7 @@ func (c *counter) notify(in *dynamodb.UpdateItemInput, result any) {
 	c.mu.Lock()
 	t := c.observers[*in.TableName]
 	c.mu.Unlock()
-	if t == nil || attrString(out.Attributes, "status") != string(task.Completed) {
+	if t == nil || attrString(out.Attributes, "status") != string(triagetype.Completed) {
 		return
 	}
 	statusSet := false
@@ -318,7 +318,7 @@ func (c *counter) notify(in *dynamodb.UpdateItemInput, result any) {
 		return // a write to an already completed task, not the completion
 	}
 	t.completed(attrString(out.Attributes, "id"), finished{
-		Priority:  task.Priority(attrString(out.Attributes, "priority")),
+		Priority:  triagetype.Priority(attrString(out.Attributes, "priority")),
 		Created:   attrTime(out.Attributes, "created_at"),
 		Started:   attrTime(out.Attributes, "started_at"),
 		Completed: attrTime(out.Attributes, "completed_at"),

@@ -15,7 +15,7 @@ import (
 
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/direct"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // DirectRun is group 8 for one way of submitting without the HTTP API:
@@ -87,7 +87,7 @@ func measureDirectPath(ctx context.Context, cl clients, cnt *counter, o options,
 	switch path {
 	case directSQS:
 		r.BodyBytes, r.SendsPerOp = len(directBody), 10
-		qurl := d.res.QueueURLs[task.Medium]
+		qurl := d.res.QueueURLs[triagetype.Medium]
 		submit = func(ctx context.Context) ([]string, error) {
 			return sendDirect(ctx, cl.sqs, qurl, o.DirectTasks, o.Concurrency)
 		}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/dispatch"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // consumerSetup is a number of consumers, the slots of each and how many
@@ -60,11 +60,11 @@ type E2E struct {
 	Bound        float64 `json:"consumer_bound_tasks_per_second"`
 	RatioToBound float64 `json:"ratio_to_consumer_bound"`
 	// StoreCompleted counts status=completed in DynamoDB per priority.
-	StoreCompleted   map[task.Priority]int `json:"store_completed"`
-	LeftoverMessages int                   `json:"leftover_messages"`
-	Verdict          verdict               `json:"verdict"`
-	CPU              CPUUse                `json:"cpu"`
-	Warnings         []string              `json:"warnings,omitempty"`
+	StoreCompleted   map[triagetype.Priority]int `json:"store_completed"`
+	LeftoverMessages int                         `json:"leftover_messages"`
+	Verdict          verdict                     `json:"verdict"`
+	CPU              CPUUse                      `json:"cpu"`
+	Warnings         []string                    `json:"warnings,omitempty"`
 
 	// HotKeys are the partition keys that took the most write units over
 	// the run (submit, consume, and the stream-kept counters catching up),
@@ -220,11 +220,11 @@ func measureE2E(ctx context.Context, cl clients, cnt *counter, o options, batchA
 	setup = setup.resolve(d.app.Config.ReservedHigh)
 	r := E2E{Setup: setup.describe(), Consumers: setup.Consumers, Concurrency: setup.Concurrency, Reserved: setup.Reserved, Tasks: o.Tasks}
 
-	prios := task.Priorities()
-	rs := requests(o.Tasks, func(i int) task.Priority { return prios[i%len(prios)] })
-	want := map[task.Priority]int{}
+	prios := triagetype.Priorities()
+	rs := requests(o.Tasks, func(i int) triagetype.Priority { return prios[i%len(prios)] })
+	want := map[triagetype.Priority]int{}
 	for _, q := range rs {
-		want[task.Priority(q.Priority)]++
+		want[triagetype.Priority(q.Priority)]++
 	}
 	p := newProducer(d, batchAPI)
 	defer p.close()
@@ -292,12 +292,12 @@ func measureE2E(ctx context.Context, cl clients, cnt *counter, o options, batchA
 	// trigger takes batches of up to 1,000, as the poller does), so its
 	// calls are a phase of the task's life: counted, and charged to the
 	// keys they touch. The bench's own reads of the counters are not.
-	r.StoreCompleted = map[task.Priority]int{}
+	r.StoreCompleted = map[triagetype.Priority]int{}
 	before = cnt.snapshot()
 	snap, err := catchUp(ctx, d, time.Minute, func(s counters.Snapshot) bool {
 		settled := true
 		for _, p := range prios {
-			settled = settled && s.Tasks[task.Completed][p] >= int64(want[p])
+			settled = settled && s.Tasks[triagetype.Completed][p] >= int64(want[p])
 		}
 		return settled || !r.Complete
 	})
@@ -310,7 +310,7 @@ func measureE2E(ctx context.Context, cl clients, cnt *counter, o options, batchA
 	r.HotReadKeys = hotKeys(keys0, keys1, r.Completed, 5, true)
 	r.Ceiling = ceilingOf(r.HotKeys, r.HotReadKeys)
 	for _, p := range prios {
-		n := int(snap.Tasks[task.Completed][p])
+		n := int(snap.Tasks[triagetype.Completed][p])
 		r.StoreCompleted[p] = n
 		if r.Complete && n != want[p] {
 			problems.add("end-to-end %s: %d %s tasks submitted but %d are completed in DynamoDB", setup.describe(), want[p], p, n)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Latency is scenario 4: high-priority latency while a low backlog drains.
@@ -46,7 +47,7 @@ func measureLatency(ctx context.Context, cl clients, cnt *counter, o options, ba
 	}
 	p := newProducer(d, batchAPI)
 	defer p.close()
-	lowIDs, err := loadTasks(ctx, p, requests(o.Backlog, func(int) task.Priority { return task.Low }), o.Concurrency)
+	lowIDs, err := loadTasks(ctx, p, requests(o.Backlog, func(int) triagetype.Priority { return triagetype.Low }), o.Concurrency)
 	if err != nil {
 		return r, err
 	}
@@ -77,7 +78,7 @@ func measureLatency(ctx context.Context, cl clients, cnt *counter, o options, ba
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			id, err := p.submit(bounded, task.Request{Type: "noop", Priority: string(task.High)})
+			id, err := p.submit(bounded, task.Request{Type: "noop", Priority: string(triagetype.High)})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -140,8 +141,8 @@ func waits(fs []finished) (wait, e2e Dist) {
 	return distOf(w), distOf(e)
 }
 
-func weightsString(w map[task.Priority]int) string {
-	return fmt.Sprintf("high=%d,medium=%d,low=%d", w[task.High], w[task.Medium], w[task.Low])
+func weightsString(w map[triagetype.Priority]int) string {
+	return fmt.Sprintf("high=%d,medium=%d,low=%d", w[triagetype.High], w[triagetype.Medium], w[triagetype.Low])
 }
 
 func sleep(ctx context.Context, d time.Duration) {

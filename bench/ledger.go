@@ -11,7 +11,7 @@ import (
 
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/handler/ledger"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // newLedger returns the handler-side run record the verdicts are drawn from;
@@ -96,7 +96,7 @@ func check(l *ledger.Ledger, want []string, done *tracker, complete bool) verdic
 // finished is one completed task as its record stood after the completing
 // write (UpdateItem ReturnValues=ALL_NEW).
 type finished struct {
-	Priority  task.Priority
+	Priority  triagetype.Priority
 	Created   time.Time
 	Started   time.Time
 	Completed time.Time

@@ -9,6 +9,7 @@ import (
 
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // PayloadRun is group 7 for one payload size: tasks with that payload
@@ -87,7 +88,7 @@ func measurePayload(ctx context.Context, cl clients, cnt *counter, o options, ba
 	p := newProducer(d, batchAPI)
 	defer p.close()
 	payload := payloadOf(size)
-	prios := task.Priorities()
+	prios := triagetype.Priorities()
 	rs := make([]task.Request, o.PayloadTasks)
 	for i := range rs {
 		rs[i] = task.Request{Type: "noop", Priority: string(prios[i%len(prios)]), Payload: payload}

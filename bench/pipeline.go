@@ -6,7 +6,7 @@ import (
 
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/handler/ledger"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // pipeline is one run of tasks through a deployment: submitted one way,
@@ -81,7 +81,7 @@ func runPipeline(ctx context.Context, cnt *counter, d *deployment, setup consume
 		before = cnt.snapshot()
 		_, err := catchUp(ctx, d, time.Minute, func(s counters.Snapshot) bool {
 			n := int64(0)
-			for _, v := range s.Tasks[task.Completed] {
+			for _, v := range s.Tasks[triagetype.Completed] {
 				n += v
 			}
 			return n >= int64(r.Completed)

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/triagehq/triage/internal/api"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Results is everything a run measured; it is printed as tables and
@@ -210,7 +210,7 @@ func printE2E(w io.Writer, es []E2E) {
 	t.note("x bound above 1 is possible: the ceiling is taken at concurrency 16, a 32-slot consumer keeps more calls in flight, and DynamoDB Local's rate rises with calls in flight (group 1)")
 	for _, e := range es {
 		t.note("%s: %s; DynamoDB status=completed high/medium/low = %d/%d/%d; messages left on queues+DLQs: %d",
-			e.Setup, e.Verdict, e.StoreCompleted[task.High], e.StoreCompleted[task.Medium], e.StoreCompleted[task.Low], e.LeftoverMessages)
+			e.Setup, e.Verdict, e.StoreCompleted[triagetype.High], e.StoreCompleted[triagetype.Medium], e.StoreCompleted[triagetype.Low], e.LeftoverMessages)
 		for _, wn := range e.Warnings {
 			t.note("%s: consumer log: %s", e.Setup, wn)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // StatsScaling is group 9: GET /api/v1/stats with different numbers of
@@ -66,13 +67,13 @@ var retainedTypes = []string{"noop", "email", "report", "thumbnail"}
 // retainedTask is the i-th retained task: a completed task, as the
 // consumer leaves one.
 func retainedTask(i int, now time.Time, retention time.Duration) *task.Task {
-	prios := task.Priorities()
+	prios := triagetype.Priorities()
 	r := task.Request{Type: retainedTypes[i%len(retainedTypes)], Priority: string(prios[i%len(prios)])}
 	t := r.NewTask(now, 15*time.Minute)
 	started, finished := now.Add(-time.Second), now
-	t.Status, t.Attempts, t.Version = task.Completed, 1, 3
+	t.Status, t.Attempts, t.Version = triagetype.Completed, 1, 3
 	t.StartedAt, t.CompletedAt, t.WaitingSince = &started, &finished, finished
-	t.AddAttempt(task.Attempt{Attempt: 1, WorkerID: "bench", StartedAt: started, FinishedAt: finished})
+	t.AddAttempt(triagetype.Attempt{Attempt: 1, WorkerID: "bench", StartedAt: started, FinishedAt: finished})
 	if retention > 0 {
 		t.ExpiresAt = now.Add(retention).Unix()
 	}
@@ -316,7 +317,7 @@ func measureStats(ctx context.Context, cl clients, cnt *counter, o options, prog
 // completedCount is the completed tasks the counters hold, all priorities.
 func completedCount(s counters.Snapshot) int64 {
 	n := int64(0)
-	for _, v := range s.Tasks[task.Completed] {
+	for _, v := range s.Tasks[triagetype.Completed] {
 		n += v
 	}
 	return n

@@ -16,6 +16,7 @@ import (
 	"github.com/triagehq/triage/internal/app/apiapp"
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Submit is scenario 2: submitting through the HTTP API.
@@ -280,7 +281,7 @@ func measureSubmit(ctx context.Context, cl clients, cnt *counter, o options, bat
 	p := newProducer(d, batchAPI)
 	defer p.close()
 
-	one := task.Request{Type: "noop", Priority: string(task.Medium), Payload: json.RawMessage(`{"bench":true}`)}
+	one := task.Request{Type: "noop", Priority: string(triagetype.Medium), Payload: json.RawMessage(`{"bench":true}`)}
 	submitOne := func(ctx context.Context) (int, error) {
 		_, err := p.submit(ctx, one)
 		if err != nil {
@@ -317,7 +318,7 @@ func measureSubmit(ctx context.Context, cl clients, cnt *counter, o options, bat
 
 	batch := make([]task.Request, batchSize)
 	for i := range batch {
-		batch[i] = task.Request{Type: "noop", Priority: string(task.Medium)}
+		batch[i] = task.Request{Type: "noop", Priority: string(triagetype.Medium)}
 	}
 	submitBatch := func(ctx context.Context) (int, error) {
 		ids, err := p.submitBatch(ctx, batch)
@@ -450,7 +451,7 @@ func loadTasksChunked(ctx context.Context, p *producer, rs []task.Request, worke
 }
 
 // requests builds n noop task requests, priority chosen by index.
-func requests(n int, prio func(i int) task.Priority) []task.Request {
+func requests(n int, prio func(i int) triagetype.Priority) []task.Request {
 	rs := make([]task.Request, n)
 	for i := range rs {
 		rs[i] = task.Request{Type: "noop", Priority: string(prio(i))}

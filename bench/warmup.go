@@ -9,6 +9,7 @@ import (
 
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Warmup is the run-in before anything is measured. DynamoDB Local is a
@@ -51,10 +52,10 @@ func warmUp(ctx context.Context, cl clients, cnt *counter, o options, batchAPI b
 	start := time.Now()
 	var mu sync.Mutex
 	var ids []string
-	single := task.Request{Type: "noop", Priority: string(task.Medium)}
+	single := task.Request{Type: "noop", Priority: string(triagetype.Medium)}
 	for round := 0; round < 60 && time.Since(start) < o.WarmupMax; round++ {
 		t0 := time.Now()
-		got, err := loadTasks(ctx, p, requests(500, func(i int) task.Priority { return task.Priorities()[i%3] }), 5)
+		got, err := loadTasks(ctx, p, requests(500, func(i int) triagetype.Priority { return triagetype.Priorities()[i%3] }), 5)
 		mu.Lock()
 		ids = append(ids, got...)
 		mu.Unlock()

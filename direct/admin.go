@@ -7,7 +7,6 @@ import (
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/stats"
-	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -66,15 +65,15 @@ func (d *Transport) Controls(ctx context.Context) ([]triage.ControlSettings, err
 }
 
 // priorities reads an optional DLQ priority: empty is all three.
-func priorities(p triage.Priority) ([]task.Priority, error) {
+func priorities(p triage.Priority) ([]triagetype.Priority, error) {
 	if p == "" {
-		return task.Priorities(), nil
+		return triagetype.Priorities(), nil
 	}
-	pr, err := task.ParsePriority(string(p))
+	pr, err := triagetype.ParsePriority(string(p))
 	if err != nil {
 		return nil, invalid("priority", err.Error())
 	}
-	return []task.Priority{pr}, nil
+	return []triagetype.Priority{pr}, nil
 }
 
 // DLQ implements triage.Transport.

@@ -17,6 +17,7 @@ import (
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -28,7 +29,7 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-func receiveAll(t *testing.T, env *stacktest.Env, p task.Priority) []string {
+func receiveAll(t *testing.T, env *stacktest.Env, p triagetype.Priority) []string {
 	t.Helper()
 	out, err := env.SQS.ReceiveMessage(ctx(t), &sqs.ReceiveMessageInput{
 		QueueUrl: aws.String(env.QueueURLs[p]), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
@@ -61,10 +62,10 @@ func TestRecordAndMessage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("task not stored: %v", err)
 	}
-	if rec.Status != task.Queued || rec.IdempotencyKey != "k" || rec.EffectivePriority != task.High || string(rec.Payload) != `{"x":1}` {
+	if rec.Status != triagetype.Queued || rec.IdempotencyKey != "k" || rec.EffectivePriority != triagetype.High || string(rec.Payload) != `{"x":1}` {
 		t.Fatalf("stored %+v", rec)
 	}
-	bodies := receiveAll(t, env, task.High)
+	bodies := receiveAll(t, env, triagetype.High)
 	var msg task.Message
 	if len(bodies) != 1 || json.Unmarshal([]byte(bodies[0]), &msg) != nil || msg.ID != tk.ID || msg.Version != rec.DispatchVersion {
 		t.Fatalf("high queue holds %v, want one message for %s at version %d", bodies, tk.ID, rec.DispatchVersion)
@@ -83,7 +84,7 @@ func TestNew(t *testing.T) {
 	}{
 		{"by prefix", env.Prefix, nil, true},
 		{"prefix from the environment", "", []direct.Option{direct.WithEnv(env.Getenv(nil))}, true},
-		{"explicit table and queue", env.Prefix, []direct.Option{direct.WithTable(env.Spec.Table.Name), direct.WithQueueURL(triage.High, env.QueueURLs[task.High])}, true},
+		{"explicit table and queue", env.Prefix, []direct.Option{direct.WithTable(env.Spec.Table.Name), direct.WithQueueURL(triage.High, env.QueueURLs[triagetype.High])}, true},
 		{"settings from the environment", env.Prefix, []direct.Option{direct.WithEnv(env.Getenv(map[string]string{config.EnvShards: "32", config.EnvTypes: "echo"}))}, true},
 		{"a prefix with no queues", env.Prefix + "-missing", nil, false},
 		{"a queue URL for an unknown priority", env.Prefix, []direct.Option{direct.WithQueueURL("urgent", "http://127.0.0.1:1/q")}, false},
@@ -123,7 +124,7 @@ func TestNew(t *testing.T) {
 func TestTransportSubmitSendsOnlyWhatItRecords(t *testing.T) {
 	env := stacktest.New(t)
 	c := ctx(t)
-	tr, err := direct.New(c, env.AWS, env.Prefix, direct.WithQueueURL(triage.High, env.QueueURLs[task.High]))
+	tr, err := direct.New(c, env.AWS, env.Prefix, direct.WithQueueURL(triage.High, env.QueueURLs[triagetype.High]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,8 +160,8 @@ func TestTransportSubmitSendsOnlyWhatItRecords(t *testing.T) {
 		t.Fatalf("scheduled submit = %+v, %v", sched, err)
 	}
 
-	want := map[task.Priority]int{task.High: 1} // the first submit's message, on the queue given
-	for _, p := range task.Priorities() {
+	want := map[triagetype.Priority]int{triagetype.High: 1} // the first submit's message, on the queue given
+	for _, p := range triagetype.Priorities() {
 		bodies := receiveAll(t, env, p)
 		if len(bodies) != want[p] || (want[p] == 1 && !strings.Contains(bodies[0], first.ID)) {
 			t.Errorf("%s queue holds %v, want %d message(s)", p, bodies, want[p])

@@ -68,14 +68,14 @@ func (d *Transport) List(ctx context.Context, p triage.ListParams) (*triage.Task
 		return nil, err
 	}
 	if p.Status != "" {
-		st, err := task.ParseStatus(string(p.Status))
+		st, err := triagetype.ParseStatus(string(p.Status))
 		if err != nil {
 			return nil, invalid("status", err.Error())
 		}
 		f.Status = st
 	}
 	if p.Priority != "" {
-		pr, err := task.ParsePriority(string(p.Priority))
+		pr, err := triagetype.ParsePriority(string(p.Priority))
 		if err != nil {
 			return nil, invalid("priority", err.Error())
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -160,7 +161,7 @@ func TestConsumerFunction(t *testing.T) {
 		t.Fatalf("consumer returned %s %s", o.kind, o.body)
 	}
 	got, err := a.Store.Get(context.Background(), tk.ID)
-	if err != nil || got.Status != task.Completed || string(got.Result) != `{"n":7}` {
+	if err != nil || got.Status != triagetype.Completed || string(got.Result) != `{"n":7}` {
 		t.Fatalf("task after the consumer ran: %+v %v", got, err)
 	}
 }
@@ -185,7 +186,7 @@ func TestConsumerFunctionWithoutDemoHandlers(t *testing.T) {
 		t.Fatalf("consumer returned %s %s", o.kind, o.body)
 	}
 	got, err := a.Store.Get(context.Background(), tk.ID)
-	if err != nil || got.Status != task.DeadLetter || got.Error == nil || !strings.Contains(got.Error.Message, "no handler") {
+	if err != nil || got.Status != triagetype.DeadLetter || got.Error == nil || !strings.Contains(got.Error.Message, "no handler") {
 		t.Fatalf("task after the consumer ran: %+v %v", got, err)
 	}
 }
@@ -215,7 +216,7 @@ func TestPromoterFunction(t *testing.T) {
 		t.Fatalf("report %s (%v)", o.body, err)
 	}
 	got, err := a.Store.Get(context.Background(), tk.ID)
-	if err != nil || got.EffectivePriority != task.Medium {
+	if err != nil || got.EffectivePriority != triagetype.Medium {
 		t.Fatalf("task after promotion: %+v %v", got, err)
 	}
 }

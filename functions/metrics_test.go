@@ -15,6 +15,7 @@ import (
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/metrics/metricstest"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // TestConsumerFunctionEMF runs the consumer function's bootstrap over a
@@ -41,7 +42,7 @@ func TestConsumerFunctionEMF(t *testing.T) {
 		}
 		ids = append(ids, tk.ID)
 	}
-	if _, err := env.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(env.QueueURLs[task.Low]), MessageBody: aws.String(`{"type":"echo","payload":{"direct":true}}`)}); err != nil {
+	if _, err := env.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(env.QueueURLs[triagetype.Low]), MessageBody: aws.String(`{"type":"echo","payload":{"direct":true}}`)}); err != nil {
 		t.Fatal(err)
 	}
 	event, err := os.ReadFile("testdata/eventbridge-scheduled.json")
@@ -54,7 +55,7 @@ func TestConsumerFunctionEMF(t *testing.T) {
 	if o.kind != "response" {
 		t.Fatalf("consumer returned %s %s", o.kind, o.body)
 	}
-	if counts := stacktest.StatusCounts(t, a.Store, ids); counts[task.Completed] != 4 || counts[task.DeadLetter] != 1 {
+	if counts := stacktest.StatusCounts(t, a.Store, ids); counts[triagetype.Completed] != 4 || counts[triagetype.DeadLetter] != 1 {
 		t.Fatalf("tasks after the invocation: %v", counts)
 	}
 	var lines []string

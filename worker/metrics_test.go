@@ -10,7 +10,7 @@ import (
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/metrics/metricstest"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 	"github.com/triagehq/triage/worker"
 )
 
@@ -30,7 +30,7 @@ func TestRunServesMetrics(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	id := submit(t, env, "greet", `{}`)
-	stacktest.WaitStatus(t, env.App(t, nil).Store, id, task.Completed, 30*time.Second)
+	stacktest.WaitStatus(t, env.App(t, nil).Store, id, triagetype.Completed, 30*time.Second)
 
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/promote"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 	"github.com/triagehq/triage/worker"
 )
 
@@ -54,7 +55,7 @@ func TestHandlersSeePromotion(t *testing.T) {
 		ids = append(ids, tk.ID)
 	}
 	p := promoterapp.New(a, promote.Options{LowAfter: time.Second, MediumAfter: time.Second})
-	for _, to := range []task.Priority{task.Medium, task.High} {
+	for _, to := range []triagetype.Priority{triagetype.Medium, triagetype.High} {
 		time.Sleep(1100 * time.Millisecond)
 		rep, err := p.RunOnce(context.Background())
 		if err != nil || rep.Promoted[to] != 2 {
@@ -82,7 +83,7 @@ func TestHandlersSeePromotion(t *testing.T) {
 	go func() { done <- w.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	for _, id := range ids {
-		if tk := stacktest.WaitStatus(t, a.Store, id, task.Completed, 30*time.Second); tk.Priority != task.Low || tk.EffectivePriority != task.High {
+		if tk := stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, 30*time.Second); tk.Priority != triagetype.Low || tk.EffectivePriority != triagetype.High {
 			t.Fatalf("task %s ran as %s/%s, want submitted low, promoted to high", id, tk.Priority, tk.EffectivePriority)
 		}
 	}

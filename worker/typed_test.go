@@ -10,7 +10,7 @@ import (
 
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 	"github.com/triagehq/triage/worker"
 )
 
@@ -78,15 +78,15 @@ func TestTypedWorkersMiddlewareAndOutcomes(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	st := env.App(t, nil).Store
-	got := stacktest.WaitStatus(t, st, img, task.Completed, 30*time.Second)
+	got := stacktest.WaitStatus(t, st, img, triagetype.Completed, 30*time.Second)
 	if got.Attempts != 1 || string(got.Result) != `{"url":"s3://b/cat.png","width":64}` {
 		t.Errorf("resize: attempts %d result %s; want 1 attempt (the snooze is free)", got.Attempts, got.Result)
 	}
-	c := stacktest.WaitStatus(t, st, inv, task.Cancelled, 20*time.Second)
+	c := stacktest.WaitStatus(t, st, inv, triagetype.Cancelled, 20*time.Second)
 	if c.Error == nil || c.Error.Message != "order A-7 was refunded" {
 		t.Errorf("invoice: error %+v", c.Error)
 	}
-	d := stacktest.WaitStatus(t, st, garbled, task.DeadLetter, 20*time.Second)
+	d := stacktest.WaitStatus(t, st, garbled, triagetype.DeadLetter, 20*time.Second)
 	if d.Error == nil || d.Error.Retriable || !strings.Contains(d.Error.Message, "decode payload") {
 		t.Errorf("garbled payload: error %+v, want a permanent decode error", d.Error)
 	}

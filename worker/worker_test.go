@@ -17,6 +17,7 @@ import (
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 	"github.com/triagehq/triage/worker"
 )
 
@@ -84,14 +85,14 @@ func TestGoHandlers(t *testing.T) {
 	}()
 
 	st := env.App(t, nil).Store
-	if got := stacktest.WaitStatus(t, st, area, task.Completed, 20*time.Second); string(got.Result) != `{"area":42}` {
+	if got := stacktest.WaitStatus(t, st, area, triagetype.Completed, 20*time.Second); string(got.Result) != `{"area":42}` {
 		t.Errorf("area result %s, want {\"area\":42}", got.Result)
 	}
-	if got := stacktest.WaitStatus(t, st, flaky, task.Completed, 30*time.Second); string(got.Result) != `{"attempt":2}` || got.Attempts != 2 {
+	if got := stacktest.WaitStatus(t, st, flaky, triagetype.Completed, 30*time.Second); string(got.Result) != `{"attempt":2}` || got.Attempts != 2 {
 		t.Errorf("flaky: result %s after %d attempts, want {\"attempt\":2} after 2", got.Result, got.Attempts)
 	}
 	for id, want := range map[string]string{charge: "card declined", badInput: "decode payload"} {
-		got := stacktest.WaitStatus(t, st, id, task.DeadLetter, 20*time.Second)
+		got := stacktest.WaitStatus(t, st, id, triagetype.DeadLetter, 20*time.Second)
 		if got.Attempts != 1 || got.Error == nil || got.Error.Retriable || !strings.Contains(got.Error.Message, want) {
 			t.Errorf("task %s: attempts %d error %+v, want 1 attempt and a permanent %q", id, got.Attempts, got.Error, want)
 		}
@@ -130,7 +131,7 @@ func TestLambdaHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != task.Completed || string(got.Result) != `"hello ada"` {
+	if got.Status != triagetype.Completed || string(got.Result) != `"hello ada"` {
 		t.Fatalf("after one invocation the task is %s with result %s", got.Status, got.Result)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -79,7 +80,7 @@ func TestSubmitAndGet(t *testing.T) {
 	}
 	// The message is on the high queue.
 	a := f.env.App(t, nil)
-	d, err := a.Queues.Depth(context.Background(), task.High)
+	d, err := a.Queues.Depth(context.Background(), triagetype.High)
 	if err != nil || d.Visible != 1 {
 		t.Fatalf("high queue depth = %+v, %v", d, err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // bigJSON is a JSON document of exactly n bytes.
@@ -132,7 +133,7 @@ func TestUnrecordedPayloadIsRemoved(t *testing.T) {
 	st := f.app.Store
 	// The enqueuer finds the key first; race the store directly, as a
 	// concurrent submit would.
-	tk := &task.Task{ID: task.NewID(time.Now()), Type: "echo", Priority: task.Low, EffectivePriority: task.Low, Status: task.Queued,
+	tk := &task.Task{ID: task.NewID(time.Now()), Type: "echo", Priority: triagetype.Low, EffectivePriority: triagetype.Low, Status: triagetype.Queued,
 		Payload: json.RawMessage(bigJSON(10 << 10)), IdempotencyKey: "k1", CreatedAt: time.Now().UTC(), MaxAttempts: 1, TimeoutSeconds: 1}
 	saved, created, err := st.Create(context.Background(), tk)
 	if err != nil || created || saved.ID != first {

@@ -20,7 +20,7 @@ import (
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/handler/demo"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // fix2 is a fixture that keeps the app, for tests that also run a consumer.
@@ -159,7 +159,7 @@ func TestPaginationWalksEveryTaskOnce(t *testing.T) {
 	for start := 0; start < n; start += 100 {
 		var items []string
 		for i := start; i < min(start+100, n); i++ {
-			items = append(items, fmt.Sprintf(`{"type":"page","priority":"%s"}`, task.Priorities()[i%3]))
+			items = append(items, fmt.Sprintf(`{"type":"page","priority":"%s"}`, triagetype.Priorities()[i%3]))
 		}
 		code, body := f.do(t, "POST", "/api/v1/tasks/batch", "sub", `{"tasks":[`+strings.Join(items, ",")+`]}`)
 		if code != 200 {

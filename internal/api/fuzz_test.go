@@ -8,6 +8,7 @@ import (
 
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // FuzzSubmitDecode feeds arbitrary bodies through the submit path's
@@ -48,7 +49,7 @@ func FuzzSubmitDecode(f *testing.F) {
 			return
 		}
 		tk := req.NewTask(now, 15*time.Minute)
-		if _, err := task.ParsePriority(string(tk.Priority)); err != nil {
+		if _, err := triagetype.ParsePriority(string(tk.Priority)); err != nil {
 			t.Fatalf("accepted task has priority %q", tk.Priority)
 		}
 		if tk.MaxAttempts < 1 || tk.MaxAttempts > task.MaxMaxAttempts || tk.TimeoutSeconds < 1 || tk.TimeoutSeconds > task.MaxTimeoutSeconds {
@@ -57,7 +58,7 @@ func FuzzSubmitDecode(f *testing.F) {
 		if len(tk.Payload) > task.MaxPayloadBytes || (len(tk.Payload) > 0 && !json.Valid(tk.Payload)) {
 			t.Fatalf("accepted payload %q", tk.Payload)
 		}
-		if tk.Status != task.Queued && tk.Status != task.Scheduled {
+		if tk.Status != triagetype.Queued && tk.Status != triagetype.Scheduled {
 			t.Fatalf("new task is %s", tk.Status)
 		}
 		if _, err := json.Marshal(tk); err != nil {

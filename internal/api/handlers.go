@@ -113,7 +113,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 			if name == "" {
 				continue
 			}
-			st, err := task.ParseStatus(name)
+			st, err := triagetype.ParseStatus(name)
 			if err != nil {
 				writeError(w, http.StatusBadRequest, "invalid_field", "status", "status: "+err.Error())
 				return
@@ -124,7 +124,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if v := q.Get("priority"); v != "" {
-		p, err := task.ParsePriority(v)
+		p, err := triagetype.ParsePriority(v)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, "invalid_field", "priority", "priority: "+err.Error())
 			return
@@ -380,16 +380,16 @@ func (s *Server) listControls(w http.ResponseWriter, r *http.Request) {
 }
 
 // dlqPriorities reads the optional priority parameter.
-func dlqPriorities(w http.ResponseWriter, v string) ([]task.Priority, bool) {
+func dlqPriorities(w http.ResponseWriter, v string) ([]triagetype.Priority, bool) {
 	if v == "" {
-		return task.Priorities(), true
+		return triagetype.Priorities(), true
 	}
-	p, err := task.ParsePriority(v)
+	p, err := triagetype.ParsePriority(v)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_field", "priority", "priority: "+err.Error())
 		return nil, false
 	}
-	return []task.Priority{p}, true
+	return []triagetype.Priority{p}, true
 }
 
 // DLQList is the body of GET /dlq: the messages, and whether the read

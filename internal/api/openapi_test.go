@@ -573,10 +573,10 @@ func TestOpenAPIResponses(t *testing.T) {
 		replayed, retried := dead("oa-fail"), dead("oa-fail")
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := s.app.Queues.SendDLQ(ctx, task.Low, enqueue.Body(replayed, replayed.Version), "handler failed: boom"); err != nil {
+		if err := s.app.Queues.SendDLQ(ctx, triagetype.Low, enqueue.Body(replayed, replayed.Version), "handler failed: boom"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.app.Queues.SendDLQ(ctx, task.Low, "not a task message", "unparseable body"); err != nil {
+		if err := s.app.Queues.SendDLQ(ctx, triagetype.Low, "not a task message", "unparseable body"); err != nil {
 			t.Fatal(err)
 		}
 		c.call("GET /api/v1/tasks/{id}", "/api/v1/tasks/"+retried.ID, "ro", "", 200)
@@ -622,18 +622,18 @@ func oaDeadLetter(t *testing.T, a *app.App, id string) *task.Task {
 		t.Fatal(err)
 	}
 	start := time.Now().UTC()
-	ex, err := a.Store.Transition(ctx, cur, task.Executing, func(n *task.Task) {
+	ex, err := a.Store.Transition(ctx, cur, triagetype.Executing, func(n *task.Task) {
 		n.Attempts++
 		n.StartedAt, n.WorkerID = &start, "oa-worker"
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dl, err := a.Store.Transition(ctx, ex, task.DeadLetter, func(n *task.Task) {
+	dl, err := a.Store.Transition(ctx, ex, triagetype.DeadLetter, func(n *task.Task) {
 		end := time.Now().UTC()
-		n.Error = &task.Error{Message: "boom", Retriable: true}
+		n.Error = &triagetype.TaskError{Message: "boom", Retriable: true}
 		n.CompletedAt, n.WorkerID = &end, ""
-		n.AddAttempt(task.Attempt{Attempt: n.Attempts, WorkerID: "oa-worker", StartedAt: start, FinishedAt: end, Error: "boom"})
+		n.AddAttempt(triagetype.Attempt{Attempt: n.Attempts, WorkerID: "oa-worker", StartedAt: start, FinishedAt: end, Error: "boom"})
 	})
 	if err != nil {
 		t.Fatal(err)

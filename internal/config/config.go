@@ -29,6 +29,7 @@ import (
 
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Environment variable names.
@@ -92,7 +93,7 @@ type Config struct {
 	// QueueURLs and DLQURLs name each priority's queue and dead-letter
 	// queue; a missing entry is looked up by name (TRIAGE_QUEUE_URL_HIGH,
 	// TRIAGE_DLQ_URL_HIGH, ...).
-	QueueURLs, DLQURLs map[task.Priority]string
+	QueueURLs, DLQURLs map[triagetype.Priority]string
 	// Shards is the number of partitions per index key (16; TRIAGE_SHARDS;
 	// at most spec.MaxShards). It may be raised later, never lowered.
 	Shards int
@@ -106,7 +107,7 @@ type Config struct {
 	// Weights are the weighted-polling shares (high 6, medium 3, low 1;
 	// TRIAGE_WEIGHTS "high=6,medium=3,low=1"). A priority missing from a
 	// non-nil map takes its default; at least one must be positive.
-	Weights map[task.Priority]int
+	Weights map[triagetype.Priority]int
 	// Strict always takes the highest non-empty queue instead of polling
 	// by weight (false; TRIAGE_STRICT).
 	Strict bool
@@ -127,7 +128,7 @@ type Config struct {
 	// RetryBackoff is each priority's retry wait (DefaultBackoff;
 	// TRIAGE_RETRY_BACKOFF "high=1s:10s,low=1s:60s"). A priority missing
 	// from a non-nil map takes its default.
-	RetryBackoff map[task.Priority]Backoff
+	RetryBackoff map[triagetype.Priority]Backoff
 	// Routes send task types to Lambda functions (an ARN) or webhooks (an
 	// http(s) URL) (none; TRIAGE_ROUTES "type=target,...").
 	Routes map[string]string
@@ -215,17 +216,17 @@ const (
 )
 
 // DefaultWeights are the weighted-polling shares: high 6, medium 3, low 1.
-func DefaultWeights() map[task.Priority]int {
-	return map[task.Priority]int{task.High: 6, task.Medium: 3, task.Low: 1}
+func DefaultWeights() map[triagetype.Priority]int {
+	return map[triagetype.Priority]int{triagetype.High: 6, triagetype.Medium: 3, triagetype.Low: 1}
 }
 
 // DefaultBackoff follows the seed design's per-priority caps: high tasks
 // retry within 10 s, medium within 30 s, low within 60 s.
-func DefaultBackoff() map[task.Priority]Backoff {
-	return map[task.Priority]Backoff{
-		task.High:   {Base: time.Second, Max: 10 * time.Second, Jitter: DefaultJitter},
-		task.Medium: {Base: time.Second, Max: 30 * time.Second, Jitter: DefaultJitter},
-		task.Low:    {Base: time.Second, Max: 60 * time.Second, Jitter: DefaultJitter},
+func DefaultBackoff() map[triagetype.Priority]Backoff {
+	return map[triagetype.Priority]Backoff{
+		triagetype.High:   {Base: time.Second, Max: 10 * time.Second, Jitter: DefaultJitter},
+		triagetype.Medium: {Base: time.Second, Max: 30 * time.Second, Jitter: DefaultJitter},
+		triagetype.Low:    {Base: time.Second, Max: 60 * time.Second, Jitter: DefaultJitter},
 	}
 }
 
@@ -279,10 +280,10 @@ func (c Config) WithDefaults() Config {
 	c.Table, c.Bucket = sp.Table.Name, sp.Bucket.Name
 	c.QueueURLs, c.DLQURLs = maps.Clone(c.QueueURLs), maps.Clone(c.DLQURLs)
 	if c.QueueURLs == nil {
-		c.QueueURLs = map[task.Priority]string{}
+		c.QueueURLs = map[triagetype.Priority]string{}
 	}
 	if c.DLQURLs == nil {
-		c.DLQURLs = map[task.Priority]string{}
+		c.DLQURLs = map[triagetype.Priority]string{}
 	}
 	setInt(&c.Shards, spec.DefaultShards)
 	setInt(&c.Concurrency, DefaultConcurrency)
@@ -331,7 +332,7 @@ func setDur(p *time.Duration, def time.Duration) {
 
 // fill returns a copy of m with def's entries for the priorities m lacks
 // (def itself when m is nil).
-func fill[V any](m, def map[task.Priority]V) map[task.Priority]V {
+func fill[V any](m, def map[triagetype.Priority]V) map[triagetype.Priority]V {
 	if m == nil {
 		return def
 	}
@@ -404,7 +405,7 @@ func (c Config) Validate() error {
 		return bad("Weights", EnvWeights, "%v", err)
 	}
 	for p, b := range c.RetryBackoff {
-		if _, err := task.ParsePriority(string(p)); err != nil {
+		if _, err := triagetype.ParsePriority(string(p)); err != nil {
 			return bad("RetryBackoff", EnvRetryBackoff, "%v", err)
 		}
 		if err := b.check(); err != nil {
@@ -476,7 +477,7 @@ func Decode(getenv func(string) string) (Config, error) {
 		LogLevel:        strings.ToLower(getenv(EnvLogLevel)),
 	}
 	c.MetricsAddr, c.MetricsNamespace = getenv(EnvMetricsAddr), getenv(EnvMetricsNamespace)
-	for _, p := range task.Priorities() {
+	for _, p := range triagetype.Priorities() {
 		up := strings.ToUpper(string(p))
 		if u := getenv(EnvQueueURLPrefix + up); u != "" {
 			c.QueueURLs = setKey(c.QueueURLs, p, u)
@@ -555,9 +556,9 @@ func Decode(getenv func(string) string) (Config, error) {
 	return c, nil
 }
 
-func setKey(m map[task.Priority]string, p task.Priority, v string) map[task.Priority]string {
+func setKey(m map[triagetype.Priority]string, p triagetype.Priority, v string) map[triagetype.Priority]string {
 	if m == nil {
-		m = map[task.Priority]string{}
+		m = map[triagetype.Priority]string{}
 	}
 	m[p] = v
 	return m
@@ -566,12 +567,12 @@ func setKey(m map[task.Priority]string, p task.Priority, v string) map[task.Prio
 // ParseBackoff parses "high=1s:10s,low=2s:2m": per priority, the retry wait
 // after the first failure and its cap, with DefaultJitter. Only the
 // priorities named are in the result.
-func ParseBackoff(s string) (map[task.Priority]Backoff, error) {
+func ParseBackoff(s string) (map[triagetype.Priority]Backoff, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	out := map[task.Priority]Backoff{}
-	err := eachPriority(s, "priority=base:cap", func(p task.Priority, v string) error {
+	out := map[triagetype.Priority]Backoff{}
+	err := eachPriority(s, "priority=base:cap", func(p triagetype.Priority, v string) error {
 		base, limit, ok := strings.Cut(v, ":")
 		if !ok {
 			return fmt.Errorf("retry backoff of %s: %q is not base:cap, such as 1s:30s", p, v)
@@ -605,13 +606,13 @@ func orMissing(err error) error {
 
 // eachPriority calls fn with each pair of a "priority=value,..." list,
 // value trimmed; form names the pair's shape in errors.
-func eachPriority(s, form string, fn func(task.Priority, string) error) error {
+func eachPriority(s, form string, fn func(triagetype.Priority, string) error) error {
 	for _, part := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
 			return fmt.Errorf("%q is not %s", part, form)
 		}
-		p, err := task.ParsePriority(strings.TrimSpace(k))
+		p, err := triagetype.ParsePriority(strings.TrimSpace(k))
 		if err != nil {
 			return err
 		}
@@ -625,12 +626,12 @@ func eachPriority(s, form string, fn func(task.Priority, string) error) error {
 // ParseWeights parses "high=6,medium=3,low=1". Only the priorities named
 // are in the result (WithDefaults gives the others their default); nil
 // for "".
-func ParseWeights(s string) (map[task.Priority]int, error) {
+func ParseWeights(s string) (map[triagetype.Priority]int, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
-	w := map[task.Priority]int{}
-	err := eachPriority(s, "priority=weight", func(p task.Priority, v string) error {
+	w := map[triagetype.Priority]int{}
+	err := eachPriority(s, "priority=weight", func(p triagetype.Priority, v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
 			return fmt.Errorf("weight of %s must be a whole number >= 0, got %q", p, v)
@@ -646,10 +647,10 @@ func ParseWeights(s string) (map[task.Priority]int, error) {
 
 // CheckWeights is the rule weights follow: known priorities, none
 // negative, at least one positive.
-func CheckWeights(w map[task.Priority]int) error {
+func CheckWeights(w map[triagetype.Priority]int) error {
 	sum := 0
 	for p, n := range w {
-		if _, err := task.ParsePriority(string(p)); err != nil {
+		if _, err := triagetype.ParsePriority(string(p)); err != nil {
 			return err
 		}
 		if n < 0 {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -18,7 +18,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Weights[task.High] != 6 || c.Weights[task.Medium] != 3 || c.Weights[task.Low] != 1 {
+	if c.Weights[triagetype.High] != 6 || c.Weights[triagetype.Medium] != 3 || c.Weights[triagetype.Low] != 1 {
 		t.Errorf("weights %v", c.Weights)
 	}
 	if c.LowAfter != 10*time.Minute || c.MediumAfter != 20*time.Minute || c.PromoteInterval != time.Minute {
@@ -41,7 +41,7 @@ func TestOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Table != "acme-tasks" || !c.Strict || c.LowAfter != 2*time.Second || c.Weights[task.High] != 8 || c.Weights[task.Medium] != 3 {
+	if c.Table != "acme-tasks" || !c.Strict || c.LowAfter != 2*time.Second || c.Weights[triagetype.High] != 8 || c.Weights[triagetype.Medium] != 3 {
 		t.Errorf("config %+v", c)
 	}
 	if len(c.Routes) != 2 || c.MaxDepth != 10 || c.MaxDepthHigh != 20 {
@@ -74,13 +74,13 @@ func TestErrorsNameTheVariable(t *testing.T) {
 func TestParseBackoff(t *testing.T) {
 	tests := []struct {
 		in      string
-		want    map[task.Priority]Backoff
+		want    map[triagetype.Priority]Backoff
 		wantErr string
 	}{
 		{in: "", want: nil},
-		{in: "high=1s:10s", want: map[task.Priority]Backoff{task.High: {time.Second, 10 * time.Second, DefaultJitter}}},
-		{in: " low = 2s:2m , medium=500ms:500ms", want: map[task.Priority]Backoff{
-			task.Low: {2 * time.Second, 2 * time.Minute, DefaultJitter}, task.Medium: {500 * time.Millisecond, 500 * time.Millisecond, DefaultJitter}}},
+		{in: "high=1s:10s", want: map[triagetype.Priority]Backoff{triagetype.High: {time.Second, 10 * time.Second, DefaultJitter}}},
+		{in: " low = 2s:2m , medium=500ms:500ms", want: map[triagetype.Priority]Backoff{
+			triagetype.Low: {2 * time.Second, 2 * time.Minute, DefaultJitter}, triagetype.Medium: {500 * time.Millisecond, 500 * time.Millisecond, DefaultJitter}}},
 		{in: "urgent=1s:2s", wantErr: "urgent"},
 		{in: "high", wantErr: "priority=base:cap"},
 		{in: "high=1s", wantErr: "base:cap"},
@@ -117,7 +117,7 @@ func TestDecodeSetsOnlyWhatIsGiven(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Concurrency: 4, Weights: map[task.Priority]int{task.High: 9}}
+	want := Config{Concurrency: 4, Weights: map[triagetype.Priority]int{triagetype.High: 9}}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Decode = %+v, want %+v", c, want)
 	}
@@ -137,8 +137,8 @@ func TestZeroDecodesToOff(t *testing.T) {
 }
 
 func TestWithDefaults(t *testing.T) {
-	given := Config{Prefix: "acme", Weights: map[task.Priority]int{task.Low: 0}, ReservedHigh: Off,
-		RetryBackoff: map[task.Priority]Backoff{task.High: {Base: 2 * time.Second, Max: 4 * time.Second}}}
+	given := Config{Prefix: "acme", Weights: map[triagetype.Priority]int{triagetype.Low: 0}, ReservedHigh: Off,
+		RetryBackoff: map[triagetype.Priority]Backoff{triagetype.High: {Base: 2 * time.Second, Max: 4 * time.Second}}}
 	c := given.WithDefaults()
 	if c.Table != "acme-tasks" || c.Bucket != "acme-blobs" || c.Concurrency != DefaultConcurrency || c.Lease != DefaultLease {
 		t.Errorf("defaults not applied: %+v", c)
@@ -146,10 +146,10 @@ func TestWithDefaults(t *testing.T) {
 	if c.ReservedHigh != Off {
 		t.Errorf("ReservedHigh Off became %d", c.ReservedHigh)
 	}
-	if c.Weights[task.High] != 6 || c.Weights[task.Medium] != 3 || c.Weights[task.Low] != 0 {
+	if c.Weights[triagetype.High] != 6 || c.Weights[triagetype.Medium] != 3 || c.Weights[triagetype.Low] != 0 {
 		t.Errorf("weights %v: want the given low=0 and the defaults for the others", c.Weights)
 	}
-	if c.RetryBackoff[task.High].Base != 2*time.Second || c.RetryBackoff[task.Low] != DefaultBackoff()[task.Low] {
+	if c.RetryBackoff[triagetype.High].Base != 2*time.Second || c.RetryBackoff[triagetype.Low] != DefaultBackoff()[triagetype.Low] {
 		t.Errorf("backoff %v", c.RetryBackoff)
 	}
 	if len(given.Weights) != 1 || len(given.RetryBackoff) != 1 {
@@ -172,11 +172,15 @@ func TestValidate(t *testing.T) {
 		{"reserved equals concurrency", func(c *Config) { c.Concurrency, c.ReservedHigh = 4, 4 }, "ReservedHigh"},
 		{"reserved below Off", func(c *Config) { c.ReservedHigh = -2 }, "ReservedHigh"},
 		{"too many shards", func(c *Config) { c.Shards = 257 }, "Shards"},
-		{"all weights zero", func(c *Config) { c.Weights = map[task.Priority]int{task.High: 0, task.Medium: 0, task.Low: 0} }, "Weights"},
-		{"negative weight", func(c *Config) { c.Weights[task.Low] = -1 }, "Weights"},
+		{"all weights zero", func(c *Config) {
+			c.Weights = map[triagetype.Priority]int{triagetype.High: 0, triagetype.Medium: 0, triagetype.Low: 0}
+		}, "Weights"},
+		{"negative weight", func(c *Config) { c.Weights[triagetype.Low] = -1 }, "Weights"},
 		{"unknown priority", func(c *Config) { c.Weights["urgent"] = 1 }, "Weights"},
-		{"backoff cap below base", func(c *Config) { c.RetryBackoff[task.Low] = Backoff{Base: time.Minute, Max: time.Second} }, "RetryBackoff"},
-		{"backoff jitter", func(c *Config) { c.RetryBackoff[task.Low] = Backoff{Base: time.Second, Max: time.Second, Jitter: 0.9} }, "RetryBackoff"},
+		{"backoff cap below base", func(c *Config) { c.RetryBackoff[triagetype.Low] = Backoff{Base: time.Minute, Max: time.Second} }, "RetryBackoff"},
+		{"backoff jitter", func(c *Config) {
+			c.RetryBackoff[triagetype.Low] = Backoff{Base: time.Second, Max: time.Second, Jitter: 0.9}
+		}, "RetryBackoff"},
 		{"negative lease", func(c *Config) { c.Lease = -time.Second }, "Lease"},
 		{"bad type", func(c *Config) { c.Types = []string{"a#b"} }, "Types"},
 		{"bad route", func(c *Config) { c.Routes["x"] = "ftp://x" }, "Routes"},

@@ -44,6 +44,7 @@ import (
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // DynamoDB is the part of the DynamoDB client the counters use.
@@ -121,8 +122,10 @@ func newDelta() *delta {
 	return &delta{global: map[string]int64{}, types: map[string]map[string]int64{}, tp: map[int64]map[string]int64{}}
 }
 
-func statusAttr(st task.Status, p task.Priority) string { return "s#" + string(st) + "#" + string(p) }
-func queuedAttr(p task.Priority, at time.Time) string {
+func statusAttr(st triagetype.Status, p triagetype.Priority) string {
+	return "s#" + string(st) + "#" + string(p)
+}
+func queuedAttr(p triagetype.Priority, at time.Time) string {
 	return "q#" + string(p) + "#" + strconv.FormatInt(at.Unix()/60, 10)
 }
 
@@ -132,7 +135,7 @@ func (d *delta) count(t *task.Task, sign int64) {
 		d.types[t.Type] = map[string]int64{}
 	}
 	d.types[t.Type]["s#"+string(t.Status)] += sign
-	if t.Status == task.Queued {
+	if t.Status == triagetype.Queued {
 		d.global[queuedAttr(t.EffectivePriority, t.AgingFrom())] += sign
 	}
 }
@@ -143,7 +146,7 @@ func (d *delta) add(c Change) {
 	}
 	if c.New != nil {
 		d.count(c.New, +1)
-		if st := c.New.Status; (st == task.Completed || st == task.DeadLetter) && (c.Old == nil || c.Old.Status != st) {
+		if st := c.New.Status; (st == triagetype.Completed || st == triagetype.DeadLetter) && (c.Old == nil || c.Old.Status != st) {
 			at := c.New.WaitingSince
 			if c.New.CompletedAt != nil {
 				at = *c.New.CompletedAt
@@ -153,7 +156,7 @@ func (d *delta) add(c Change) {
 				d.tp[b] = map[string]int64{}
 			}
 			kind := "completed"
-			if st == task.DeadLetter {
+			if st == triagetype.DeadLetter {
 				kind = "failed"
 			}
 			d.tp[b][kind]++

@@ -24,6 +24,7 @@ import (
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/handler/demo"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -112,14 +113,14 @@ func TestCountersEqualARecount(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		_ = consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second, Lease: 3 * time.Second, Backoff: map[task.Priority]config.Backoff{
-			task.High: {Base: 200 * time.Millisecond, Max: time.Second}, task.Medium: {Base: 200 * time.Millisecond, Max: time.Second}, task.Low: {Base: 200 * time.Millisecond, Max: time.Second},
+		_ = consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second, Lease: 3 * time.Second, Backoff: map[triagetype.Priority]config.Backoff{
+			triagetype.High: {Base: 200 * time.Millisecond, Max: time.Second}, triagetype.Medium: {Base: 200 * time.Millisecond, Max: time.Second}, triagetype.Low: {Base: 200 * time.Millisecond, Max: time.Second},
 		}}).Run(ctx)
 		close(done)
 	}()
 	t.Cleanup(func() { stop(); <-done })
 
-	submit := func(typ string, p task.Priority, payload string, delay int) *task.Task {
+	submit := func(typ string, p triagetype.Priority, payload string, delay int) *task.Task {
 		r := task.Request{Type: typ, Priority: string(p), Payload: json.RawMessage(payload)}
 		if delay > 0 {
 			r.DelaySeconds = &delay
@@ -131,22 +132,22 @@ func TestCountersEqualARecount(t *testing.T) {
 		return tk
 	}
 	var finished, dead, sched []*task.Task
-	for i, p := range []task.Priority{task.High, task.Medium, task.Low, task.High, task.Medium, task.Low} {
+	for i, p := range []triagetype.Priority{triagetype.High, triagetype.Medium, triagetype.Low, triagetype.High, triagetype.Medium, triagetype.Low} {
 		finished = append(finished, submit("echo", p, fmt.Sprintf(`{"n":%d}`, i), 0))
 		finished = append(finished, submit("fail", p, `{"times":1}`, 0)) // one retry, then completes
 		dead = append(dead, submit("fail", p, `{"times":5,"permanent":true}`, 0))
 	}
 	for range 3 {
-		sched = append(sched, submit("later", task.Low, `{}`, 3600))
+		sched = append(sched, submit("later", triagetype.Low, `{}`, 3600))
 	}
-	sleeper := submit("sleep", task.High, `{"ms":30000}`, 0)
+	sleeper := submit("sleep", triagetype.High, `{"ms":30000}`, 0)
 	for _, tk := range finished {
-		stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 30*time.Second)
+		stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 30*time.Second)
 	}
 	for _, tk := range dead {
-		stacktest.WaitStatus(t, a.Store, tk.ID, task.DeadLetter, 30*time.Second)
+		stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.DeadLetter, 30*time.Second)
 	}
-	stacktest.WaitStatus(t, a.Store, sleeper.ID, task.Executing, 30*time.Second)
+	stacktest.WaitStatus(t, a.Store, sleeper.ID, triagetype.Executing, 30*time.Second)
 	settle(t, env, a, "after the first run")
 
 	for _, id := range []string{sleeper.ID, sched[0].ID, sched[1].ID} {
@@ -154,14 +155,14 @@ func TestCountersEqualARecount(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stacktest.WaitStatus(t, a.Store, sleeper.ID, task.Cancelled, 30*time.Second)
+	stacktest.WaitStatus(t, a.Store, sleeper.ID, triagetype.Cancelled, 30*time.Second)
 	for _, tk := range dead[:2] { // replayed: they fail again
 		if _, err := a.Enqueuer.Retry(context.Background(), a.Store.Get, tk.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, tk := range dead[:2] {
-		stacktest.WaitStatus(t, a.Store, tk.ID, task.DeadLetter, 30*time.Second)
+		stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.DeadLetter, 30*time.Second)
 	}
 	for _, tk := range finished[:3] {
 		cur, err := a.Store.Get(context.Background(), tk.ID)
@@ -198,7 +199,7 @@ func TestLambdaRetryCountsOnce(t *testing.T) {
 	now := time.Now().UTC()
 	var recs []events.DynamoDBEventRecord
 	for i := range 3 {
-		tk := &task.Task{ID: task.NewID(now), Type: "echo", Priority: task.Low, EffectivePriority: task.Low, Status: task.Queued, CreatedAt: now, WaitingSince: now, Version: 1}
+		tk := &task.Task{ID: task.NewID(now), Type: "echo", Priority: triagetype.Low, EffectivePriority: triagetype.Low, Status: triagetype.Queued, CreatedAt: now, WaitingSince: now, Version: 1}
 		av, err := a.Store.Item(tk)
 		if err != nil {
 			t.Fatal(err)
@@ -217,7 +218,7 @@ func TestLambdaRetryCountsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := snap.Tasks[task.Queued][task.Low]; got != 3 {
+	if got := snap.Tasks[triagetype.Queued][triagetype.Low]; got != 3 {
 		t.Fatalf("queued low = %d after a batch of 3 delivered twice, want 3", got)
 	}
 }
@@ -265,7 +266,7 @@ func TestManyTypesFillNoSharedItem(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if snap.Tasks[task.Queued][task.Medium] == n {
+		if snap.Tasks[triagetype.Queued][triagetype.Medium] == n {
 			if len(snap.Types) != counters.MaxTypes || !snap.TypesTruncated {
 				t.Fatalf("read %d types (truncated %v), want the first %d and truncated", len(snap.Types), snap.TypesTruncated, counters.MaxTypes)
 			}
@@ -275,7 +276,7 @@ func TestManyTypesFillNoSharedItem(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("counters reached %d of %d queued tasks", snap.Tasks[task.Queued][task.Medium], n)
+			t.Fatalf("counters reached %d of %d queued tasks", snap.Tasks[triagetype.Queued][triagetype.Medium], n)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

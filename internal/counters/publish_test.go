@@ -13,6 +13,7 @@ import (
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // publisher records each delivery and fails the first failFor of them.
@@ -78,7 +79,7 @@ func TestLambdaPublishAfterCounters(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := snap.Tasks[task.Queued][task.Low]; got != 3 {
+			if got := snap.Tasks[triagetype.Queued][triagetype.Low]; got != 3 {
 				t.Fatalf("queued low = %d, want 3 (counted once whatever the publisher did)", got)
 			}
 		})
@@ -91,7 +92,7 @@ func insertEvent(t *testing.T, item func(*task.Task) (map[string]ddbtypes.Attrib
 	now := time.Now().UTC()
 	var recs []events.DynamoDBEventRecord
 	for i := range n {
-		tk := &task.Task{ID: task.NewID(now.Add(time.Duration(i) * time.Millisecond)), Type: "echo", Priority: task.Low, EffectivePriority: task.Low, Status: task.Queued, CreatedAt: now, WaitingSince: now, Version: 1}
+		tk := &task.Task{ID: task.NewID(now.Add(time.Duration(i) * time.Millisecond)), Type: "echo", Priority: triagetype.Low, EffectivePriority: triagetype.Low, Status: triagetype.Queued, CreatedAt: now, WaitingSince: now, Version: 1}
 		av, err := item(tk)
 		if err != nil {
 			t.Fatal(err)

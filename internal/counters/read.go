@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/triagehq/triage/internal/spec"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // MaxTypes bounds the types a Snapshot reads, so /stats stays one small
@@ -25,10 +25,10 @@ const MaxTypes = 100
 type Snapshot struct {
 	// Tasks counts retained tasks by status and effective priority: a
 	// deleted task (by hand, cleanup or TTL) is no longer counted.
-	Tasks map[task.Status]map[task.Priority]int64
+	Tasks map[triagetype.Status]map[triagetype.Priority]int64
 	// Types counts retained tasks by type and status: the first MaxTypes
 	// types by name; TypesTruncated says there are more.
-	Types          map[string]map[task.Status]int64
+	Types          map[string]map[triagetype.Status]int64
 	TypesTruncated bool
 	// Completed and Failed count the tasks that completed or were
 	// dead-lettered in the last minute (to the 10 s bucket), whether or
@@ -36,7 +36,7 @@ type Snapshot struct {
 	Completed, Failed int64
 	// OldestQueued is, per effective priority, the minute in which the
 	// longest-waiting queued task's wait began (absent: none queued).
-	OldestQueued map[task.Priority]time.Time
+	OldestQueued map[triagetype.Priority]time.Time
 }
 
 // Read returns the counters: one read of the global item, the throughput
@@ -44,7 +44,7 @@ type Snapshot struct {
 // entries of every shard, then the items), independent of how many tasks
 // are retained.
 func (k *Keeper) Read(ctx context.Context) (Snapshot, error) {
-	snap := Snapshot{Tasks: map[task.Status]map[task.Priority]int64{}, Types: map[string]map[task.Status]int64{}, OldestQueued: map[task.Priority]time.Time{}}
+	snap := Snapshot{Tasks: map[triagetype.Status]map[triagetype.Priority]int64{}, Types: map[string]map[triagetype.Status]int64{}, OldestQueued: map[triagetype.Priority]time.Time{}}
 	g, err := k.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &k.table, Key: pkKey(globalPK), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return snap, fmt.Errorf("read counters: %w", err)
@@ -53,9 +53,9 @@ func (k *Keeper) Read(ctx context.Context) (Snapshot, error) {
 		n := number(v)
 		switch parts := strings.Split(a, "#"); {
 		case len(parts) == 3 && parts[0] == "s" && n != 0:
-			st, p := task.Status(parts[1]), task.Priority(parts[2])
+			st, p := triagetype.Status(parts[1]), triagetype.Priority(parts[2])
 			if snap.Tasks[st] == nil {
-				snap.Tasks[st] = map[task.Priority]int64{}
+				snap.Tasks[st] = map[triagetype.Priority]int64{}
 			}
 			snap.Tasks[st][p] += n
 		case len(parts) == 3 && parts[0] == "q" && n > 0:
@@ -63,7 +63,7 @@ func (k *Keeper) Read(ctx context.Context) (Snapshot, error) {
 			if err != nil {
 				continue
 			}
-			p, at := task.Priority(parts[1]), time.Unix(minute*60, 0).UTC()
+			p, at := triagetype.Priority(parts[1]), time.Unix(minute*60, 0).UTC()
 			if old, ok := snap.OldestQueued[p]; !ok || at.Before(old) {
 				snap.OldestQueued[p] = at
 			}
@@ -100,10 +100,10 @@ func (k *Keeper) Read(ctx context.Context) (Snapshot, error) {
 	}
 	for _, it := range items {
 		name := attrS(it["type"])
-		counts := map[task.Status]int64{}
+		counts := map[triagetype.Status]int64{}
 		for a, v := range it {
 			if st, ok := strings.CutPrefix(a, "s#"); ok && number(v) != 0 {
-				counts[task.Status(st)] = number(v)
+				counts[triagetype.Status(st)] = number(v)
 			}
 		}
 		if name != "" && len(counts) > 0 {

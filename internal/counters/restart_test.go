@@ -17,6 +17,7 @@ import (
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // warnings records the poller's warnings.
@@ -77,7 +78,7 @@ func TestPollerResumesFromItsCheckpoint(t *testing.T) {
 			submit := func(n int) []*task.Task {
 				var out []*task.Task
 				for range n {
-					r := task.Request{Type: "echo", Priority: string(task.Low)}
+					r := task.Request{Type: "echo", Priority: string(triagetype.Low)}
 					tk, _, err := a.Enqueuer.Submit(context.Background(), r.NewTask(time.Now().UTC(), time.Minute))
 					if err != nil {
 						t.Fatal(err)

@@ -48,9 +48,9 @@ import (
 
 // Queues is the part of the queues the DLQ tools use.
 type Queues interface {
-	ReceiveDLQ(ctx context.Context, p task.Priority, n int, wait, visibility time.Duration) ([]queue.Received, error)
-	DeleteDLQ(ctx context.Context, p task.Priority, receipt string) error
-	ChangeVisibilityDLQ(ctx context.Context, p task.Priority, receipt string, d time.Duration) error
+	ReceiveDLQ(ctx context.Context, p triagetype.Priority, n int, wait, visibility time.Duration) ([]queue.Received, error)
+	DeleteDLQ(ctx context.Context, p triagetype.Priority, receipt string) error
+	ChangeVisibilityDLQ(ctx context.Context, p triagetype.Priority, receipt string, d time.Duration) error
 }
 
 // Store reads and deletes tasks.
@@ -112,7 +112,7 @@ const peekVisibility = 5 * time.Second
 
 // Filter selects DLQ messages. Empty fields match everything.
 type Filter struct {
-	Priorities []task.Priority
+	Priorities []triagetype.Priority
 	Type       string // the task's type, exactly
 	// Reason matches messages whose reason contains it, case-insensitively.
 	Reason string
@@ -152,7 +152,7 @@ func (f Filter) matches(m Message, t *task.Task) bool {
 
 // List returns up to limit messages from the DLQs of prios, without
 // consuming them.
-func (d *DLQ) List(ctx context.Context, prios []task.Priority, limit int) ([]Message, error) {
+func (d *DLQ) List(ctx context.Context, prios []triagetype.Priority, limit int) ([]Message, error) {
 	out, _, err := d.Find(ctx, Filter{Priorities: prios, Limit: limit})
 	return out, err
 }
@@ -200,11 +200,11 @@ func (d *DLQ) Find(ctx context.Context, f Filter) (out []Message, truncated bool
 }
 
 type held struct {
-	p       task.Priority
+	p       triagetype.Priority
 	receipt string
 }
 
-func heldMsg(p task.Priority, m queue.Received) held { return held{p, m.ReceiptHandle} }
+func heldMsg(p triagetype.Priority, m queue.Received) held { return held{p, m.ReceiptHandle} }
 
 // release hands back messages this call was holding.
 func (d *DLQ) release(ctx context.Context, hs *[]held) {
@@ -244,7 +244,7 @@ func (d *DLQ) tasksOf(ctx context.Context, msgs []queue.Received) (map[string]*t
 	return out, nil
 }
 
-func describe(p task.Priority, m queue.Received, tasks map[string]*task.Task) (Message, *task.Task) {
+func describe(p triagetype.Priority, m queue.Received, tasks map[string]*task.Task) (Message, *task.Task) {
 	out := Message{Priority: p, MessageID: m.MessageID, Reason: m.Reason, Body: m.Body, SentAt: m.SentAt, ReceiveCount: m.ReceiveCount}
 	if out.Reason == "" {
 		out.Reason = "redriven by SQS (not yet reconciled)"
@@ -264,7 +264,7 @@ func describe(p task.Priority, m queue.Received, tasks map[string]*task.Task) (M
 // ownCopy reports whether a DLQ message naming t at version v is t's own
 // dead letter: t is dead_letter and the body names its current version.
 func ownCopy(t *task.Task, v int64) bool {
-	return t.Status == task.DeadLetter && v == t.Version
+	return t.Status == triagetype.DeadLetter && v == t.Version
 }
 
 // Retry puts the dead-lettered task id back on its original priority's
@@ -285,7 +285,7 @@ func (d *DLQ) Retry(ctx context.Context, id string) (*task.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	if dead.Status != task.DeadLetter {
+	if dead.Status != triagetype.DeadLetter {
 		return dead, &store.StateError{ID: id, Status: dead.Status, Op: "retry"}
 	}
 	t, err := d.retry.Retry(ctx, d.store.Get, id)
@@ -303,7 +303,7 @@ func (d *DLQ) Delete(ctx context.Context, cur *task.Task) error {
 	if err := d.store.Delete(ctx, cur); err != nil {
 		return err
 	}
-	if cur.Status == task.DeadLetter {
+	if cur.Status == triagetype.DeadLetter {
 		// No version of a deleted task is current: every copy is stale.
 		d.removeCopies(ctx, map[string]int64{cur.ID: cur.Version + 1}, cur.EffectivePriority)
 	}
@@ -313,14 +313,14 @@ func (d *DLQ) Delete(ctx context.Context, cur *task.Task) error {
 // removeCopies deletes, for each task in below, one DLQ message naming it
 // at a version lower than below[id], scanning first's DLQ and then the
 // others'. Failures are logged: the caller's own change has been made.
-func (d *DLQ) removeCopies(ctx context.Context, below map[string]int64, first task.Priority) {
+func (d *DLQ) removeCopies(ctx context.Context, below map[string]int64, first triagetype.Priority) {
 	ctx = context.WithoutCancel(ctx) // the task changed: finish its DLQ's side even if the client left
 	left := len(below)
 	var hs []held
 	defer d.release(ctx, &hs)
-	order := task.Priorities()
+	order := triagetype.Priorities()
 	if slices.Contains(order, first) {
-		order = append([]task.Priority{first}, slices.DeleteFunc(order, func(p task.Priority) bool { return p == first })...)
+		order = append([]triagetype.Priority{first}, slices.DeleteFunc(order, func(p triagetype.Priority) bool { return p == first })...)
 	}
 	for _, p := range order {
 		for read := 0; left > 0 && read < MaxScan; {
@@ -365,8 +365,8 @@ func (d *DLQ) removeCopies(ctx context.Context, below map[string]int64, first ta
 // At most MaxScan messages are read per priority.
 func (d *DLQ) Replay(ctx context.Context, f Filter) (ReplayResult, error) {
 	var r ReplayResult
-	err := d.each(ctx, f, func(p task.Priority, m queue.Received, t *task.Task) (bool, error) {
-		if t == nil || t.Status != task.DeadLetter {
+	err := d.each(ctx, f, func(p triagetype.Priority, m queue.Received, t *task.Task) (bool, error) {
+		if t == nil || t.Status != triagetype.DeadLetter {
 			return false, nil // a poison body, or a redrive not yet reconciled
 		}
 		if _, err := d.retry.Retry(ctx, d.store.Get, t.ID); err != nil {
@@ -397,7 +397,7 @@ type PurgeResult struct {
 func (d *DLQ) Purge(ctx context.Context, f Filter) (PurgeResult, error) {
 	var r PurgeResult
 	poisonOK := f.Type == "" && len(f.TaskIDs) == 0
-	err := d.each(ctx, f, func(p task.Priority, m queue.Received, t *task.Task) (bool, error) {
+	err := d.each(ctx, f, func(p triagetype.Priority, m queue.Received, t *task.Task) (bool, error) {
 		if t == nil {
 			if !poisonOK {
 				return false, nil
@@ -405,7 +405,7 @@ func (d *DLQ) Purge(ctx context.Context, f Filter) (PurgeResult, error) {
 			r.Poison++
 			return true, d.queues.DeleteDLQ(ctx, p, m.ReceiptHandle)
 		}
-		if t.Status != task.DeadLetter {
+		if t.Status != triagetype.DeadLetter {
 			return false, nil
 		}
 		if err := d.store.Delete(ctx, t); err != nil {
@@ -425,7 +425,7 @@ func (d *DLQ) Purge(ctx context.Context, f Filter) (PurgeResult, error) {
 // read consistently) or a poison body (t nil), until act has acted
 // (returned true) f.Limit times. Stale copies of tasks are deleted on the
 // way; messages act declined are counted in *skipped and handed back.
-func (d *DLQ) each(ctx context.Context, f Filter, act func(task.Priority, queue.Received, *task.Task) (bool, error), skipped *int) error {
+func (d *DLQ) each(ctx context.Context, f Filter, act func(triagetype.Priority, queue.Received, *task.Task) (bool, error), skipped *int) error {
 	var hs []held
 	defer d.release(ctx, &hs)
 	done := map[string]bool{}

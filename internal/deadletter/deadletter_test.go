@@ -11,23 +11,24 @@ import (
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // fakeDLQ is an in-memory dead-letter queue per priority: received
 // messages are hidden until released or deleted.
 type fakeDLQ struct {
-	msgs   map[task.Priority][]queue.Received
+	msgs   map[triagetype.Priority][]queue.Received
 	hidden map[string]bool
 	seq    int
 }
 
-func (q *fakeDLQ) put(p task.Priority, body string) {
+func (q *fakeDLQ) put(p triagetype.Priority, body string) {
 	q.seq++
 	id := fmt.Sprint(q.seq)
 	q.msgs[p] = append(q.msgs[p], queue.Received{Priority: p, MessageID: id, ReceiptHandle: id, Body: body, Reason: "failed"})
 }
 
-func (q *fakeDLQ) ReceiveDLQ(_ context.Context, p task.Priority, n int, _, _ time.Duration) ([]queue.Received, error) {
+func (q *fakeDLQ) ReceiveDLQ(_ context.Context, p triagetype.Priority, n int, _, _ time.Duration) ([]queue.Received, error) {
 	var out []queue.Received
 	for _, m := range q.msgs[p] {
 		if len(out) < n && !q.hidden[m.ReceiptHandle] {
@@ -38,7 +39,7 @@ func (q *fakeDLQ) ReceiveDLQ(_ context.Context, p task.Priority, n int, _, _ tim
 	return out, nil
 }
 
-func (q *fakeDLQ) DeleteDLQ(_ context.Context, p task.Priority, receipt string) error {
+func (q *fakeDLQ) DeleteDLQ(_ context.Context, p triagetype.Priority, receipt string) error {
 	delete(q.hidden, receipt)
 	kept := q.msgs[p][:0]
 	for _, m := range q.msgs[p] {
@@ -50,7 +51,7 @@ func (q *fakeDLQ) DeleteDLQ(_ context.Context, p task.Priority, receipt string) 
 	return nil
 }
 
-func (q *fakeDLQ) ChangeVisibilityDLQ(_ context.Context, _ task.Priority, receipt string, _ time.Duration) error {
+func (q *fakeDLQ) ChangeVisibilityDLQ(_ context.Context, _ triagetype.Priority, receipt string, _ time.Duration) error {
 	delete(q.hidden, receipt)
 	return nil
 }
@@ -98,16 +99,16 @@ func (f *instantFailure) Retry(_ context.Context, _ func(context.Context, string
 }
 
 func TestReplayTouchesEachTaskOnce(t *testing.T) {
-	dlq := &fakeDLQ{msgs: map[task.Priority][]queue.Received{}, hidden: map[string]bool{}}
+	dlq := &fakeDLQ{msgs: map[triagetype.Priority][]queue.Received{}, hidden: map[string]bool{}}
 	f := &instantFailure{tasks: map[string]*task.Task{}, dlq: dlq, retries: map[string]int{}}
 	for i := range 4 {
 		id := fmt.Sprintf("t%d", i)
-		f.tasks[id] = &task.Task{ID: id, Type: "fail", Priority: task.High, Status: task.DeadLetter, Version: 5, DispatchVersion: 4}
-		body, _ := json.Marshal(task.Message{ID: id, Version: 5, Priority: task.High})
-		dlq.put(task.High, string(body))
+		f.tasks[id] = &task.Task{ID: id, Type: "fail", Priority: triagetype.High, Status: triagetype.DeadLetter, Version: 5, DispatchVersion: 4}
+		body, _ := json.Marshal(task.Message{ID: id, Version: 5, Priority: triagetype.High})
+		dlq.put(triagetype.High, string(body))
 	}
 	d := New(dlq, f, f)
-	res, err := d.Replay(context.Background(), ReplayFilter{Priorities: []task.Priority{task.High}, Limit: 100})
+	res, err := d.Replay(context.Background(), ReplayFilter{Priorities: []triagetype.Priority{triagetype.High}, Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func TestReplayTouchesEachTaskOnce(t *testing.T) {
 			t.Errorf("task %s retried %d times in one replay", id, n)
 		}
 	}
-	if got := len(dlq.msgs[task.High]); got != 4 {
+	if got := len(dlq.msgs[triagetype.High]); got != 4 {
 		t.Fatalf("DLQ holds %d messages; want the 4 fresh failures left for the next replay", got)
 	}
 	if len(dlq.hidden) != 0 {
@@ -131,13 +132,13 @@ func TestReplayTouchesEachTaskOnce(t *testing.T) {
 // by priority, then send time, then message id, so it reads the same way
 // every time.
 func TestListIsOrderedBySendTime(t *testing.T) {
-	q := &fakeDLQ{msgs: map[task.Priority][]queue.Received{}, hidden: map[string]bool{}}
+	q := &fakeDLQ{msgs: map[triagetype.Priority][]queue.Received{}, hidden: map[string]bool{}}
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i, off := range []int{30, 10, 20, 10} { // out of order, with a tie
-		q.msgs[task.Low] = append(q.msgs[task.Low], queue.Received{Priority: task.Low, MessageID: fmt.Sprint("m", 9-i), ReceiptHandle: fmt.Sprint(i), Body: "x", SentAt: base.Add(time.Duration(off) * time.Second)})
+		q.msgs[triagetype.Low] = append(q.msgs[triagetype.Low], queue.Received{Priority: triagetype.Low, MessageID: fmt.Sprint("m", 9-i), ReceiptHandle: fmt.Sprint(i), Body: "x", SentAt: base.Add(time.Duration(off) * time.Second)})
 	}
-	q.msgs[task.High] = append(q.msgs[task.High], queue.Received{Priority: task.High, MessageID: "h", ReceiptHandle: "h", Body: "x", SentAt: base.Add(time.Hour)})
-	got, err := New(q, &instantFailure{tasks: map[string]*task.Task{}}, nil).List(context.Background(), task.Priorities(), 10)
+	q.msgs[triagetype.High] = append(q.msgs[triagetype.High], queue.Received{Priority: triagetype.High, MessageID: "h", ReceiptHandle: "h", Body: "x", SentAt: base.Add(time.Hour)})
+	got, err := New(q, &instantFailure{tasks: map[string]*task.Task{}}, nil).List(context.Background(), triagetype.Priorities(), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,28 +165,28 @@ func TestStaleCopies(t *testing.T) {
 		replayed int
 		kept     int
 	}{
-		{"own copy", &task.Task{ID: id, Status: task.DeadLetter, Version: 7, DispatchVersion: 6}, 7, 1, 0},
-		{"copy of an earlier death", &task.Task{ID: id, Status: task.DeadLetter, Version: 9, DispatchVersion: 8}, 7, 0, 0},
-		{"retried by hand, running again", &task.Task{ID: id, Status: task.Executing, Version: 8, DispatchVersion: 8}, 7, 0, 0},
-		{"retried by hand, completed", &task.Task{ID: id, Status: task.Completed, Version: 10, DispatchVersion: 8}, 7, 0, 0},
+		{"own copy", &task.Task{ID: id, Status: triagetype.DeadLetter, Version: 7, DispatchVersion: 6}, 7, 1, 0},
+		{"copy of an earlier death", &task.Task{ID: id, Status: triagetype.DeadLetter, Version: 9, DispatchVersion: 8}, 7, 0, 0},
+		{"retried by hand, running again", &task.Task{ID: id, Status: triagetype.Executing, Version: 8, DispatchVersion: 8}, 7, 0, 0},
+		{"retried by hand, completed", &task.Task{ID: id, Status: triagetype.Completed, Version: 10, DispatchVersion: 8}, 7, 0, 0},
 		{"task deleted", nil, 7, 0, 0},
-		{"redriven, not yet reconciled", &task.Task{ID: id, Status: task.Queued, Version: 7, DispatchVersion: 7}, 7, 0, 1},
+		{"redriven, not yet reconciled", &task.Task{ID: id, Status: triagetype.Queued, Version: 7, DispatchVersion: 7}, 7, 0, 1},
 		{"poison body", nil, -1, 0, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			dlq := &fakeDLQ{msgs: map[task.Priority][]queue.Received{}, hidden: map[string]bool{}}
+			dlq := &fakeDLQ{msgs: map[triagetype.Priority][]queue.Received{}, hidden: map[string]bool{}}
 			f := &instantFailure{tasks: map[string]*task.Task{}, dlq: dlq, retries: map[string]int{}}
 			if tc.task != nil {
-				tc.task.Type, tc.task.Priority = "fail", task.Low
+				tc.task.Type, tc.task.Priority = "fail", triagetype.Low
 				f.tasks[id] = tc.task
 			}
-			body, _ := json.Marshal(task.Message{ID: id, Version: tc.msgV, Priority: task.Low})
+			body, _ := json.Marshal(task.Message{ID: id, Version: tc.msgV, Priority: triagetype.Low})
 			if tc.msgV < 0 {
 				body = []byte("not a task message")
 			}
-			dlq.put(task.Low, string(body))
-			res, err := New(dlq, f, f).Replay(context.Background(), Filter{Priorities: task.Priorities(), Limit: 10})
+			dlq.put(triagetype.Low, string(body))
+			res, err := New(dlq, f, f).Replay(context.Background(), Filter{Priorities: triagetype.Priorities(), Limit: 10})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,7 +196,7 @@ func TestStaleCopies(t *testing.T) {
 			// A replayed task that fails again adds its new copy; count the
 			// original message only.
 			kept := 0
-			for _, m := range dlq.msgs[task.Low] {
+			for _, m := range dlq.msgs[triagetype.Low] {
 				if m.MessageID == "1" {
 					kept++
 				}
@@ -212,13 +213,13 @@ func TestStaleCopies(t *testing.T) {
 // and a copy of a failure newer than the retry alone.
 func TestRetryRemovesItsCopy(t *testing.T) {
 	const id, other = "01ARZ3NDEKTSV4RRFFQ69G5FAV", "01ARZ3NDEKTSV4RRFFQ69G5FAW"
-	dlq := &fakeDLQ{msgs: map[task.Priority][]queue.Received{}, hidden: map[string]bool{}}
+	dlq := &fakeDLQ{msgs: map[triagetype.Priority][]queue.Received{}, hidden: map[string]bool{}}
 	f := &instantFailure{tasks: map[string]*task.Task{}, dlq: dlq, retries: map[string]int{}}
-	f.tasks[id] = &task.Task{ID: id, Type: "fail", Priority: task.Low, EffectivePriority: task.Medium, Status: task.DeadLetter, Version: 5}
-	f.tasks[other] = &task.Task{ID: other, Type: "fail", Priority: task.Medium, EffectivePriority: task.Medium, Status: task.DeadLetter, Version: 3}
+	f.tasks[id] = &task.Task{ID: id, Type: "fail", Priority: triagetype.Low, EffectivePriority: triagetype.Medium, Status: triagetype.DeadLetter, Version: 5}
+	f.tasks[other] = &task.Task{ID: other, Type: "fail", Priority: triagetype.Medium, EffectivePriority: triagetype.Medium, Status: triagetype.DeadLetter, Version: 3}
 	for _, m := range []task.Message{{ID: other, Version: 3}, {ID: id, Version: 5}} {
 		body, _ := json.Marshal(m)
-		dlq.put(task.Medium, string(body))
+		dlq.put(triagetype.Medium, string(body))
 	}
 	got, err := New(dlq, f, f).Retry(context.Background(), id)
 	if err != nil {
@@ -227,7 +228,7 @@ func TestRetryRemovesItsCopy(t *testing.T) {
 	// The fake fails the retried task again at once: its new copy (v7)
 	// stays, the old one (v5) is gone, the other task's is untouched.
 	var left []string
-	for _, p := range task.Priorities() {
+	for _, p := range triagetype.Priorities() {
 		for _, m := range dlq.msgs[p] {
 			left = append(left, fmt.Sprint(p, " ", m.Body))
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // slowGate admits every task after a pause, as a control check against a
@@ -48,12 +49,12 @@ func TestAttemptStartIsTheTasksStartedAt(t *testing.T) {
 				}
 				return json.RawMessage(`1`), nil
 			})
-			ids := submit(t, a, "start", task.High, 1, `{}`)
+			ids := submit(t, a, "start", triagetype.High, 1, `{}`)
 			opt := fastOptions()
 			opt.Gate = slowGate{200 * time.Millisecond}
 			opt.Concurrency, opt.ReservedHigh = 1, 0
 			run(t, consumerapp.New(a, registry("start", h), opt))
-			got := stacktest.WaitStatus(t, a.Store, ids[0], task.Completed, 60*time.Second)
+			got := stacktest.WaitStatus(t, a.Store, ids[0], triagetype.Completed, 60*time.Second)
 			if len(got.History) != tt.failures+1 || got.StartedAt == nil {
 				t.Fatalf("history %+v, started_at %v; want %d attempts", got.History, got.StartedAt, tt.failures+1)
 			}

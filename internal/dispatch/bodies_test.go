@@ -18,7 +18,7 @@ import (
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/store"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // A direct send whose payload is too large for the task's item is adopted
@@ -30,7 +30,7 @@ func TestLargeDirectSendAdoptedAndRun(t *testing.T) {
 	ctx := context.Background()
 	payload := `{"blob":"` + strings.Repeat("d", 200<<10) + `"}`
 	if _, err := env.SQS.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl:    aws.String(a.Queues.URL(task.Medium)),
+		QueueUrl:    aws.String(a.Queues.URL(triagetype.Medium)),
 		MessageBody: aws.String(`{"type":"big","max_attempts":2,"payload":` + payload + `}`),
 	}); err != nil {
 		t.Fatal(err)
@@ -48,11 +48,11 @@ func TestLargeDirectSendAdoptedAndRun(t *testing.T) {
 		return r.Payload, nil
 	})
 	opt := fastOptions()
-	opt.Backoff = map[task.Priority]config.Backoff{task.Medium: {Base: time.Second, Max: time.Second}}
+	opt.Backoff = map[triagetype.Priority]config.Backoff{triagetype.Medium: {Base: time.Second, Max: time.Second}}
 	run(t, consumerapp.New(a, registry("big", l), opt))
 	waitEnds(t, l, 2, 30*time.Second)
 	id, _ := seen.Load().(string)
-	done := stacktest.WaitStatus(t, a.Store, id, task.Completed, 10*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, 10*time.Second)
 	if whole.Load() != 2 {
 		t.Fatalf("%d of 2 attempts got the whole payload", whole.Load())
 	}

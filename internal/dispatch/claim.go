@@ -12,6 +12,7 @@ import (
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // This file is the claim phase: from a received message to a claimed
@@ -150,7 +151,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 			return claimed{}, false
 		}
 		switch t.Status {
-		case task.Queued, task.Retrying:
+		case triagetype.Queued, triagetype.Retrying:
 			if !c.mayClaim(ctx, m, msg, t) {
 				return claimed{}, false
 			}
@@ -170,7 +171,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 				}
 				release = rel
 			}
-			got, err := c.store.Transition(ctx, t, task.Executing, func(n *task.Task) {
+			got, err := c.store.Transition(ctx, t, triagetype.Executing, func(n *task.Task) {
 				n.Attempts++
 				n.WorkerID = c.opt.WorkerID
 				until := c.lease().claimUntil(now, time.Duration(t.TimeoutSeconds)*time.Second)
@@ -188,7 +189,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 				c.log.Warn("claim failed; the message will come back", "task_id", msg.ID, "error", err)
 				return claimed{}, false
 			}
-		case task.Executing:
+		case triagetype.Executing:
 			if t.LeaseUntil != nil && now.Before(*t.LeaseUntil) {
 				// Someone holds it: look again when the lease ends.
 				c.mx.PutOff(metrics.PutOffLeased)
@@ -278,7 +279,7 @@ func (c *Consumer) awaitWrite(ctx context.Context, msg task.Message, t *task.Tas
 // version no write will reach (more than one ahead, or one ahead of a
 // completed or cancelled task) goes to the DLQ at once.
 func (c *Consumer) ahead(ctx context.Context, m queue.Received, msg task.Message, t *task.Task) {
-	reachable := msg.Version == t.Version+1 && t.Status != task.Completed && t.Status != task.Cancelled
+	reachable := msg.Version == t.Version+1 && t.Status != triagetype.Completed && t.Status != triagetype.Cancelled
 	if reachable && !c.waitOrGiveUp(ctx, m) {
 		return
 	}
@@ -354,7 +355,7 @@ func (c *Consumer) current(err error) *task.Task {
 // stays counted. It returns (nil, nil) when the task had no attempts left
 // and went to the DLQ instead.
 func (c *Consumer) reclaim(ctx context.Context, t *task.Task, m queue.Received) (*task.Task, error) {
-	lost := task.Attempt{Attempt: t.Attempts, WorkerID: t.WorkerID, FinishedAt: c.store.Now(), Error: "lease expired: the worker stopped renewing it"}
+	lost := triagetype.Attempt{Attempt: t.Attempts, WorkerID: t.WorkerID, FinishedAt: c.store.Now(), Error: "lease expired: the worker stopped renewing it"}
 	if t.StartedAt != nil {
 		lost.StartedAt = *t.StartedAt
 	}
@@ -363,10 +364,10 @@ func (c *Consumer) reclaim(ctx context.Context, t *task.Task, m queue.Received) 
 	if t.Attempts >= t.MaxAttempts {
 		c.mx.Failed(t, metrics.FailLeaseExpired)
 		j := &job{msg: m, cur: t}
-		c.deadLetter(ctx, j, lost, &task.Error{Message: "lease expired on the last attempt (worker lost)", Retriable: true})
+		c.deadLetter(ctx, j, lost, &triagetype.TaskError{Message: "lease expired on the last attempt (worker lost)", Retriable: true})
 		return nil, nil
 	}
-	return c.store.Transition(ctx, t, task.Queued, func(n *task.Task) {
+	return c.store.Transition(ctx, t, triagetype.Queued, func(n *task.Task) {
 		n.WorkerID, n.LeaseUntil = "", nil
 		n.AddAttempt(lost)
 	})

@@ -28,6 +28,7 @@ import (
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/internal/tracing"
 	"github.com/triagehq/triage/internal/workers"
+	"github.com/triagehq/triage/triagetype"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -35,7 +36,7 @@ import (
 type Store interface {
 	Get(ctx context.Context, id string) (*task.Task, error)
 	Create(ctx context.Context, t *task.Task) (*task.Task, bool, error)
-	Transition(ctx context.Context, cur *task.Task, to task.Status, apply func(*task.Task)) (*task.Task, error)
+	Transition(ctx context.Context, cur *task.Task, to triagetype.Status, apply func(*task.Task)) (*task.Task, error)
 	Touch(ctx context.Context, cur *task.Task, apply func(*task.Task)) (*task.Task, error)
 	CancelRequested(ctx context.Context, id string) (bool, error)
 	Payload(ctx context.Context, t *task.Task) (json.RawMessage, error)
@@ -45,16 +46,16 @@ type Store interface {
 
 // Queues is the part of the SQS queues the consumer uses.
 type Queues interface {
-	Receive(ctx context.Context, p task.Priority, n int, wait, visibility time.Duration) ([]queue.Received, error)
-	DeleteBatch(ctx context.Context, p task.Priority, receipts []string) error
-	ChangeVisibility(ctx context.Context, p task.Priority, receipt string, d time.Duration) error
-	Send(ctx context.Context, p task.Priority, body string, delay time.Duration) (string, error)
-	SendDLQ(ctx context.Context, p task.Priority, body, reason string) error
+	Receive(ctx context.Context, p triagetype.Priority, n int, wait, visibility time.Duration) ([]queue.Received, error)
+	DeleteBatch(ctx context.Context, p triagetype.Priority, receipts []string) error
+	ChangeVisibility(ctx context.Context, p triagetype.Priority, receipt string, d time.Duration) error
+	Send(ctx context.Context, p triagetype.Priority, body string, delay time.Duration) (string, error)
+	SendDLQ(ctx context.Context, p triagetype.Priority, body, reason string) error
 }
 
 // Redispatcher sends a task a fresh message when its own is gone.
 type Redispatcher interface {
-	Redispatch(ctx context.Context, cur *task.Task, to task.Status, p task.Priority, delay time.Duration, apply func(*task.Task)) (*task.Task, error)
+	Redispatch(ctx context.Context, cur *task.Task, to triagetype.Status, p triagetype.Priority, delay time.Duration, apply func(*task.Task)) (*task.Task, error)
 }
 
 // Handlers finds the handler of a task type.
@@ -64,10 +65,10 @@ type Handlers interface {
 
 // Options tunes a Consumer. Zero values take the defaults in parentheses.
 type Options struct {
-	Weights      map[task.Priority]int // shares of weighted polling (config.DefaultWeights)
-	Strict       *bool                 // always take the highest non-empty queue (nil: no; app.Consumer: TRIAGE_STRICT)
-	Concurrency  int                   // tasks run at once (config.DefaultConcurrency)
-	ReservedHigh int                   // of those, slots only high tasks may use (0 here; the assembly passes config.Config's)
+	Weights      map[triagetype.Priority]int // shares of weighted polling (config.DefaultWeights)
+	Strict       *bool                       // always take the highest non-empty queue (nil: no; app.Consumer: TRIAGE_STRICT)
+	Concurrency  int                         // tasks run at once (config.DefaultConcurrency)
+	ReservedHigh int                         // of those, slots only high tasks may use (0 here; the assembly passes config.Config's)
 	// PollWait is the long-poll wait used when every queue looked empty
 	// (config.DefaultPollWait).
 	PollWait time.Duration
@@ -103,9 +104,9 @@ type Options struct {
 	// DrainTimeout is how long Run waits for running tasks after its context
 	// ends before it cancels them and hands them back to the queue (30 s).
 	DrainTimeout time.Duration
-	Backoff      map[task.Priority]config.Backoff // retry waits (config.DefaultBackoff)
-	WorkerID     string                           // names this consumer in claims (host-random)
-	Rand         *mrand.Rand                      // source for weighted picks and jitter
+	Backoff      map[triagetype.Priority]config.Backoff // retry waits (config.DefaultBackoff)
+	WorkerID     string                                 // names this consumer in claims (host-random)
+	Rand         *mrand.Rand                            // source for weighted picks and jitter
 	Logger       *slog.Logger
 	// Tracing starts a span per attempt, a child of the task's submit span
 	// (tracing.Global()).
@@ -238,9 +239,9 @@ type Consumer struct {
 	unhandled typeDirectoryCache // the registry's advertised types (unhandled.go)
 
 	emptyMu    sync.Mutex
-	emptyUntil map[task.Priority]time.Time
-	polling    map[task.Priority]bool // queues with an idle long-poll under way
-	pollNews   chan struct{}          // an idle long-poll ended
+	emptyUntil map[triagetype.Priority]time.Time
+	polling    map[triagetype.Priority]bool // queues with an idle long-poll under way
+	pollNews   chan struct{}                // an idle long-poll ended
 }
 
 // New returns a consumer.
@@ -249,8 +250,8 @@ func New(s Store, q Queues, r Redispatcher, h Handlers, opt Options) *Consumer {
 	c := &Consumer{
 		store: s, queues: q, redisp: r, handlers: h, opt: opt, log: opt.Logger, tracer: opt.Tracing.Tracer(),
 		slots:      newSlots(opt.Concurrency, opt.ReservedHigh),
-		emptyUntil: map[task.Priority]time.Time{},
-		polling:    map[task.Priority]bool{},
+		emptyUntil: map[triagetype.Priority]time.Time{},
+		polling:    map[triagetype.Priority]bool{},
 		pollNews:   make(chan struct{}, 8),
 	}
 	c.picker = picker{weights: opt.Weights, strict: opt.Strict != nil && *opt.Strict, rng: opt.Rand}
@@ -331,9 +332,9 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 		// receive fetches several messages instead of one.
 		gen, res = c.waitForSlots(ctx, want, c.opt.BatchWait)
 	}
-	eligible := task.Priorities()
+	eligible := triagetype.Priorities()
 	if gen == 0 {
-		eligible = []task.Priority{task.High}
+		eligible = []triagetype.Priority{triagetype.High}
 	}
 	cands := c.nonEmpty(eligible)
 	if len(cands) == 0 {
@@ -344,7 +345,7 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 	p := c.picker.pick(cands)
 	c.rngMu.Unlock()
 	n := gen
-	if p == task.High {
+	if p == triagetype.High {
 		n += res
 	}
 	msgs, err := c.receive(ctx, p, min(n, queue.MaxBatch), 0)
@@ -391,7 +392,7 @@ func (c *Consumer) waitForSlots(ctx context.Context, want int, d time.Duration) 
 // what it receives itself (a message beyond the free slots is handed back
 // at once); idlePoll returns at the first poller's news, and a queue that is
 // still being long-polled is not polled twice.
-func (c *Consumer) idlePoll(ctx, work context.Context, wg *sync.WaitGroup, eligible []task.Priority) {
+func (c *Consumer) idlePoll(ctx, work context.Context, wg *sync.WaitGroup, eligible []triagetype.Priority) {
 	_, _, released := c.slots.free()
 	for _, p := range eligible {
 		if !c.beginPoll(p) {
@@ -426,7 +427,7 @@ func (c *Consumer) idlePoll(ctx, work context.Context, wg *sync.WaitGroup, eligi
 	}
 }
 
-func (c *Consumer) beginPoll(p task.Priority) bool {
+func (c *Consumer) beginPoll(p triagetype.Priority) bool {
 	c.emptyMu.Lock()
 	defer c.emptyMu.Unlock()
 	if c.polling[p] {
@@ -436,7 +437,7 @@ func (c *Consumer) beginPoll(p task.Priority) bool {
 	return true
 }
 
-func (c *Consumer) endPoll(p task.Priority) {
+func (c *Consumer) endPoll(p triagetype.Priority) {
 	c.emptyMu.Lock()
 	delete(c.polling, p)
 	c.emptyMu.Unlock()
@@ -452,7 +453,7 @@ func (c *Consumer) endPoll(p task.Priority) {
 // whole visibility timeout. It runs to its end instead (wait is at most
 // SQS's 20 s; PollWait, 1 s by default), and start makes what it brought
 // visible again at once.
-func (c *Consumer) receive(ctx context.Context, p task.Priority, n int, wait time.Duration) ([]queue.Received, error) {
+func (c *Consumer) receive(ctx context.Context, p triagetype.Priority, n int, wait time.Duration) ([]queue.Received, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+receiveSlack)
 	defer cancel()
 	return c.queues.Receive(rctx, p, n, wait, c.lease().receiveVisibility())
@@ -490,11 +491,11 @@ func (c *Consumer) start(ctx, work context.Context, wg *sync.WaitGroup, msgs []q
 	}
 }
 
-func (c *Consumer) nonEmpty(eligible []task.Priority) []task.Priority {
+func (c *Consumer) nonEmpty(eligible []triagetype.Priority) []triagetype.Priority {
 	c.emptyMu.Lock()
 	defer c.emptyMu.Unlock()
 	now := time.Now()
-	var out []task.Priority
+	var out []triagetype.Priority
 	for _, p := range eligible {
 		if now.After(c.emptyUntil[p]) {
 			out = append(out, p)
@@ -503,13 +504,13 @@ func (c *Consumer) nonEmpty(eligible []task.Priority) []task.Priority {
 	return out
 }
 
-func (c *Consumer) markEmpty(p task.Priority) {
+func (c *Consumer) markEmpty(p triagetype.Priority) {
 	c.emptyMu.Lock()
 	c.emptyUntil[p] = time.Now().Add(c.opt.EmptyBackoff)
 	c.emptyMu.Unlock()
 }
 
-func (c *Consumer) clearEmpty(p task.Priority) {
+func (c *Consumer) clearEmpty(p triagetype.Priority) {
 	c.emptyMu.Lock()
 	delete(c.emptyUntil, p)
 	c.emptyMu.Unlock()

@@ -16,6 +16,7 @@ import (
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Retries count attempts in DynamoDB, never SQS receives: with the queue's
@@ -29,13 +30,13 @@ func TestRetriesHonourMaxAttemptsPastRedrive(t *testing.T) {
 	}
 	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "high", Payload: json.RawMessage(`{"times":9}`), MaxAttempts: intp(10)})
 	opt := fastOptions()
-	opt.Backoff = map[task.Priority]config.Backoff{task.High: {Base: 500 * time.Millisecond, Max: 500 * time.Millisecond}}
+	opt.Backoff = map[triagetype.Priority]config.Backoff{triagetype.High: {Base: 500 * time.Millisecond, Max: 500 * time.Millisecond}}
 	run(t, consumerapp.New(a, demoRegistry(), opt))
-	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 90*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 90*time.Second)
 	if done.Attempts != 10 || string(done.Result) != `{"succeeded_on_attempt":10}` {
 		t.Fatalf("attempts %d result %s error %+v; want completed on attempt 10", done.Attempts, done.Result, done.Error)
 	}
-	if msgs := dlqMessages(t, a, task.High, 1); len(msgs) != 0 {
+	if msgs := dlqMessages(t, a, triagetype.High, 1); len(msgs) != 0 {
 		t.Fatalf("the DLQ holds %d messages: %+v", len(msgs), msgs)
 	}
 }
@@ -49,9 +50,9 @@ func TestMessageAheadOfItsTaskGoesToDLQ(t *testing.T) {
 	tk := submitOne(t, a, task.Request{Type: "echo", Priority: "high", Payload: json.RawMessage(`{"x":1}`)})
 	c := consumerapp.New(a, demoRegistry(), fastOptions())
 	run(t, c)
-	stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 20*time.Second)
-	sendRaw(t, env, task.High, fmt.Sprintf(`{"id":%q,"v":999}`, tk.ID))
-	msgs := dlqMessages(t, a, task.High, 1)
+	stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 20*time.Second)
+	sendRaw(t, env, triagetype.High, fmt.Sprintf(`{"id":%q,"v":999}`, tk.ID))
+	msgs := dlqMessages(t, a, triagetype.High, 1)
 	if len(msgs) != 1 || !strings.Contains(msgs[0].Reason, "ahead of task") || !strings.Contains(msgs[0].Body, `"v":999`) {
 		t.Fatalf("DLQ holds %+v; want the v=999 message with a reason", msgs)
 	}
@@ -72,8 +73,8 @@ func TestMessageWithoutTaskGoesToDLQAfterGrace(t *testing.T) {
 	run(t, c)
 	ghost := task.NewID(time.Now())
 	sent := time.Now()
-	sendRaw(t, env, task.Medium, fmt.Sprintf(`{"id":%q,"v":1,"p":"medium"}`, ghost))
-	msgs := dlqMessages(t, a, task.Medium, 1)
+	sendRaw(t, env, triagetype.Medium, fmt.Sprintf(`{"id":%q,"v":1,"p":"medium"}`, ghost))
+	msgs := dlqMessages(t, a, triagetype.Medium, 1)
 	took := time.Since(sent)
 	if len(msgs) != 1 || !strings.Contains(msgs[0].Reason, "no task "+ghost) {
 		t.Fatalf("DLQ holds %+v; want the ghost's message with a reason", msgs)
@@ -93,8 +94,8 @@ func TestMessageWithMalformedIDGoesToDLQ(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	run(t, consumerapp.New(a, demoRegistry(), fastOptions()))
-	sendRaw(t, env, task.High, fmt.Sprintf(`{"id":%q,"v":1}`, strings.Repeat("x", 3000)))
-	msgs := dlqMessages(t, a, task.High, 1)
+	sendRaw(t, env, triagetype.High, fmt.Sprintf(`{"id":%q,"v":1}`, strings.Repeat("x", 3000)))
+	msgs := dlqMessages(t, a, triagetype.High, 1)
 	if len(msgs) != 1 || !strings.Contains(msgs[0].Reason, "is not a task id") {
 		t.Fatalf("DLQ holds %+v; want the message with a reason", msgs)
 	}
@@ -108,8 +109,8 @@ func TestStaleCopiesAreCounted(t *testing.T) {
 	tk := submitOne(t, a, task.Request{Type: "echo", Priority: "low"})
 	c := consumerapp.New(a, demoRegistry(), fastOptions())
 	run(t, c)
-	stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 20*time.Second)
-	sendRaw(t, env, task.Low, fmt.Sprintf(`{"id":%q,"v":1,"p":"low"}`, tk.ID))
+	stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 20*time.Second)
+	sendRaw(t, env, triagetype.Low, fmt.Sprintf(`{"id":%q,"v":1,"p":"low"}`, tk.ID))
 	deadline := time.Now().Add(15 * time.Second)
 	for c.Counts().Stale == 0 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
@@ -126,8 +127,8 @@ func TestDirectSendWithUnknownFieldIsRejected(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	run(t, consumerapp.New(a, demoRegistry(), fastOptions()))
-	sendRaw(t, env, task.Low, `{"type":"echo","payload":{},"max_attempt":5}`)
-	msgs := dlqMessages(t, a, task.Low, 1)
+	sendRaw(t, env, triagetype.Low, `{"type":"echo","payload":{},"max_attempt":5}`)
+	msgs := dlqMessages(t, a, triagetype.Low, 1)
 	if len(msgs) != 1 || !strings.Contains(msgs[0].Reason, "max_attempt") {
 		t.Fatalf("DLQ holds %+v; want the message with a reason naming max_attempt", msgs)
 	}
@@ -145,7 +146,7 @@ func TestOversizedResultFailsOnce(t *testing.T) {
 	huge, _ := json.Marshal(strings.Repeat("x", task.MaxResultBytes))
 	l := newLedger(func(context.Context, handler.Request) (json.RawMessage, error) { return huge, nil })
 	run(t, consumerapp.New(a, registry("huge", l), fastOptions()))
-	dead := stacktest.WaitStatus(t, a.Store, tk.ID, task.DeadLetter, 30*time.Second)
+	dead := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.DeadLetter, 30*time.Second)
 	if dead.Attempts != 1 || dead.Error == nil || dead.Error.Retriable || !strings.Contains(dead.Error.Message, "the limit is") {
 		t.Fatalf("attempts %d error %+v; want one attempt and a permanent 'the limit is'", dead.Attempts, dead.Error)
 	}
@@ -162,12 +163,12 @@ func TestCancelReachesRunningHandlerQuickly(t *testing.T) {
 	opt := fastOptions()
 	opt.Lease = 30 * time.Second // heartbeat every 10 s
 	run(t, consumerapp.New(a, demoRegistry(), opt))
-	stacktest.WaitStatus(t, a.Store, tk.ID, task.Executing, 20*time.Second)
+	stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Executing, 20*time.Second)
 	asked := time.Now()
 	if _, err := a.Store.Cancel(context.Background(), tk.ID); err != nil {
 		t.Fatal(err)
 	}
-	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Cancelled, 15*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Cancelled, 15*time.Second)
 	took := done.CompletedAt.Sub(asked)
 	t.Logf("cancel reached the handler and was recorded %v after the request", took)
 	if took > 5*time.Second {
@@ -175,7 +176,7 @@ func TestCancelReachesRunningHandlerQuickly(t *testing.T) {
 	}
 }
 
-func sendRaw(t *testing.T, env *stacktest.Env, p task.Priority, body string) {
+func sendRaw(t *testing.T, env *stacktest.Env, p triagetype.Priority, body string) {
 	t.Helper()
 	if _, err := env.SQS.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(env.QueueURLs[p]), MessageBody: aws.String(body)}); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/queue"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // deleter batches message deletes: ten per request, or whatever is pending
@@ -16,21 +16,21 @@ type deleter struct {
 	queues  Queues
 	log     *slog.Logger
 	in      chan pendingDelete
-	pending map[task.Priority][]string
+	pending map[triagetype.Priority][]string
 }
 
 type pendingDelete struct {
-	p       task.Priority
+	p       triagetype.Priority
 	receipt string
 }
 
 const flushEvery = 50 * time.Millisecond
 
 func newDeleter(q Queues, log *slog.Logger) *deleter {
-	return &deleter{queues: q, log: log, in: make(chan pendingDelete, 256), pending: map[task.Priority][]string{}}
+	return &deleter{queues: q, log: log, in: make(chan pendingDelete, 256), pending: map[triagetype.Priority][]string{}}
 }
 
-func (d *deleter) add(p task.Priority, receipt string) { d.in <- pendingDelete{p, receipt} }
+func (d *deleter) add(p triagetype.Priority, receipt string) { d.in <- pendingDelete{p, receipt} }
 
 // run flushes until ctx ends, then flushes what is left.
 func (d *deleter) run(ctx context.Context) {
@@ -63,7 +63,7 @@ func (d *deleter) run(ctx context.Context) {
 	}
 }
 
-func (d *deleter) flush(p task.Priority) {
+func (d *deleter) flush(p triagetype.Priority) {
 	rs := d.pending[p]
 	if len(rs) == 0 {
 		return

@@ -16,6 +16,7 @@ import (
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestMain(m *testing.M) {
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 // submit records and sends n tasks of type typ at priority p.
-func submit(t *testing.T, a *app.App, typ string, p task.Priority, n int, payload string) []string {
+func submit(t *testing.T, a *app.App, typ string, p triagetype.Priority, n int, payload string) []string {
 	t.Helper()
 	ts := make([]*task.Task, n)
 	for i := range ts {
@@ -78,8 +79,8 @@ func fastOptions() dispatch.Options {
 func TestStrictModeRunsEveryHighBeforeAnyLow(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
-	low := submit(t, a, "rec", task.Low, 30, `{}`)
-	high := submit(t, a, "rec", task.High, 10, `{}`)
+	low := submit(t, a, "rec", triagetype.Low, 30, `{}`)
+	high := submit(t, a, "rec", triagetype.High, 10, `{}`)
 
 	l := newLedger(nil)
 	opt := fastOptions()
@@ -91,17 +92,17 @@ func TestStrictModeRunsEveryHighBeforeAnyLow(t *testing.T) {
 	checkOnce(t, l, append(low, high...))
 	var lastHighEnd, firstLowStart time.Time
 	for _, e := range l.Ends() {
-		if e.Priority == task.High && e.At.After(lastHighEnd) {
+		if e.Priority == triagetype.High && e.At.After(lastHighEnd) {
 			lastHighEnd = e.At
 		}
 	}
 	for _, e := range l.Starts() {
-		if e.Priority == task.Low && (firstLowStart.IsZero() || e.At.Before(firstLowStart)) {
+		if e.Priority == triagetype.Low && (firstLowStart.IsZero() || e.At.Before(firstLowStart)) {
 			firstLowStart = e.At
 		}
 	}
 	for i, e := range l.Starts()[:10] {
-		if e.Priority != task.High {
+		if e.Priority != triagetype.High {
 			t.Fatalf("start %d was a %s task; want the 10 high tasks first", i, e.Priority)
 		}
 	}
@@ -111,7 +112,7 @@ func TestStrictModeRunsEveryHighBeforeAnyLow(t *testing.T) {
 	// Completion is recorded before the slot frees, so the table agrees.
 	for _, id := range high {
 		tk, err := a.Store.Get(context.Background(), id)
-		if err != nil || tk.Status != task.Completed || tk.CompletedAt.After(firstLowStart) {
+		if err != nil || tk.Status != triagetype.Completed || tk.CompletedAt.After(firstLowStart) {
 			t.Fatalf("high task %s: %+v, %v", id, tk, err)
 		}
 	}
@@ -121,8 +122,8 @@ func TestWeightedModeShares(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	const perQueue = 1000
-	submitted := map[string]task.Priority{}
-	for _, p := range task.Priorities() {
+	submitted := map[string]triagetype.Priority{}
+	for _, p := range triagetype.Priorities() {
 		for _, id := range submit(t, a, "rec", p, perQueue, `{}`) {
 			submitted[id] = p
 		}
@@ -138,14 +139,14 @@ func TestWeightedModeShares(t *testing.T) {
 
 	// With 1 slot each poll receives one message from the queue the picker
 	// chose, and no queue can run dry within 1,000 draws.
-	got := map[task.Priority]int{}
+	got := map[triagetype.Priority]int{}
 	for _, e := range l.Starts()[:draws] {
 		if p, ok := submitted[e.ID]; !ok || p != e.Priority {
 			t.Fatalf("start of %s at %s: submitted %t at %q", e.ID, e.Priority, ok, p)
 		}
 		got[e.Priority]++
 	}
-	want := map[task.Priority]float64{task.High: 60, task.Medium: 30, task.Low: 10}
+	want := map[triagetype.Priority]float64{triagetype.High: 60, triagetype.Medium: 30, triagetype.Low: 10}
 	for p, w := range want {
 		share := 100 * float64(got[p]) / draws
 		t.Logf("%s: %d of %d draws = %.1f%% (want %.0f%% ± 5)", p, got[p], draws, share, w)
@@ -169,13 +170,13 @@ func TestWeightedModeShares(t *testing.T) {
 func TestDuplicateMessagesRunOnce(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
-	ids := submit(t, a, "rec", task.Medium, 1, `{}`)
+	ids := submit(t, a, "rec", triagetype.Medium, 1, `{}`)
 	tk, err := a.Store.Get(context.Background(), ids[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A second copy of the same message, as SQS's at-least-once delivery may produce.
-	if _, err := a.Queues.Send(context.Background(), task.Medium, enqueue.Body(tk, tk.DispatchVersion), 0); err != nil {
+	if _, err := a.Queues.Send(context.Background(), triagetype.Medium, enqueue.Body(tk, tk.DispatchVersion), 0); err != nil {
 		t.Fatal(err)
 	}
 	l := newLedger(func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
@@ -185,11 +186,11 @@ func TestDuplicateMessagesRunOnce(t *testing.T) {
 	opt := fastOptions()
 	opt.Concurrency = 4
 	stop := run(t, consumerapp.New(a, registry("rec", l), opt))
-	stacktest.WaitStatus(t, a.Store, ids[0], task.Completed, 20*time.Second)
+	stacktest.WaitStatus(t, a.Store, ids[0], triagetype.Completed, 20*time.Second)
 	// Give the copy time to be received and dropped.
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
-		d, err := a.Queues.Depth(context.Background(), task.Medium)
+		d, err := a.Queues.Depth(context.Background(), triagetype.Medium)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +201,7 @@ func TestDuplicateMessagesRunOnce(t *testing.T) {
 	}
 	stop()
 	checkOnce(t, l, ids)
-	d, _ := a.Queues.Depth(context.Background(), task.Medium)
+	d, _ := a.Queues.Depth(context.Background(), triagetype.Medium)
 	if d.Visible+d.InFlight != 0 {
 		t.Fatalf("queue still holds %+v; both copies should be gone", d)
 	}
@@ -210,9 +211,9 @@ func TestConcurrentConsumersRunEachTaskOnce(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	var ids []string
-	for _, p := range task.Priorities() {
+	for _, p := range triagetype.Priorities() {
 		n := 167
-		if p == task.Low {
+		if p == triagetype.Low {
 			n = 166
 		}
 		ids = append(ids, submit(t, a, "rec", p, n, `{}`)...)
@@ -230,7 +231,7 @@ func TestConcurrentConsumersRunEachTaskOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tk.Status != task.Completed || tk.Attempts != 1 || string(tk.Result) != `{"ok":true}` {
+		if tk.Status != triagetype.Completed || tk.Attempts != 1 || string(tk.Result) != `{"ok":true}` {
 			t.Fatalf("task %s: status %s attempts %d result %s", id, tk.Status, tk.Attempts, tk.Result)
 		}
 	}

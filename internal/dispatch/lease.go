@@ -8,6 +8,7 @@ import (
 
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // This file is the lease phase: the claim's timing (see lease) and the
@@ -162,7 +163,7 @@ func (c *Consumer) write(ctx context.Context, j *job, w func(cur *task.Task) (*t
 			}
 			return nil, err
 		}
-		if now.Status != task.Executing || now.WorkerID != c.opt.WorkerID || now.Attempts != cur.Attempts {
+		if now.Status != triagetype.Executing || now.WorkerID != c.opt.WorkerID || now.Attempts != cur.Attempts {
 			return nil, errLeaseLost
 		}
 		j.set(now)

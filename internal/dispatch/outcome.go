@@ -13,6 +13,7 @@ import (
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // This file is the outcome phase: the conditional write that records how
@@ -43,10 +44,10 @@ func (c *Consumer) logWriteError(j *job, what string, err error) bool {
 // record would pass DynamoDB's item limit) fails the task once and
 // permanently, saying so: the handler is not run again for an outcome
 // that can never be written.
-func (c *Consumer) complete(ctx context.Context, j *job, a task.Attempt, result json.RawMessage) {
+func (c *Consumer) complete(ctx context.Context, j *job, a triagetype.Attempt, result json.RawMessage) {
 	now := c.store.Now()
 	_, err := c.write(ctx, j, func(cur *task.Task) (*task.Task, error) {
-		return c.store.Transition(ctx, cur, task.Completed, func(n *task.Task) {
+		return c.store.Transition(ctx, cur, triagetype.Completed, func(n *task.Task) {
 			n.Result, n.Error = result, nil
 			n.CompletedAt = &now
 			n.WorkerID, n.LeaseUntil = "", nil
@@ -71,10 +72,10 @@ func (c *Consumer) complete(ctx context.Context, j *job, a task.Attempt, result 
 
 // finishCancelled records a cancelled task: on request (reason nil), or
 // by its handler's Cancel (reason is its error, recorded on the task).
-func (c *Consumer) finishCancelled(ctx context.Context, j *job, a task.Attempt, reason *task.Error) {
+func (c *Consumer) finishCancelled(ctx context.Context, j *job, a triagetype.Attempt, reason *triagetype.TaskError) {
 	now := c.store.Now()
 	if c.finishWrite(ctx, j, "cancellation", func(cur *task.Task) (*task.Task, error) {
-		return c.store.Transition(ctx, cur, task.Cancelled, func(n *task.Task) {
+		return c.store.Transition(ctx, cur, triagetype.Cancelled, func(n *task.Task) {
 			if reason != nil {
 				n.Error = reason
 			}
@@ -92,7 +93,7 @@ func (c *Consumer) finishCancelled(ctx context.Context, j *job, a task.Attempt, 
 // handBack returns an interrupted task to its queue at once. A message on
 // its last receive is replaced by a fresh one instead of being made
 // visible, so a hand-back never sends a task to the DLQ.
-func (c *Consumer) handBack(ctx context.Context, j *job, a task.Attempt) {
+func (c *Consumer) handBack(ctx context.Context, j *job, a triagetype.Attempt) {
 	apply := func(n *task.Task) {
 		n.WorkerID, n.LeaseUntil = "", nil
 		n.AddAttempt(a)
@@ -101,9 +102,9 @@ func (c *Consumer) handBack(ctx context.Context, j *job, a task.Attempt) {
 	fresh := c.lastReceive(j.msg)
 	if !c.finishWrite(ctx, j, "hand-back", func(cur *task.Task) (*task.Task, error) {
 		if fresh {
-			return c.redisp.Redispatch(ctx, cur, task.Queued, cur.EffectivePriority, 0, apply)
+			return c.redisp.Redispatch(ctx, cur, triagetype.Queued, cur.EffectivePriority, 0, apply)
 		}
-		return c.store.Transition(ctx, cur, task.Queued, apply)
+		return c.store.Transition(ctx, cur, triagetype.Queued, apply)
 	}) {
 		return
 	}
@@ -123,7 +124,7 @@ func (c *Consumer) handBack(ctx context.Context, j *job, a task.Attempt) {
 // the old one, so max_attempts is honoured whatever the redrive threshold.
 // A wait longer than SQS can hide or delay a message parks the task with
 // no message; the promoter sends one when it is due.
-func (c *Consumer) retry(ctx context.Context, j *job, a task.Attempt, msg string) {
+func (c *Consumer) retry(ctx context.Context, j *job, a triagetype.Attempt, msg string) {
 	t := j.snapshot()
 	c.rngMu.Lock()
 	wait := c.opt.Backoff[t.Priority].Wait(t.Attempts, c.opt.Rand)
@@ -140,7 +141,7 @@ func (c *Consumer) retry(ctx context.Context, j *job, a task.Attempt, msg string
 // snooze puts the task back to run again after d, as its handler asked,
 // without counting the attempt that asked (so a task may snooze any
 // number of times; max_attempts counts failures only).
-func (c *Consumer) snooze(ctx context.Context, j *job, a task.Attempt, d time.Duration) {
+func (c *Consumer) snooze(ctx context.Context, j *job, a triagetype.Attempt, d time.Duration) {
 	a.Error = fmt.Sprintf("snoozed for %s", d)
 	if c.park(ctx, j, "snooze", d, func(n *task.Task) {
 		n.Attempts--
@@ -173,9 +174,9 @@ func (c *Consumer) park(ctx context.Context, j *job, what string, wait time.Dura
 	}
 	if !c.finishWrite(ctx, j, what, func(cur *task.Task) (*task.Task, error) {
 		if fresh && !noMessage {
-			return c.redisp.Redispatch(ctx, cur, task.Retrying, cur.EffectivePriority, wait, edit)
+			return c.redisp.Redispatch(ctx, cur, triagetype.Retrying, cur.EffectivePriority, wait, edit)
 		}
-		return c.store.Transition(ctx, cur, task.Retrying, edit)
+		return c.store.Transition(ctx, cur, triagetype.Retrying, edit)
 	}) {
 		return false
 	}
@@ -191,21 +192,21 @@ func (c *Consumer) park(ctx context.Context, j *job, what string, wait time.Dura
 	// busy, or SQS lost the receipt): give the task a new one.
 	c.log.Warn("could not delay the message; sending a new one", "task_id", t.ID, "error", err)
 	c.mx.Recovered(metrics.RecoveredMessage)
-	if _, err := c.redisp.Redispatch(ctx, j.snapshot(), task.Queued, t.EffectivePriority, min(wait, queue.MaxDelay), nil); err != nil {
+	if _, err := c.redisp.Redispatch(ctx, j.snapshot(), triagetype.Queued, t.EffectivePriority, min(wait, queue.MaxDelay), nil); err != nil {
 		c.log.Error("re-send for retry failed; the promoter will re-send it", "task_id", t.ID, "error", err)
 	}
 	return true
 }
 
 // deadLetter records a terminal failure and moves the message to the DLQ.
-func (c *Consumer) deadLetter(ctx context.Context, j *job, a task.Attempt, e *task.Error) {
+func (c *Consumer) deadLetter(ctx context.Context, j *job, a triagetype.Attempt, e *triagetype.TaskError) {
 	t := j.snapshot()
 	now := c.store.Now()
 	if a.Error == "" {
 		a.Error = e.Message
 	}
 	if !c.finishWrite(ctx, j, "dead-letter", func(cur *task.Task) (*task.Task, error) {
-		return c.store.Transition(ctx, cur, task.DeadLetter, func(n *task.Task) {
+		return c.store.Transition(ctx, cur, triagetype.DeadLetter, func(n *task.Task) {
 			n.Error = e
 			n.CompletedAt = &now
 			n.WorkerID, n.LeaseUntil = "", nil

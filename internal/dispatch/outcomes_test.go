@@ -12,6 +12,7 @@ import (
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Snooze runs the task again later without spending an attempt; Cancel
@@ -48,14 +49,14 @@ func TestSnoozeCancelAndMiddleware(t *testing.T) {
 	}))
 	run(t, consumerapp.New(a, reg, fastOptions()))
 
-	done := stacktest.WaitStatus(t, a.Store, snoozy.ID, task.Completed, 30*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, snoozy.ID, triagetype.Completed, 30*time.Second)
 	if done.Attempts != 1 || string(done.Result) != `"awake"` || len(done.History) != 3 {
 		t.Fatalf("snoozed task: attempts %d result %s history %d; want 1, awake, 3 entries", done.Attempts, done.Result, len(done.History))
 	}
 	if done.History[0].Error != "snoozed for 1s" {
 		t.Fatalf("history[0].Error = %q", done.History[0].Error)
 	}
-	cancelled := stacktest.WaitStatus(t, a.Store, quitter.ID, task.Cancelled, 30*time.Second)
+	cancelled := stacktest.WaitStatus(t, a.Store, quitter.ID, triagetype.Cancelled, 30*time.Second)
 	if cancelled.Attempts != 1 || cancelled.Error == nil || cancelled.Error.Message != "the order is gone" || cancelled.Error.Retriable {
 		t.Fatalf("cancelled task: attempts %d error %+v", cancelled.Attempts, cancelled.Error)
 	}

@@ -3,12 +3,12 @@ package dispatch
 import (
 	"math/rand/v2"
 
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // picker chooses the next queue to receive from.
 type picker struct {
-	weights map[task.Priority]int
+	weights map[triagetype.Priority]int
 	strict  bool
 	rng     *rand.Rand
 }
@@ -16,7 +16,7 @@ type picker struct {
 // pick returns one of cands (non-empty, highest first). In strict mode it is
 // the highest; otherwise a random choice in proportion to the weights. A
 // candidate whose weight is zero is chosen only when no weighted one is left.
-func (pk *picker) pick(cands []task.Priority) task.Priority {
+func (pk *picker) pick(cands []triagetype.Priority) triagetype.Priority {
 	if pk.strict || len(cands) == 1 {
 		return cands[0]
 	}

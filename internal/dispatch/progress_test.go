@@ -114,7 +114,7 @@ func TestGoHandlerProgress(t *testing.T) {
 			st := store.New(db, a.Store.Table(), store.WithBlobs(a.Blobs))
 			opt := fastOptions()
 			opt.Lease, opt.LeaseMargin, opt.ProgressInterval = tc.lease, time.Second, tc.interval
-			id := submit(t, a, "progress", task.High, 1, `{}`)[0]
+			id := submit(t, a, "progress", triagetype.High, 1, `{}`)[0]
 			started := time.Now()
 			stop := run(t, dispatch.New(st, a.Queues, a.Enqueuer, registry("progress", h), opt))
 
@@ -122,10 +122,10 @@ func TestGoHandlerProgress(t *testing.T) {
 			deadline := time.Now().Add(30 * time.Second)
 			for time.Now().Before(deadline) {
 				tk := getTask(t, srv, id)
-				if tk.Status == task.Completed || t.Failed() {
+				if tk.Status == triagetype.Completed || t.Failed() {
 					break
 				}
-				if tk.Status == task.Executing && tk.Progress != nil {
+				if tk.Status == triagetype.Executing && tk.Progress != nil {
 					midRun = append(midRun, tk.Progress.Percent)
 				}
 				time.Sleep(100 * time.Millisecond)
@@ -133,7 +133,7 @@ func TestGoHandlerProgress(t *testing.T) {
 			ran := time.Since(started)
 			stop()
 			done := getTask(t, srv, id)
-			if done.Status != task.Completed || done.Progress == nil || done.Progress.Percent != 100 || done.Progress.Message != "row 100" || done.Progress.Attempt != 1 {
+			if done.Status != triagetype.Completed || done.Progress == nil || done.Progress.Percent != 100 || done.Progress.Message != "row 100" || done.Progress.Attempt != 1 {
 				t.Fatalf("finished task: status %s progress %+v; want completed at 100%% (row 100, attempt 1)", done.Status, done.Progress)
 			}
 			if len(midRun) == 0 || midRun[0] == 100 {
@@ -174,10 +174,10 @@ func TestRetrySeesCheckpoint(t *testing.T) {
 		return r.Checkpoint, nil
 	})
 	opt := fastOptions()
-	opt.Backoff = map[task.Priority]config.Backoff{task.High: {Base: time.Second, Max: time.Second}}
-	id := submit(t, a, "resume", task.High, 1, `{}`)[0]
+	opt.Backoff = map[triagetype.Priority]config.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}
+	id := submit(t, a, "resume", triagetype.High, 1, `{}`)[0]
 	run(t, dispatch.New(a.Store, a.Queues, a.Enqueuer, registry("resume", h), opt))
-	done := stacktest.WaitStatus(t, a.Store, id, task.Completed, 30*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, 30*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
 	if seen[1] != "" || seen[2] != `{"row":7}` {
@@ -281,9 +281,9 @@ func TestWebhookProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := submit(t, a, "hook", task.High, 1, `{}`)[0]
+	id := submit(t, a, "hook", triagetype.High, 1, `{}`)[0]
 	run(t, consumerapp.New(a, reg, fastOptions()))
-	stacktest.WaitStatus(t, a.Store, id, task.Completed, 30*time.Second)
+	stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, 30*time.Second)
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -305,7 +305,7 @@ func TestWebhookProgress(t *testing.T) {
 			t.Errorf("%s: got %+v, want %+v", name, got, want)
 		}
 	}
-	if midStatus != string(task.Executing) || midPercent != 100 {
+	if midStatus != string(triagetype.Executing) || midPercent != 100 {
 		t.Errorf("GET while the webhook ran: %s at %d%%; want executing at 100%%", midStatus, midPercent)
 	}
 	done := getTask(t, srv, id)

@@ -36,6 +36,7 @@ import (
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // submitOne records and sends one task built from r.
@@ -57,7 +58,7 @@ func demoRegistry() *handler.Registry {
 }
 
 // dlqMessages drains up to n messages from priority p's DLQ.
-func dlqMessages(t *testing.T, a *app.App, p task.Priority, n int) []queue.Received {
+func dlqMessages(t *testing.T, a *app.App, p triagetype.Priority, n int) []queue.Received {
 	t.Helper()
 	var out []queue.Received
 	deadline := time.Now().Add(10 * time.Second)
@@ -76,9 +77,9 @@ func TestRetriesBackOffThenComplete(t *testing.T) {
 	a := env.App(t, nil)
 	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "high", Payload: json.RawMessage(`{"times":2}`), MaxAttempts: intp(3)})
 	opt := fastOptions()
-	opt.Backoff = map[task.Priority]config.Backoff{task.High: {Base: 2 * time.Second, Max: time.Minute, Jitter: 0.25}}
+	opt.Backoff = map[triagetype.Priority]config.Backoff{triagetype.High: {Base: 2 * time.Second, Max: time.Minute, Jitter: 0.25}}
 	run(t, consumerapp.New(a, demoRegistry(), opt))
-	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 40*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 40*time.Second)
 	if done.Attempts != 3 || len(done.History) != 3 {
 		t.Fatalf("attempts %d, history %d, want 3 and 3", done.Attempts, len(done.History))
 	}
@@ -100,7 +101,7 @@ func TestRetryBackoffFromEnvironment(t *testing.T) {
 	a := env.App(t, map[string]string{"TRIAGE_RETRY_BACKOFF": "medium=3s:3s"})
 	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "medium", Payload: json.RawMessage(`{"times":1}`)})
 	run(t, consumerapp.New(a, demoRegistry(), fastOptions()))
-	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 30*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 30*time.Second)
 	if len(done.History) != 2 {
 		t.Fatalf("history %+v, want 2 attempts", done.History)
 	}
@@ -116,11 +117,11 @@ func TestNonRetriableErrorGoesStraightToDLQ(t *testing.T) {
 	a := env.App(t, nil)
 	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "medium", Payload: json.RawMessage(`{"times":9,"permanent":true,"message":"card declined"}`), MaxAttempts: intp(5)})
 	run(t, consumerapp.New(a, demoRegistry(), fastOptions()))
-	dead := stacktest.WaitStatus(t, a.Store, tk.ID, task.DeadLetter, 20*time.Second)
+	dead := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.DeadLetter, 20*time.Second)
 	if dead.Attempts != 1 || dead.Error == nil || dead.Error.Message != "card declined" || dead.Error.Retriable {
 		t.Fatalf("dead task: attempts %d error %+v", dead.Attempts, dead.Error)
 	}
-	msgs := dlqMessages(t, a, task.Medium, 1)
+	msgs := dlqMessages(t, a, triagetype.Medium, 1)
 	if len(msgs) != 1 || !strings.Contains(msgs[0].Body, tk.ID) || msgs[0].Reason != "card declined" {
 		t.Fatalf("DLQ holds %+v", msgs)
 	}
@@ -131,9 +132,9 @@ func TestTimeoutCutsOffAndRetries(t *testing.T) {
 	a := env.App(t, nil)
 	tk := submitOne(t, a, task.Request{Type: "sleep", Priority: "high", Payload: json.RawMessage(`{"ms":5000}`), MaxAttempts: intp(2), TimeoutSeconds: intp(1)})
 	opt := fastOptions()
-	opt.Backoff = map[task.Priority]config.Backoff{task.High: {Base: time.Second, Max: time.Second}}
+	opt.Backoff = map[triagetype.Priority]config.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}
 	run(t, consumerapp.New(a, demoRegistry(), opt))
-	dead := stacktest.WaitStatus(t, a.Store, tk.ID, task.DeadLetter, 30*time.Second)
+	dead := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.DeadLetter, 30*time.Second)
 	if dead.Attempts != 2 || len(dead.History) != 2 {
 		t.Fatalf("attempts %d history %+v", dead.Attempts, dead.History)
 	}
@@ -183,7 +184,7 @@ func TestCrashedConsumerTaskIsFinishedByAnother(t *testing.T) {
 	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
 
 	tk := submitOne(t, a, task.Request{Type: "sleep", Priority: "high", Payload: json.RawMessage(`{"ms":3000}`), TimeoutSeconds: intp(20), MaxAttempts: intp(3)})
-	running := stacktest.WaitStatus(t, a.Store, tk.ID, task.Executing, 20*time.Second)
+	running := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Executing, 20*time.Second)
 	if running.WorkerID != "victim" {
 		t.Fatalf("claimed by %q", running.WorkerID)
 	}
@@ -196,7 +197,7 @@ func TestCrashedConsumerTaskIsFinishedByAnother(t *testing.T) {
 	opt := fastOptions()
 	opt.Lease, opt.LeaseMargin, opt.WorkerID = 2*time.Second, time.Second, "rescuer"
 	run(t, consumerapp.New(a, registry("sleep", l), opt))
-	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 40*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 40*time.Second)
 	checkOnce(t, l, []string{tk.ID})
 	if done.Attempts != 2 || len(done.History) != 2 || done.History[0].WorkerID != "victim" || !strings.Contains(done.History[0].Error, "lease expired") || done.History[1].WorkerID != "rescuer" {
 		t.Fatalf("attempts %d history %+v; want the lost attempt counted", done.Attempts, done.History)
@@ -217,7 +218,7 @@ func TestCrashRecoveryFollowsLease(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
 	tk := submitOne(t, a, task.Request{Type: "sleep", Priority: "high", Payload: json.RawMessage(`{"ms":6000}`), TimeoutSeconds: intp(10)})
-	if r := stacktest.WaitStatus(t, a.Store, tk.ID, task.Executing, 20*time.Second); r.WorkerID != "victim" {
+	if r := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Executing, 20*time.Second); r.WorkerID != "victim" {
 		t.Fatalf("claimed by %q", r.WorkerID)
 	}
 	run(t, consumerapp.New(a, demoRegistry(), dispatch.Options{PollWait: time.Second, WorkerID: "rescuer"}))
@@ -226,7 +227,7 @@ func TestCrashRecoveryFollowsLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = child.Wait()
-	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 60*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 60*time.Second)
 	if len(done.History) != 2 || done.History[1].WorkerID != "rescuer" {
 		t.Fatalf("history %+v", done.History)
 	}
@@ -264,11 +265,11 @@ func TestLostLeaseCannotComplete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	requeued, err := a.Store.Transition(ctx, cur, task.Queued, func(n *task.Task) { n.WorkerID, n.LeaseUntil = "", nil })
+	requeued, err := a.Store.Transition(ctx, cur, triagetype.Queued, func(n *task.Task) { n.WorkerID, n.LeaseUntil = "", nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	stolen, err := a.Store.Transition(ctx, requeued, task.Executing, func(n *task.Task) { n.Attempts++; n.WorkerID = "worker-b" })
+	stolen, err := a.Store.Transition(ctx, requeued, triagetype.Executing, func(n *task.Task) { n.Attempts++; n.WorkerID = "worker-b" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +279,7 @@ func TestLostLeaseCannotComplete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if now.Status != task.Executing || now.WorkerID != "worker-b" || now.Version != stolen.Version || len(now.Result) != 0 {
+	if now.Status != triagetype.Executing || now.WorkerID != "worker-b" || now.Version != stolen.Version || len(now.Result) != 0 {
 		t.Fatalf("after A finished: status %s worker %s version %d (want %d) result %s", now.Status, now.WorkerID, now.Version, stolen.Version, now.Result)
 	}
 }
@@ -288,7 +289,7 @@ func TestFourConsumersUnderFailures(t *testing.T) {
 	a := env.App(t, nil)
 	const n = 2000
 	var ids []string
-	for i, p := range task.Priorities() {
+	for i, p := range triagetype.Priorities() {
 		k := n / 3
 		if i == 0 {
 			k += n % 3
@@ -311,7 +312,7 @@ func TestFourConsumersUnderFailures(t *testing.T) {
 	for range 4 {
 		opt := fastOptions()
 		opt.Concurrency = 8
-		opt.Backoff = map[task.Priority]config.Backoff{task.High: {Base: time.Second, Max: time.Second}, task.Medium: {Base: time.Second, Max: time.Second}, task.Low: {Base: time.Second, Max: time.Second}}
+		opt.Backoff = map[triagetype.Priority]config.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}, triagetype.Medium: {Base: time.Second, Max: time.Second}, triagetype.Low: {Base: time.Second, Max: time.Second}}
 		run(t, consumerapp.New(a, registry("work", l), opt))
 	}
 	wantRuns := 0
@@ -338,7 +339,7 @@ func TestFourConsumersUnderFailures(t *testing.T) {
 			t.Fatalf("task %s ran %d times, want %d", id, runs[id], want)
 		}
 	}
-	completed := stacktest.StatusCounts(t, a.Store, ids)[task.Completed]
+	completed := stacktest.StatusCounts(t, a.Store, ids)[triagetype.Completed]
 	t.Logf("%d tasks, %d failed once, %d runs, %d completed", n, failing, len(l.Ends()), completed)
 	if completed != n {
 		t.Fatalf("%d of %d tasks completed", completed, n)
@@ -350,14 +351,14 @@ func TestPoisonMessagesGoToDLQ(t *testing.T) {
 	a := env.App(t, nil)
 	ctx := context.Background()
 	for _, body := range []string{`not json at all`, `{"hello":"world"}`, `{"type":"","payload":{}}`} {
-		if _, err := a.Queues.Send(ctx, task.Low, body, 0); err != nil {
+		if _, err := a.Queues.Send(ctx, triagetype.Low, body, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	tk := submitOne(t, a, task.Request{Type: "echo", Priority: "low", Payload: json.RawMessage(`7`)})
 	run(t, consumerapp.New(a, demoRegistry(), fastOptions()))
-	stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 20*time.Second)
-	msgs := dlqMessages(t, a, task.Low, 3)
+	stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 20*time.Second)
+	msgs := dlqMessages(t, a, triagetype.Low, 3)
 	if len(msgs) != 3 {
 		t.Fatalf("DLQ holds %d messages, want 3", len(msgs))
 	}
@@ -378,7 +379,7 @@ func TestDirectSendIsAdoptedOnce(t *testing.T) {
 	ctx := context.Background()
 	// A producer inside AWS sends straight to the high queue with the SDK.
 	out, err := env.SQS.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl:    aws.String(a.Queues.URL(task.High)),
+		QueueUrl:    aws.String(a.Queues.URL(triagetype.High)),
 		MessageBody: aws.String(`{"type":"flaky","payload":{"order":9},"max_attempts":3}`),
 	})
 	if err != nil {
@@ -393,11 +394,11 @@ func TestDirectSendIsAdoptedOnce(t *testing.T) {
 		return r.Payload, nil
 	})
 	opt := fastOptions()
-	opt.Backoff = map[task.Priority]config.Backoff{task.High: {Base: time.Second, Max: time.Second}}
+	opt.Backoff = map[triagetype.Priority]config.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}
 	run(t, consumerapp.New(a, registry("flaky", l), opt))
 	waitEnds(t, l, 2, 30*time.Second)
 	id, _ := seen.Load().(string)
-	done := stacktest.WaitStatus(t, a.Store, id, task.Completed, 10*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, 10*time.Second)
 	if done.Attempts != 2 || done.IdempotencyKey != "" || out.MessageId == nil {
 		t.Fatalf("adopted task: attempts %d key %q", done.Attempts, done.IdempotencyKey)
 	}
@@ -431,7 +432,7 @@ func TestPauseAndResume(t *testing.T) {
 	if _, err := a.Controls.SetPaused(ctx, "", true); err != nil {
 		t.Fatal(err)
 	}
-	ids := submit(t, a, "rec", task.High, 5, `{}`)
+	ids := submit(t, a, "rec", triagetype.High, 5, `{}`)
 	l := newLedger(nil)
 	opt := fastOptions()
 	opt.MaxReceiveCount = 3 // low, so the test also covers refreshing put-off messages
@@ -442,7 +443,7 @@ func TestPauseAndResume(t *testing.T) {
 		t.Fatalf("%d tasks started while paused", started)
 	}
 	for _, id := range ids {
-		if tk, _ := a.Store.Get(ctx, id); tk.Status != task.Queued {
+		if tk, _ := a.Store.Get(ctx, id); tk.Status != triagetype.Queued {
 			t.Fatalf("task %s is %s while paused", id, tk.Status)
 		}
 	}
@@ -451,7 +452,7 @@ func TestPauseAndResume(t *testing.T) {
 	}
 	waitEnds(t, l, 5, 20*time.Second)
 	checkOnce(t, l, ids)
-	if d, _ := a.Queues.Depth(ctx, task.High); d.DLQ != 0 {
+	if d, _ := a.Queues.Depth(ctx, triagetype.High); d.DLQ != 0 {
 		t.Fatalf("%d messages reached the DLQ while paused", d.DLQ)
 	}
 }
@@ -463,18 +464,18 @@ func TestPauseOneType(t *testing.T) {
 	if _, err := a.Controls.SetPaused(ctx, "held", true); err != nil {
 		t.Fatal(err)
 	}
-	held := submit(t, a, "held", task.Medium, 2, `{}`)
-	free := submit(t, a, "free", task.Medium, 2, `{}`)
+	held := submit(t, a, "held", triagetype.Medium, 2, `{}`)
+	free := submit(t, a, "free", triagetype.Medium, 2, `{}`)
 	l := newLedger(nil)
 	reg := handler.NewRegistry()
 	reg.Register("held", l)
 	reg.Register("free", l)
 	run(t, consumerapp.New(a, reg, fastOptions()))
 	for _, id := range free {
-		stacktest.WaitStatus(t, a.Store, id, task.Completed, 20*time.Second)
+		stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, 20*time.Second)
 	}
 	for _, id := range held {
-		if tk, _ := a.Store.Get(ctx, id); tk.Status != task.Queued {
+		if tk, _ := a.Store.Get(ctx, id); tk.Status != triagetype.Queued {
 			t.Fatalf("paused-type task %s is %s", id, tk.Status)
 		}
 	}
@@ -482,7 +483,7 @@ func TestPauseOneType(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range held {
-		stacktest.WaitStatus(t, a.Store, id, task.Completed, 20*time.Second)
+		stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, 20*time.Second)
 	}
 }
 
@@ -492,7 +493,7 @@ func TestConcurrencyLimitAcrossInstances(t *testing.T) {
 	if _, err := a.Controls.SetLimits(context.Background(), "limited", 0, 2); err != nil {
 		t.Fatal(err)
 	}
-	ids := submit(t, a, "limited", task.High, 12, `{}`)
+	ids := submit(t, a, "limited", triagetype.High, 12, `{}`)
 	l := newLedger(func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
 		time.Sleep(300 * time.Millisecond)
 		return nil, nil
@@ -520,7 +521,7 @@ func TestRateLimitAcrossInstances(t *testing.T) {
 	if _, err := a.Controls.SetLimits(context.Background(), "metered", 5, 0); err != nil {
 		t.Fatal(err)
 	}
-	ids := submit(t, a, "metered", task.Medium, 90, `{}`)
+	ids := submit(t, a, "metered", triagetype.Medium, 90, `{}`)
 	l := newLedger(nil)
 	for range 2 {
 		b := env.App(t, nil)
@@ -550,7 +551,7 @@ func TestReservedSlotStartsHighPromptly(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	l := newLedger(func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
-		if r.Priority == task.Low {
+		if r.Priority == triagetype.Low {
 			select {
 			case <-time.After(15 * time.Second):
 			case <-ctx.Done():
@@ -562,14 +563,14 @@ func TestReservedSlotStartsHighPromptly(t *testing.T) {
 	opt.Concurrency, opt.ReservedHigh = 3, 1
 	opt.DrainTimeout = time.Second
 	run(t, consumerapp.New(a, registry("job", l), opt))
-	lows := submit(t, a, "job", task.Low, 2, `{}`)
+	lows := submit(t, a, "job", triagetype.Low, 2, `{}`)
 	for _, id := range lows {
-		stacktest.WaitStatus(t, a.Store, id, task.Executing, 20*time.Second)
+		stacktest.WaitStatus(t, a.Store, id, triagetype.Executing, 20*time.Second)
 	}
 	time.Sleep(1500 * time.Millisecond) // let the consumer settle into its idle polling
 	submitted := time.Now()
-	high := submit(t, a, "job", task.High, 1, `{}`)
-	started := stacktest.WaitStatus(t, a.Store, high[0], task.Completed, 10*time.Second)
+	high := submit(t, a, "job", triagetype.High, 1, `{}`)
+	started := stacktest.WaitStatus(t, a.Store, high[0], triagetype.Completed, 10*time.Second)
 	wait := started.StartedAt.Sub(submitted)
 	t.Logf("high task started %v after submit, with both general slots busy", wait)
 	if wait > time.Second {
@@ -601,10 +602,10 @@ func TestUnusableDirectSendsGoToDLQ(t *testing.T) {
 		{`{"type":null}`, "direct send rejected: type: is required"},
 	}
 	for _, c := range cases {
-		sendRaw(t, env, task.Medium, c.body)
+		sendRaw(t, env, triagetype.Medium, c.body)
 	}
 	run(t, consumerapp.New(a, demoRegistry(), fastOptions()))
-	msgs := dlqMessages(t, a, task.Medium, len(cases))
+	msgs := dlqMessages(t, a, triagetype.Medium, len(cases))
 	reasons := map[string]string{}
 	for _, m := range msgs {
 		reasons[m.Body] = m.Reason

@@ -13,6 +13,7 @@ import (
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/internal/tracing"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // This file is the run phase: a claimed task's handler under its
@@ -68,7 +69,7 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 		c.log.Warn("lease lost while running; outcome discarded", "task_id", t.ID, "worker_id", c.opt.WorkerID)
 		return
 	}
-	attempt := task.Attempt{Attempt: t.Attempts, WorkerID: c.opt.WorkerID, StartedAt: attemptStart(t, started), FinishedAt: c.store.Now()}
+	attempt := triagetype.Attempt{Attempt: t.Attempts, WorkerID: c.opt.WorkerID, StartedAt: attemptStart(t, started), FinishedAt: c.store.Now()}
 	wctx := context.WithoutCancel(ctx)
 	if err == nil {
 		// A result that arrived wins over a cancel request or shutdown.

@@ -3,7 +3,7 @@ package dispatch
 import (
 	"sync"
 
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // slotKind says which pool a running task took its slot from.
@@ -36,10 +36,10 @@ func (s *slots) free() (general, reserved int, released <-chan struct{}) {
 
 // take claims a slot for priority p: high prefers a reserved slot. It
 // reports false when none fits.
-func (s *slots) take(p task.Priority) (slotKind, bool) {
+func (s *slots) take(p triagetype.Priority) (slotKind, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if p == task.High && s.reserved > 0 {
+	if p == triagetype.High && s.reserved > 0 {
 		s.reserved--
 		return reservedSlot, true
 	}

@@ -49,7 +49,7 @@ func TestUnhandledTypeWaitsForItsWorker(t *testing.T) {
 				}
 				t.Cleanup(func() { _ = a.Workers.Deregister(context.WithoutCancel(ctx), in.ID) })
 			}
-			ids := submit(t, a, "greet", task.High, 5, `{}`)
+			ids := submit(t, a, "greet", triagetype.High, 5, `{}`)
 
 			echo := handler.Func(func(_ context.Context, r handler.Request) (json.RawMessage, error) { return r.Payload, nil })
 			opt := fastOptions()
@@ -57,7 +57,7 @@ func TestUnhandledTypeWaitsForItsWorker(t *testing.T) {
 			stopDev := run(t, consumerapp.New(a, registry("echo", echo), opt))
 			if tt.wantDead {
 				for _, id := range ids {
-					got := stacktest.WaitStatus(t, a.Store, id, task.DeadLetter, 30*time.Second)
+					got := stacktest.WaitStatus(t, a.Store, id, triagetype.DeadLetter, 30*time.Second)
 					if got.Error == nil || !strings.Contains(got.Error.Message, `no handler registered for task type: "greet"; no live worker has advertised the type for 2s`) {
 						t.Errorf("task %s dead-lettered with %+v, want the reason", id, got.Error)
 					}
@@ -68,7 +68,7 @@ func TestUnhandledTypeWaitsForItsWorker(t *testing.T) {
 			// at least once (each is hidden 2-5 s at a time).
 			time.Sleep(6 * time.Second)
 			for _, id := range ids {
-				if got := storedTask(t, a, id); got.Status != task.Queued || got.Attempts != 0 {
+				if got := storedTask(t, a, id); got.Status != triagetype.Queued || got.Attempts != 0 {
 					t.Errorf("task %s beside a consumer without its handler: %s, %d attempts; want queued, none", id, got.Status, got.Attempts)
 				}
 			}
@@ -82,7 +82,7 @@ func TestUnhandledTypeWaitsForItsWorker(t *testing.T) {
 			// end, each task on its first attempt, not how soon: the wait is
 			// only a cap for a broken run.
 			for _, id := range ids {
-				got := stacktest.WaitStatus(t, a.Store, id, task.Completed, 2*time.Minute)
+				got := stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, 2*time.Minute)
 				if got.Attempts != 1 || len(got.History) != 1 || got.History[0].WorkerID != "user-worker" {
 					t.Errorf("task %s completed on attempt %d, history %+v; want one attempt, by the user's worker", id, got.Attempts, got.History)
 				}

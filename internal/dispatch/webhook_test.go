@@ -15,6 +15,7 @@ import (
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler/webhook"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestWebhookHandler(t *testing.T) {
@@ -57,18 +58,18 @@ func TestWebhookHandler(t *testing.T) {
 	rejected := submitOne(t, a, task.Request{Type: "hook", Priority: "high", Payload: json.RawMessage(`{"status":422}`), MaxAttempts: intp(3)})
 	broken := submitOne(t, a, task.Request{Type: "hook", Priority: "high", Payload: json.RawMessage(`{"status":503}`), MaxAttempts: intp(2)})
 	opt := fastOptions()
-	opt.Backoff = map[task.Priority]config.Backoff{task.High: {Base: time.Second, Max: time.Second}}
+	opt.Backoff = map[triagetype.Priority]config.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}
 	run(t, consumerapp.New(a, reg, opt))
 
-	done := stacktest.WaitStatus(t, a.Store, ok.ID, task.Completed, 20*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, ok.ID, triagetype.Completed, 20*time.Second)
 	if string(done.Result) != `{"status_was":"OK"}` {
 		t.Errorf("2xx result = %s", done.Result)
 	}
-	dead := stacktest.WaitStatus(t, a.Store, rejected.ID, task.DeadLetter, 20*time.Second)
+	dead := stacktest.WaitStatus(t, a.Store, rejected.ID, triagetype.DeadLetter, 20*time.Second)
 	if dead.Attempts != 1 || dead.Error.Retriable || !strings.Contains(dead.Error.Message, "422") {
 		t.Errorf("4xx: attempts %d error %+v; want one attempt, not retriable", dead.Attempts, dead.Error)
 	}
-	failed := stacktest.WaitStatus(t, a.Store, broken.ID, task.DeadLetter, 30*time.Second)
+	failed := stacktest.WaitStatus(t, a.Store, broken.ID, triagetype.DeadLetter, 30*time.Second)
 	if failed.Attempts != 2 || !failed.Error.Retriable || !strings.Contains(failed.Error.Message, "503") {
 		t.Errorf("5xx: attempts %d error %+v; want retried until attempts ran out", failed.Attempts, failed.Error)
 	}

@@ -18,13 +18,13 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/triagehq/triage/internal/spec"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Resources are the queue URLs Bootstrap created or found.
 type Resources struct {
-	QueueURLs map[task.Priority]string
-	DLQURLs   map[task.Priority]string
+	QueueURLs map[triagetype.Priority]string
+	DLQURLs   map[triagetype.Priority]string
 }
 
 // Bootstrap creates the table (keys, GSIs, TTL), the queues (each with its
@@ -37,7 +37,7 @@ func Bootstrap(ctx context.Context, ddb *dynamodb.Client, q *sqs.Client, b *s3.C
 	if err := createBucket(ctx, b, s.Bucket.Name); err != nil {
 		return Resources{}, err
 	}
-	res := Resources{QueueURLs: map[task.Priority]string{}, DLQURLs: map[task.Priority]string{}}
+	res := Resources{QueueURLs: map[triagetype.Priority]string{}, DLQURLs: map[triagetype.Priority]string{}}
 	for _, qs := range s.Queues {
 		dlqURL, err := createQueue(ctx, q, qs.DLQName, map[string]string{
 			string(sqstypes.QueueAttributeNameMessageRetentionPeriod): seconds(qs.DLQRetention.Seconds()),

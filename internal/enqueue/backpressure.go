@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/queue"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // ErrOverloaded means a priority's queue is over its depth limit: the new
@@ -19,7 +19,7 @@ var ErrOverloaded = errors.New("queue over its depth limit")
 
 // OverloadedError is the refusal Backpressure.Check gives.
 type OverloadedError struct {
-	Priority   task.Priority
+	Priority   triagetype.Priority
 	RetryAfter time.Duration
 }
 
@@ -32,7 +32,7 @@ func (e *OverloadedError) Unwrap() error { return ErrOverloaded }
 
 // Depths reads a priority's queue depth.
 type Depths interface {
-	Depth(ctx context.Context, p task.Priority) (queue.Depth, error)
+	Depth(ctx context.Context, p triagetype.Priority) (queue.Depth, error)
 }
 
 // Backpressure refuses new tasks for a priority whose queue holds more
@@ -50,7 +50,7 @@ type Backpressure struct {
 	log       *slog.Logger
 
 	mu   sync.Mutex
-	read map[task.Priority]depthRead
+	read map[triagetype.Priority]depthRead
 }
 
 type depthRead struct {
@@ -72,14 +72,14 @@ func NewBackpressure(depths Depths, limit, limitHigh int, log *slog.Logger) *Bac
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Backpressure{depths: depths, limit: limit, limitHigh: limitHigh, log: log, read: map[task.Priority]depthRead{}}
+	return &Backpressure{depths: depths, limit: limit, limitHigh: limitHigh, log: log, read: map[triagetype.Priority]depthRead{}}
 }
 
 // Check returns an *OverloadedError when priority p's queue is over its
 // limit, and nil otherwise.
-func (b *Backpressure) Check(ctx context.Context, p task.Priority) error {
+func (b *Backpressure) Check(ctx context.Context, p triagetype.Priority) error {
 	limit := b.limit
-	if p == task.High && b.limitHigh != 0 {
+	if p == triagetype.High && b.limitHigh != 0 {
 		limit = b.limitHigh
 	}
 	if limit <= 0 || b.depths == nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/queue"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // TestBackpressure fills real queues and checks each priority against its
@@ -23,30 +23,30 @@ func TestBackpressure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	send := func(p task.Priority, n int, delay time.Duration) {
+	send := func(p triagetype.Priority, n int, delay time.Duration) {
 		for range n {
 			if _, err := q.Send(ctx, p, `{}`, delay); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	send(task.Low, 1, 0)
-	send(task.Low, 1, time.Minute) // delayed messages are waiting too
-	send(task.High, 2, 0)
+	send(triagetype.Low, 1, 0)
+	send(triagetype.Low, 1, time.Minute) // delayed messages are waiting too
+	send(triagetype.High, 2, 0)
 	tests := []struct {
 		name             string
 		limit, limitHigh int
-		p                task.Priority
+		p                triagetype.Priority
 		refused          bool
 	}{
-		{"at the limit", 2, 0, task.Low, true},
-		{"under the limit", 3, 0, task.Low, false},
-		{"empty queue", 1, 0, task.Medium, false},
-		{"high uses the high limit", 2, 3, task.High, false},
-		{"high over the high limit", 1, 2, task.High, true},
-		{"high without its own limit", 2, 0, task.High, true},
-		{"no limit", 0, 0, task.Low, false},
-		{"high with no limit of its own", 1, -1, task.High, false},
+		{"at the limit", 2, 0, triagetype.Low, true},
+		{"under the limit", 3, 0, triagetype.Low, false},
+		{"empty queue", 1, 0, triagetype.Medium, false},
+		{"high uses the high limit", 2, 3, triagetype.High, false},
+		{"high over the high limit", 1, 2, triagetype.High, true},
+		{"high without its own limit", 2, 0, triagetype.High, true},
+		{"no limit", 0, 0, triagetype.Low, false},
+		{"high with no limit of its own", 1, -1, triagetype.High, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,7 +67,7 @@ func TestBackpressure(t *testing.T) {
 
 type failingDepths struct{ calls int }
 
-func (f *failingDepths) Depth(context.Context, task.Priority) (queue.Depth, error) {
+func (f *failingDepths) Depth(context.Context, triagetype.Priority) (queue.Depth, error) {
 	f.calls++
 	return queue.Depth{}, errors.New("throttled")
 }
@@ -77,7 +77,7 @@ func TestBackpressureAdmitsWhenBlind(t *testing.T) {
 	d := &failingDepths{}
 	b := enqueue.NewBackpressure(d, 1, 0, nil)
 	for range 2 {
-		if err := b.Check(context.Background(), task.Low); err != nil {
+		if err := b.Check(context.Background(), triagetype.Low); err != nil {
 			t.Fatalf("Check = %v, want nil", err)
 		}
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/triagehq/triage/internal/handler/ledger"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // The crash tests run the real API in a child process (this test binary,
@@ -238,7 +239,7 @@ func TestKillBetweenSendAndRecord(t *testing.T) {
 			go func() { _ = c.Run(ctx); close(stopped) }()
 			t.Cleanup(func() { cancel(); <-stopped })
 			for _, id := range ids {
-				stacktest.WaitStatus(t, a.Store, id, task.Completed, 30*time.Second)
+				stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, 30*time.Second)
 			}
 			orphans := tc.tasks - tc.creates
 			deadline := time.Now().Add(30 * time.Second)
@@ -257,7 +258,7 @@ func TestKillBetweenSendAndRecord(t *testing.T) {
 					t.Fatalf("task %s ran %d times", id, runs[id])
 				}
 			}
-			msgs, err := a.Queues.ReceiveDLQ(context.Background(), task.High, 10, time.Second, time.Minute)
+			msgs, err := a.Queues.ReceiveDLQ(context.Background(), triagetype.High, 10, time.Second, time.Minute)
 			if err != nil || len(msgs) == 0 || !strings.Contains(msgs[0].Reason, "never recorded the task") {
 				t.Fatalf("DLQ: %+v, %v; want the orphaned messages with their reason", msgs, err)
 			}

@@ -28,20 +28,21 @@ import (
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Store is the part of the task store enqueueing needs.
 type Store interface {
 	Create(ctx context.Context, t *task.Task) (*task.Task, bool, error)
 	ByIdempotencyKey(ctx context.Context, key string) (*task.Task, error)
-	Transition(ctx context.Context, cur *task.Task, to task.Status, apply func(*task.Task)) (*task.Task, error)
+	Transition(ctx context.Context, cur *task.Task, to triagetype.Status, apply func(*task.Task)) (*task.Task, error)
 	Now() time.Time
 }
 
 // Sender is the part of the queues enqueueing needs.
 type Sender interface {
-	Send(ctx context.Context, p task.Priority, body string, delay time.Duration) (string, error)
-	SendBatch(ctx context.Context, p task.Priority, msgs []queue.Outgoing) error
+	Send(ctx context.Context, p triagetype.Priority, body string, delay time.Duration) (string, error)
+	SendBatch(ctx context.Context, p triagetype.Priority, msgs []queue.Outgoing) error
 }
 
 // Enqueuer creates and (re)dispatches tasks.
@@ -121,9 +122,9 @@ func (e *Enqueuer) SubmitBatch(ctx context.Context, ts []*task.Task) []Result {
 	}
 
 	// Send first: a record is written only for a task whose message is out.
-	byPrio := map[task.Priority][]int{}
+	byPrio := map[triagetype.Priority][]int{}
 	for _, i := range fresh {
-		if t := ts[i]; t.Status == task.Queued {
+		if t := ts[i]; t.Status == triagetype.Queued {
 			byPrio[t.EffectivePriority] = append(byPrio[t.EffectivePriority], i)
 		}
 	}
@@ -213,7 +214,7 @@ func (e *Enqueuer) delay(t *task.Task) time.Duration {
 // next state further. The message is sent first and then the record is
 // pointed at it; if the record write loses a race, the message is stale and
 // the consumer drops it.
-func (e *Enqueuer) Redispatch(ctx context.Context, cur *task.Task, to task.Status, p task.Priority, delay time.Duration, apply func(*task.Task)) (*task.Task, error) {
+func (e *Enqueuer) Redispatch(ctx context.Context, cur *task.Task, to triagetype.Status, p triagetype.Priority, delay time.Duration, apply func(*task.Task)) (*task.Task, error) {
 	moved, err := e.RedispatchBatch(ctx, to, p, []Move{{Task: cur, Delay: delay, Apply: apply}})
 	if err != nil {
 		return nil, fmt.Errorf("redispatch task %s: %w", cur.ID, err)
@@ -232,7 +233,7 @@ type Move struct {
 // to: one batched send for the lot, then one conditional write per task.
 // It returns the tasks moved; a task whose send or write failed is left as
 // it was (its message, if sent, is stale and will be dropped).
-func (e *Enqueuer) RedispatchBatch(ctx context.Context, to task.Status, p task.Priority, moves []Move) ([]*task.Task, error) {
+func (e *Enqueuer) RedispatchBatch(ctx context.Context, to triagetype.Status, p triagetype.Priority, moves []Move) ([]*task.Task, error) {
 	if len(moves) == 0 {
 		return nil, nil
 	}
@@ -261,7 +262,7 @@ func (e *Enqueuer) RedispatchBatch(ctx context.Context, to task.Status, p task.P
 		t, err := e.store.Transition(ctx, m.Task, to, func(n *task.Task) {
 			n.EffectivePriority = p
 			n.DispatchVersion = v
-			if to == task.Queued && m.Task.Status != task.Queued {
+			if to == triagetype.Queued && m.Task.Status != triagetype.Queued {
 				n.EnqueuedAt = &now
 			}
 			if m.Apply != nil {
@@ -291,10 +292,10 @@ func (e *Enqueuer) Retry(ctx context.Context, get func(context.Context, string) 
 		if err != nil {
 			return nil, err
 		}
-		if t.Status != task.DeadLetter {
+		if t.Status != triagetype.DeadLetter {
 			return t, &store.StateError{ID: id, Status: t.Status, Op: "retry"}
 		}
-		next, err := e.Redispatch(ctx, t, task.Queued, t.Priority, 0, func(n *task.Task) {
+		next, err := e.Redispatch(ctx, t, triagetype.Queued, t.Priority, 0, func(n *task.Task) {
 			n.Attempts = 0
 			n.Error, n.Result = nil, nil
 			n.ResultRef, n.ResultSize = "", 0

@@ -17,6 +17,7 @@ import (
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestMain(m *testing.M) {
@@ -49,7 +50,7 @@ func newFixture(t *testing.T) *fixture {
 
 // resolve returns queues on f's env in which the priorities in broken name
 // queues that do not exist, so every send to them fails.
-func (f *fixture) resolve(t *testing.T, broken []task.Priority) *queue.Queues {
+func (f *fixture) resolve(t *testing.T, broken []triagetype.Priority) *queue.Queues {
 	t.Helper()
 	urls := maps.Clone(f.env.QueueURLs)
 	for _, p := range broken {
@@ -72,7 +73,7 @@ func (f *fixture) get(t *testing.T, id string) *task.Task {
 }
 
 // waitDepth polls p's counts until they equal want.
-func (f *fixture) waitDepth(t *testing.T, p task.Priority, want queue.Depth) {
+func (f *fixture) waitDepth(t *testing.T, p triagetype.Priority, want queue.Depth) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -93,14 +94,14 @@ func (f *fixture) waitDepth(t *testing.T, p task.Priority, want queue.Depth) {
 // noMessages checks that no queue holds any message.
 func (f *fixture) noMessages(t *testing.T) {
 	t.Helper()
-	for _, p := range task.Priorities() {
+	for _, p := range triagetype.Priorities() {
 		f.waitDepth(t, p, queue.Depth{})
 	}
 }
 
 // take receives exactly n messages from p's queue, deletes them, checks
 // nothing else is visible there, and returns their decoded bodies.
-func (f *fixture) take(t *testing.T, p task.Priority, n int) []task.Message {
+func (f *fixture) take(t *testing.T, p triagetype.Priority, n int) []task.Message {
 	t.Helper()
 	ctx := context.Background()
 	var got []task.Message
@@ -138,7 +139,7 @@ func sortMessages(ms []task.Message) []task.Message {
 	return ms
 }
 
-func request(p task.Priority) task.Request {
+func request(p triagetype.Priority) task.Request {
 	return task.Request{Type: "echo", Payload: json.RawMessage(`{"n": 1}`), Priority: string(p)}
 }
 
@@ -152,11 +153,11 @@ func TestBodyNamesTaskVersionAndEffectivePriority(t *testing.T) {
 		v    int64
 		want string
 	}{
-		{"fresh task", task.Task{ID: "01A", Priority: task.High, EffectivePriority: task.High}, 1,
+		{"fresh task", task.Task{ID: "01A", Priority: triagetype.High, EffectivePriority: triagetype.High}, 1,
 			`{"id":"01A","v":1,"p":"high"}`},
-		{"promoted task carries its effective priority", task.Task{ID: "01B", Priority: task.Low, EffectivePriority: task.Medium}, 7,
+		{"promoted task carries its effective priority", task.Task{ID: "01B", Priority: triagetype.Low, EffectivePriority: triagetype.Medium}, 7,
 			`{"id":"01B","v":7,"p":"medium"}`},
-		{"version given, not the task's own", task.Task{ID: "01C", Priority: task.Low, EffectivePriority: task.Low, Version: 3}, 4,
+		{"version given, not the task's own", task.Task{ID: "01C", Priority: triagetype.Low, EffectivePriority: triagetype.Low, Version: 3}, 4,
 			`{"id":"01C","v":4,"p":"low"}`},
 	}
 	for _, tc := range tests {
@@ -181,9 +182,9 @@ func TestSubmitRecordsTaskAndSendsOneMessage(t *testing.T) {
 		req     task.Request
 		delayed bool // the message waits on the queue as delayed
 	}{
-		{name: "high", req: request(task.High)},
-		{name: "medium", req: request(task.Medium)},
-		{name: "low", req: request(task.Low)},
+		{name: "high", req: request(triagetype.High)},
+		{name: "medium", req: request(triagetype.Medium)},
+		{name: "low", req: request(triagetype.Low)},
 		{name: "no priority means medium", req: task.Request{Type: "echo"}},
 		{name: "run_at in the past goes at once", req: task.Request{Type: "echo", Priority: "low", RunAt: &past}},
 		{name: "delay within the direct window is an SQS delay", req: task.Request{Type: "echo", Priority: "high", DelaySeconds: delay(600)}, delayed: true},
@@ -197,14 +198,14 @@ func TestSubmitRecordsTaskAndSendsOneMessage(t *testing.T) {
 			if err != nil || !created {
 				t.Fatalf("Submit = created %v, %v", created, err)
 			}
-			if saved.ID != tk.ID || saved.Status != task.Queued {
+			if saved.ID != tk.ID || saved.Status != triagetype.Queued {
 				t.Fatalf("Submit returned %s in %s, want %s queued", saved.ID, saved.Status, tk.ID)
 			}
 			rec := f.get(t, tk.ID)
-			if rec.Status != task.Queued || rec.Version != 1 || rec.DispatchVersion != 1 || rec.EffectivePriority != tk.Priority || rec.Type != "echo" {
+			if rec.Status != triagetype.Queued || rec.Version != 1 || rec.DispatchVersion != 1 || rec.EffectivePriority != tk.Priority || rec.Type != "echo" {
 				t.Fatalf("record: status %s version %d dispatch %d effective %s type %s", rec.Status, rec.Version, rec.DispatchVersion, rec.EffectivePriority, rec.Type)
 			}
-			for _, p := range task.Priorities() {
+			for _, p := range triagetype.Priorities() {
 				switch {
 				case p != tk.EffectivePriority:
 					f.waitDepth(t, p, queue.Depth{})
@@ -239,11 +240,11 @@ func TestSubmitScheduledTaskSendsNoMessage(t *testing.T) {
 			if err != nil || !created {
 				t.Fatalf("Submit = created %v, %v", created, err)
 			}
-			if saved.Status != task.Scheduled {
+			if saved.Status != triagetype.Scheduled {
 				t.Fatalf("Submit returned status %s, want scheduled", saved.Status)
 			}
 			rec := f.get(t, tk.ID)
-			if rec.Status != task.Scheduled || rec.DispatchVersion != task.NoMessage || rec.RunAt == nil {
+			if rec.Status != triagetype.Scheduled || rec.DispatchVersion != task.NoMessage || rec.RunAt == nil {
 				t.Fatalf("record: status %s dispatch %d run_at %v; want scheduled, no message, run_at set", rec.Status, rec.DispatchVersion, rec.RunAt)
 			}
 			f.noMessages(t)
@@ -273,11 +274,11 @@ func TestSubmitIdempotencyKeyReturnsFirstTask(t *testing.T) {
 			if err != nil || created {
 				t.Fatalf("second Submit = created %v, %v; want the existing task", created, err)
 			}
-			if b.ID != a.ID || b.Type != "echo" || b.Priority != task.High || string(b.Payload) != `{"x":1}` {
+			if b.ID != a.ID || b.Type != "echo" || b.Priority != triagetype.High || string(b.Payload) != `{"x":1}` {
 				t.Fatalf("second Submit returned %s %s %s %s, want the first task %s", b.ID, b.Type, b.Priority, b.Payload, a.ID)
 			}
 			// One message in all: the first task's.
-			if msgs := f.take(t, task.High, 1); msgs[0] != (task.Message{ID: a.ID, Version: 1, Priority: task.High}) {
+			if msgs := f.take(t, triagetype.High, 1); msgs[0] != (task.Message{ID: a.ID, Version: 1, Priority: triagetype.High}) {
 				t.Fatalf("message %+v", msgs[0])
 			}
 			f.noMessages(t)
@@ -297,7 +298,7 @@ func TestSubmitUnsentTaskLeavesNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			ctx := context.Background()
-			broken := enqueue.New(f.store, f.resolve(t, []task.Priority{task.Medium}))
+			broken := enqueue.New(f.store, f.resolve(t, []triagetype.Priority{triagetype.Medium}))
 			req := task.Request{Type: "echo", Priority: "medium", IdempotencyKey: tc.key}
 			tk := req.NewTask(time.Now().UTC(), window)
 			saved, created, err := broken.Submit(ctx, tk)
@@ -313,7 +314,7 @@ func TestSubmitUnsentTaskLeavesNothing(t *testing.T) {
 			if err != nil || !created || saved.ID != again.ID {
 				t.Fatalf("resubmit = %v, created %v, %v; want a new task", saved, created, err)
 			}
-			f.take(t, task.Medium, 1)
+			f.take(t, triagetype.Medium, 1)
 		})
 	}
 }
@@ -326,7 +327,7 @@ func TestSubmitBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.take(t, task.Medium, 1)
+	f.take(t, triagetype.Medium, 1)
 
 	var ts []*task.Task
 	add := func(r task.Request) *task.Task {
@@ -334,19 +335,19 @@ func TestSubmitBatch(t *testing.T) {
 		ts = append(ts, tk)
 		return tk
 	}
-	want := map[task.Priority][]task.Message{}
+	want := map[triagetype.Priority][]task.Message{}
 	for range 11 { // two send requests
-		tk := add(request(task.High))
-		want[task.High] = append(want[task.High], task.Message{ID: tk.ID, Version: 1, Priority: task.High})
+		tk := add(request(triagetype.High))
+		want[triagetype.High] = append(want[triagetype.High], task.Message{ID: tk.ID, Version: 1, Priority: triagetype.High})
 	}
 	for range 2 {
-		tk := add(request(task.Low))
-		want[task.Low] = append(want[task.Low], task.Message{ID: tk.ID, Version: 1, Priority: task.Low})
+		tk := add(request(triagetype.Low))
+		want[triagetype.Low] = append(want[triagetype.Low], task.Message{ID: tk.ID, Version: 1, Priority: triagetype.Low})
 	}
 	later := now.Add(2 * time.Hour)
 	scheduled := add(task.Request{Type: "echo", Priority: "medium", RunAt: &later})
 	dupFirst := add(task.Request{Type: "echo", Priority: "medium", IdempotencyKey: "twice"})
-	want[task.Medium] = append(want[task.Medium], task.Message{ID: dupFirst.ID, Version: 1, Priority: task.Medium})
+	want[triagetype.Medium] = append(want[triagetype.Medium], task.Message{ID: dupFirst.ID, Version: 1, Priority: triagetype.Medium})
 	dupSecond := add(task.Request{Type: "echo", Priority: "high", IdempotencyKey: "twice"})
 	seen := add(task.Request{Type: "echo", Priority: "low", IdempotencyKey: "seen"})
 
@@ -373,10 +374,10 @@ func TestSubmitBatch(t *testing.T) {
 			}
 		}
 	}
-	if rec := f.get(t, scheduled.ID); rec.Status != task.Scheduled {
+	if rec := f.get(t, scheduled.ID); rec.Status != triagetype.Scheduled {
 		t.Errorf("scheduled task recorded as %s", rec.Status)
 	}
-	for _, p := range task.Priorities() {
+	for _, p := range triagetype.Priorities() {
 		got := sortMessages(f.take(t, p, len(want[p])))
 		if !slices.Equal(got, sortMessages(want[p])) {
 			t.Errorf("%s messages %+v, want %+v", p, got, want[p])
@@ -394,20 +395,20 @@ func unsendable(tk *task.Task) *task.Task {
 func TestSubmitBatchDiscardsTasksWhoseSendFailed(t *testing.T) {
 	tests := []struct {
 		name   string
-		broken []task.Priority // priorities whose queue is missing
+		broken []triagetype.Priority // priorities whose queue is missing
 		// build returns the batch and which of its tasks must fail.
 		build func(now time.Time) ([]*task.Task, []bool)
 	}{
 		{
-			name: "queue missing: every task of that priority fails", broken: []task.Priority{task.Low},
+			name: "queue missing: every task of that priority fails", broken: []triagetype.Priority{triagetype.Low},
 			build: func(now time.Time) ([]*task.Task, []bool) {
 				var ts []*task.Task
 				var fail []bool
 				for range 3 {
-					ts, fail = append(ts, newTask(request(task.High), now)), append(fail, false)
+					ts, fail = append(ts, newTask(request(triagetype.High), now)), append(fail, false)
 				}
 				for range 12 { // two send requests, both refused
-					ts, fail = append(ts, newTask(request(task.Low), now)), append(fail, true)
+					ts, fail = append(ts, newTask(request(triagetype.Low), now)), append(fail, true)
 				}
 				return ts, fail
 			},
@@ -418,7 +419,7 @@ func TestSubmitBatchDiscardsTasksWhoseSendFailed(t *testing.T) {
 				var ts []*task.Task
 				var fail []bool
 				for i := range 13 {
-					tk := newTask(request(task.Medium), now)
+					tk := newTask(request(triagetype.Medium), now)
 					if i == 11 {
 						tk = unsendable(tk)
 					}
@@ -438,7 +439,7 @@ func TestSubmitBatchDiscardsTasksWhoseSendFailed(t *testing.T) {
 			if len(res) != len(ts) {
 				t.Fatalf("%d results for %d tasks", len(res), len(ts))
 			}
-			sent := map[task.Priority][]task.Message{}
+			sent := map[triagetype.Priority][]task.Message{}
 			for i, r := range res {
 				if !fail[i] {
 					if r.Err != nil || !r.Created || r.Task.ID != ts[i].ID {
@@ -455,7 +456,7 @@ func TestSubmitBatchDiscardsTasksWhoseSendFailed(t *testing.T) {
 					t.Errorf("task %d: Get = %v, want ErrNotFound (record removed)", i, err)
 				}
 			}
-			for _, p := range task.Priorities() {
+			for _, p := range triagetype.Priorities() {
 				if got := sortMessages(f.take(t, p, len(sent[p]))); !slices.Equal(got, sortMessages(sent[p])) {
 					t.Errorf("%s messages %+v, want %+v", p, got, sent[p])
 				}
@@ -470,7 +471,7 @@ func TestSubmitBatchDiscardsTasksWhoseSendFailed(t *testing.T) {
 func TestSubmitBatchRepeatedKeyOfUnsentTask(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	enq := enqueue.New(f.store, f.resolve(t, []task.Priority{task.Medium}))
+	enq := enqueue.New(f.store, f.resolve(t, []triagetype.Priority{triagetype.Medium}))
 	now := time.Now().UTC()
 	first := newTask(task.Request{Type: "echo", Priority: "medium", IdempotencyKey: "k"}, now)
 	again := newTask(task.Request{Type: "echo", Priority: "medium", IdempotencyKey: "k"}, now)
@@ -489,7 +490,7 @@ func TestSubmitBatchRepeatedKeyOfUnsentTask(t *testing.T) {
 // first message (if any) already consumed.
 type setup func(t *testing.T, f *fixture) *task.Task
 
-func queuedAt(p task.Priority) setup {
+func queuedAt(p triagetype.Priority) setup {
 	return func(t *testing.T, f *fixture) *task.Task {
 		tk, _, err := f.enq.Submit(context.Background(), newTask(request(p), time.Now().UTC()))
 		if err != nil {
@@ -500,7 +501,7 @@ func queuedAt(p task.Priority) setup {
 	}
 }
 
-func then(s setup, to ...task.Status) setup {
+func then(s setup, to ...triagetype.Status) setup {
 	return func(t *testing.T, f *fixture) *task.Task {
 		tk := s(t, f)
 		for _, st := range to {
@@ -517,22 +518,22 @@ func TestRedispatch(t *testing.T) {
 	tests := []struct {
 		name      string
 		start     setup
-		to        task.Status
-		p         task.Priority
+		to        triagetype.Status
+		p         triagetype.Priority
 		delay     time.Duration
 		apply     func(*task.Task)
 		wantErr   error
 		newEnqAt  bool // enqueued_at is stamped anew
 		wantDelay bool // the message is delayed
 	}{
-		{name: "queued low promoted to high", start: queuedAt(task.Low), to: task.Queued, p: task.High},
-		{name: "dead letter re-queued", start: then(queuedAt(task.Medium), task.DeadLetter), to: task.Queued, p: task.Medium, newEnqAt: true},
+		{name: "queued low promoted to high", start: queuedAt(triagetype.Low), to: triagetype.Queued, p: triagetype.High},
+		{name: "dead letter re-queued", start: then(queuedAt(triagetype.Medium), triagetype.DeadLetter), to: triagetype.Queued, p: triagetype.Medium, newEnqAt: true},
 		{
-			name: "executing to retrying after a delay", start: then(queuedAt(task.Low), task.Executing),
-			to: task.Retrying, p: task.Low, delay: 10 * time.Minute, wantDelay: true,
-			apply: func(n *task.Task) { n.Error = &task.Error{Message: "boom", Retriable: true} },
+			name: "executing to retrying after a delay", start: then(queuedAt(triagetype.Low), triagetype.Executing),
+			to: triagetype.Retrying, p: triagetype.Low, delay: 10 * time.Minute, wantDelay: true,
+			apply: func(n *task.Task) { n.Error = &triagetype.TaskError{Message: "boom", Retriable: true} },
 		},
-		{name: "forbidden move: completed to queued", start: then(queuedAt(task.High), task.Executing, task.Completed), to: task.Queued, p: task.High, wantErr: task.ErrInvalidTransition},
+		{name: "forbidden move: completed to queued", start: then(queuedAt(triagetype.High), triagetype.Executing, triagetype.Completed), to: triagetype.Queued, p: triagetype.High, wantErr: task.ErrInvalidTransition},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -590,19 +591,19 @@ func TestRedispatch(t *testing.T) {
 func TestRedispatchStaleSnapshotLeavesStaleMessage(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	snap := queuedAt(task.Low)(t, f)
-	claimed, err := f.store.Transition(ctx, snap, task.Executing, nil)
+	snap := queuedAt(triagetype.Low)(t, f)
+	claimed, err := f.store.Transition(ctx, snap, triagetype.Executing, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.enq.Redispatch(ctx, snap, task.Queued, task.Medium, 0, nil)
+	_, err = f.enq.Redispatch(ctx, snap, triagetype.Queued, triagetype.Medium, 0, nil)
 	var ce *store.ConflictError
 	if !errors.Is(err, store.ErrConflict) || !errors.As(err, &ce) || ce.Current == nil || ce.Current.Version != claimed.Version {
 		t.Fatalf("Redispatch err = %v, want a *store.ConflictError showing version %d", err, claimed.Version)
 	}
-	msg := f.take(t, task.Medium, 1)[0]
+	msg := f.take(t, triagetype.Medium, 1)[0]
 	rec := f.get(t, snap.ID)
-	if rec.Status != task.Executing || rec.EffectivePriority != task.Low {
+	if rec.Status != triagetype.Executing || rec.EffectivePriority != triagetype.Low {
 		t.Fatalf("record %s at %s, want it left executing at low", rec.Status, rec.EffectivePriority)
 	}
 	if msg.Version == rec.DispatchVersion {
@@ -615,7 +616,7 @@ func TestRedispatchBatch(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("nothing to move", func(t *testing.T) {
-		moved, err := f.enq.RedispatchBatch(ctx, task.Queued, task.High, nil)
+		moved, err := f.enq.RedispatchBatch(ctx, triagetype.Queued, triagetype.High, nil)
 		if err != nil || moved != nil {
 			t.Fatalf("RedispatchBatch(nil) = %v, %v", moved, err)
 		}
@@ -625,18 +626,18 @@ func TestRedispatchBatch(t *testing.T) {
 	const n = 12 // two send requests
 	var moves []enqueue.Move
 	for range n {
-		tk := queuedAt(task.Low)(t, f)
+		tk := queuedAt(triagetype.Low)(t, f)
 		moves = append(moves, enqueue.Move{Task: tk})
 	}
 
 	t.Run("every send refused: nothing moves", func(t *testing.T) {
-		broken := enqueue.New(f.store, f.resolve(t, []task.Priority{task.Medium}))
-		moved, err := broken.RedispatchBatch(ctx, task.Queued, task.Medium, moves)
+		broken := enqueue.New(f.store, f.resolve(t, []triagetype.Priority{triagetype.Medium}))
+		moved, err := broken.RedispatchBatch(ctx, triagetype.Queued, triagetype.Medium, moves)
 		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%d sends failed", n)) || len(moved) != 0 {
 			t.Fatalf("RedispatchBatch = %d moved, %v; want none moved and %d failed sends", len(moved), err, n)
 		}
 		for _, m := range moves {
-			if rec := f.get(t, m.Task.ID); rec.Version != m.Task.Version || rec.EffectivePriority != task.Low {
+			if rec := f.get(t, m.Task.ID); rec.Version != m.Task.Version || rec.EffectivePriority != triagetype.Low {
 				t.Fatalf("task %s moved to %s v%d though its send failed", rec.ID, rec.EffectivePriority, rec.Version)
 			}
 		}
@@ -645,11 +646,11 @@ func TestRedispatchBatch(t *testing.T) {
 
 	t.Run("one stale snapshot: the rest move", func(t *testing.T) {
 		stale := moves[4].Task
-		if _, err := f.store.Transition(ctx, stale, task.Cancelled, nil); err != nil {
+		if _, err := f.store.Transition(ctx, stale, triagetype.Cancelled, nil); err != nil {
 			t.Fatal(err)
 		}
 		moves[7].Apply = func(n *task.Task) { n.TraceID = "applied" }
-		moved, err := f.enq.RedispatchBatch(ctx, task.Queued, task.Medium, moves)
+		moved, err := f.enq.RedispatchBatch(ctx, triagetype.Queued, triagetype.Medium, moves)
 		if !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("RedispatchBatch err = %v, want ErrConflict for the stale snapshot", err)
 		}
@@ -657,7 +658,7 @@ func TestRedispatchBatch(t *testing.T) {
 			t.Fatalf("%d tasks moved, want %d", len(moved), n-1)
 		}
 		live := 0
-		for _, m := range f.take(t, task.Medium, n) {
+		for _, m := range f.take(t, triagetype.Medium, n) {
 			rec := f.get(t, m.ID)
 			if m.Version != rec.DispatchVersion {
 				if m.ID != stale.ID {
@@ -666,7 +667,7 @@ func TestRedispatchBatch(t *testing.T) {
 				continue
 			}
 			live++
-			if rec.Status != task.Queued || rec.EffectivePriority != task.Medium {
+			if rec.Status != triagetype.Queued || rec.EffectivePriority != triagetype.Medium {
 				t.Errorf("task %s is %s at %s, want queued at medium", rec.ID, rec.Status, rec.EffectivePriority)
 			}
 		}
@@ -676,28 +677,28 @@ func TestRedispatchBatch(t *testing.T) {
 		if rec := f.get(t, moves[7].Task.ID); rec.TraceID != "applied" {
 			t.Fatalf("Move.Apply not applied: trace id %q", rec.TraceID)
 		}
-		if rec := f.get(t, stale.ID); rec.Status != task.Cancelled {
+		if rec := f.get(t, stale.ID); rec.Status != triagetype.Cancelled {
 			t.Fatalf("stale task is %s, want it left cancelled", rec.Status)
 		}
 	})
 
 	t.Run("one send refused: only that task stays", func(t *testing.T) {
-		good := queuedAt(task.Low)(t, f)
-		bad := unsendable(newTask(request(task.Low), time.Now().UTC()))
+		good := queuedAt(triagetype.Low)(t, f)
+		bad := unsendable(newTask(request(triagetype.Low), time.Now().UTC()))
 		if _, _, err := f.store.Create(ctx, bad); err != nil {
 			t.Fatal(err)
 		}
-		moved, err := f.enq.RedispatchBatch(ctx, task.Queued, task.High, []enqueue.Move{{Task: bad}, {Task: good}})
+		moved, err := f.enq.RedispatchBatch(ctx, triagetype.Queued, triagetype.High, []enqueue.Move{{Task: bad}, {Task: good}})
 		if err == nil || !strings.Contains(err.Error(), "1 sends failed") {
 			t.Fatalf("RedispatchBatch err = %v, want 1 failed send", err)
 		}
-		if len(moved) != 1 || moved[0].ID != good.ID || moved[0].EffectivePriority != task.High {
+		if len(moved) != 1 || moved[0].ID != good.ID || moved[0].EffectivePriority != triagetype.High {
 			t.Fatalf("moved %+v, want only %s, now at high", moved, good.ID)
 		}
-		if rec := f.get(t, bad.ID); rec.Version != bad.Version || rec.EffectivePriority != task.Low {
+		if rec := f.get(t, bad.ID); rec.Version != bad.Version || rec.EffectivePriority != triagetype.Low {
 			t.Fatalf("task with the refused send moved to %s v%d", rec.EffectivePriority, rec.Version)
 		}
-		if msgs := f.take(t, task.High, 1); msgs[0] != (task.Message{ID: good.ID, Version: good.Version + 1, Priority: task.High}) {
+		if msgs := f.take(t, triagetype.High, 1); msgs[0] != (task.Message{ID: good.ID, Version: good.Version + 1, Priority: triagetype.High}) {
 			t.Fatalf("message %+v", msgs[0])
 		}
 	})
@@ -707,20 +708,20 @@ func TestRetry(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	history := []task.Attempt{{Attempt: 1, WorkerID: "w1", StartedAt: now.Add(-time.Minute), FinishedAt: now.Add(-50 * time.Second), Error: "boom"}}
+	history := []triagetype.Attempt{{Attempt: 1, WorkerID: "w1", StartedAt: now.Add(-time.Minute), FinishedAt: now.Add(-50 * time.Second), Error: "boom"}}
 	// create writes a task straight into status st, as if it had got there.
-	create := func(t *testing.T, st task.Status) *task.Task {
+	create := func(t *testing.T, st triagetype.Status) *task.Task {
 		t.Helper()
 		done := now.Add(-10 * time.Second)
 		enq := now.Add(-time.Hour)
 		tk := &task.Task{
-			ID: task.NewID(now), Type: "echo", Priority: task.Low, EffectivePriority: task.High, Status: st,
+			ID: task.NewID(now), Type: "echo", Priority: triagetype.Low, EffectivePriority: triagetype.High, Status: st,
 			Attempts: 3, MaxAttempts: 3, TimeoutSeconds: 30, CreatedAt: now.Add(-time.Hour), EnqueuedAt: &enq,
 			WaitingSince: done, Version: 9, DispatchVersion: 8, History: history,
 		}
 		if st.Terminal() {
 			tk.CompletedAt, tk.StartedAt, tk.ExpiresAt = &done, &done, now.Add(time.Hour).Unix()
-			tk.Error = &task.Error{Message: "boom", Retriable: false}
+			tk.Error = &triagetype.TaskError{Message: "boom", Retriable: false}
 			tk.CancelRequested = true
 		}
 		if _, _, err := f.store.Create(ctx, tk); err != nil {
@@ -730,7 +731,7 @@ func TestRetry(t *testing.T) {
 	}
 
 	t.Run("dead_letter goes back to queued, reset, on its original priority", func(t *testing.T) {
-		dead := create(t, task.DeadLetter)
+		dead := create(t, triagetype.DeadLetter)
 		got, err := f.enq.Retry(ctx, f.store.Get, dead.ID)
 		if err != nil {
 			t.Fatalf("Retry: %v", err)
@@ -738,9 +739,9 @@ func TestRetry(t *testing.T) {
 		rec := f.get(t, dead.ID)
 		for _, tk := range []*task.Task{got, rec} {
 			switch {
-			case tk.Status != task.Queued, tk.Version != 10, tk.DispatchVersion != 10:
+			case tk.Status != triagetype.Queued, tk.Version != 10, tk.DispatchVersion != 10:
 				t.Fatalf("after retry: %s v%d dispatch %d; want queued v10 dispatch 10", tk.Status, tk.Version, tk.DispatchVersion)
-			case tk.EffectivePriority != task.Low || tk.Priority != task.Low:
+			case tk.EffectivePriority != triagetype.Low || tk.Priority != triagetype.Low:
 				t.Fatalf("after retry at %s (priority %s), want back at its own priority low", tk.EffectivePriority, tk.Priority)
 			case tk.Attempts != 0 || tk.Error != nil || tk.Result != nil || tk.CompletedAt != nil || tk.StartedAt != nil || tk.RetryAt != nil || tk.ExpiresAt != 0 || tk.CancelRequested:
 				t.Fatalf("after retry not reset: %+v", tk)
@@ -750,13 +751,13 @@ func TestRetry(t *testing.T) {
 				t.Fatalf("enqueued_at %v, want stamped at the retry", tk.EnqueuedAt)
 			}
 		}
-		if msgs := f.take(t, task.Low, 1); msgs[0] != (task.Message{ID: dead.ID, Version: 10, Priority: task.Low}) {
+		if msgs := f.take(t, triagetype.Low, 1); msgs[0] != (task.Message{ID: dead.ID, Version: 10, Priority: triagetype.Low}) {
 			t.Fatalf("message %+v", msgs[0])
 		}
 		f.noMessages(t)
 	})
 
-	for _, st := range []task.Status{task.Scheduled, task.Queued, task.Executing, task.Retrying, task.Completed, task.Cancelled} {
+	for _, st := range []triagetype.Status{triagetype.Scheduled, triagetype.Queued, triagetype.Executing, triagetype.Retrying, triagetype.Completed, triagetype.Cancelled} {
 		t.Run(string(st)+" is refused", func(t *testing.T) {
 			tk := create(t, st)
 			got, err := f.enq.Retry(ctx, f.store.Get, tk.ID)
@@ -782,7 +783,7 @@ func TestRetry(t *testing.T) {
 	})
 
 	t.Run("changed between read and write: read again and retry", func(t *testing.T) {
-		dead := create(t, task.DeadLetter)
+		dead := create(t, triagetype.DeadLetter)
 		reads := 0
 		// The first read hands out a snapshot that another writer then
 		// moves past (still dead_letter, one version up).
@@ -798,18 +799,18 @@ func TestRetry(t *testing.T) {
 		if err != nil || reads != 2 {
 			t.Fatalf("Retry = %v after %d reads; want success on the second read", err, reads)
 		}
-		if got.Status != task.Queued || got.Version != 11 || got.DispatchVersion != 11 || got.TraceID != "touched" {
+		if got.Status != triagetype.Queued || got.Version != 11 || got.DispatchVersion != 11 || got.TraceID != "touched" {
 			t.Fatalf("after retry: %s v%d dispatch %d trace %q", got.Status, got.Version, got.DispatchVersion, got.TraceID)
 		}
 		// The lost attempt's message (v10) is stale; the live one is v11.
-		msgs := sortMessages(f.take(t, task.Low, 2))
+		msgs := sortMessages(f.take(t, triagetype.Low, 2))
 		if msgs[0].Version != 10 || msgs[1].Version != 11 {
 			t.Fatalf("messages %+v, want a stale v10 and the live v11", msgs)
 		}
 	})
 
 	t.Run("keeps changing: gives up with ErrConflict", func(t *testing.T) {
-		dead := create(t, task.DeadLetter)
+		dead := create(t, triagetype.DeadLetter)
 		reads := 0
 		get := func(ctx context.Context, id string) (*task.Task, error) {
 			reads++
@@ -823,11 +824,11 @@ func TestRetry(t *testing.T) {
 		if !errors.Is(err, store.ErrConflict) || got != nil || reads != 5 {
 			t.Fatalf("Retry = %v, %v after %d reads; want ErrConflict after 5", got, err, reads)
 		}
-		if rec := f.get(t, dead.ID); rec.Status != task.DeadLetter {
+		if rec := f.get(t, dead.ID); rec.Status != triagetype.DeadLetter {
 			t.Fatalf("record is %s, want still dead_letter", rec.Status)
 		}
 		// Each lost attempt left a stale message behind.
-		for _, m := range f.take(t, task.Low, 5) {
+		for _, m := range f.take(t, triagetype.Low, 5) {
 			if rec := f.get(t, m.ID); m.Version == rec.DispatchVersion {
 				t.Fatalf("message v%d matches dispatch version %d", m.Version, rec.DispatchVersion)
 			}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Type names what happened to a task.
@@ -74,13 +75,13 @@ type Event struct {
 	Type Type      `json:"type"`
 	Time time.Time `json:"time"` // when the transition was written
 
-	TaskID            string        `json:"task_id"`
-	TaskType          string        `json:"task_type"`
-	Status            task.Status   `json:"status"` // the task's status after the transition
-	Priority          task.Priority `json:"priority"`
-	EffectivePriority task.Priority `json:"effective_priority"`
+	TaskID            string              `json:"task_id"`
+	TaskType          string              `json:"task_type"`
+	Status            triagetype.Status   `json:"status"` // the task's status after the transition
+	Priority          triagetype.Priority `json:"priority"`
+	EffectivePriority triagetype.Priority `json:"effective_priority"`
 	// PreviousPriority is the effective priority before a promotion.
-	PreviousPriority task.Priority `json:"previous_priority,omitempty"`
+	PreviousPriority triagetype.Priority `json:"previous_priority,omitempty"`
 	// Attempt is the task's attempt count after the transition: the attempt
 	// that started, or the one that just ended.
 	Attempt     int `json:"attempt"`
@@ -91,7 +92,7 @@ type Event struct {
 	DurationMS *int64 `json:"duration_ms,omitempty"`
 	// Error is why the attempt or the task failed (retrying, dead_lettered,
 	// and cancelled by the handler).
-	Error *task.Error `json:"error,omitempty"`
+	Error *triagetype.TaskError `json:"error,omitempty"`
 	// RetryAt is when a retrying task runs again.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
 	TraceID string     `json:"trace_id,omitempty"`
@@ -112,19 +113,19 @@ func Derive(old, new *task.Task) (ev Event, ok bool) {
 		if new.EffectivePriority.Rank() < old.EffectivePriority.Rank() {
 			typ = Promoted
 		}
-	case new.Status == task.Executing:
+	case new.Status == triagetype.Executing:
 		typ = Started
-	case new.Status == task.Retrying:
+	case new.Status == triagetype.Retrying:
 		typ = Retrying
-	case new.Status == task.Completed:
+	case new.Status == triagetype.Completed:
 		typ = Completed
-	case new.Status == task.DeadLetter:
+	case new.Status == triagetype.DeadLetter:
 		typ = DeadLettered
-	case new.Status == task.Cancelled:
+	case new.Status == triagetype.Cancelled:
 		typ = Cancelled
-	case new.Status == task.Queued && old.Status == task.Executing:
+	case new.Status == triagetype.Queued && old.Status == triagetype.Executing:
 		typ = Retrying // handed back or reclaimed: the attempt is counted, it runs again
-	case new.Status == task.Queued && old.Status == task.DeadLetter:
+	case new.Status == triagetype.Queued && old.Status == triagetype.DeadLetter:
 		typ = Requeued
 	}
 	if typ == "" {
@@ -152,16 +153,16 @@ func Derive(old, new *task.Task) (ev Event, ok bool) {
 	case Retrying:
 		ev.RetryAt = new.RetryAt
 		ev.Error = new.Error
-		if new.Status == task.Queued {
+		if new.Status == triagetype.Queued {
 			ev.Error = nil
 			if a, ok := lastAttempt(old, new); ok && a.Error != "" {
-				ev.Error = &task.Error{Message: a.Error, Retriable: true}
+				ev.Error = &triagetype.TaskError{Message: a.Error, Retriable: true}
 			}
 		}
 	case DeadLettered, Cancelled:
 		ev.Error = new.Error
 	}
-	if old != nil && old.Status == task.Executing && typ != Started {
+	if old != nil && old.Status == triagetype.Executing && typ != Started {
 		ev.DurationMS = duration(old, new, ev.Time)
 	}
 	return ev, true
@@ -169,13 +170,13 @@ func Derive(old, new *task.Task) (ev Event, ok bool) {
 
 // lastAttempt is the attempt new's history gained over old's (the history
 // is capped, so it compares the newest entries, not the lengths).
-func lastAttempt(old, new *task.Task) (task.Attempt, bool) {
+func lastAttempt(old, new *task.Task) (triagetype.Attempt, bool) {
 	if len(new.History) == 0 {
-		return task.Attempt{}, false
+		return triagetype.Attempt{}, false
 	}
 	a := new.History[len(new.History)-1]
 	if n := len(old.History); n > 0 && old.History[n-1] == a {
-		return task.Attempt{}, false
+		return triagetype.Attempt{}, false
 	}
 	return a, true
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/events"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -19,9 +20,9 @@ func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 func ptr[T any](v T) *T  { return &v }
 
 // base is a task in status st at version v, its wait begun at second v.
-func base(st task.Status, v int64) *task.Task {
+func base(st triagetype.Status, v int64) *task.Task {
 	return &task.Task{
-		ID: "01JTASK", Type: "email", Priority: task.Low, EffectivePriority: task.Low, Status: st,
+		ID: "01JTASK", Type: "email", Priority: triagetype.Low, EffectivePriority: triagetype.Low, Status: st,
 		Attempts: 1, MaxAttempts: 3, CreatedAt: t0, WaitingSince: at(int(v)), Version: v, TraceID: "tr-1",
 	}
 }
@@ -33,8 +34,8 @@ func with(t *task.Task, edit func(*task.Task)) *task.Task {
 }
 
 func TestDerive(t *testing.T) {
-	running := with(base(task.Executing, 3), func(n *task.Task) { n.StartedAt = ptr(at(3)) })
-	attempt := task.Attempt{Attempt: 1, StartedAt: at(3), FinishedAt: at(3).Add(1500 * time.Millisecond), Error: "boom"}
+	running := with(base(triagetype.Executing, 3), func(n *task.Task) { n.StartedAt = ptr(at(3)) })
+	attempt := triagetype.Attempt{Attempt: 1, StartedAt: at(3), FinishedAt: at(3).Add(1500 * time.Millisecond), Error: "boom"}
 	cases := []struct {
 		name     string
 		old, new *task.Task
@@ -42,101 +43,101 @@ func TestDerive(t *testing.T) {
 	}{
 		{
 			name: "insert is submitted",
-			new:  with(base(task.Queued, 1), func(n *task.Task) { n.Attempts = 0 }),
-			want: &events.Event{ID: "01JTASK-1", Type: events.Submitted, Time: at(1), Status: task.Queued, Attempt: 0},
+			new:  with(base(triagetype.Queued, 1), func(n *task.Task) { n.Attempts = 0 }),
+			want: &events.Event{ID: "01JTASK-1", Type: events.Submitted, Time: at(1), Status: triagetype.Queued, Attempt: 0},
 		},
 		{
 			name: "scheduled insert is submitted too",
-			new:  with(base(task.Scheduled, 1), func(n *task.Task) { n.Attempts = 0 }),
-			want: &events.Event{ID: "01JTASK-1", Type: events.Submitted, Time: at(1), Status: task.Scheduled, Attempt: 0},
+			new:  with(base(triagetype.Scheduled, 1), func(n *task.Task) { n.Attempts = 0 }),
+			want: &events.Event{ID: "01JTASK-1", Type: events.Submitted, Time: at(1), Status: triagetype.Scheduled, Attempt: 0},
 		},
 		{
 			name: "claim is started",
-			old:  base(task.Queued, 2), new: running,
-			want: &events.Event{ID: "01JTASK-3", Type: events.Started, Time: at(3), Status: task.Executing},
+			old:  base(triagetype.Queued, 2), new: running,
+			want: &events.Event{ID: "01JTASK-3", Type: events.Started, Time: at(3), Status: triagetype.Executing},
 		},
 		{
 			name: "a due retry's claim is started",
-			old:  base(task.Retrying, 2), new: running,
-			want: &events.Event{ID: "01JTASK-3", Type: events.Started, Time: at(3), Status: task.Executing},
+			old:  base(triagetype.Retrying, 2), new: running,
+			want: &events.Event{ID: "01JTASK-3", Type: events.Started, Time: at(3), Status: triagetype.Executing},
 		},
 		{
 			name: "retriable failure is retrying with error, retry_at and duration",
 			old:  running,
-			new: with(base(task.Retrying, 4), func(n *task.Task) {
-				n.Error, n.RetryAt, n.History = task.NewError("boom", true), ptr(at(10)), []task.Attempt{attempt}
+			new: with(base(triagetype.Retrying, 4), func(n *task.Task) {
+				n.Error, n.RetryAt, n.History = task.NewError("boom", true), ptr(at(10)), []triagetype.Attempt{attempt}
 			}),
-			want: &events.Event{ID: "01JTASK-4", Type: events.Retrying, Time: at(4), Status: task.Retrying,
+			want: &events.Event{ID: "01JTASK-4", Type: events.Retrying, Time: at(4), Status: triagetype.Retrying,
 				Error: task.NewError("boom", true), RetryAt: ptr(at(10)), DurationMS: ptr(int64(1500))},
 		},
 		{
 			name: "hand-back to queued is retrying, error from the attempt",
 			old:  running,
-			new: with(base(task.Queued, 4), func(n *task.Task) {
-				n.History = []task.Attempt{{Attempt: 1, StartedAt: at(3), FinishedAt: at(5), Error: "lease expired"}}
+			new: with(base(triagetype.Queued, 4), func(n *task.Task) {
+				n.History = []triagetype.Attempt{{Attempt: 1, StartedAt: at(3), FinishedAt: at(5), Error: "lease expired"}}
 			}),
-			want: &events.Event{ID: "01JTASK-4", Type: events.Retrying, Time: at(4), Status: task.Queued,
-				Error: &task.Error{Message: "lease expired", Retriable: true}, DurationMS: ptr(int64(2000))},
+			want: &events.Event{ID: "01JTASK-4", Type: events.Retrying, Time: at(4), Status: triagetype.Queued,
+				Error: &triagetype.TaskError{Message: "lease expired", Retriable: true}, DurationMS: ptr(int64(2000))},
 		},
 		{
 			name: "success is completed with duration",
 			old:  running,
-			new: with(base(task.Completed, 5), func(n *task.Task) {
-				n.CompletedAt, n.History = ptr(at(5)), []task.Attempt{{Attempt: 1, StartedAt: at(3), FinishedAt: at(5)}}
+			new: with(base(triagetype.Completed, 5), func(n *task.Task) {
+				n.CompletedAt, n.History = ptr(at(5)), []triagetype.Attempt{{Attempt: 1, StartedAt: at(3), FinishedAt: at(5)}}
 			}),
-			want: &events.Event{ID: "01JTASK-5", Type: events.Completed, Time: at(5), Status: task.Completed, DurationMS: ptr(int64(2000))},
+			want: &events.Event{ID: "01JTASK-5", Type: events.Completed, Time: at(5), Status: triagetype.Completed, DurationMS: ptr(int64(2000))},
 		},
 		{
 			name: "duration falls back to started_at when the history did not grow",
-			old:  with(running, func(n *task.Task) { n.History = []task.Attempt{attempt} }),
-			new: with(base(task.Completed, 6), func(n *task.Task) {
-				n.StartedAt, n.History = ptr(at(3)), []task.Attempt{attempt}
+			old:  with(running, func(n *task.Task) { n.History = []triagetype.Attempt{attempt} }),
+			new: with(base(triagetype.Completed, 6), func(n *task.Task) {
+				n.StartedAt, n.History = ptr(at(3)), []triagetype.Attempt{attempt}
 			}),
-			want: &events.Event{ID: "01JTASK-6", Type: events.Completed, Time: at(6), Status: task.Completed, DurationMS: ptr(int64(3000))},
+			want: &events.Event{ID: "01JTASK-6", Type: events.Completed, Time: at(6), Status: triagetype.Completed, DurationMS: ptr(int64(3000))},
 		},
 		{
 			name: "permanent failure is dead_lettered",
 			old:  running,
-			new: with(base(task.DeadLetter, 5), func(n *task.Task) {
-				n.Error, n.History = task.NewError("bad input", false), []task.Attempt{attempt}
+			new: with(base(triagetype.DeadLetter, 5), func(n *task.Task) {
+				n.Error, n.History = task.NewError("bad input", false), []triagetype.Attempt{attempt}
 			}),
-			want: &events.Event{ID: "01JTASK-5", Type: events.DeadLettered, Time: at(5), Status: task.DeadLetter,
+			want: &events.Event{ID: "01JTASK-5", Type: events.DeadLettered, Time: at(5), Status: triagetype.DeadLetter,
 				Error: task.NewError("bad input", false), DurationMS: ptr(int64(1500))},
 		},
 		{
 			name: "a redriven queued message is dead_lettered without a duration",
-			old:  base(task.Queued, 2),
-			new:  with(base(task.DeadLetter, 3), func(n *task.Task) { n.Error = task.NewError("poison", false) }),
-			want: &events.Event{ID: "01JTASK-3", Type: events.DeadLettered, Time: at(3), Status: task.DeadLetter, Error: task.NewError("poison", false)},
+			old:  base(triagetype.Queued, 2),
+			new:  with(base(triagetype.DeadLetter, 3), func(n *task.Task) { n.Error = task.NewError("poison", false) }),
+			want: &events.Event{ID: "01JTASK-3", Type: events.DeadLettered, Time: at(3), Status: triagetype.DeadLetter, Error: task.NewError("poison", false)},
 		},
 		{
 			name: "cancel of a queued task",
-			old:  base(task.Queued, 2), new: base(task.Cancelled, 3),
-			want: &events.Event{ID: "01JTASK-3", Type: events.Cancelled, Time: at(3), Status: task.Cancelled},
+			old:  base(triagetype.Queued, 2), new: base(triagetype.Cancelled, 3),
+			want: &events.Event{ID: "01JTASK-3", Type: events.Cancelled, Time: at(3), Status: triagetype.Cancelled},
 		},
 		{
 			name: "cancel while running carries the duration",
 			old:  running,
-			new:  with(base(task.Cancelled, 4), func(n *task.Task) { n.History = []task.Attempt{{StartedAt: at(3), FinishedAt: at(4)}} }),
-			want: &events.Event{ID: "01JTASK-4", Type: events.Cancelled, Time: at(4), Status: task.Cancelled, DurationMS: ptr(int64(1000))},
+			new:  with(base(triagetype.Cancelled, 4), func(n *task.Task) { n.History = []triagetype.Attempt{{StartedAt: at(3), FinishedAt: at(4)}} }),
+			want: &events.Event{ID: "01JTASK-4", Type: events.Cancelled, Time: at(4), Status: triagetype.Cancelled, DurationMS: ptr(int64(1000))},
 		},
 		{
 			name: "raised effective priority is promoted",
-			old:  base(task.Queued, 2),
-			new:  with(base(task.Queued, 3), func(n *task.Task) { n.EffectivePriority = task.Medium }),
-			want: &events.Event{ID: "01JTASK-3", Type: events.Promoted, Time: at(3), Status: task.Queued, EffectivePriority: task.Medium, PreviousPriority: task.Low},
+			old:  base(triagetype.Queued, 2),
+			new:  with(base(triagetype.Queued, 3), func(n *task.Task) { n.EffectivePriority = triagetype.Medium }),
+			want: &events.Event{ID: "01JTASK-3", Type: events.Promoted, Time: at(3), Status: triagetype.Queued, EffectivePriority: triagetype.Medium, PreviousPriority: triagetype.Low},
 		},
 		{
 			name: "operator retry of a dead letter is requeued",
-			old:  base(task.DeadLetter, 5), new: base(task.Queued, 6),
-			want: &events.Event{ID: "01JTASK-6", Type: events.Requeued, Time: at(6), Status: task.Queued},
+			old:  base(triagetype.DeadLetter, 5), new: base(triagetype.Queued, 6),
+			want: &events.Event{ID: "01JTASK-6", Type: events.Requeued, Time: at(6), Status: triagetype.Queued},
 		},
-		{name: "re-dispatch at the same priority is no event", old: base(task.Queued, 2), new: base(task.Queued, 3)},
+		{name: "re-dispatch at the same priority is no event", old: base(triagetype.Queued, 2), new: base(triagetype.Queued, 3)},
 		{name: "heartbeat is no event", old: running, new: with(running, func(n *task.Task) { n.Version, n.LeaseUntil = 4, ptr(at(40)) })},
 		{name: "cancel request is no event", old: running, new: with(running, func(n *task.Task) { n.Version, n.CancelRequested = 4, true })},
-		{name: "release of a scheduled task is no event", old: base(task.Scheduled, 1), new: base(task.Queued, 2)},
-		{name: "a parked retry's re-send is no event", old: base(task.Retrying, 4), new: base(task.Queued, 5)},
-		{name: "removal is no event", old: base(task.Completed, 5)},
+		{name: "release of a scheduled task is no event", old: base(triagetype.Scheduled, 1), new: base(triagetype.Queued, 2)},
+		{name: "a parked retry's re-send is no event", old: base(triagetype.Retrying, 4), new: base(triagetype.Queued, 5)},
+		{name: "removal is no event", old: base(triagetype.Completed, 5)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -151,9 +152,9 @@ func TestDerive(t *testing.T) {
 				t.Fatal("got no event")
 			}
 			want := *c.want
-			want.TaskID, want.TaskType, want.Priority, want.MaxAttempts, want.TraceID = "01JTASK", "email", task.Low, 3, "tr-1"
+			want.TaskID, want.TaskType, want.Priority, want.MaxAttempts, want.TraceID = "01JTASK", "email", triagetype.Low, 3, "tr-1"
 			if want.EffectivePriority == "" {
-				want.EffectivePriority = task.Low
+				want.EffectivePriority = triagetype.Low
 			}
 			if want.Type != events.Submitted {
 				want.Attempt = c.new.Attempts
@@ -170,9 +171,9 @@ func TestDerive(t *testing.T) {
 // The wire shape is snake_case with the fields the issue names; optional
 // fields are absent, not null.
 func TestEventJSON(t *testing.T) {
-	ev, _ := events.Derive(with(base(task.Executing, 3), func(n *task.Task) { n.StartedAt = ptr(at(3)) }),
-		with(base(task.Completed, 4), func(n *task.Task) {
-			n.History = []task.Attempt{{StartedAt: at(3), FinishedAt: at(3).Add(250 * time.Millisecond)}}
+	ev, _ := events.Derive(with(base(triagetype.Executing, 3), func(n *task.Task) { n.StartedAt = ptr(at(3)) }),
+		with(base(triagetype.Completed, 4), func(n *task.Task) {
+			n.History = []triagetype.Attempt{{StartedAt: at(3), FinishedAt: at(3).Add(250 * time.Millisecond)}}
 		}))
 	b, err := json.Marshal(ev)
 	if err != nil {
@@ -237,12 +238,12 @@ func TestFanoutTriesEverySink(t *testing.T) {
 	if f.Len() != 2 {
 		t.Fatalf("Len = %d, want 2 (nil sinks skipped)", f.Len())
 	}
-	q := base(task.Queued, 1)
+	q := base(triagetype.Queued, 1)
 	changes := []counters.Change{
 		{Seq: "1", New: q},
-		{Seq: "2", Old: q, New: base(task.Executing, 2)},
-		{Seq: "3", Old: base(task.Executing, 2), New: with(base(task.Executing, 3), func(n *task.Task) { n.CancelRequested = true })},
-		{Seq: "4", Old: base(task.Executing, 3), New: base(task.Cancelled, 4)},
+		{Seq: "2", Old: q, New: base(triagetype.Executing, 2)},
+		{Seq: "3", Old: base(triagetype.Executing, 2), New: with(base(triagetype.Executing, 3), func(n *task.Task) { n.CancelRequested = true })},
+		{Seq: "4", Old: base(triagetype.Executing, 3), New: base(triagetype.Cancelled, 4)},
 	}
 	err := f.PublishChanges(context.Background(), changes)
 	if err == nil || !errors.Is(err, bad.fail) {

@@ -17,24 +17,25 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Request is what a handler gets to run one attempt of a task.
 type Request struct {
-	ID          string          `json:"id"`
-	Type        string          `json:"type"`
-	Payload     json.RawMessage `json:"payload"`
-	Priority    task.Priority   `json:"priority"`
-	Attempt     int             `json:"attempt"`
-	MaxAttempts int             `json:"max_attempts"`
-	TraceID     string          `json:"trace_id,omitempty"`
+	ID          string              `json:"id"`
+	Type        string              `json:"type"`
+	Payload     json.RawMessage     `json:"payload"`
+	Priority    triagetype.Priority `json:"priority"`
+	Attempt     int                 `json:"attempt"`
+	MaxAttempts int                 `json:"max_attempts"`
+	TraceID     string              `json:"trace_id,omitempty"`
 	// EffectivePriority is the priority this attempt runs at, the queue
 	// it was taken from; Priority is the one the task was submitted with.
 	// It is higher than Priority when the promoter moved the task after
 	// it waited too long (TRIAGE_PROMOTE_LOW_AFTER, _MEDIUM_AFTER), and
 	// never lower. Log or meter by Priority, what the submitter asked
 	// for; size the work for urgency by EffectivePriority.
-	EffectivePriority task.Priority `json:"effective_priority"`
+	EffectivePriority triagetype.Priority `json:"effective_priority"`
 	// Traceparent is the W3C traceparent of the attempt's span, for a
 	// handler to continue the trace (webhooks also get it as the
 	// traceparent header).

@@ -8,6 +8,7 @@ import (
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/metrics/prom"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // BenchmarkTaskOverhead is what instrumentation adds to one task that runs
@@ -28,7 +29,7 @@ func BenchmarkTaskOverhead(b *testing.B) {
 		{"prometheus", metrics.New(ps)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			tk := &task.Task{Type: "echo", Priority: task.High, EffectivePriority: task.High, Status: task.Queued, CreatedAt: t0, EnqueuedAt: at(0)}
+			tk := &task.Task{Type: "echo", Priority: triagetype.High, EffectivePriority: triagetype.High, Status: triagetype.Queued, CreatedAt: t0, EnqueuedAt: at(0)}
 			start := t0.Add(50 * time.Millisecond)
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Namespace is the CloudWatch namespace of the EMF metrics unless the
@@ -288,7 +289,7 @@ func (r *Recorder) Started(t *task.Task, at time.Time) {
 		return
 	}
 	r.add(TasksStarted, 1, t.Type, string(t.Priority))
-	if t.Status != task.Queued || t.Attempts != 0 {
+	if t.Status != triagetype.Queued || t.Attempts != 0 {
 		return
 	}
 	ready := t.EnqueuedAtOr(t.CreatedAt)
@@ -350,7 +351,7 @@ func (r *Recorder) Recovered(how Recovery) {
 }
 
 // Promoted records n tasks promoted from one priority to the next.
-func (r *Recorder) Promoted(from, to task.Priority, n int) {
+func (r *Recorder) Promoted(from, to triagetype.Priority, n int) {
 	if r == nil || n == 0 {
 		return
 	}
@@ -381,7 +382,7 @@ type Queue struct {
 }
 
 // Queue records a priority's sampled queue figures.
-func (r *Recorder) Queue(p task.Priority, q Queue) {
+func (r *Recorder) Queue(p triagetype.Priority, q Queue) {
 	if r == nil {
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/triagehq/triage/internal/metrics/metricstest"
 	"github.com/triagehq/triage/internal/metrics/prom"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -22,9 +23,9 @@ func at(d time.Duration) *time.Time { x := t0.Add(d); return &x }
 
 // workload reports a fixed sequence of events to r.
 func workload(r *metrics.Recorder) {
-	high := &task.Task{Type: "echo", Priority: task.High, EffectivePriority: task.High, Status: task.Queued, CreatedAt: t0, EnqueuedAt: at(0)}
-	low := &task.Task{Type: "resize", Priority: task.Low, EffectivePriority: task.High, Status: task.Queued, CreatedAt: t0, EnqueuedAt: at(0), WaitingSince: t0.Add(30 * time.Minute)}
-	retry := &task.Task{Type: "resize", Priority: task.Low, EffectivePriority: task.Low, Status: task.Retrying, Attempts: 1, CreatedAt: t0, EnqueuedAt: at(0)}
+	high := &task.Task{Type: "echo", Priority: triagetype.High, EffectivePriority: triagetype.High, Status: triagetype.Queued, CreatedAt: t0, EnqueuedAt: at(0)}
+	low := &task.Task{Type: "resize", Priority: triagetype.Low, EffectivePriority: triagetype.High, Status: triagetype.Queued, CreatedAt: t0, EnqueuedAt: at(0), WaitingSince: t0.Add(30 * time.Minute)}
+	retry := &task.Task{Type: "resize", Priority: triagetype.Low, EffectivePriority: triagetype.Low, Status: triagetype.Retrying, Attempts: 1, CreatedAt: t0, EnqueuedAt: at(0)}
 	for range 150 { // past MaxValues: a histogram chunk is written before the flush
 		r.Submitted(high)
 		r.Started(high, t0.Add(200*time.Millisecond))
@@ -43,11 +44,11 @@ func workload(r *metrics.Recorder) {
 	r.Dropped(metrics.DropNoTask)
 	r.PutOff(metrics.PutOffRate)
 	r.Recovered(metrics.RecoveredLease)
-	r.Promoted(task.Low, task.Medium, 4)
-	r.Promoted(task.Medium, task.High, 0) // nothing: no series
+	r.Promoted(triagetype.Low, triagetype.Medium, 4)
+	r.Promoted(triagetype.Medium, triagetype.High, 0) // nothing: no series
 	r.Slots(metrics.Slots{Capacity: 8, Reserved: 1, Busy: 5, ReservedBusy: 1})
 	r.Slots(metrics.Slots{Capacity: 8, Reserved: 1, Busy: 2, ReservedBusy: 0})
-	r.Queue(task.Low, metrics.Queue{Depth: 12, DLQDepth: 1, OldestAge: 90 * time.Second})
+	r.Queue(triagetype.Low, metrics.Queue{Depth: 12, DLQDepth: 1, OldestAge: 90 * time.Second})
 }
 
 // The same events give the same series, by the same names, through both
@@ -135,12 +136,12 @@ func TestStartedWaits(t *testing.T) {
 		wait         float64 // -1: none observed
 		promotedWait float64
 	}{
-		{"first attempt", task.Task{Priority: task.High, EffectivePriority: task.High, Status: task.Queued, CreatedAt: t0, EnqueuedAt: at(time.Second)}, 3 * time.Second, 2, -1},
-		{"delayed by run_at", task.Task{Priority: task.Medium, EffectivePriority: task.Medium, Status: task.Queued, CreatedAt: t0, EnqueuedAt: at(0), RunAt: at(time.Minute)}, 70 * time.Second, 10, -1},
-		{"promoted twice", task.Task{Priority: task.Low, EffectivePriority: task.High, Status: task.Queued, CreatedAt: t0, EnqueuedAt: at(0), WaitingSince: t0.Add(31 * time.Minute)}, 32 * time.Minute, 1920, 60},
-		{"retry", task.Task{Priority: task.Low, EffectivePriority: task.Low, Status: task.Retrying, Attempts: 1, CreatedAt: t0, EnqueuedAt: at(0)}, time.Hour, -1, -1},
-		{"reclaimed", task.Task{Priority: task.Low, EffectivePriority: task.Low, Status: task.Queued, Attempts: 1, CreatedAt: t0, EnqueuedAt: at(0)}, time.Hour, -1, -1},
-		{"clock skew", task.Task{Priority: task.High, EffectivePriority: task.High, Status: task.Queued, CreatedAt: t0, EnqueuedAt: at(time.Second)}, 0, 0, -1},
+		{"first attempt", task.Task{Priority: triagetype.High, EffectivePriority: triagetype.High, Status: triagetype.Queued, CreatedAt: t0, EnqueuedAt: at(time.Second)}, 3 * time.Second, 2, -1},
+		{"delayed by run_at", task.Task{Priority: triagetype.Medium, EffectivePriority: triagetype.Medium, Status: triagetype.Queued, CreatedAt: t0, EnqueuedAt: at(0), RunAt: at(time.Minute)}, 70 * time.Second, 10, -1},
+		{"promoted twice", task.Task{Priority: triagetype.Low, EffectivePriority: triagetype.High, Status: triagetype.Queued, CreatedAt: t0, EnqueuedAt: at(0), WaitingSince: t0.Add(31 * time.Minute)}, 32 * time.Minute, 1920, 60},
+		{"retry", task.Task{Priority: triagetype.Low, EffectivePriority: triagetype.Low, Status: triagetype.Retrying, Attempts: 1, CreatedAt: t0, EnqueuedAt: at(0)}, time.Hour, -1, -1},
+		{"reclaimed", task.Task{Priority: triagetype.Low, EffectivePriority: triagetype.Low, Status: triagetype.Queued, Attempts: 1, CreatedAt: t0, EnqueuedAt: at(0)}, time.Hour, -1, -1},
+		{"clock skew", task.Task{Priority: triagetype.High, EffectivePriority: triagetype.High, Status: triagetype.Queued, CreatedAt: t0, EnqueuedAt: at(time.Second)}, 0, 0, -1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
@@ -205,7 +206,7 @@ func TestEMFLines(t *testing.T) {
 	var buf bytes.Buffer
 	emf := metrics.NewEMF(&buf, "Custom", func() time.Time { return t0 })
 	r := metrics.New(emf)
-	tk := &task.Task{Type: "echo", Priority: task.High}
+	tk := &task.Task{Type: "echo", Priority: triagetype.High}
 	for range 100 {
 		r.Ran(tk, time.Second)
 	}
@@ -222,7 +223,7 @@ func TestEMFLines(t *testing.T) {
 	buf.Reset()
 
 	r.Submitted(tk)
-	r.Submitted(&task.Task{Type: "other", Priority: task.Low})
+	r.Submitted(&task.Task{Type: "other", Priority: triagetype.Low})
 	r.Slots(metrics.Slots{Capacity: 4})
 	if err := r.Flush(); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/queue"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Invoker starts a Lambda function (the consumer).
@@ -20,7 +20,7 @@ type Invoker interface {
 
 // Depths reads queue depths.
 type Depths interface {
-	Depth(ctx context.Context, p task.Priority) (queue.Depth, error)
+	Depth(ctx context.Context, p triagetype.Priority) (queue.Depth, error)
 }
 
 // FanOut starts extra consumer invocations when the backlog outgrows the
@@ -48,7 +48,7 @@ func (f FanOut) Run(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	backlog := 0
-	for _, p := range task.Priorities() {
+	for _, p := range triagetype.Priorities() {
 		d, err := f.Depths.Depth(ctx, p)
 		if err != nil {
 			return 0, err

@@ -43,6 +43,7 @@ import (
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/internal/tracing"
+	"github.com/triagehq/triage/triagetype"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -51,26 +52,26 @@ import (
 type Store interface {
 	Get(ctx context.Context, id string) (*task.Task, error)
 	Due(ctx context.Context, c store.DueClass, shard int, before time.Time, after string, limit int32) ([]*task.Task, string, error)
-	Created(ctx context.Context, p task.Priority, shard int, after string, before time.Time, limit int32) ([]*task.Task, string, error)
+	Created(ctx context.Context, p triagetype.Priority, shard int, after string, before time.Time, limit int32) ([]*task.Task, string, error)
 	SweepMarks(ctx context.Context) (map[string]string, error)
 	SetSweepMark(ctx context.Context, key, mark string) error
 	Shards() int
-	Transition(ctx context.Context, cur *task.Task, to task.Status, apply func(*task.Task)) (*task.Task, error)
+	Transition(ctx context.Context, cur *task.Task, to triagetype.Status, apply func(*task.Task)) (*task.Task, error)
 	Touch(ctx context.Context, cur *task.Task, apply func(*task.Task)) (*task.Task, error)
 	Now() time.Time
 }
 
 // Mover re-dispatches tasks to a queue.
 type Mover interface {
-	RedispatchBatch(ctx context.Context, to task.Status, p task.Priority, moves []enqueue.Move) ([]*task.Task, error)
+	RedispatchBatch(ctx context.Context, to triagetype.Status, p triagetype.Priority, moves []enqueue.Move) ([]*task.Task, error)
 }
 
 // DLQs is the part of the queues DLQ reconciliation uses.
 type DLQs interface {
-	ReceiveDLQ(ctx context.Context, p task.Priority, n int, wait, visibility time.Duration) ([]queue.Received, error)
-	DeleteDLQ(ctx context.Context, p task.Priority, receipt string) error
-	SendDLQ(ctx context.Context, p task.Priority, body, reason string) error
-	ChangeVisibilityDLQ(ctx context.Context, p task.Priority, receipt string, d time.Duration) error
+	ReceiveDLQ(ctx context.Context, p triagetype.Priority, n int, wait, visibility time.Duration) ([]queue.Received, error)
+	DeleteDLQ(ctx context.Context, p triagetype.Priority, receipt string) error
+	SendDLQ(ctx context.Context, p triagetype.Priority, body, reason string) error
+	ChangeVisibilityDLQ(ctx context.Context, p triagetype.Priority, receipt string, d time.Duration) error
 }
 
 // Options tunes the promoter. Zero values take the defaults in parentheses.
@@ -99,7 +100,7 @@ type Options struct {
 // Metrics is what the promoter reports (*metrics.Recorder); it must make
 // no request of AWS.
 type Metrics interface {
-	Promoted(from, to task.Priority, n int)
+	Promoted(from, to triagetype.Priority, n int)
 	Recovered(how metrics.Recovery)
 	Failed(t *task.Task, why metrics.Failure)
 	Finished(t *task.Task, o metrics.Outcome)
@@ -153,9 +154,9 @@ func New(s Store, m Mover, d DLQs, opt Options) *Promoter {
 
 // Report counts what one run did.
 type Report struct {
-	Promoted   map[task.Priority]int `json:"promoted"` // by the priority promoted to
-	Released   int                   `json:"released"`
-	Reconciled int                   `json:"reconciled"`
+	Promoted   map[triagetype.Priority]int `json:"promoted"` // by the priority promoted to
+	Released   int                         `json:"released"`
+	Reconciled int                         `json:"reconciled"`
 	// Tracked counts delayed tasks the sweep found not yet due and gave a
 	// by-due entry of their own.
 	Tracked int `json:"tracked"`
@@ -167,7 +168,7 @@ type Report struct {
 // RunOnce does one sweep. It keeps going past individual failures, counts
 // them in the report and returns the first.
 func (p *Promoter) RunOnce(ctx context.Context) (Report, error) {
-	r := Report{Promoted: map[task.Priority]int{}}
+	r := Report{Promoted: map[triagetype.Priority]int{}}
 	var errs []error
 	note := func(err error) {
 		if err != nil {
@@ -176,9 +177,9 @@ func (p *Promoter) RunOnce(ctx context.Context) (Report, error) {
 		}
 	}
 	for _, step := range []struct {
-		from  task.Priority
+		from  triagetype.Priority
 		after time.Duration
-	}{{task.Medium, p.opt.MediumAfter}, {task.Low, p.opt.LowAfter}} {
+	}{{triagetype.Medium, p.opt.MediumAfter}, {triagetype.Low, p.opt.LowAfter}} {
 		note(p.age(ctx, step.from, step.after, &r))
 	}
 	n, err := p.release(ctx)
@@ -187,8 +188,8 @@ func (p *Promoter) RunOnce(ctx context.Context) (Report, error) {
 	n, err = p.reconcile(ctx)
 	r.Reconciled += n
 	note(err)
-	if r.Promoted[task.High]+r.Promoted[task.Medium]+r.Released+r.Reconciled+r.Tracked+r.Errors > 0 {
-		p.log.Info("promoter run", "promoted_to_high", r.Promoted[task.High], "promoted_to_medium", r.Promoted[task.Medium],
+	if r.Promoted[triagetype.High]+r.Promoted[triagetype.Medium]+r.Released+r.Reconciled+r.Tracked+r.Errors > 0 {
+		p.log.Info("promoter run", "promoted_to_high", r.Promoted[triagetype.High], "promoted_to_medium", r.Promoted[triagetype.Medium],
 			"released", r.Released, "reconciled", r.Reconciled, "tracked", r.Tracked, "errors", r.Errors)
 	}
 	return r, errors.Join(errs...)
@@ -238,7 +239,7 @@ func (p *Promoter) pageSize() int32 { return int32(min(100, p.opt.Limit)) }
 // age promotes queued tasks of priority from that waited longer than after:
 // tracked ones through by-due, the rest by sweeping by-created up to
 // now - after from each shard's mark.
-func (p *Promoter) age(ctx context.Context, from task.Priority, after time.Duration, r *Report) error {
+func (p *Promoter) age(ctx context.Context, from triagetype.Priority, after time.Duration, r *Report) error {
 	to, ok := from.Next()
 	if !ok {
 		return nil
@@ -260,7 +261,7 @@ func (p *Promoter) age(ctx context.Context, from task.Priority, after time.Durat
 	promote := func(ts []*task.Task) error {
 		var moves []enqueue.Move
 		for _, t := range ts {
-			if t.Status != task.Queued || t.EffectivePriority != from {
+			if t.Status != triagetype.Queued || t.EffectivePriority != from {
 				continue // moved on since it was indexed
 			}
 			if now.Sub(t.AgingFrom()) < after {
@@ -277,7 +278,7 @@ func (p *Promoter) age(ctx context.Context, from task.Priority, after time.Durat
 			}
 			moves = append(moves, enqueue.Move{Task: t})
 		}
-		done, err := p.mover.RedispatchBatch(ctx, task.Queued, to, moves)
+		done, err := p.mover.RedispatchBatch(ctx, triagetype.Queued, to, moves)
 		mu.Lock()
 		r.Promoted[to] += len(done)
 		mu.Unlock()
@@ -337,7 +338,7 @@ func (p *Promoter) eachShard(fn func(shard int)) {
 }
 
 // sweepKey names the sweep mark of one priority and shard.
-func sweepKey(p task.Priority, shard int) string { return string(p) + "#" + strconv.Itoa(shard) }
+func sweepKey(p triagetype.Priority, shard int) string { return string(p) + "#" + strconv.Itoa(shard) }
 
 // release sends scheduled tasks and parked retries that come due within the
 // direct-send window, and re-sends retries whose message went missing.
@@ -346,21 +347,21 @@ func (p *Promoter) release(ctx context.Context) (int, error) {
 	var mu sync.Mutex // guards released and errs: shards run at once
 	released := 0
 	var errs []error
-	for _, st := range []task.Status{task.Scheduled, task.Retrying} {
+	for _, st := range []triagetype.Status{triagetype.Scheduled, triagetype.Retrying} {
 		class, _ := store.DueStatus(st)
 		p.eachShard(func(sh int) {
 			_, err := p.pages(func(a string) ([]*task.Task, string, error) {
 				return p.store.Due(ctx, class, sh, now.Add(p.opt.DirectWindow), a, p.pageSize())
 			}, func(ts []*task.Task) error {
-				byPrio := map[task.Priority][]enqueue.Move{}
+				byPrio := map[triagetype.Priority][]enqueue.Move{}
 				lostIDs := map[string]bool{}
 				for _, t := range ts {
 					if t.Status != st {
 						continue
 					}
 					due := t.DueAt()
-					lost := st == task.Retrying && t.DispatchVersion != task.NoMessage && now.Sub(due) > p.opt.RecoverAfter
-					if st == task.Retrying && t.DispatchVersion != task.NoMessage && !lost {
+					lost := st == triagetype.Retrying && t.DispatchVersion != task.NoMessage && now.Sub(due) > p.opt.RecoverAfter
+					if st == triagetype.Retrying && t.DispatchVersion != task.NoMessage && !lost {
 						continue // its own message brings it back
 					}
 					if lost {
@@ -369,7 +370,7 @@ func (p *Promoter) release(ctx context.Context) (int, error) {
 					byPrio[t.EffectivePriority] = append(byPrio[t.EffectivePriority], enqueue.Move{Task: t, Delay: due.Sub(now)})
 				}
 				for prio, moves := range byPrio {
-					done, err := p.mover.RedispatchBatch(ctx, task.Queued, prio, moves)
+					done, err := p.mover.RedispatchBatch(ctx, triagetype.Queued, prio, moves)
 					mu.Lock()
 					released += len(done)
 					mu.Unlock()
@@ -405,7 +406,7 @@ func (p *Promoter) reconcile(ctx context.Context) (int, error) {
 	n := 0
 	var firstErr error
 	type held struct {
-		prio    task.Priority
+		prio    triagetype.Priority
 		receipt string
 	}
 	var keep []held
@@ -416,7 +417,7 @@ func (p *Promoter) reconcile(ctx context.Context) (int, error) {
 			_ = p.dlqs.ChangeVisibilityDLQ(context.WithoutCancel(ctx), h.prio, h.receipt, 0)
 		}
 	}()
-	for _, prio := range task.Priorities() {
+	for _, prio := range triagetype.Priorities() {
 		for read := 0; read < p.opt.DLQLimit; {
 			msgs, err := p.dlqs.ReceiveDLQ(ctx, prio, queue.MaxBatch, 0, 30*time.Second)
 			if err != nil {
@@ -447,7 +448,7 @@ func (p *Promoter) reconcile(ctx context.Context) (int, error) {
 	return n, firstErr
 }
 
-func (p *Promoter) reconcileOne(ctx context.Context, prio task.Priority, m queue.Received) (bool, error) {
+func (p *Promoter) reconcileOne(ctx context.Context, prio triagetype.Priority, m queue.Received) (bool, error) {
 	var msg task.Message
 	if err := json.Unmarshal([]byte(m.Body), &msg); err != nil || msg.ID == "" {
 		// A body the consumer could never parse: keep it, with the reason.
@@ -460,13 +461,13 @@ func (p *Promoter) reconcileOne(ctx context.Context, prio task.Priority, m queue
 	if err != nil {
 		return false, err
 	}
-	if t.Status.Terminal() || t.Status == task.Scheduled || msg.Version != t.DispatchVersion {
+	if t.Status.Terminal() || t.Status == triagetype.Scheduled || msg.Version != t.DispatchVersion {
 		// A stale copy: the task has moved on and has a live message of its own.
 		return false, p.dlqs.DeleteDLQ(ctx, prio, m.ReceiptHandle)
 	}
 	now := p.store.Now()
-	dead, err := p.store.Transition(ctx, t, task.DeadLetter, func(n *task.Task) {
-		n.Error = &task.Error{Message: ReasonMaxReceives, Retriable: false}
+	dead, err := p.store.Transition(ctx, t, triagetype.DeadLetter, func(n *task.Task) {
+		n.Error = &triagetype.TaskError{Message: ReasonMaxReceives, Retriable: false}
 		n.CompletedAt = &now
 		n.WorkerID, n.LeaseUntil = "", nil
 	})
@@ -479,7 +480,7 @@ func (p *Promoter) reconcileOne(ctx context.Context, prio task.Priority, m queue
 	return true, p.requeueWithReason(ctx, prio, m, enqueue.Body(dead, dead.Version), ReasonMaxReceives)
 }
 
-func (p *Promoter) requeueWithReason(ctx context.Context, prio task.Priority, m queue.Received, body, reason string) error {
+func (p *Promoter) requeueWithReason(ctx context.Context, prio triagetype.Priority, m queue.Received, body, reason string) error {
 	if err := p.dlqs.SendDLQ(ctx, prio, body, reason); err != nil {
 		return err
 	}
@@ -488,7 +489,7 @@ func (p *Promoter) requeueWithReason(ctx context.Context, prio task.Priority, m 
 
 // traceEvent records a promotion as a span in t's trace: a child of its
 // submit span, named tracing.SpanPromote, with the priorities and the wait.
-func (p *Promoter) traceEvent(ctx context.Context, t *task.Task, from, to task.Priority, waited time.Duration) {
+func (p *Promoter) traceEvent(ctx context.Context, t *task.Task, from, to triagetype.Priority, waited time.Duration) {
 	if t.Traceparent == "" {
 		return
 	}

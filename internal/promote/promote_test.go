@@ -21,6 +21,7 @@ import (
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/promote"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -113,7 +114,7 @@ func TestStarvationBound(t *testing.T) {
 	go func() {
 		defer close(feedDone)
 		for ctx.Err() == nil {
-			d, err := a.Queues.Depth(ctx, task.High)
+			d, err := a.Queues.Depth(ctx, triagetype.High)
 			if n := d.Visible; err == nil && n < 4 {
 				for range 4 - n {
 					r := task.Request{Type: "hi", Priority: "high"}
@@ -161,24 +162,24 @@ func TestStarvationBound(t *testing.T) {
 		if got, err = a.Store.Get(context.Background(), low.ID); err != nil {
 			t.Fatal(err)
 		}
-		if reached.IsZero() && got.EffectivePriority == task.High {
+		if reached.IsZero() && got.EffectivePriority == triagetype.High {
 			// Seen queued at high, WaitingSince is the promotion; seen
 			// already running, the start is a late bound for it.
 			reached = got.WaitingSince
-			if got.Status != task.Queued && got.StartedAt != nil {
+			if got.Status != triagetype.Queued && got.StartedAt != nil {
 				reached = *got.StartedAt
 			}
 		}
 		started, _ = h.get(low.ID)
-		if got.EffectivePriority == task.High && !started.IsZero() {
+		if got.EffectivePriority == triagetype.High && !started.IsZero() {
 			break
 		}
-		if due, ok := sched.highBy(created, lowAfter, mediumAfter); ok && got.EffectivePriority != task.High && a.Store.Now().After(due.Add(time.Second)) {
+		if due, ok := sched.highBy(created, lowAfter, mediumAfter); ok && got.EffectivePriority != triagetype.High && a.Store.Now().After(due.Add(time.Second)) {
 			t.Fatalf("low task still %s after the promoter run that should have made it high ended at %v; runs (start-end, since creation): %s",
 				got.EffectivePriority, due.Sub(created).Round(time.Millisecond), sched.since(created))
 		}
 	}
-	if got.EffectivePriority != task.High || started.IsZero() {
+	if got.EffectivePriority != triagetype.High || started.IsZero() {
 		t.Fatalf("low task %s (started %v) after %v; runs: %s", got.EffectivePriority, started, giveUp, sched.since(created))
 	}
 	due, ok := sched.highBy(created, lowAfter, mediumAfter)
@@ -194,7 +195,7 @@ func TestStarvationBound(t *testing.T) {
 	if wait := started.Sub(created); wait < lowAfter+mediumAfter {
 		t.Fatalf("low task started after %v, before it could have been promoted twice: was the high queue ever empty?", wait)
 	}
-	if got.Priority != task.Low {
+	if got.Priority != triagetype.Low {
 		t.Fatalf("priority %s, effective %s; want low promoted to high", got.Priority, got.EffectivePriority)
 	}
 }
@@ -253,11 +254,11 @@ func TestPromotedTaskRunsOnceAndStaleCopyIsDropped(t *testing.T) {
 	low := submitReq(t, a, task.Request{Type: "lo", Priority: "low"}, time.Minute)
 	time.Sleep(1100 * time.Millisecond)
 	rep, err := promoterapp.New(a, promote.Options{LowAfter: time.Second, MediumAfter: time.Hour}).RunOnce(context.Background())
-	if err != nil || rep.Promoted[task.Medium] != 1 {
+	if err != nil || rep.Promoted[triagetype.Medium] != 1 {
 		t.Fatalf("promote: %+v %v", rep, err)
 	}
 	// The old message is still on the low queue; the new one is on medium.
-	for _, p := range []task.Priority{task.Low, task.Medium} {
+	for _, p := range []triagetype.Priority{triagetype.Low, triagetype.Medium} {
 		if d, _ := a.Queues.Depth(context.Background(), p); d.Visible != 1 {
 			t.Fatalf("%s queue holds %+v, want 1 visible", p, d)
 		}
@@ -266,10 +267,10 @@ func TestPromotedTaskRunsOnceAndStaleCopyIsDropped(t *testing.T) {
 	reg := handler.NewRegistry()
 	reg.Register("lo", h)
 	runConsumer(t, consumerapp.New(a, reg, dispatch.Options{Concurrency: 4, PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond}))
-	done := stacktest.WaitStatus(t, a.Store, low.ID, task.Completed, 20*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, low.ID, triagetype.Completed, 20*time.Second)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		d, _ := a.Queues.Depth(context.Background(), task.Low)
+		d, _ := a.Queues.Depth(context.Background(), triagetype.Low)
 		if d.Visible+d.InFlight == 0 {
 			break
 		}
@@ -278,10 +279,10 @@ func TestPromotedTaskRunsOnceAndStaleCopyIsDropped(t *testing.T) {
 	if _, runs := h.get(low.ID); runs != 1 {
 		t.Fatalf("promoted task ran %d times", runs)
 	}
-	if d, _ := a.Queues.Depth(context.Background(), task.Low); d.Visible+d.InFlight != 0 {
+	if d, _ := a.Queues.Depth(context.Background(), triagetype.Low); d.Visible+d.InFlight != 0 {
 		t.Fatalf("stale copy still on the low queue: %+v", d)
 	}
-	if done.EffectivePriority != task.Medium {
+	if done.EffectivePriority != triagetype.Medium {
 		t.Fatalf("ran at %s", done.EffectivePriority)
 	}
 }
@@ -295,7 +296,7 @@ func TestCancelledTaskIsNeverPromotedOrRun(t *testing.T) {
 	}
 	time.Sleep(1100 * time.Millisecond)
 	rep, err := promoterapp.New(a, promote.Options{LowAfter: time.Second, MediumAfter: time.Second}).RunOnce(context.Background())
-	if err != nil || rep.Promoted[task.Medium]+rep.Promoted[task.High] != 0 {
+	if err != nil || rep.Promoted[triagetype.Medium]+rep.Promoted[triagetype.High] != 0 {
 		t.Fatalf("promoter: %+v %v", rep, err)
 	}
 	h := newStarts(0)
@@ -304,7 +305,7 @@ func TestCancelledTaskIsNeverPromotedOrRun(t *testing.T) {
 	runConsumer(t, consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond}))
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if d, _ := a.Queues.Depth(context.Background(), task.Low); d.Visible+d.InFlight == 0 {
+		if d, _ := a.Queues.Depth(context.Background(), triagetype.Low); d.Visible+d.InFlight == 0 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -313,10 +314,10 @@ func TestCancelledTaskIsNeverPromotedOrRun(t *testing.T) {
 		t.Fatalf("cancelled task ran %d times", runs)
 	}
 	got, _ := a.Store.Get(context.Background(), low.ID)
-	if got.Status != task.Cancelled || got.EffectivePriority != task.Low {
+	if got.Status != triagetype.Cancelled || got.EffectivePriority != triagetype.Low {
 		t.Fatalf("task %s at %s", got.Status, got.EffectivePriority)
 	}
-	if d, _ := a.Queues.Depth(context.Background(), task.Low); d.Visible+d.InFlight != 0 {
+	if d, _ := a.Queues.Depth(context.Background(), triagetype.Low); d.Visible+d.InFlight != 0 {
 		t.Fatalf("the cancelled task's message was not dropped: %+v", d)
 	}
 }
@@ -327,10 +328,10 @@ func TestScheduledTaskRunsOnTime(t *testing.T) {
 	const window = time.Second
 	runAt := time.Now().Add(3 * time.Second).UTC()
 	tk := submitReq(t, a, task.Request{Type: "at", Priority: "medium", RunAt: &runAt}, window)
-	if tk.Status != task.Scheduled {
+	if tk.Status != triagetype.Scheduled {
 		t.Fatalf("a task 3 s out with a 1 s direct window is %s, want scheduled", tk.Status)
 	}
-	if d, _ := a.Queues.Depth(context.Background(), task.Medium); d.Visible+d.Delayed != 0 {
+	if d, _ := a.Queues.Depth(context.Background(), triagetype.Medium); d.Visible+d.Delayed != 0 {
 		t.Fatalf("a scheduled task has a message already: %+v", d)
 	}
 	h := newStarts(0)
@@ -340,10 +341,10 @@ func TestScheduledTaskRunsOnTime(t *testing.T) {
 	runPromoter(t, promoterapp.New(a, promote.Options{DirectWindow: window}), 200*time.Millisecond)
 
 	time.Sleep(time.Until(runAt) - 1500*time.Millisecond)
-	if got, _ := a.Store.Get(context.Background(), tk.ID); got.Status != task.Scheduled {
+	if got, _ := a.Store.Get(context.Background(), tk.ID); got.Status != triagetype.Scheduled {
 		t.Fatalf("1.5 s before run_at the task is %s, want still scheduled", got.Status)
 	}
-	stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 10*time.Second)
+	stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 10*time.Second)
 	started, runs := h.get(tk.ID)
 	late := started.Sub(runAt)
 	t.Logf("started %v after run_at", late.Round(time.Millisecond))
@@ -365,17 +366,17 @@ func TestRedrivenMessageMarksTaskDeadLetter(t *testing.T) {
 	// never delete it, until SQS's redrive policy moves it to the DLQ.
 	maxRecv := env.Spec.Queues[0].MaxReceiveCount
 	for i := 0; i < maxRecv+2; i++ {
-		msgs, err := a.Queues.Receive(ctx, task.High, 1, time.Second, time.Minute)
+		msgs, err := a.Queues.Receive(ctx, triagetype.High, 1, time.Second, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range msgs {
-			if err := a.Queues.ChangeVisibility(ctx, task.High, m.ReceiptHandle, 0); err != nil {
+			if err := a.Queues.ChangeVisibility(ctx, triagetype.High, m.ReceiptHandle, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if d, _ := a.Queues.Depth(ctx, task.High); d.DLQ != 1 || d.Visible != 0 {
+	if d, _ := a.Queues.Depth(ctx, triagetype.High); d.DLQ != 1 || d.Visible != 0 {
 		t.Fatalf("after %d receives the queues hold %+v; want the message redriven to the DLQ", maxRecv+2, d)
 	}
 	rep, err := promoterapp.New(a, promote.Options{}).RunOnce(ctx)
@@ -383,11 +384,11 @@ func TestRedrivenMessageMarksTaskDeadLetter(t *testing.T) {
 		t.Fatalf("reconcile: %+v %v", rep, err)
 	}
 	dead, _ := a.Store.Get(ctx, tk.ID)
-	if dead.Status != task.DeadLetter || dead.Error == nil || dead.Error.Message != promote.ReasonMaxReceives {
+	if dead.Status != triagetype.DeadLetter || dead.Error == nil || dead.Error.Message != promote.ReasonMaxReceives {
 		t.Fatalf("task %s error %+v", dead.Status, dead.Error)
 	}
 	// The message stays in the DLQ, readable for replay, now with its reason.
-	msgs, err := a.Queues.ReceiveDLQ(ctx, task.High, 10, time.Second, time.Second)
+	msgs, err := a.Queues.ReceiveDLQ(ctx, triagetype.High, 10, time.Second, time.Second)
 	if err != nil || len(msgs) != 1 || msgs[0].Reason != promote.ReasonMaxReceives {
 		t.Fatalf("DLQ: %+v %v", msgs, err)
 	}
@@ -405,23 +406,23 @@ func TestLostRetryMessageIsRecovered(t *testing.T) {
 	a := env.App(t, nil)
 	ctx := context.Background()
 	tk := submitReq(t, a, task.Request{Type: "lo", Priority: "medium"}, time.Minute)
-	msgs, err := a.Queues.Receive(ctx, task.Medium, 1, time.Second, time.Minute)
+	msgs, err := a.Queues.Receive(ctx, triagetype.Medium, 1, time.Second, time.Minute)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %v %v", msgs, err)
 	}
-	if err := a.Queues.Delete(ctx, task.Medium, msgs[0].ReceiptHandle); err != nil {
+	if err := a.Queues.Delete(ctx, triagetype.Medium, msgs[0].ReceiptHandle); err != nil {
 		t.Fatal(err)
 	}
 	long := time.Now().Add(-10 * time.Minute)
-	claimed, err := a.Store.Transition(ctx, tk, task.Executing, func(n *task.Task) {
+	claimed, err := a.Store.Transition(ctx, tk, triagetype.Executing, func(n *task.Task) {
 		n.Attempts, n.WorkerID, n.StartedAt = 1, "ghost", &long
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Store.Transition(ctx, claimed, task.Retrying, func(n *task.Task) {
+	if _, err := a.Store.Transition(ctx, claimed, triagetype.Retrying, func(n *task.Task) {
 		n.RetryAt, n.WorkerID = &long, ""
-		n.AddAttempt(task.Attempt{Attempt: 1, WorkerID: "ghost", StartedAt: long, FinishedAt: long, Error: "boom"})
+		n.AddAttempt(triagetype.Attempt{Attempt: 1, WorkerID: "ghost", StartedAt: long, FinishedAt: long, Error: "boom"})
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +434,7 @@ func TestLostRetryMessageIsRecovered(t *testing.T) {
 	reg := handler.NewRegistry()
 	reg.Register("lo", h)
 	runConsumer(t, consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second}))
-	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 20*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 20*time.Second)
 	if done.Attempts != 2 || done.History[0].WorkerID != "ghost" {
 		t.Fatalf("attempts %d history %+v: want the failed attempt counted", done.Attempts, done.History)
 	}

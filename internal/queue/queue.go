@@ -18,6 +18,7 @@ import (
 
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // SQS is the part of the SQS client the queues use.
@@ -59,19 +60,19 @@ const MaxReasonBytes = 1024
 // Queues addresses the three priority queues and their DLQs.
 type Queues struct {
 	sqs  SQS
-	urls map[task.Priority]string
-	dlqs map[task.Priority]string
+	urls map[triagetype.Priority]string
+	dlqs map[triagetype.Priority]string
 }
 
 // Resolve returns queues for the spec. URLs given in urls and dlqs are used
 // as they are; the rest are looked up by name with GetQueueUrl.
-func Resolve(ctx context.Context, client SQS, s spec.Spec, urls, dlqs map[task.Priority]string) (*Queues, error) {
-	q := &Queues{sqs: client, urls: map[task.Priority]string{}, dlqs: map[task.Priority]string{}}
+func Resolve(ctx context.Context, client SQS, s spec.Spec, urls, dlqs map[triagetype.Priority]string) (*Queues, error) {
+	q := &Queues{sqs: client, urls: map[triagetype.Priority]string{}, dlqs: map[triagetype.Priority]string{}}
 	for _, qs := range s.Queues {
 		for _, pair := range []struct {
-			given map[task.Priority]string
+			given map[triagetype.Priority]string
 			name  string
-			dst   map[task.Priority]string
+			dst   map[triagetype.Priority]string
 		}{{urls, qs.Name, q.urls}, {dlqs, qs.DLQName, q.dlqs}} {
 			if u := pair.given[qs.Priority]; u != "" {
 				pair.dst[qs.Priority] = u
@@ -88,10 +89,10 @@ func Resolve(ctx context.Context, client SQS, s spec.Spec, urls, dlqs map[task.P
 }
 
 // URL is the queue URL of priority p.
-func (q *Queues) URL(p task.Priority) string { return q.urls[p] }
+func (q *Queues) URL(p triagetype.Priority) string { return q.urls[p] }
 
 // DLQURL is the dead-letter queue URL of priority p.
-func (q *Queues) DLQURL(p task.Priority) string { return q.dlqs[p] }
+func (q *Queues) DLQURL(p triagetype.Priority) string { return q.dlqs[p] }
 
 // Outgoing is one message to send.
 type Outgoing struct {
@@ -104,7 +105,7 @@ type Outgoing struct {
 }
 
 // Send sends one message to priority p's queue and returns its message id.
-func (q *Queues) Send(ctx context.Context, p task.Priority, body string, delay time.Duration) (string, error) {
+func (q *Queues) Send(ctx context.Context, p triagetype.Priority, body string, delay time.Duration) (string, error) {
 	out, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: aws.String(q.urls[p]), MessageBody: aws.String(body), DelaySeconds: delaySeconds(delay),
 	})
@@ -125,7 +126,7 @@ func (e *BatchError) Error() string {
 
 // SendBatch sends msgs to priority p's queue, ten per request. When some
 // entries fail, it returns a *BatchError naming them; the others were sent.
-func (q *Queues) SendBatch(ctx context.Context, p task.Priority, msgs []Outgoing) error {
+func (q *Queues) SendBatch(ctx context.Context, p triagetype.Priority, msgs []Outgoing) error {
 	failed := map[string]string{}
 	for start := 0; start < len(msgs); start += MaxBatch {
 		chunk := msgs[start:min(start+MaxBatch, len(msgs))]
@@ -170,7 +171,7 @@ func wholeSeconds(d time.Duration) int32 { return int32((d + time.Second - 1) / 
 
 // Received is a message taken from a queue.
 type Received struct {
-	Priority      task.Priority
+	Priority      triagetype.Priority
 	MessageID     string
 	ReceiptHandle string
 	Body          string
@@ -185,16 +186,16 @@ type Received struct {
 // Receive takes up to n messages (at most ten) from priority p's queue,
 // waiting up to wait for the first one (0 returns at once), and hides them
 // for visibility (0 keeps the queue's default).
-func (q *Queues) Receive(ctx context.Context, p task.Priority, n int, wait, visibility time.Duration) ([]Received, error) {
+func (q *Queues) Receive(ctx context.Context, p triagetype.Priority, n int, wait, visibility time.Duration) ([]Received, error) {
 	return q.receive(ctx, p, q.urls[p], n, wait, visibility)
 }
 
 // ReceiveDLQ takes messages from priority p's dead-letter queue.
-func (q *Queues) ReceiveDLQ(ctx context.Context, p task.Priority, n int, wait, visibility time.Duration) ([]Received, error) {
+func (q *Queues) ReceiveDLQ(ctx context.Context, p triagetype.Priority, n int, wait, visibility time.Duration) ([]Received, error) {
 	return q.receive(ctx, p, q.dlqs[p], n, wait, visibility)
 }
 
-func (q *Queues) receive(ctx context.Context, p task.Priority, url string, n int, wait, visibility time.Duration) ([]Received, error) {
+func (q *Queues) receive(ctx context.Context, p triagetype.Priority, url string, n int, wait, visibility time.Duration) ([]Received, error) {
 	in := &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(url),
 		MaxNumberOfMessages:         int32(min(max(n, 1), MaxBatch)),
@@ -230,12 +231,12 @@ func (q *Queues) receive(ctx context.Context, p task.Priority, url string, n int
 }
 
 // Delete removes a received message from priority p's queue.
-func (q *Queues) Delete(ctx context.Context, p task.Priority, receipt string) error {
+func (q *Queues) Delete(ctx context.Context, p triagetype.Priority, receipt string) error {
 	return q.delete(ctx, q.urls[p], receipt)
 }
 
 // DeleteDLQ removes a received message from priority p's DLQ.
-func (q *Queues) DeleteDLQ(ctx context.Context, p task.Priority, receipt string) error {
+func (q *Queues) DeleteDLQ(ctx context.Context, p triagetype.Priority, receipt string) error {
 	return q.delete(ctx, q.dlqs[p], receipt)
 }
 
@@ -248,7 +249,7 @@ func (q *Queues) delete(ctx context.Context, url, receipt string) error {
 
 // DeleteBatch removes received messages from priority p's queue, ten per
 // request, and returns a *BatchError naming the receipt handles that failed.
-func (q *Queues) DeleteBatch(ctx context.Context, p task.Priority, receipts []string) error {
+func (q *Queues) DeleteBatch(ctx context.Context, p triagetype.Priority, receipts []string) error {
 	failed := map[string]string{}
 	for start := 0; start < len(receipts); start += MaxBatch {
 		chunk := receipts[start:min(start+MaxBatch, len(receipts))]
@@ -276,12 +277,12 @@ func (q *Queues) DeleteBatch(ctx context.Context, p task.Priority, receipts []st
 }
 
 // ChangeVisibility hides a received message for d from now (0 releases it at once).
-func (q *Queues) ChangeVisibility(ctx context.Context, p task.Priority, receipt string, d time.Duration) error {
+func (q *Queues) ChangeVisibility(ctx context.Context, p triagetype.Priority, receipt string, d time.Duration) error {
 	return q.changeVisibility(ctx, q.urls[p], receipt, d)
 }
 
 // ChangeVisibilityDLQ does the same for a message received from priority p's DLQ.
-func (q *Queues) ChangeVisibilityDLQ(ctx context.Context, p task.Priority, receipt string, d time.Duration) error {
+func (q *Queues) ChangeVisibilityDLQ(ctx context.Context, p triagetype.Priority, receipt string, d time.Duration) error {
 	return q.changeVisibility(ctx, q.dlqs[p], receipt, d)
 }
 
@@ -297,7 +298,7 @@ func (q *Queues) changeVisibility(ctx context.Context, url, receipt string, d ti
 }
 
 // SendDLQ puts body on priority p's dead-letter queue with reason attached.
-func (q *Queues) SendDLQ(ctx context.Context, p task.Priority, body, reason string) error {
+func (q *Queues) SendDLQ(ctx context.Context, p triagetype.Priority, body, reason string) error {
 	if reason == "" {
 		reason = "unspecified"
 	}
@@ -323,7 +324,7 @@ type Depth struct {
 }
 
 // Depth reads priority p's queue and DLQ counts.
-func (q *Queues) Depth(ctx context.Context, p task.Priority) (Depth, error) {
+func (q *Queues) Depth(ctx context.Context, p triagetype.Priority) (Depth, error) {
 	names := []types.QueueAttributeName{
 		types.QueueAttributeNameApproximateNumberOfMessages,
 		types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,

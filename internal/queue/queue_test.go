@@ -15,7 +15,7 @@ import (
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/spec"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -32,8 +32,8 @@ func newQueues(t *testing.T) (*stacktest.Env, *queue.Queues) {
 }
 
 // missingURLs returns URLs on the emulator's endpoint that name no queue.
-func missingURLs(urls map[task.Priority]string) map[task.Priority]string {
-	out := map[task.Priority]string{}
+func missingURLs(urls map[triagetype.Priority]string) map[triagetype.Priority]string {
+	out := map[triagetype.Priority]string{}
 	for p, u := range urls {
 		out[p] = u + "-gone"
 	}
@@ -42,7 +42,7 @@ func missingURLs(urls map[task.Priority]string) map[task.Priority]string {
 
 // receiveAll receives from p's queue (hiding each message for a minute)
 // until it holds want messages or timeout passes.
-func receiveAll(t *testing.T, q *queue.Queues, p task.Priority, want int, timeout time.Duration) []queue.Received {
+func receiveAll(t *testing.T, q *queue.Queues, p triagetype.Priority, want int, timeout time.Duration) []queue.Received {
 	t.Helper()
 	var got []queue.Received
 	deadline := time.Now().Add(timeout)
@@ -60,7 +60,7 @@ func receiveAll(t *testing.T, q *queue.Queues, p task.Priority, want int, timeou
 }
 
 // waitDepth polls p's counts until they equal want; SQS counts are approximate.
-func waitDepth(t *testing.T, q *queue.Queues, p task.Priority, want queue.Depth) {
+func waitDepth(t *testing.T, q *queue.Queues, p triagetype.Priority, want queue.Depth) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	var got queue.Depth
@@ -92,9 +92,9 @@ func bodies(msgs []queue.Received) []string {
 func TestResolveLooksUpOrKeepsURLs(t *testing.T) {
 	env := stacktest.New(t)
 	ctx := context.Background()
-	given := map[task.Priority]string{}
-	givenDLQ := map[task.Priority]string{}
-	for _, p := range task.Priorities() {
+	given := map[triagetype.Priority]string{}
+	givenDLQ := map[triagetype.Priority]string{}
+	for _, p := range triagetype.Priorities() {
 		// Unreachable on purpose: a URL that is given must be used as it
 		// is, with no lookup that could fail.
 		given[p] = "https://sqs.example.invalid/1/given-" + string(p)
@@ -102,9 +102,9 @@ func TestResolveLooksUpOrKeepsURLs(t *testing.T) {
 	}
 	tests := []struct {
 		name         string
-		urls, dlqs   map[task.Priority]string
-		wantURL      map[task.Priority]string
-		wantDLQURL   map[task.Priority]string
+		urls, dlqs   map[triagetype.Priority]string
+		wantURL      map[triagetype.Priority]string
+		wantDLQURL   map[triagetype.Priority]string
 		wantErrQueue string // non-empty: Resolve fails naming this queue
 		sp           spec.Spec
 	}{
@@ -119,13 +119,13 @@ func TestResolveLooksUpOrKeepsURLs(t *testing.T) {
 		{
 			name: "some given: the rest looked up",
 			sp:   env.Spec,
-			urls: map[task.Priority]string{task.High: given[task.High]},
-			dlqs: map[task.Priority]string{task.Low: givenDLQ[task.Low]},
-			wantURL: map[task.Priority]string{
-				task.High: given[task.High], task.Medium: env.QueueURLs[task.Medium], task.Low: env.QueueURLs[task.Low],
+			urls: map[triagetype.Priority]string{triagetype.High: given[triagetype.High]},
+			dlqs: map[triagetype.Priority]string{triagetype.Low: givenDLQ[triagetype.Low]},
+			wantURL: map[triagetype.Priority]string{
+				triagetype.High: given[triagetype.High], triagetype.Medium: env.QueueURLs[triagetype.Medium], triagetype.Low: env.QueueURLs[triagetype.Low],
 			},
-			wantDLQURL: map[task.Priority]string{
-				task.High: env.DLQURLs[task.High], task.Medium: env.DLQURLs[task.Medium], task.Low: givenDLQ[task.Low],
+			wantDLQURL: map[triagetype.Priority]string{
+				triagetype.High: env.DLQURLs[triagetype.High], triagetype.Medium: env.DLQURLs[triagetype.Medium], triagetype.Low: givenDLQ[triagetype.Low],
 			},
 		},
 		{
@@ -150,7 +150,7 @@ func TestResolveLooksUpOrKeepsURLs(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Resolve: %v", err)
 			}
-			for _, p := range task.Priorities() {
+			for _, p := range triagetype.Priorities() {
 				if got := q.URL(p); got != tc.wantURL[p] {
 					t.Errorf("URL(%s) = %q, want %q", p, got, tc.wantURL[p])
 				}
@@ -165,7 +165,7 @@ func TestResolveLooksUpOrKeepsURLs(t *testing.T) {
 func TestSendReceiveDeleteEachPriority(t *testing.T) {
 	_, q := newQueues(t)
 	ctx := context.Background()
-	for _, p := range task.Priorities() {
+	for _, p := range triagetype.Priorities() {
 		t.Run(string(p), func(t *testing.T) {
 			body := fmt.Sprintf(`{"id":"task-%s","v":1,"p":%q}`, p, p)
 			before := time.Now()
@@ -178,7 +178,7 @@ func TestSendReceiveDeleteEachPriority(t *testing.T) {
 				t.Fatal("Send returned an empty message id")
 			}
 			// The message lands on p's queue only.
-			for _, other := range task.Priorities() {
+			for _, other := range triagetype.Priorities() {
 				want := queue.Depth{}
 				if other == p {
 					want.Visible = 1
@@ -218,10 +218,10 @@ func TestReceiveClampsCountToOneThroughTen(t *testing.T) {
 	for i := range msgs {
 		msgs[i] = queue.Outgoing{ID: fmt.Sprint(i), Body: fmt.Sprint("m", i)}
 	}
-	if err := q.SendBatch(ctx, task.Low, msgs); err != nil {
+	if err := q.SendBatch(ctx, triagetype.Low, msgs); err != nil {
 		t.Fatalf("SendBatch: %v", err)
 	}
-	waitDepth(t, q, task.Low, queue.Depth{Visible: sent})
+	waitDepth(t, q, triagetype.Low, queue.Depth{Visible: sent})
 	for _, tc := range []struct {
 		n, max int
 	}{
@@ -231,7 +231,7 @@ func TestReceiveClampsCountToOneThroughTen(t *testing.T) {
 		{n: 50, max: queue.MaxBatch}, // SQS refuses more than ten per receive
 	} {
 		t.Run(fmt.Sprint("n=", tc.n), func(t *testing.T) {
-			got, err := q.Receive(ctx, task.Low, tc.n, 2*time.Second, time.Minute)
+			got, err := q.Receive(ctx, triagetype.Low, tc.n, 2*time.Second, time.Minute)
 			if err != nil {
 				t.Fatalf("Receive(n=%d): %v", tc.n, err)
 			}
@@ -254,11 +254,11 @@ func TestSendBatchSplitsIntoRequestsOfTen(t *testing.T) {
 				msgs[i] = queue.Outgoing{ID: fmt.Sprint(i), Body: want[i]}
 			}
 			slices.Sort(want)
-			if err := q.SendBatch(ctx, task.Medium, msgs); err != nil {
+			if err := q.SendBatch(ctx, triagetype.Medium, msgs); err != nil {
 				t.Fatalf("SendBatch(%d): %v", n, err)
 			}
-			waitDepth(t, q, task.Medium, queue.Depth{Visible: n})
-			got := receiveAll(t, q, task.Medium, n, 15*time.Second)
+			waitDepth(t, q, triagetype.Medium, queue.Depth{Visible: n})
+			got := receiveAll(t, q, triagetype.Medium, n, 15*time.Second)
 			if b := bodies(got); !slices.Equal(b, want) {
 				t.Fatalf("received bodies %v, want %v", b, want)
 			}
@@ -266,10 +266,10 @@ func TestSendBatchSplitsIntoRequestsOfTen(t *testing.T) {
 			for i, m := range got {
 				receipts[i] = m.ReceiptHandle
 			}
-			if err := q.DeleteBatch(ctx, task.Medium, receipts); err != nil {
+			if err := q.DeleteBatch(ctx, triagetype.Medium, receipts); err != nil {
 				t.Fatalf("DeleteBatch: %v", err)
 			}
-			waitDepth(t, q, task.Medium, queue.Depth{})
+			waitDepth(t, q, triagetype.Medium, queue.Depth{})
 		})
 	}
 }
@@ -314,7 +314,7 @@ func TestSendBatchReportsFailedEntries(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.q.SendBatch(ctx, task.High, tc.msgs)
+			err := tc.q.SendBatch(ctx, triagetype.High, tc.msgs)
 			var be *queue.BatchError
 			if !errors.As(err, &be) {
 				t.Fatalf("SendBatch err = %v, want a *queue.BatchError", err)
@@ -330,16 +330,16 @@ func TestSendBatchReportsFailedEntries(t *testing.T) {
 			if want := fmt.Sprintf("%d batch entries failed", len(tc.wantFailed)); be.Error() != want {
 				t.Errorf("Error() = %q, want %q", be.Error(), want)
 			}
-			got := receiveAll(t, q, task.High, tc.wantSent, 10*time.Second)
+			got := receiveAll(t, q, triagetype.High, tc.wantSent, 10*time.Second)
 			if len(got) != tc.wantSent {
 				t.Fatalf("received %d messages, want the %d good entries", len(got), tc.wantSent)
 			}
 			for _, m := range got {
-				if err := q.Delete(ctx, task.High, m.ReceiptHandle); err != nil {
+				if err := q.Delete(ctx, triagetype.High, m.ReceiptHandle); err != nil {
 					t.Fatal(err)
 				}
 			}
-			waitDepth(t, q, task.High, queue.Depth{})
+			waitDepth(t, q, triagetype.High, queue.Depth{})
 		})
 	}
 }
@@ -361,16 +361,16 @@ func TestSendDelay(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, q := newQueues(t)
 			ctx := context.Background()
-			if _, err := q.Send(ctx, task.Medium, "delayed?", tc.delay); err != nil {
+			if _, err := q.Send(ctx, triagetype.Medium, "delayed?", tc.delay); err != nil {
 				t.Fatalf("Send(delay %v): %v", tc.delay, err)
 			}
 			if tc.visibleNow {
-				waitDepth(t, q, task.Medium, queue.Depth{Visible: 1})
-				receiveAll(t, q, task.Medium, 1, 5*time.Second)
+				waitDepth(t, q, triagetype.Medium, queue.Depth{Visible: 1})
+				receiveAll(t, q, triagetype.Medium, 1, 5*time.Second)
 				return
 			}
-			waitDepth(t, q, task.Medium, queue.Depth{Delayed: 1})
-			if got, err := q.Receive(ctx, task.Medium, 10, time.Second, 0); err != nil || len(got) != 0 {
+			waitDepth(t, q, triagetype.Medium, queue.Depth{Delayed: 1})
+			if got, err := q.Receive(ctx, triagetype.Medium, 10, time.Second, 0); err != nil || len(got) != 0 {
 				t.Fatalf("Receive during the delay = %d messages, %v; want none", len(got), err)
 			}
 		})
@@ -382,10 +382,10 @@ func TestSendSubSecondDelayRoundsUp(t *testing.T) {
 	_, q := newQueues(t)
 	ctx := context.Background()
 	start := time.Now()
-	if _, err := q.Send(ctx, task.High, "soon", 100*time.Millisecond); err != nil {
+	if _, err := q.Send(ctx, triagetype.High, "soon", 100*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	got, err := q.Receive(ctx, task.High, 1, 0, 0)
+	got, err := q.Receive(ctx, triagetype.High, 1, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +398,7 @@ func TestSendSubSecondDelayRoundsUp(t *testing.T) {
 	} else {
 		t.Logf("send and receive took %v; not checking that the message was still delayed", elapsed)
 	}
-	receiveAll(t, q, task.High, 1, 10*time.Second)
+	receiveAll(t, q, triagetype.High, 1, 10*time.Second)
 }
 
 func TestChangeVisibility(t *testing.T) {
@@ -417,20 +417,20 @@ func TestChangeVisibility(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := q.Send(ctx, task.Low, tc.name, 0); err != nil {
+			if _, err := q.Send(ctx, triagetype.Low, tc.name, 0); err != nil {
 				t.Fatal(err)
 			}
-			first := receiveAll(t, q, task.Low, 1, 5*time.Second)[0]
+			first := receiveAll(t, q, triagetype.Low, 1, 5*time.Second)[0]
 			// Hidden for a minute: nothing to receive now.
-			if got, err := q.Receive(ctx, task.Low, 10, 0, 0); err != nil || len(got) != 0 {
+			if got, err := q.Receive(ctx, triagetype.Low, 10, 0, 0); err != nil || len(got) != 0 {
 				t.Fatalf("Receive while hidden = %d messages, %v; want none", len(got), err)
 			}
 			start := time.Now()
-			if err := q.ChangeVisibility(ctx, task.Low, first.ReceiptHandle, tc.d); err != nil {
+			if err := q.ChangeVisibility(ctx, triagetype.Low, first.ReceiptHandle, tc.d); err != nil {
 				t.Fatalf("ChangeVisibility(%v): %v", tc.d, err)
 			}
 			if tc.roundedUp {
-				got, err := q.Receive(ctx, task.Low, 10, 0, 0)
+				got, err := q.Receive(ctx, triagetype.Low, 10, 0, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -438,28 +438,28 @@ func TestChangeVisibility(t *testing.T) {
 					t.Fatalf("message visible again %v after ChangeVisibility(%v): rounded down to zero", elapsed, tc.d)
 				}
 			}
-			again := receiveAll(t, q, task.Low, 1, 10*time.Second)[0]
+			again := receiveAll(t, q, triagetype.Low, 1, 10*time.Second)[0]
 			if again.MessageID != first.MessageID || again.ReceiveCount != 2 {
 				t.Fatalf("received %s (receive count %d), want %s for the second time", again.MessageID, again.ReceiveCount, first.MessageID)
 			}
-			if err := q.Delete(ctx, task.Low, again.ReceiptHandle); err != nil {
+			if err := q.Delete(ctx, triagetype.Low, again.ReceiptHandle); err != nil {
 				t.Fatal(err)
 			}
-			waitDepth(t, q, task.Low, queue.Depth{})
+			waitDepth(t, q, triagetype.Low, queue.Depth{})
 		})
 	}
 
 	t.Run("a long visibility keeps the message in flight", func(t *testing.T) {
-		if _, err := q.Send(ctx, task.Low, "long", 0); err != nil {
+		if _, err := q.Send(ctx, triagetype.Low, "long", 0); err != nil {
 			t.Fatal(err)
 		}
-		m := receiveAll(t, q, task.Low, 1, 5*time.Second)[0]
+		m := receiveAll(t, q, triagetype.Low, 1, 5*time.Second)[0]
 		// Over SQS's 12 h maximum: capped, not refused.
-		if err := q.ChangeVisibility(ctx, task.Low, m.ReceiptHandle, 48*time.Hour); err != nil {
+		if err := q.ChangeVisibility(ctx, triagetype.Low, m.ReceiptHandle, 48*time.Hour); err != nil {
 			t.Fatalf("ChangeVisibility(48h): %v", err)
 		}
-		waitDepth(t, q, task.Low, queue.Depth{InFlight: 1})
-		if got, err := q.Receive(ctx, task.Low, 10, time.Second, 0); err != nil || len(got) != 0 {
+		waitDepth(t, q, triagetype.Low, queue.Depth{InFlight: 1})
+		if got, err := q.Receive(ctx, triagetype.Low, 10, time.Second, 0); err != nil || len(got) != 0 {
 			t.Fatalf("Receive = %d messages, %v; want none", len(got), err)
 		}
 	})
@@ -474,7 +474,7 @@ func TestDeleteBatch(t *testing.T) {
 	}
 
 	t.Run("nothing to delete", func(t *testing.T) {
-		if err := q.DeleteBatch(ctx, task.High, nil); err != nil {
+		if err := q.DeleteBatch(ctx, triagetype.High, nil); err != nil {
 			t.Fatalf("DeleteBatch(nil) = %v", err)
 		}
 	})
@@ -484,18 +484,18 @@ func TestDeleteBatch(t *testing.T) {
 	for i := range msgs {
 		msgs[i] = queue.Outgoing{ID: fmt.Sprint(i), Body: fmt.Sprint("del-", i)}
 	}
-	if err := q.SendBatch(ctx, task.High, msgs); err != nil {
+	if err := q.SendBatch(ctx, triagetype.High, msgs); err != nil {
 		t.Fatal(err)
 	}
-	got := receiveAll(t, q, task.High, n, 15*time.Second)
+	got := receiveAll(t, q, triagetype.High, n, 15*time.Second)
 	receipts := make([]string, len(got))
 	for i, m := range got {
 		receipts[i] = m.ReceiptHandle
 	}
-	waitDepth(t, q, task.High, queue.Depth{InFlight: n})
+	waitDepth(t, q, triagetype.High, queue.Depth{InFlight: n})
 
 	t.Run("queue missing: every receipt is reported", func(t *testing.T) {
-		err := gone.DeleteBatch(ctx, task.High, receipts)
+		err := gone.DeleteBatch(ctx, triagetype.High, receipts)
 		var be *queue.BatchError
 		if !errors.As(err, &be) {
 			t.Fatalf("DeleteBatch err = %v, want a *queue.BatchError", err)
@@ -503,14 +503,14 @@ func TestDeleteBatch(t *testing.T) {
 		if gotKeys, want := slices.Sorted(maps.Keys(be.Failed)), slices.Sorted(slices.Values(receipts)); !slices.Equal(gotKeys, want) {
 			t.Fatalf("failed receipts %v, want all %d", gotKeys, len(want))
 		}
-		waitDepth(t, q, task.High, queue.Depth{InFlight: n})
+		waitDepth(t, q, triagetype.High, queue.Depth{InFlight: n})
 	})
 
 	t.Run("all deleted across three requests", func(t *testing.T) {
-		if err := q.DeleteBatch(ctx, task.High, receipts); err != nil {
+		if err := q.DeleteBatch(ctx, triagetype.High, receipts); err != nil {
 			t.Fatalf("DeleteBatch: %v", err)
 		}
-		waitDepth(t, q, task.High, queue.Depth{})
+		waitDepth(t, q, triagetype.High, queue.Depth{})
 	})
 }
 
@@ -527,7 +527,7 @@ func TestSendDLQCarriesReason(t *testing.T) {
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := task.Priorities()[i%3]
+			p := triagetype.Priorities()[i%3]
 			body := fmt.Sprintf(`{"id":"dead-%d","v":3}`, i)
 			if err := q.SendDLQ(ctx, p, body, tc.reason); err != nil {
 				t.Fatalf("SendDLQ: %v", err)
@@ -572,27 +572,27 @@ func TestDepthCountsEveryState(t *testing.T) {
 	ctx := context.Background()
 	// Medium: 5 sent, 2 of them received (in flight), 1 delayed, 2 in the DLQ.
 	for i := range 5 {
-		if _, err := q.Send(ctx, task.Medium, fmt.Sprint("ready-", i), 0); err != nil {
+		if _, err := q.Send(ctx, triagetype.Medium, fmt.Sprint("ready-", i), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := q.Send(ctx, task.Medium, "later", 10*time.Minute); err != nil {
+	if _, err := q.Send(ctx, triagetype.Medium, "later", 10*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		if err := q.SendDLQ(ctx, task.Medium, fmt.Sprint("dead-", i), "test"); err != nil {
+		if err := q.SendDLQ(ctx, triagetype.Medium, fmt.Sprint("dead-", i), "test"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitDepth(t, q, task.Medium, queue.Depth{Visible: 5, Delayed: 1, DLQ: 2})
-	got, err := q.Receive(ctx, task.Medium, 2, time.Second, time.Minute)
+	waitDepth(t, q, triagetype.Medium, queue.Depth{Visible: 5, Delayed: 1, DLQ: 2})
+	got, err := q.Receive(ctx, triagetype.Medium, 2, time.Second, time.Minute)
 	if err != nil || len(got) != 2 {
 		t.Fatalf("Receive = %d messages, %v; want 2", len(got), err)
 	}
-	waitDepth(t, q, task.Medium, queue.Depth{Visible: 3, InFlight: 2, Delayed: 1, DLQ: 2})
+	waitDepth(t, q, triagetype.Medium, queue.Depth{Visible: 3, InFlight: 2, Delayed: 1, DLQ: 2})
 	// The other priorities are separate queues and stay empty.
-	waitDepth(t, q, task.High, queue.Depth{})
-	waitDepth(t, q, task.Low, queue.Depth{})
+	waitDepth(t, q, triagetype.High, queue.Depth{})
+	waitDepth(t, q, triagetype.Low, queue.Depth{})
 }
 
 func TestErrorsWrapMissingQueue(t *testing.T) {
@@ -606,7 +606,7 @@ func TestErrorsWrapMissingQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := task.High
+	p := triagetype.High
 	url, dlq := gone.URL(p), gone.DLQURL(p)
 	tests := []struct {
 		name     string
@@ -644,11 +644,11 @@ func TestErrorsWrapMissingQueue(t *testing.T) {
 func TestIsGone(t *testing.T) {
 	_, q := newQueues(t)
 	ctx := context.Background()
-	if _, err := q.Send(ctx, task.Medium, "gone soon", 0); err != nil {
+	if _, err := q.Send(ctx, triagetype.Medium, "gone soon", 0); err != nil {
 		t.Fatal(err)
 	}
-	m := receiveAll(t, q, task.Medium, 1, 5*time.Second)[0]
-	if err := q.Delete(ctx, task.Medium, m.ReceiptHandle); err != nil {
+	m := receiveAll(t, q, triagetype.Medium, 1, 5*time.Second)[0]
+	if err := q.Delete(ctx, triagetype.Medium, m.ReceiptHandle); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -657,10 +657,10 @@ func TestIsGone(t *testing.T) {
 		want bool
 	}{
 		{"visibility of a deleted message", func() error {
-			return q.ChangeVisibility(ctx, task.Medium, m.ReceiptHandle, time.Minute)
+			return q.ChangeVisibility(ctx, triagetype.Medium, m.ReceiptHandle, time.Minute)
 		}, true},
 		{"visibility of a receipt handle never issued", func() error {
-			return q.ChangeVisibility(ctx, task.Medium, "no-such-receipt", time.Minute)
+			return q.ChangeVisibility(ctx, triagetype.Medium, "no-such-receipt", time.Minute)
 		}, true},
 		{"wrapped ReceiptHandleIsInvalid", func() error {
 			return fmt.Errorf("outer: %w", &types.ReceiptHandleIsInvalid{})
@@ -687,10 +687,10 @@ func TestSendDLQCutsReasonAtACharacter(t *testing.T) {
 	_, q := newQueues(t)
 	ctx := context.Background()
 	reason := strings.Repeat("a", 1020) + "é" + "bbbb" // 1026 bytes; é straddles the cut at 1021 (1024 less the 3-byte mark)
-	if err := q.SendDLQ(ctx, task.Low, `{"id":"x","v":1}`, reason); err != nil {
+	if err := q.SendDLQ(ctx, triagetype.Low, `{"id":"x","v":1}`, reason); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := q.ReceiveDLQ(ctx, task.Low, 1, 5*time.Second, time.Minute)
+	msgs, err := q.ReceiveDLQ(ctx, triagetype.Low, 1, 5*time.Second, time.Minute)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("ReceiveDLQ = %d messages, %v", len(msgs), err)
 	}
@@ -705,16 +705,16 @@ func TestSendDLQCutsReasonAtACharacter(t *testing.T) {
 func TestReceiveBringsWaitAndVisibilityIntoRange(t *testing.T) {
 	_, q := newQueues(t)
 	ctx := context.Background()
-	if _, err := q.Send(ctx, task.Medium, "m", 0); err != nil {
+	if _, err := q.Send(ctx, triagetype.Medium, "m", 0); err != nil {
 		t.Fatal(err)
 	}
-	got, err := q.Receive(ctx, task.Medium, 1, time.Minute, 500*time.Millisecond)
+	got, err := q.Receive(ctx, triagetype.Medium, 1, time.Minute, 500*time.Millisecond)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("Receive with a 1 min wait = %d, %v; want the message", len(got), err)
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		again, err := q.Receive(ctx, task.Medium, 1, time.Second, time.Minute)
+		again, err := q.Receive(ctx, triagetype.Medium, 1, time.Second, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Table attribute names. Every item has pk. Task items also carry the
@@ -101,7 +101,7 @@ const StreamNewAndOldImages = "NEW_AND_OLD_IMAGES"
 
 // Queue describes one priority's SQS standard queue and its dead-letter queue.
 type Queue struct {
-	Priority          task.Priority
+	Priority          triagetype.Priority
 	Name              string
 	DLQName           string
 	MaxReceiveCount   int
@@ -154,7 +154,7 @@ func New(prefix string) Spec {
 		},
 		Bucket: Bucket{Name: prefix + "-blobs"},
 	}
-	for _, p := range task.Priorities() {
+	for _, p := range triagetype.Priorities() {
 		s.Queues = append(s.Queues, Queue{
 			Priority:          p,
 			Name:              fmt.Sprintf("%s-%s", prefix, p),
@@ -169,7 +169,7 @@ func New(prefix string) Spec {
 }
 
 // Queue returns the queue of priority p.
-func (s Spec) Queue(p task.Priority) (Queue, bool) {
+func (s Spec) Queue(p triagetype.Priority) (Queue, bool) {
 	for _, q := range s.Queues {
 		if q.Priority == p {
 			return q, true

@@ -3,7 +3,7 @@ package spec
 import (
 	"testing"
 
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestNewCoversEveryPriority(t *testing.T) {
@@ -12,7 +12,7 @@ func TestNewCoversEveryPriority(t *testing.T) {
 		t.Fatalf("table name = %q", s.Table.Name)
 	}
 	seen := map[string]bool{}
-	for _, p := range task.Priorities() {
+	for _, p := range triagetype.Priorities() {
 		q, ok := s.Queue(p)
 		if !ok {
 			t.Fatalf("no queue for %s", p)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/queue"
-	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -26,7 +25,7 @@ type Counters interface {
 
 // Queues reads queue depths.
 type Queues interface {
-	Depth(ctx context.Context, p task.Priority) (queue.Depth, error)
+	Depth(ctx context.Context, p triagetype.Priority) (queue.Depth, error)
 }
 
 // Queue is one priority's queue figures (the public type).
@@ -42,14 +41,14 @@ type Stats = triagetype.Stats
 // Collect gathers the stats at now.
 func Collect(ctx context.Context, c Counters, q Queues, now time.Time) (Stats, error) {
 	out := Stats{
-		Queues: map[task.Priority]Queue{}, Statuses: map[task.Status]int{},
-		Types: map[string]map[task.Status]int{}, GeneratedAt: now.UTC(),
+		Queues: map[triagetype.Priority]Queue{}, Statuses: map[triagetype.Status]int{},
+		Types: map[string]map[triagetype.Status]int{}, GeneratedAt: now.UTC(),
 	}
 	snap, err := c.Read(ctx)
 	if err != nil {
 		return out, err
 	}
-	for _, p := range task.Priorities() {
+	for _, p := range triagetype.Priorities() {
 		d, err := q.Depth(ctx, p)
 		if err != nil {
 			return out, err
@@ -61,7 +60,7 @@ func Collect(ctx context.Context, c Counters, q Queues, now time.Time) (Stats, e
 		}
 		out.Queues[p] = qs
 	}
-	for _, st := range task.Statuses() {
+	for _, st := range triagetype.Statuses() {
 		n := int64(0)
 		for _, v := range snap.Tasks[st] {
 			n += v
@@ -69,7 +68,7 @@ func Collect(ctx context.Context, c Counters, q Queues, now time.Time) (Stats, e
 		out.Statuses[st] = int(n)
 	}
 	for typ, counts := range snap.Types {
-		m := map[task.Status]int{}
+		m := map[triagetype.Status]int{}
 		for st, n := range counts {
 			m[st] = int(n)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/triagehq/triage/internal/stats"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -25,8 +26,8 @@ func TestMain(m *testing.M) { stacktest.Main(m) }
 // entered its status.
 type seed struct {
 	typ    string
-	prio   task.Priority
-	status task.Status
+	prio   triagetype.Priority
+	status triagetype.Status
 	since  time.Duration
 }
 
@@ -41,18 +42,18 @@ func TestCollectCountsAKnownWorkload(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().UTC()
 	seeds := []seed{
-		{"echo", task.High, task.Completed, 10 * time.Second},
-		{"echo", task.High, task.Completed, 20 * time.Second},
-		{"echo", task.Medium, task.Completed, 5 * time.Minute}, // outside the last minute
-		{"fail", task.Low, task.DeadLetter, 30 * time.Second},
-		{"fail", task.Low, task.DeadLetter, 40 * time.Second},
-		{"echo", task.Low, task.Queued, 7 * time.Minute},
-		{"echo", task.Low, task.Queued, time.Minute},
-		{"echo", task.High, task.Queued, 3 * time.Second},
-		{"sleep", task.Medium, task.Executing, 2 * time.Second},
-		{"sleep", task.Medium, task.Retrying, 2 * time.Second},
-		{"later", task.Low, task.Scheduled, time.Second},
-		{"echo", task.Medium, task.Cancelled, time.Hour},
+		{"echo", triagetype.High, triagetype.Completed, 10 * time.Second},
+		{"echo", triagetype.High, triagetype.Completed, 20 * time.Second},
+		{"echo", triagetype.Medium, triagetype.Completed, 5 * time.Minute}, // outside the last minute
+		{"fail", triagetype.Low, triagetype.DeadLetter, 30 * time.Second},
+		{"fail", triagetype.Low, triagetype.DeadLetter, 40 * time.Second},
+		{"echo", triagetype.Low, triagetype.Queued, 7 * time.Minute},
+		{"echo", triagetype.Low, triagetype.Queued, time.Minute},
+		{"echo", triagetype.High, triagetype.Queued, 3 * time.Second},
+		{"sleep", triagetype.Medium, triagetype.Executing, 2 * time.Second},
+		{"sleep", triagetype.Medium, triagetype.Retrying, 2 * time.Second},
+		{"later", triagetype.Low, triagetype.Scheduled, time.Second},
+		{"echo", triagetype.Medium, triagetype.Cancelled, time.Hour},
 	}
 	for _, sd := range seeds {
 		at := now.Add(-sd.since)
@@ -61,12 +62,12 @@ func TestCollectCountsAKnownWorkload(t *testing.T) {
 			MaxAttempts: 3, TimeoutSeconds: 30, CreatedAt: at.Add(-time.Minute), WaitingSince: at, Version: 1, DispatchVersion: 1,
 		}
 		switch sd.status {
-		case task.Completed, task.DeadLetter, task.Cancelled:
+		case triagetype.Completed, triagetype.DeadLetter, triagetype.Cancelled:
 			tk.CompletedAt = &at
-		case task.Scheduled:
+		case triagetype.Scheduled:
 			later := now.Add(time.Hour)
 			tk.RunAt, tk.DispatchVersion = &later, task.NoMessage
-		case task.Retrying:
+		case triagetype.Retrying:
 			soon := now.Add(time.Minute)
 			tk.RetryAt = &soon
 		}
@@ -90,19 +91,19 @@ func TestCollectCountsAKnownWorkload(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	wantStatuses := map[task.Status]int{task.Completed: 3, task.DeadLetter: 2, task.Queued: 3, task.Executing: 1, task.Retrying: 1, task.Scheduled: 1, task.Cancelled: 1}
-	for _, s := range task.Statuses() {
+	wantStatuses := map[triagetype.Status]int{triagetype.Completed: 3, triagetype.DeadLetter: 2, triagetype.Queued: 3, triagetype.Executing: 1, triagetype.Retrying: 1, triagetype.Scheduled: 1, triagetype.Cancelled: 1}
+	for _, s := range triagetype.Statuses() {
 		if st.Statuses[s] != wantStatuses[s] {
 			t.Errorf("status %s: %d, want %d (all: %v)", s, st.Statuses[s], wantStatuses[s], st.Statuses)
 		}
 	}
-	wantTypes := map[string]map[task.Status]int{
-		"echo":  {task.Completed: 3, task.Queued: 3, task.Cancelled: 1},
-		"fail":  {task.DeadLetter: 2},
-		"sleep": {task.Executing: 1, task.Retrying: 1},
-		"later": {task.Scheduled: 1},
+	wantTypes := map[string]map[triagetype.Status]int{
+		"echo":  {triagetype.Completed: 3, triagetype.Queued: 3, triagetype.Cancelled: 1},
+		"fail":  {triagetype.DeadLetter: 2},
+		"sleep": {triagetype.Executing: 1, triagetype.Retrying: 1},
+		"later": {triagetype.Scheduled: 1},
 	}
-	if !maps.EqualFunc(st.Types, wantTypes, func(a, b map[task.Status]int) bool { return maps.Equal(a, b) }) {
+	if !maps.EqualFunc(st.Types, wantTypes, func(a, b map[triagetype.Status]int) bool { return maps.Equal(a, b) }) {
 		t.Errorf("types %v, want %v", st.Types, wantTypes)
 	}
 	if st.Throughput != (stats.Throughput{CompletedLastMinute: 2, FailedLastMinute: 2}) {
@@ -110,13 +111,13 @@ func TestCollectCountsAKnownWorkload(t *testing.T) {
 	}
 	// Oldest queued low task: its wait began 7 min ago; the counters keep
 	// the minute, so the age is an upper bound within 60 s.
-	if got := st.Queues[task.Low].OldestAgeSeconds; got < 420 || got >= 480 {
+	if got := st.Queues[triagetype.Low].OldestAgeSeconds; got < 420 || got >= 480 {
 		t.Errorf("oldest low age %.0f s, want in [420, 480)", got)
 	}
-	if got := st.Queues[task.High].OldestAgeSeconds; got < 3 || got >= 63 {
+	if got := st.Queues[triagetype.High].OldestAgeSeconds; got < 3 || got >= 63 {
 		t.Errorf("oldest high age %.0f s, want in [3, 63)", got)
 	}
-	if got := st.Queues[task.Medium].OldestAgeSeconds; got != 0 {
+	if got := st.Queues[triagetype.Medium].OldestAgeSeconds; got != 0 {
 		t.Errorf("oldest medium age %.0f s, want 0: none queued", got)
 	}
 }
@@ -134,7 +135,7 @@ func TestCollectReturnsCounterAndQueueErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone := map[task.Priority]string{}
+	gone := map[triagetype.Priority]string{}
 	for p, u := range env.QueueURLs {
 		gone[p] = u + "-gone"
 	}
@@ -171,9 +172,9 @@ func TestCollectReturnsCounterAndQueueErrors(t *testing.T) {
 func TestStatsJSONFieldNames(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	st := stats.Stats{
-		Queues:      map[task.Priority]stats.Queue{task.High: {Depth: 1, InFlight: 2, Delayed: 3, DLQDepth: 4, OldestAgeSeconds: 5.5}},
-		Statuses:    map[task.Status]int{task.DeadLetter: 6},
-		Types:       map[string]map[task.Status]int{"echo": {task.Completed: 7}},
+		Queues:      map[triagetype.Priority]stats.Queue{triagetype.High: {Depth: 1, InFlight: 2, Delayed: 3, DLQDepth: 4, OldestAgeSeconds: 5.5}},
+		Statuses:    map[triagetype.Status]int{triagetype.DeadLetter: 6},
+		Types:       map[string]map[triagetype.Status]int{"echo": {triagetype.Completed: 7}},
 		Throughput:  stats.Throughput{CompletedLastMinute: 8, FailedLastMinute: 9},
 		GeneratedAt: at,
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // The index layout (see spec for the attributes):
@@ -74,26 +75,26 @@ const (
 )
 
 // DueQueued is the class of tracked queued tasks at priority p (high has none).
-func DueQueued(p task.Priority) (DueClass, bool) {
+func DueQueued(p triagetype.Priority) (DueClass, bool) {
 	switch p {
-	case task.Low:
+	case triagetype.Low:
 		return DueQueuedLow, true
-	case task.Medium:
+	case triagetype.Medium:
 		return DueQueuedMedium, true
 	}
 	return "", false
 }
 
 // DueStatus is the class holding every task of status st, if there is one.
-func DueStatus(st task.Status) (DueClass, bool) {
+func DueStatus(st triagetype.Status) (DueClass, bool) {
 	switch st {
-	case task.Scheduled:
+	case triagetype.Scheduled:
 		return DueScheduled, true
-	case task.Retrying:
+	case triagetype.Retrying:
 		return DueRetrying, true
-	case task.DeadLetter:
+	case triagetype.DeadLetter:
 		return DueDeadLetter, true
-	case task.Cancelled:
+	case triagetype.Cancelled:
 		return DueCancelled, true
 	}
 	return "", false
@@ -105,22 +106,22 @@ func DueStatus(st task.Status) (DueClass, bool) {
 // below high priority (high tasks do not age).
 func DueOf(t *task.Task) (DueClass, time.Time, bool) {
 	switch t.Status {
-	case task.Scheduled:
+	case triagetype.Scheduled:
 		if t.RunAt != nil {
 			return DueScheduled, *t.RunAt, true
 		}
-	case task.Retrying:
+	case triagetype.Retrying:
 		if t.RetryAt != nil {
 			return DueRetrying, *t.RetryAt, true
 		}
-	case task.DeadLetter, task.Cancelled:
+	case triagetype.DeadLetter, triagetype.Cancelled:
 		at := t.CreatedAt
 		if t.CompletedAt != nil {
 			at = *t.CompletedAt
 		}
 		c, _ := DueStatus(t.Status)
 		return c, at, true
-	case task.Queued:
+	case triagetype.Queued:
 		if c, ok := DueQueued(t.EffectivePriority); ok && t.Tracked {
 			return c, t.AgingFrom(), true
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // ErrWrongState is returned when an operation does not apply to the task's
@@ -19,7 +20,7 @@ var ErrWrongState = errors.New("operation not allowed in the task's status")
 // StateError names the status that refused the operation.
 type StateError struct {
 	ID     string
-	Status task.Status
+	Status triagetype.Status
 	Op     string
 }
 
@@ -44,14 +45,14 @@ func (s *Store) Cancel(ctx context.Context, id string) (*task.Task, error) {
 		switch {
 		case t.Status.Terminal():
 			return t, &StateError{ID: id, Status: t.Status, Op: "cancel"}
-		case t.Status == task.Executing:
+		case t.Status == triagetype.Executing:
 			if t.CancelRequested {
 				return t, nil
 			}
 			next, err = s.Touch(ctx, t, func(n *task.Task) { n.CancelRequested = true })
 		default:
 			now := s.now()
-			next, err = s.Transition(ctx, t, task.Cancelled, func(n *task.Task) {
+			next, err = s.Transition(ctx, t, triagetype.Cancelled, func(n *task.Task) {
 				n.CompletedAt = &now
 				n.RetryAt = nil
 			})

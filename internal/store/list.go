@@ -12,19 +12,20 @@ import (
 
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // ListFilter selects tasks for List. Empty fields match everything.
 type ListFilter struct {
 	Type     string
-	Status   task.Status
-	Priority task.Priority // effective priority
+	Status   triagetype.Status
+	Priority triagetype.Priority // effective priority
 	// Statuses, when set, matches a task in any of them (Status, if also
 	// set, must be one of them). Several statuses are walked on by-type or
 	// by-created, newest created first, and checked on the tasks read:
 	// by-due holds one class per partition key, sorted by due time, so no
 	// one walk of it could keep created order across classes.
-	Statuses []task.Status
+	Statuses []triagetype.Status
 }
 
 // ErrBadCursor is returned for a cursor List did not issue.
@@ -108,7 +109,7 @@ func (s *Store) listSource(f ListFilter) (string, []string) {
 }
 
 // only is the one status f selects, or "" when it selects none or several.
-func (f ListFilter) only() task.Status {
+func (f ListFilter) only() triagetype.Status {
 	switch {
 	case len(f.Statuses) == 0:
 		return f.Status
@@ -174,7 +175,7 @@ func (s *Store) Cleanup(ctx context.Context, olderThan time.Time) (int, error) {
 			}
 			var done []*task.Task
 			for _, t := range ts {
-				if t.Status == task.Completed {
+				if t.Status == triagetype.Completed {
 					done = append(done, t)
 				}
 			}

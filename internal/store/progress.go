@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Report is one progress report of an external handler, made with its
@@ -56,7 +57,7 @@ func (s *Store) Report(ctx context.Context, id string, r Report, interval time.D
 	if err != nil {
 		return nil, err
 	}
-	if cur.Status != task.Executing || cur.ProgressToken == "" ||
+	if cur.Status != triagetype.Executing || cur.ProgressToken == "" ||
 		subtle.ConstantTimeCompare([]byte(cur.ProgressToken), []byte(r.Token)) != 1 {
 		return nil, ErrBadToken
 	}
@@ -79,7 +80,7 @@ func (s *Store) Report(ctx context.Context, id string, r Report, interval time.D
 	if r.Checkpoint != nil {
 		upd = upd.Set(expression.Name("checkpoint"), expression.Value(&types.AttributeValueMemberB{Value: r.Checkpoint}))
 	}
-	cond := expression.Name("status").Equal(expression.Value(string(task.Executing))).
+	cond := expression.Name("status").Equal(expression.Value(string(triagetype.Executing))).
 		And(expression.Name("progress_token").Equal(expression.Value(r.Token)))
 	if cur.ReportedAt == nil {
 		cond = cond.And(expression.AttributeNotExists(expression.Name("reported_at")))
@@ -110,7 +111,7 @@ func (s *Store) Report(ctx context.Context, id string, r Report, interval time.D
 			return nil, s.conflict(id, err)
 		}
 		// Either the attempt ended, or another report won the race.
-		if now, uerr := unmarshal(ccf.Item); uerr == nil && now.Status == task.Executing && now.ProgressToken == r.Token {
+		if now, uerr := unmarshal(ccf.Item); uerr == nil && now.Status == triagetype.Executing && now.ProgressToken == r.Token {
 			return nil, &TooSoonError{Wait: interval}
 		}
 		return nil, ErrBadToken

@@ -14,6 +14,7 @@ import (
 
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // The promoter's reads. Index reads are eventually consistent and return
@@ -37,7 +38,7 @@ func (s *Store) Due(ctx context.Context, c DueClass, shard int, before time.Time
 // Created returns up to limit tasks submitted at priority p in one shard,
 // created after the sort key after and before before, oldest first, and
 // the sort key to resume after ("" when the range is exhausted).
-func (s *Store) Created(ctx context.Context, p task.Priority, shard int, after string, before time.Time, limit int32) ([]*task.Task, string, error) {
+func (s *Store) Created(ctx context.Context, p triagetype.Priority, shard int, after string, before time.Time, limit int32) ([]*task.Task, string, error) {
 	f := expression.Name("priority").Equal(expression.Value(string(p)))
 	for {
 		es, next, err := s.Entries(ctx, IndexQuery{

@@ -23,6 +23,7 @@ import (
 
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -182,7 +183,7 @@ func (s *Store) Get(ctx context.Context, id string) (*task.Task, error) {
 // when the status or effective priority changes, and sets expires_at when
 // the new status is terminal. It fails with a *TransitionError if the state
 // machine forbids the move and a *ConflictError if cur is stale.
-func (s *Store) Transition(ctx context.Context, cur *task.Task, to task.Status, apply func(next *task.Task)) (*task.Task, error) {
+func (s *Store) Transition(ctx context.Context, cur *task.Task, to triagetype.Status, apply func(next *task.Task)) (*task.Task, error) {
 	if err := task.CheckTransition(cur.Status, to); err != nil {
 		return nil, fmt.Errorf("task %s: %w", cur.ID, err)
 	}
@@ -195,7 +196,7 @@ func (s *Store) Touch(ctx context.Context, cur *task.Task, apply func(next *task
 	return s.write(ctx, cur, cur.Status, apply)
 }
 
-func (s *Store) write(ctx context.Context, cur *task.Task, to task.Status, apply func(next *task.Task)) (*task.Task, error) {
+func (s *Store) write(ctx context.Context, cur *task.Task, to triagetype.Status, apply func(next *task.Task)) (*task.Task, error) {
 	now := s.now()
 	next := cur.Clone()
 	if apply != nil {
@@ -203,7 +204,7 @@ func (s *Store) write(ctx context.Context, cur *task.Task, to task.Status, apply
 	}
 	next.Status = to
 	next.Version = cur.Version + 1
-	if to != task.Executing {
+	if to != triagetype.Executing {
 		// An attempt's token dies with the attempt: no report made with it
 		// can land once the task has left executing.
 		next.ProgressToken, next.ReportedAt = "", nil
@@ -214,7 +215,7 @@ func (s *Store) write(ctx context.Context, cur *task.Task, to task.Status, apply
 	}
 	// A wait that starts after creation is invisible to the promoter's
 	// sweep of new tasks, so it gets a by-due entry of its own (see DueOf).
-	next.Tracked = to == task.Queued && (moved || next.Tracked)
+	next.Tracked = to == triagetype.Queued && (moved || next.Tracked)
 	if to.Terminal() && s.retention > 0 {
 		next.ExpiresAt = now.Add(s.retention).Unix()
 	}
@@ -349,8 +350,8 @@ func (s *Store) Delete(ctx context.Context, cur *task.Task) error {
 // transitionLevel is the log level of a transition to status to: Debug for
 // a task's ordinary life (a worker would otherwise log two lines a task at
 // Info), Info for a dead letter, which someone has to look at.
-func transitionLevel(to task.Status) slog.Level {
-	if to == task.DeadLetter {
+func transitionLevel(to triagetype.Status) slog.Level {
+	if to == triagetype.DeadLetter {
 		return slog.LevelInfo
 	}
 	return slog.LevelDebug

@@ -12,15 +12,16 @@ import (
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
 
-func newTask(typ string, p task.Priority) *task.Task {
+func newTask(typ string, p triagetype.Priority) *task.Task {
 	now := time.Now().UTC()
 	return &task.Task{
 		ID: task.NewID(now), Type: typ, Payload: json.RawMessage(`{"x":1}`),
-		Priority: p, EffectivePriority: p, Status: task.Queued,
+		Priority: p, EffectivePriority: p, Status: triagetype.Queued,
 		MaxAttempts: 3, TimeoutSeconds: 30, CreatedAt: now, WaitingSince: now,
 		Version: 1, DispatchVersion: 1,
 	}
@@ -31,7 +32,7 @@ func TestCreateGetTransition(t *testing.T) {
 	ctx := context.Background()
 	s := store.New(env.DynamoDB, env.Spec.Table.Name)
 
-	tk := newTask("echo", task.Low)
+	tk := newTask("echo", triagetype.Low)
 	if _, created, err := s.Create(ctx, tk); err != nil || !created {
 		t.Fatalf("Create = %v, %v", created, err)
 	}
@@ -39,11 +40,11 @@ func TestCreateGetTransition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != task.Queued || got.Version != 1 || string(got.Payload) != `{"x":1}` {
+	if got.Status != triagetype.Queued || got.Version != 1 || string(got.Payload) != `{"x":1}` {
 		t.Fatalf("got %+v", got)
 	}
 
-	claimed, err := s.Transition(ctx, got, task.Executing, func(n *task.Task) { n.Attempts++; n.WorkerID = "w1" })
+	claimed, err := s.Transition(ctx, got, triagetype.Executing, func(n *task.Task) { n.Attempts++; n.WorkerID = "w1" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,18 +53,18 @@ func TestCreateGetTransition(t *testing.T) {
 	}
 
 	// A second writer holding the old snapshot loses, and learns the current state.
-	_, err = s.Transition(ctx, got, task.Executing, nil)
+	_, err = s.Transition(ctx, got, triagetype.Executing, nil)
 	var ce *store.ConflictError
 	if !errors.Is(err, store.ErrConflict) || !errors.As(err, &ce) || ce.Current == nil || ce.Current.Version != 2 {
 		t.Fatalf("stale transition err = %v", err)
 	}
 
 	// A forbidden move is refused before any write.
-	if _, err := s.Transition(ctx, claimed, task.Scheduled, nil); !errors.Is(err, task.ErrInvalidTransition) {
+	if _, err := s.Transition(ctx, claimed, triagetype.Scheduled, nil); !errors.Is(err, task.ErrInvalidTransition) {
 		t.Fatalf("executing->scheduled err = %v", err)
 	}
 
-	done, err := s.Transition(ctx, claimed, task.Completed, func(n *task.Task) {
+	done, err := s.Transition(ctx, claimed, triagetype.Completed, func(n *task.Task) {
 		n.Result = json.RawMessage(`{"ok":true}`)
 		n.WorkerID = ""
 	})
@@ -93,7 +94,7 @@ func TestIdempotentCreateRace(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tk := newTask("echo", task.High)
+			tk := newTask("echo", triagetype.High)
 			tk.IdempotencyKey = "order-42"
 			var saved *task.Task
 			saved, created[i], errs[i] = s.Create(ctx, tk)
@@ -130,20 +131,20 @@ func TestShardedReads(t *testing.T) {
 	base := time.Now().UTC().Add(-time.Hour)
 	var all, lows []string // newest first
 	for i := range 60 {
-		p := []task.Priority{task.High, task.Medium, task.Low}[i%3]
+		p := []triagetype.Priority{triagetype.High, triagetype.Medium, triagetype.Low}[i%3]
 		typ := []string{"a", "b"}[i%2]
 		at := base.Add(time.Duration(i) * time.Second)
-		tk := &task.Task{ID: task.NewID(at), Type: typ, Priority: p, EffectivePriority: p, Status: task.Queued,
+		tk := &task.Task{ID: task.NewID(at), Type: typ, Priority: p, EffectivePriority: p, Status: triagetype.Queued,
 			MaxAttempts: 3, TimeoutSeconds: 30, CreatedAt: at, WaitingSince: at, Version: 1, DispatchVersion: 1}
 		if i%10 == 9 {
 			done := at.Add(time.Second)
-			tk.Status, tk.CompletedAt = task.DeadLetter, &done
+			tk.Status, tk.CompletedAt = triagetype.DeadLetter, &done
 		}
 		if _, _, err := s.Create(ctx, tk); err != nil {
 			t.Fatal(err)
 		}
 		all = append([]string{tk.ID}, all...)
-		if p == task.Low && tk.Status == task.Queued {
+		if p == triagetype.Low && tk.Status == triagetype.Queued {
 			lows = append(lows, tk.ID)
 		}
 	}
@@ -154,13 +155,13 @@ func TestShardedReads(t *testing.T) {
 	}{
 		{"all", store.ListFilter{}, func(int) bool { return true }},
 		{"by type", store.ListFilter{Type: "b"}, func(i int) bool { return i%2 == 1 }},
-		{"by status in by-due", store.ListFilter{Status: task.DeadLetter}, func(i int) bool { return i%10 == 9 }},
-		{"by status, filtered", store.ListFilter{Status: task.Queued}, func(i int) bool { return i%10 != 9 }},
-		{"by priority", store.ListFilter{Priority: task.Medium}, func(i int) bool { return i%3 == 1 }},
-		{"type and status", store.ListFilter{Type: "a", Status: task.Queued}, func(i int) bool { return i%2 == 0 && i%10 != 9 }},
-		{"several statuses", store.ListFilter{Statuses: []task.Status{task.DeadLetter, task.Queued}}, func(int) bool { return true }},
-		{"several statuses, one matching", store.ListFilter{Statuses: []task.Status{task.DeadLetter, task.Cancelled}}, func(i int) bool { return i%10 == 9 }},
-		{"several statuses and a type", store.ListFilter{Type: "b", Statuses: []task.Status{task.DeadLetter, task.Retrying}}, func(i int) bool { return i%2 == 1 && i%10 == 9 }},
+		{"by status in by-due", store.ListFilter{Status: triagetype.DeadLetter}, func(i int) bool { return i%10 == 9 }},
+		{"by status, filtered", store.ListFilter{Status: triagetype.Queued}, func(i int) bool { return i%10 != 9 }},
+		{"by priority", store.ListFilter{Priority: triagetype.Medium}, func(i int) bool { return i%3 == 1 }},
+		{"type and status", store.ListFilter{Type: "a", Status: triagetype.Queued}, func(i int) bool { return i%2 == 0 && i%10 != 9 }},
+		{"several statuses", store.ListFilter{Statuses: []triagetype.Status{triagetype.DeadLetter, triagetype.Queued}}, func(int) bool { return true }},
+		{"several statuses, one matching", store.ListFilter{Statuses: []triagetype.Status{triagetype.DeadLetter, triagetype.Cancelled}}, func(i int) bool { return i%10 == 9 }},
+		{"several statuses and a type", store.ListFilter{Type: "b", Statuses: []triagetype.Status{triagetype.DeadLetter, triagetype.Retrying}}, func(i int) bool { return i%2 == 1 && i%10 == 9 }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -203,12 +204,12 @@ func TestShardedReads(t *testing.T) {
 	var swept []string
 	for sh := range s.Shards() {
 		for after := ""; ; {
-			ts, next, err := s.Created(ctx, task.Low, sh, after, time.Now(), 3)
+			ts, next, err := s.Created(ctx, triagetype.Low, sh, after, time.Now(), 3)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, tk := range ts {
-				if tk.Status == task.Queued {
+				if tk.Status == triagetype.Queued {
 					swept = append(swept, tk.ID)
 				}
 			}

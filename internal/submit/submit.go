@@ -41,7 +41,7 @@ type Enqueuer interface {
 
 // Pressure refuses a task whose queue is too deep (*enqueue.Backpressure).
 type Pressure interface {
-	Check(ctx context.Context, p task.Priority) error
+	Check(ctx context.Context, p triagetype.Priority) error
 }
 
 // Service accepts new tasks.

@@ -12,6 +12,7 @@ import (
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/submit"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // enqueuer answers each task with the error its type names, and records
@@ -41,8 +42,8 @@ func (e *enqueuer) SubmitBatch(_ context.Context, ts []*task.Task) []enqueue.Res
 // full refuses every high task.
 type full struct{}
 
-func (full) Check(_ context.Context, p task.Priority) error {
-	if p == task.High {
+func (full) Check(_ context.Context, p triagetype.Priority) error {
+	if p == triagetype.High {
 		return &enqueue.OverloadedError{Priority: p, RetryAfter: 5 * time.Second}
 	}
 	return nil

@@ -41,11 +41,11 @@ func TestPublicMatchesJSON(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	later := at.Add(time.Minute)
 	tk := &Task{
-		ID: NewID(at), Type: "echo", Payload: json.RawMessage(`{"x":1}`), Priority: Low, EffectivePriority: Medium,
-		Status: Retrying, Attempts: 2, MaxAttempts: 5, TimeoutSeconds: 30, RunAt: &at, CreatedAt: at,
+		ID: NewID(at), Type: "echo", Payload: json.RawMessage(`{"x":1}`), Priority: triagetype.Low, EffectivePriority: triagetype.Medium,
+		Status: triagetype.Retrying, Attempts: 2, MaxAttempts: 5, TimeoutSeconds: 30, RunAt: &at, CreatedAt: at,
 		EnqueuedAt: &at, StartedAt: &later, CompletedAt: &later, Result: json.RawMessage(`[1]`),
 		Error: NewError("boom", true), IdempotencyKey: "k", TraceID: "tr",
-		History:         []Attempt{{Attempt: 1, WorkerID: "w", StartedAt: at, FinishedAt: later, Error: "boom"}},
+		History:         []triagetype.Attempt{{Attempt: 1, WorkerID: "w", StartedAt: at, FinishedAt: later, Error: "boom"}},
 		CancelRequested: true, RetryAt: &later, PayloadSize: 5000, ResultSize: 6000, PayloadRef: "t/00/x/payload", ResultRef: "t/00/x/result-3",
 		Version: 7, DispatchVersion: 3, WaitingSince: at, LeaseUntil: &later, WorkerID: "w", Tracked: true, ExpiresAt: 9,
 		Progress: &Progress{Percent: 40, Message: "rows", Attempt: 2, UpdatedAt: later}, Checkpoint: json.RawMessage(`{"row":4}`),

@@ -64,7 +64,7 @@ func (r *Request) Validate() error {
 		return &FieldError{Field: "type", Message: err.Error()}
 	}
 	if r.Priority != "" {
-		if _, err := ParsePriority(r.Priority); err != nil {
+		if _, err := triagetype.ParsePriority(r.Priority); err != nil {
 			return &FieldError{Field: "priority", Message: err.Error()}
 		}
 	}
@@ -183,13 +183,13 @@ func jsonDepth(b []byte) int {
 // task starts queued (dispatch version 1) unless it runs more than
 // directWindow from now: then it starts scheduled, with no message.
 func (r *Request) NewTask(now time.Time, directWindow time.Duration) *Task {
-	p := Medium
+	p := triagetype.Medium
 	if r.Priority != "" {
-		p = Priority(r.Priority)
+		p = triagetype.Priority(r.Priority)
 	}
 	t := &Task{
 		ID: NewID(now), Type: r.Type, Payload: compact(r.Payload),
-		Priority: p, EffectivePriority: p, Status: Queued,
+		Priority: p, EffectivePriority: p, Status: triagetype.Queued,
 		MaxAttempts: DefaultMaxAttempts, TimeoutSeconds: DefaultTimeoutSeconds,
 		CreatedAt: now, WaitingSince: now, Version: 1, DispatchVersion: 1,
 		IdempotencyKey: r.IdempotencyKey, TraceID: r.TraceID,
@@ -209,7 +209,7 @@ func (r *Request) NewTask(now time.Time, directWindow time.Duration) *Task {
 		t.RunAt = &at
 	}
 	if t.RunAt != nil && t.RunAt.Sub(now) > directWindow {
-		t.Status, t.DispatchVersion = Scheduled, NoMessage
+		t.Status, t.DispatchVersion = triagetype.Scheduled, NoMessage
 	} else {
 		t.EnqueuedAt = &now
 	}

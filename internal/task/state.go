@@ -7,11 +7,25 @@ import (
 	"github.com/triagehq/triage/triagetype"
 )
 
-// Status is a task's place in its lifecycle (the public type; its
-// Terminal and Claimable methods are defined there).
-type Status = triagetype.Status
+// ErrInvalidTransition is returned for a transition the state machine forbids.
+var ErrInvalidTransition = errors.New("invalid transition")
 
-// The task states. A task is in exactly one of them:
+// TransitionError names the forbidden move.
+type TransitionError struct {
+	From, To triagetype.Status
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("invalid transition %s -> %s", e.From, e.To)
+}
+
+// Unwrap lets errors.Is match ErrInvalidTransition.
+func (e *TransitionError) Unwrap() error { return ErrInvalidTransition }
+
+// CanTransition reports whether the state machine allows from -> to.
+//
+// The task states (triagetype's Status values). A task is in exactly one
+// of them:
 //
 //   - scheduled: its run_at is further away than SQS can delay a message
 //     (15 minutes); it has no message until the promoter releases it to
@@ -30,59 +44,28 @@ type Status = triagetype.Status
 // The invariant: a task moves only as CanTransition allows, and every move
 // (see store.Transition) is one conditional write on the task's status and
 // version, so of two writers that read the same state only one can move it.
-const (
-	Scheduled  = triagetype.Scheduled
-	Queued     = triagetype.Queued
-	Executing  = triagetype.Executing
-	Retrying   = triagetype.Retrying
-	Completed  = triagetype.Completed
-	Cancelled  = triagetype.Cancelled
-	DeadLetter = triagetype.DeadLetter
-)
-
-// Statuses lists every status.
-func Statuses() []Status { return triagetype.Statuses() }
-
-// ParseStatus returns the status named s.
-func ParseStatus(s string) (Status, error) { return triagetype.ParseStatus(s) }
-
-// ErrInvalidTransition is returned for a transition the state machine forbids.
-var ErrInvalidTransition = errors.New("invalid transition")
-
-// TransitionError names the forbidden move.
-type TransitionError struct {
-	From, To Status
-}
-
-func (e *TransitionError) Error() string {
-	return fmt.Sprintf("invalid transition %s -> %s", e.From, e.To)
-}
-
-// Unwrap lets errors.Is match ErrInvalidTransition.
-func (e *TransitionError) Unwrap() error { return ErrInvalidTransition }
-
-// CanTransition reports whether the state machine allows from -> to.
+//
 // A queued task may also move to queued: that is a promotion or a re-dispatch.
 // A queued or retrying task moves to dead_letter when SQS redrove its
 // message to the DLQ (it crashed every consumer that received it).
-func CanTransition(from, to Status) bool {
+func CanTransition(from, to triagetype.Status) bool {
 	switch from {
-	case Scheduled:
-		return to == Queued || to == Cancelled
-	case Queued:
-		return to == Executing || to == Cancelled || to == Queued || to == DeadLetter
-	case Executing:
-		return to == Completed || to == Retrying || to == DeadLetter || to == Queued || to == Cancelled
-	case Retrying:
-		return to == Executing || to == Cancelled || to == Queued || to == DeadLetter
-	case DeadLetter:
-		return to == Queued
+	case triagetype.Scheduled:
+		return to == triagetype.Queued || to == triagetype.Cancelled
+	case triagetype.Queued:
+		return to == triagetype.Executing || to == triagetype.Cancelled || to == triagetype.Queued || to == triagetype.DeadLetter
+	case triagetype.Executing:
+		return to == triagetype.Completed || to == triagetype.Retrying || to == triagetype.DeadLetter || to == triagetype.Queued || to == triagetype.Cancelled
+	case triagetype.Retrying:
+		return to == triagetype.Executing || to == triagetype.Cancelled || to == triagetype.Queued || to == triagetype.DeadLetter
+	case triagetype.DeadLetter:
+		return to == triagetype.Queued
 	}
 	return false
 }
 
 // CheckTransition returns a *TransitionError when from -> to is not allowed.
-func CheckTransition(from, to Status) error {
+func CheckTransition(from, to triagetype.Status) error {
 	if !CanTransition(from, to) {
 		return &TransitionError{From: from, To: to}
 	}

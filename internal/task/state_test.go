@@ -3,32 +3,34 @@ package task
 import (
 	"errors"
 	"testing"
+
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestCheckTransition(t *testing.T) {
 	tests := []struct {
-		from, to Status
+		from, to triagetype.Status
 		ok       bool
 	}{
-		{Scheduled, Queued, true},
-		{Scheduled, Cancelled, true},
-		{Scheduled, Executing, false},
-		{Queued, Executing, true},
-		{Queued, Queued, true}, // promotion
-		{Queued, Completed, false},
-		{Queued, DeadLetter, true}, // redriven by SQS
-		{Retrying, DeadLetter, true},
-		{Executing, Completed, true},
-		{Executing, Retrying, true},
-		{Executing, DeadLetter, true},
-		{Executing, Queued, true}, // lease expired, reclaimed
-		{Retrying, Executing, true},
-		{Retrying, Cancelled, true},
-		{Retrying, Completed, false},
-		{Completed, Queued, false},
-		{Cancelled, Queued, false},
-		{DeadLetter, Queued, true}, // retried by hand
-		{DeadLetter, Executing, false},
+		{triagetype.Scheduled, triagetype.Queued, true},
+		{triagetype.Scheduled, triagetype.Cancelled, true},
+		{triagetype.Scheduled, triagetype.Executing, false},
+		{triagetype.Queued, triagetype.Executing, true},
+		{triagetype.Queued, triagetype.Queued, true}, // promotion
+		{triagetype.Queued, triagetype.Completed, false},
+		{triagetype.Queued, triagetype.DeadLetter, true}, // redriven by SQS
+		{triagetype.Retrying, triagetype.DeadLetter, true},
+		{triagetype.Executing, triagetype.Completed, true},
+		{triagetype.Executing, triagetype.Retrying, true},
+		{triagetype.Executing, triagetype.DeadLetter, true},
+		{triagetype.Executing, triagetype.Queued, true}, // lease expired, reclaimed
+		{triagetype.Retrying, triagetype.Executing, true},
+		{triagetype.Retrying, triagetype.Cancelled, true},
+		{triagetype.Retrying, triagetype.Completed, false},
+		{triagetype.Completed, triagetype.Queued, false},
+		{triagetype.Cancelled, triagetype.Queued, false},
+		{triagetype.DeadLetter, triagetype.Queued, true}, // retried by hand
+		{triagetype.DeadLetter, triagetype.Executing, false},
 	}
 	for _, tt := range tests {
 		err := CheckTransition(tt.from, tt.to)
@@ -42,13 +44,13 @@ func TestCheckTransition(t *testing.T) {
 }
 
 func TestTerminalAndClaimable(t *testing.T) {
-	for _, s := range Statuses() {
+	for _, s := range triagetype.Statuses() {
 		if s.Terminal() && s.Claimable() {
 			t.Errorf("%s is both terminal and claimable", s)
 		}
 		if s.Terminal() {
-			for _, to := range Statuses() {
-				if to != Queued && CanTransition(s, to) {
+			for _, to := range triagetype.Statuses() {
+				if to != triagetype.Queued && CanTransition(s, to) {
 					t.Errorf("terminal %s may move to %s", s, to)
 				}
 			}
@@ -57,19 +59,19 @@ func TestTerminalAndClaimable(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	if _, err := ParsePriority("urgent"); err == nil {
+	if _, err := triagetype.ParsePriority("urgent"); err == nil {
 		t.Error("ParsePriority(urgent) succeeded")
 	}
-	if p, err := ParsePriority("low"); err != nil || p != Low {
+	if p, err := triagetype.ParsePriority("low"); err != nil || p != triagetype.Low {
 		t.Errorf("ParsePriority(low) = %v, %v", p, err)
 	}
-	if p, ok := Low.Next(); !ok || p != Medium {
+	if p, ok := triagetype.Low.Next(); !ok || p != triagetype.Medium {
 		t.Errorf("Low.Next = %v %v", p, ok)
 	}
-	if _, ok := High.Next(); ok {
+	if _, ok := triagetype.High.Next(); ok {
 		t.Error("High.Next reported a higher priority")
 	}
-	if _, err := ParseStatus("done"); err == nil {
+	if _, err := triagetype.ParseStatus("done"); err == nil {
 		t.Error("ParseStatus(done) succeeded")
 	}
 }
@@ -77,7 +79,7 @@ func TestParse(t *testing.T) {
 func TestAddAttemptCaps(t *testing.T) {
 	var tk Task
 	for i := 1; i <= MaxHistory+5; i++ {
-		tk.AddAttempt(Attempt{Attempt: i})
+		tk.AddAttempt(triagetype.Attempt{Attempt: i})
 	}
 	if len(tk.History) != MaxHistory || tk.History[0].Attempt != 6 {
 		t.Fatalf("history len %d first %d", len(tk.History), tk.History[0].Attempt)

@@ -1,6 +1,7 @@
-// Package task defines a triage task, its priorities and its state machine.
+// Package task defines a triage task and its state machine.
 //
-// It is the vocabulary every other package shares: the store persists a
+// It holds the domain rules every other package shares (the priorities,
+// statuses and wire types are triagetype's, used here as they are): the store persists a
 // Task, the queue carries a Message that points at one, the dispatcher moves
 // it through the states defined here, and the API renders it. Nothing in this
 // package talks to AWS.
@@ -16,37 +17,10 @@ import (
 	"github.com/triagehq/triage/triagetype"
 )
 
-// Priority is a task's scheduling class. Each priority has its own SQS
-// queue. It is the public type, so a task's priority needs no conversion
-// on its way to a client.
-type Priority = triagetype.Priority
-
-// The three priorities, highest first.
-const (
-	High   = triagetype.High
-	Medium = triagetype.Medium
-	Low    = triagetype.Low
-)
-
-// Priorities lists every priority, highest first.
-func Priorities() []Priority { return triagetype.Priorities() }
-
-// ParsePriority returns the priority named s, or an error naming the allowed values.
-func ParsePriority(s string) (Priority, error) { return triagetype.ParsePriority(s) }
-
-// Error is the failure recorded on a task (the public type, whose
-// dynamodbav names are the item's). Build it with NewError so the message
-// stays within MaxErrorBytes.
-type Error = triagetype.TaskError
-
 // NewError returns the failure record for msg, cut to MaxErrorBytes.
-func NewError(msg string, retriable bool) *Error {
-	return &Error{Message: Truncate(msg, MaxErrorBytes), Retriable: retriable}
+func NewError(msg string, retriable bool) *triagetype.TaskError {
+	return &triagetype.TaskError{Message: Truncate(msg, MaxErrorBytes), Retriable: retriable}
 }
-
-// Attempt is one entry of a task's capped attempt history (the public
-// type, whose dynamodbav names are the item's).
-type Attempt = triagetype.Attempt
 
 // MaxHistory caps the attempt history kept on a task.
 const MaxHistory = 10
@@ -54,29 +28,29 @@ const MaxHistory = 10
 // Task is one unit of work. Its JSON form is the API's task object; its
 // dynamodbav form is the DynamoDB item (the store adds the keys).
 type Task struct {
-	ID                string          `json:"id" dynamodbav:"id"`
-	Type              string          `json:"type" dynamodbav:"type"`
-	Payload           json.RawMessage `json:"payload" dynamodbav:"payload,omitempty"`
-	Priority          Priority        `json:"priority" dynamodbav:"priority"`
-	EffectivePriority Priority        `json:"effective_priority" dynamodbav:"effective_priority"`
-	Status            Status          `json:"status" dynamodbav:"status"`
-	Attempts          int             `json:"attempts" dynamodbav:"attempts"`
-	MaxAttempts       int             `json:"max_attempts" dynamodbav:"max_attempts"`
-	TimeoutSeconds    int             `json:"timeout_seconds" dynamodbav:"timeout_seconds"`
-	RunAt             *time.Time      `json:"run_at,omitempty" dynamodbav:"run_at,omitempty"`
-	CreatedAt         time.Time       `json:"created_at" dynamodbav:"created_at"`
-	EnqueuedAt        *time.Time      `json:"enqueued_at,omitempty" dynamodbav:"enqueued_at,omitempty"`
-	StartedAt         *time.Time      `json:"started_at,omitempty" dynamodbav:"started_at,omitempty"`
-	CompletedAt       *time.Time      `json:"completed_at,omitempty" dynamodbav:"completed_at,omitempty"`
-	Result            json.RawMessage `json:"result,omitempty" dynamodbav:"result,omitempty"`
-	Error             *Error          `json:"error,omitempty" dynamodbav:"error,omitempty"`
-	IdempotencyKey    string          `json:"idempotency_key,omitempty" dynamodbav:"idempotency_key,omitempty"`
-	TraceID           string          `json:"trace_id,omitempty" dynamodbav:"trace_id,omitempty"`
+	ID                string                `json:"id" dynamodbav:"id"`
+	Type              string                `json:"type" dynamodbav:"type"`
+	Payload           json.RawMessage       `json:"payload" dynamodbav:"payload,omitempty"`
+	Priority          triagetype.Priority   `json:"priority" dynamodbav:"priority"`
+	EffectivePriority triagetype.Priority   `json:"effective_priority" dynamodbav:"effective_priority"`
+	Status            triagetype.Status     `json:"status" dynamodbav:"status"`
+	Attempts          int                   `json:"attempts" dynamodbav:"attempts"`
+	MaxAttempts       int                   `json:"max_attempts" dynamodbav:"max_attempts"`
+	TimeoutSeconds    int                   `json:"timeout_seconds" dynamodbav:"timeout_seconds"`
+	RunAt             *time.Time            `json:"run_at,omitempty" dynamodbav:"run_at,omitempty"`
+	CreatedAt         time.Time             `json:"created_at" dynamodbav:"created_at"`
+	EnqueuedAt        *time.Time            `json:"enqueued_at,omitempty" dynamodbav:"enqueued_at,omitempty"`
+	StartedAt         *time.Time            `json:"started_at,omitempty" dynamodbav:"started_at,omitempty"`
+	CompletedAt       *time.Time            `json:"completed_at,omitempty" dynamodbav:"completed_at,omitempty"`
+	Result            json.RawMessage       `json:"result,omitempty" dynamodbav:"result,omitempty"`
+	Error             *triagetype.TaskError `json:"error,omitempty" dynamodbav:"error,omitempty"`
+	IdempotencyKey    string                `json:"idempotency_key,omitempty" dynamodbav:"idempotency_key,omitempty"`
+	TraceID           string                `json:"trace_id,omitempty" dynamodbav:"trace_id,omitempty"`
 	// Traceparent is the W3C traceparent of the task's submit span: every
 	// attempt's span is its child, so a task is one trace (internal/tracing).
-	Traceparent     string    `json:"-" dynamodbav:"traceparent,omitempty"`
-	History         []Attempt `json:"history,omitempty" dynamodbav:"history,omitempty"`
-	CancelRequested bool      `json:"cancel_requested,omitempty" dynamodbav:"cancel_requested,omitempty"`
+	Traceparent     string               `json:"-" dynamodbav:"traceparent,omitempty"`
+	History         []triagetype.Attempt `json:"history,omitempty" dynamodbav:"history,omitempty"`
+	CancelRequested bool                 `json:"cancel_requested,omitempty" dynamodbav:"cancel_requested,omitempty"`
 	// PayloadSize and ResultSize are set when the payload or result is too
 	// large to live on the task's record (over store.InlineMax): it is kept
 	// as an object of its own (PayloadRef, ResultRef), and Payload or Result
@@ -140,7 +114,7 @@ func (t *Task) Clone() *Task {
 		e := *t.Error
 		c.Error = &e
 	}
-	c.History = append([]Attempt(nil), t.History...)
+	c.History = append([]triagetype.Attempt(nil), t.History...)
 	c.RunAt = cloneTime(t.RunAt)
 	c.EnqueuedAt = cloneTime(t.EnqueuedAt)
 	c.StartedAt = cloneTime(t.StartedAt)
@@ -171,9 +145,9 @@ func cloneTime(t *time.Time) *time.Time {
 // the task entered its current status and effective priority.
 func (t *Task) DueAt() time.Time {
 	switch {
-	case t.Status == Scheduled && t.RunAt != nil:
+	case t.Status == triagetype.Scheduled && t.RunAt != nil:
 		return *t.RunAt
-	case t.Status == Retrying && t.RetryAt != nil:
+	case t.Status == triagetype.Retrying && t.RetryAt != nil:
 		return *t.RetryAt
 	}
 	return t.WaitingSince
@@ -191,20 +165,20 @@ func (t *Task) AgingFrom() time.Time {
 
 // AddAttempt appends an attempt to the history, keeping the newest
 // MaxHistory, each error cut to MaxAttemptErrorBytes.
-func (t *Task) AddAttempt(a Attempt) {
+func (t *Task) AddAttempt(a triagetype.Attempt) {
 	a.Error = Truncate(a.Error, MaxAttemptErrorBytes)
 	t.History = append(t.History, a)
 	if n := len(t.History); n > MaxHistory {
-		t.History = append([]Attempt(nil), t.History[n-MaxHistory:]...)
+		t.History = append([]triagetype.Attempt(nil), t.History[n-MaxHistory:]...)
 	}
 }
 
 // Message is the small SQS body of a task dispatched by triage: the payload
 // and state stay in DynamoDB.
 type Message struct {
-	ID       string   `json:"id"`
-	Version  int64    `json:"v"`
-	Priority Priority `json:"p"`
+	ID       string              `json:"id"`
+	Version  int64               `json:"v"`
+	Priority triagetype.Priority `json:"p"`
 }
 
 // EnqueuedAtOr returns EnqueuedAt, or def when the task was never queued.

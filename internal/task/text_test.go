@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestTruncate(t *testing.T) {
@@ -31,7 +33,7 @@ func TestTruncate(t *testing.T) {
 func TestAddAttemptCapsErrorAndHistory(t *testing.T) {
 	var tk Task
 	for i := range MaxHistory + 3 {
-		tk.AddAttempt(Attempt{Attempt: i + 1, Error: strings.Repeat("e", 5000)})
+		tk.AddAttempt(triagetype.Attempt{Attempt: i + 1, Error: strings.Repeat("e", 5000)})
 	}
 	if len(tk.History) != MaxHistory || tk.History[0].Attempt != 4 {
 		t.Fatalf("history has %d entries starting at attempt %d", len(tk.History), tk.History[0].Attempt)

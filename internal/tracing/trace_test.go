@@ -33,6 +33,7 @@ import (
 	"github.com/triagehq/triage/internal/submit"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/internal/tracing"
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -78,7 +79,7 @@ func TestTaskIsOneTraceAcrossSubmitRetryAndWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 	opt := dispatch.Options{PollWait: time.Second, Lease: 5 * time.Second, LeaseMargin: time.Second,
-		Backoff: map[task.Priority]config.Backoff{task.High: {Base: time.Second, Max: time.Second}}}
+		Backoff: map[triagetype.Priority]config.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() { _ = consumerapp.New(a, reg, opt).Run(ctx); close(stopped) }()
@@ -93,7 +94,7 @@ func TestTaskIsOneTraceAcrossSubmitRetryAndWebhook(t *testing.T) {
 	if tk.TraceID != callerTrace {
 		t.Errorf("task trace_id %q, want the caller's trace %s", tk.TraceID, callerTrace)
 	}
-	done := stacktest.WaitStatus(t, a.Store, tk.ID, task.Completed, 30*time.Second)
+	done := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 30*time.Second)
 	if done.Attempts != 2 {
 		t.Fatalf("%d attempts, want 2 (a failure, then success)", done.Attempts)
 	}
@@ -174,7 +175,7 @@ func TestDirectSendJoinsTheProducersTrace(t *testing.T) {
 	defer func() { cancel(); <-stopped }()
 
 	_, err := a.SQS.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl:    aws.String(env.QueueURLs[task.Medium]),
+		QueueUrl:    aws.String(env.QueueURLs[triagetype.Medium]),
 		MessageBody: aws.String(`{"type":"direct","payload":{}}`),
 		MessageAttributes: map[string]sqstypes.MessageAttributeValue{
 			"traceparent": {DataType: aws.String("String"), StringValue: aws.String("00-" + callerTrace + "-" + callerSpan + "-01")},
@@ -215,7 +216,7 @@ func TestPromotionIsASpanOfTheTasksTrace(t *testing.T) {
 	}
 	time.Sleep(1100 * time.Millisecond)
 	p := promoterapp.New(a, promote.Options{LowAfter: time.Second, MediumAfter: time.Hour})
-	if r, err := p.RunOnce(context.Background()); err != nil || r.Promoted[task.Medium] != 1 {
+	if r, err := p.RunOnce(context.Background()); err != nil || r.Promoted[triagetype.Medium] != 1 {
 		t.Fatalf("promoter run: %+v, %v; want the task promoted to medium", r, err)
 	}
 	var submitSpan, promoteParent trace.SpanID

@@ -161,8 +161,8 @@ func TestWorkersAndTasksShareNoIndexKey(t *testing.T) {
 	for range 5 {
 		now := a.Store.Now().UTC()
 		tk, _, err := a.Store.Create(ctx, &task.Task{
-			ID: task.NewID(now), Type: "echo", Priority: task.High, EffectivePriority: task.High,
-			Status: task.Queued, MaxAttempts: 3, TimeoutSeconds: 30, CreatedAt: now, WaitingSince: now,
+			ID: task.NewID(now), Type: "echo", Priority: triagetype.High, EffectivePriority: triagetype.High,
+			Status: triagetype.Queued, MaxAttempts: 3, TimeoutSeconds: 30, CreatedAt: now, WaitingSince: now,
 			Version: 1, DispatchVersion: 1,
 		})
 		if err != nil {

@@ -22,7 +22,6 @@ import (
 	"github.com/triagehq/triage/internal/handler/demo"
 	"github.com/triagehq/triage/internal/handler/lambdainvoke"
 	"github.com/triagehq/triage/internal/handler/webhook"
-	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -78,7 +77,7 @@ func options(a *app.App, opt dispatch.Options) dispatch.Options {
 		opt.UnhandledAfter = c.UnhandledAfter
 	}
 	if opt.MaxReceiveCount == 0 {
-		if q, ok := c.Spec().Queue(task.High); ok {
+		if q, ok := c.Spec().Queue(triagetype.High); ok {
 			opt.MaxReceiveCount = q.MaxReceiveCount
 		}
 	}

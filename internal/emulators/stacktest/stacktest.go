@@ -30,6 +30,7 @@ import (
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Main runs a test binary's tests against the local stack and exits.
@@ -74,8 +75,8 @@ type Env struct {
 	SQS       *sqs.Client
 	S3        *s3.Client
 	Spec      spec.Spec
-	QueueURLs map[task.Priority]string
-	DLQURLs   map[task.Priority]string
+	QueueURLs map[triagetype.Priority]string
+	DLQURLs   map[triagetype.Priority]string
 }
 
 // New bootstraps a fresh table and queues for t.
@@ -160,7 +161,7 @@ type TaskGetter interface {
 }
 
 // WaitStatus polls until task id reaches status want, and fails t after timeout.
-func WaitStatus(t testing.TB, s TaskGetter, id string, want task.Status, timeout time.Duration) *task.Task {
+func WaitStatus(t testing.TB, s TaskGetter, id string, want triagetype.Status, timeout time.Duration) *task.Task {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var last *task.Task
@@ -179,13 +180,13 @@ func WaitStatus(t testing.TB, s TaskGetter, id string, want task.Status, timeout
 }
 
 // StatusCounts reads the tasks with these ids and counts them by status.
-func StatusCounts(t testing.TB, s *store.Store, ids []string) map[task.Status]int {
+func StatusCounts(t testing.TB, s *store.Store, ids []string) map[triagetype.Status]int {
 	t.Helper()
 	ts, err := s.GetMany(context.Background(), ids)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[task.Status]int{}
+	out := map[triagetype.Status]int{}
 	for _, tk := range ts {
 		out[tk.Status]++
 	}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/handler/handlertest"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 const testARN = "arn:aws:lambda:us-east-1:123456789012:function:resize"
@@ -29,8 +29,8 @@ func testRequest() handler.Request {
 		ID:                "01JTESTTASK",
 		Type:              "resize",
 		Payload:           json.RawMessage(`{"w":640,"h":480}`),
-		Priority:          task.Low, // submitted low, promoted to high
-		EffectivePriority: task.High,
+		Priority:          triagetype.Low, // submitted low, promoted to high
+		EffectivePriority: triagetype.High,
 		Attempt:           1,
 		MaxAttempts:       3,
 		TraceID:           "trace-1",
@@ -150,7 +150,7 @@ func TestHandleSendsRequestAndReturnsResult(t *testing.T) {
 	if err := json.Unmarshal(c.body, &sent); err != nil {
 		t.Fatalf("event is not a handler.Request: %v (%s)", err, c.body)
 	}
-	if sent.ID != "01JTESTTASK" || string(sent.Payload) != `{"w":640,"h":480}` || sent.Attempt != 1 || sent.MaxAttempts != 3 || sent.Priority != task.Low || sent.EffectivePriority != task.High || sent.TraceID != "trace-1" {
+	if sent.ID != "01JTESTTASK" || string(sent.Payload) != `{"w":640,"h":480}` || sent.Attempt != 1 || sent.MaxAttempts != 3 || sent.Priority != triagetype.Low || sent.EffectivePriority != triagetype.High || sent.TraceID != "trace-1" {
 		t.Errorf("event %+v does not match the request", sent)
 	}
 	// The documented names of the two priorities in the event.

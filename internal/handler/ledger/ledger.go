@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/handler"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Event is one start or end of a run.
 type Event struct {
 	ID       string
-	Priority task.Priority
+	Priority triagetype.Priority
 	At       time.Time
 }
 

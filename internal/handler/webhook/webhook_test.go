@@ -16,7 +16,7 @@ import (
 
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/handler/handlertest"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 var (
@@ -29,8 +29,8 @@ func testRequest() handler.Request {
 		ID:                "01JTESTTASK",
 		Type:              "resize",
 		Payload:           json.RawMessage(`{"w":640,"h":480}`),
-		Priority:          task.Low, // submitted low, promoted to high
-		EffectivePriority: task.High,
+		Priority:          triagetype.Low, // submitted low, promoted to high
+		EffectivePriority: triagetype.High,
 		Attempt:           2,
 		MaxAttempts:       5,
 		TraceID:           "trace-1",
