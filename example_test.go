@@ -12,6 +12,7 @@ import (
 
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/direct"
+	"github.com/triagehq/triage/triageconfig"
 )
 
 // A client of a deployment's HTTP API: submit a task, then wait for it.
@@ -52,9 +53,10 @@ func Example_direct() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// "triage" is the deployment's resource prefix; WithEnv reads the
-	// TRIAGE_* settings a function deployed beside the dispatcher has.
-	tr, err := direct.New(ctx, awsCfg, "triage", direct.WithEnv(os.Getenv))
+	// The deployment's settings: here its resource prefix, the rest at
+	// their defaults (direct.Options{} would read the TRIAGE_* variables of
+	// a function deployed beside the dispatcher).
+	tr, err := direct.New(ctx, awsCfg, direct.Options{Config: &triageconfig.Config{Prefix: "triage"}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -191,21 +193,4 @@ func ExampleValidateRequest() {
 	// Output:
 	// true priority
 	// <nil>
-}
-
-// A configuration from code: unset fields take their defaults, and
-// Validate names the field (and its variable) that breaks a rule.
-func ExampleConfig() {
-	cfg := triage.Config{Prefix: "acme", Concurrency: 4, ReservedHigh: triage.Off}.WithDefaults()
-	fmt.Println(cfg.Table, cfg.Lease, cfg.Weights[triage.High], cfg.Validate())
-
-	cfg.ReservedHigh = 4
-	err := cfg.Validate()
-	var fe *triage.FieldError
-	fmt.Println(errors.As(err, &fe), fe.Field)
-	fmt.Println(err)
-	// Output:
-	// acme-tasks 30s 6 <nil>
-	// true ReservedHigh
-	// ReservedHigh (TRIAGE_RESERVED_HIGH): must be less than Concurrency (4), got 4
 }

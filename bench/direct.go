@@ -15,6 +15,7 @@ import (
 
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/direct"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -94,7 +95,7 @@ func measureDirectPath(ctx context.Context, cl clients, cnt *counter, o options,
 		verify = checkAdopted
 	case directProducer:
 		// Built before the run: its start-up look-ups are not a task's.
-		tr, err := direct.New(ctx, cl.cfg, prefix)
+		tr, err := direct.New(ctx, cl.cfg, direct.Options{Config: &triageconfig.Config{Prefix: prefix}})
 		if err != nil {
 			return r, err
 		}

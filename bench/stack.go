@@ -19,12 +19,12 @@ import (
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/blob"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/emulators"
 	"github.com/triagehq/triage/internal/handler/ledger"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/triageconfig"
 )
 
 // maxIdleConnsPerHost is raised from the SDK's default of 10 so that 16-32
@@ -94,17 +94,17 @@ type deployment struct {
 // deploy bootstraps resources under prefix and assembles the app.
 func deploy(ctx context.Context, cl clients, prefix string) (*deployment, error) {
 	getenv := func(k string) string {
-		if k == config.EnvPrefix {
+		if k == triageconfig.EnvPrefix {
 			return prefix
 		}
 		return os.Getenv(k)
 	}
-	cfg, err := config.FromEnv(getenv)
+	cfg, err := triageconfig.FromEnv(getenv)
 	if err != nil {
 		return nil, fmt.Errorf("configuration for %s: %w", prefix, err)
 	}
 	cfg.DemoHandlers = true // the bench's tasks are noop
-	res, err := emulators.Bootstrap(ctx, cl.ddb, cl.sqs, cl.s3, cfg.Spec())
+	res, err := emulators.Bootstrap(ctx, cl.ddb, cl.sqs, cl.s3, spec.Of(cfg.Prefix, cfg.Table, cfg.Bucket))
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap %s: %w", prefix, err)
 	}

@@ -3,7 +3,7 @@
 // queues' IAM rights): it writes a task's DynamoDB record and sends its
 // SQS message itself, with no HTTP hop.
 //
-//	tr, err := direct.New(ctx, awsCfg, "triage", direct.WithEnv(os.Getenv))
+//	tr, err := direct.New(ctx, awsCfg, direct.Options{}) // the TRIAGE_* settings of the environment
 //	if err != nil { ... }
 //	c := triage.NewClient(tr)
 //
@@ -32,7 +32,6 @@ import (
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/blob"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/deadletter"
@@ -42,6 +41,7 @@ import (
 	"github.com/triagehq/triage/internal/submit"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/internal/workers"
+	"github.com/triagehq/triage/triageconfig"
 )
 
 // Transport is the direct transport; it implements triage.Transport and
@@ -59,76 +59,43 @@ type Transport struct {
 
 var _ triage.Transport = (*Transport)(nil)
 
-// Option configures New.
-type Option func(*options)
-
-type options struct {
-	getenv    func(string) string
-	table     string
-	queueURLs map[triage.Priority]string
-	log       *slog.Logger
+// Options configures New, as worker.Options configures a worker: one
+// triageconfig.Config for the deployment, and a logger.
+type Options struct {
+	// Config is the deployment's configuration, the same type the worker
+	// and the dispatcher's own functions read: which deployment (Prefix,
+	// or Table, Bucket and QueueURLs when they do not follow the prefix),
+	// Shards, Retention, MaxDepth and MaxDepthHigh, and Types matter here.
+	// nil reads the process environment (the TRIAGE_* variables), which is
+	// right in a function deployed with the dispatcher's environment.
+	// Fields left zero take their defaults (triageconfig.Load).
+	Config *triageconfig.Config
+	// Logger logs the transitions the transport makes (cancels, retries)
+	// and failed depth reads; nil logs nothing.
+	Logger *slog.Logger
 }
 
-// WithEnv reads the deployment's TRIAGE_* settings through getenv, as the
-// dispatcher's own functions do: TRIAGE_TABLE, TRIAGE_BUCKET (where
-// payloads over 3 KiB go), TRIAGE_QUEUE_URL_*, TRIAGE_SHARDS,
-// TRIAGE_RETENTION, TRIAGE_MAX_QUEUE_DEPTH(_HIGH) and TRIAGE_TYPES matter
-// here. Give it os.Getenv in a function deployed with
-// the dispatcher's environment. Without it every setting has its default,
-// which is right for a deployment that changed none.
-func WithEnv(getenv func(string) string) Option { return func(o *options) { o.getenv = getenv } }
-
-// WithTable names the task table when it does not follow the prefix (a
-// deployment's TRIAGE_TABLE). It overrides WithEnv.
-func WithTable(name string) Option { return func(o *options) { o.table = name } }
-
-// WithQueueURL gives priority p's queue URL, saving the look-up by name at
-// start-up. It overrides WithEnv.
-func WithQueueURL(p triage.Priority, url string) Option {
-	return func(o *options) { o.queueURLs[p] = url }
-}
-
-// WithLogger logs the transitions the transport makes (cancels, retries)
-// and failed depth reads; by default nothing is logged.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
-
-// New returns the transport for the deployment whose resources are named
-// from prefix ("": TRIAGE_PREFIX through WithEnv, else "triage"): table
-// "<prefix>-tasks", queues "<prefix>-high" and so on. The AWS
-// configuration decides credentials, region and endpoints, exactly as for
-// the dispatcher's own functions. New looks up every queue URL it was not
-// given, which proves at start-up that the deployment exists.
-func New(ctx context.Context, awsCfg aws.Config, prefix string, opts ...Option) (*Transport, error) {
-	o := options{queueURLs: map[triage.Priority]string{}, log: slog.New(slog.DiscardHandler)}
-	for _, opt := range opts {
-		opt(&o)
+// New returns the transport for the deployment opt.Config names: table
+// "<prefix>-tasks", queues "<prefix>-high" and so on, unless Table or
+// QueueURLs say otherwise. The AWS configuration decides credentials,
+// region and endpoints, exactly as for the dispatcher's own functions. New
+// looks up every queue URL it was not given, which proves at start-up that
+// the deployment exists. A setting that breaks its rule is a
+// *triageconfig.Error.
+func New(ctx context.Context, awsCfg aws.Config, opt Options) (*Transport, error) {
+	log := opt.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	cfg, err := config.FromEnv(func(k string) string {
-		if k == config.EnvPrefix && prefix != "" {
-			return prefix
-		}
-		if o.getenv == nil {
-			return ""
-		}
-		return o.getenv(k)
-	})
+	cfg, err := triageconfig.Load(opt.Config)
 	if err != nil {
 		return nil, fmt.Errorf("direct transport: %w", err)
-	}
-	if o.table != "" {
-		cfg.Table = o.table
-	}
-	for p, url := range o.queueURLs {
-		if _, err := triage.ParsePriority(string(p)); err != nil {
-			return nil, fmt.Errorf("direct transport: queue URL: %w", err)
-		}
-		cfg.QueueURLs[p] = url
 	}
 	// The parts are the ones every triage process shares (internal/app:
 	// store with its payload bucket, queues, enqueuer, controls, counters),
 	// assembled by the same code with the same settings; the API, consumer
 	// and promoter are not linked.
-	a, err := app.Assemble(ctx, cfg, o.log, awsCfg, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg))
+	a, err := app.Assemble(ctx, cfg, log, awsCfg, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg))
 	if err != nil {
 		return nil, fmt.Errorf("direct transport for table %s: %w", cfg.Table, err)
 	}
@@ -138,7 +105,7 @@ func New(ctx context.Context, awsCfg aws.Config, prefix string, opts ...Option) 
 		queues: qs,
 		enq:    enq,
 		submit: submit.New(enq, submit.Options{
-			Pressure: enqueue.NewBackpressure(qs, a.Config.MaxDepth, a.Config.MaxDepthHigh, o.log),
+			Pressure: enqueue.NewBackpressure(qs, a.Config.MaxDepth, a.Config.MaxDepthHigh, log),
 			Known:    task.NewKnownTypes(a.Config.Types),
 			Now:      st.Now,
 			Tracing:  a.Tracing, // the program's global provider

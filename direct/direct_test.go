@@ -13,10 +13,10 @@ import (
 
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/direct"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -50,7 +50,7 @@ func receiveAll(t *testing.T, env *stacktest.Env, p triagetype.Priority) []strin
 func TestRecordAndMessage(t *testing.T) {
 	env := stacktest.New(t)
 	c := ctx(t)
-	tr, err := direct.New(c, env.AWS, env.Prefix)
+	tr, err := direct.New(c, env.AWS, direct.Options{Config: &triageconfig.Config{Prefix: env.Prefix}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,22 +77,21 @@ func TestRecordAndMessage(t *testing.T) {
 func TestNew(t *testing.T) {
 	env := stacktest.New(t)
 	tests := []struct {
-		name   string
-		prefix string
-		opts   []direct.Option
-		ok     bool
+		name string
+		cfg  *triageconfig.Config
+		ok   bool
 	}{
-		{"by prefix", env.Prefix, nil, true},
-		{"prefix from the environment", "", []direct.Option{direct.WithEnv(env.Getenv(nil))}, true},
-		{"explicit table and queue", env.Prefix, []direct.Option{direct.WithTable(env.Spec.Table.Name), direct.WithQueueURL(triage.High, env.QueueURLs[triagetype.High])}, true},
-		{"settings from the environment", env.Prefix, []direct.Option{direct.WithEnv(env.Getenv(map[string]string{config.EnvShards: "32", config.EnvTypes: "echo"}))}, true},
-		{"a prefix with no queues", env.Prefix + "-missing", nil, false},
-		{"a queue URL for an unknown priority", env.Prefix, []direct.Option{direct.WithQueueURL("urgent", "http://127.0.0.1:1/q")}, false},
-		{"a malformed setting", env.Prefix, []direct.Option{direct.WithEnv(env.Getenv(map[string]string{config.EnvShards: "many"}))}, false},
+		{"by prefix", &triageconfig.Config{Prefix: env.Prefix}, true},
+		{"prefix from the environment", envConfig(t, env.Getenv(nil)), true},
+		{"explicit table and queue", &triageconfig.Config{Prefix: env.Prefix, Table: env.Spec.Table.Name, QueueURLs: map[triagetype.Priority]string{triagetype.High: env.QueueURLs[triagetype.High]}}, true},
+		{"settings from the environment", envConfig(t, env.Getenv(map[string]string{triageconfig.EnvShards: "32", triageconfig.EnvTypes: "echo"})), true},
+		{"a prefix with no queues", &triageconfig.Config{Prefix: env.Prefix + "-missing"}, false},
+		{"a queue URL for an unknown priority", &triageconfig.Config{Prefix: env.Prefix, QueueURLs: map[triagetype.Priority]string{"urgent": "http://127.0.0.1:1/q"}}, false},
+		{"a setting that breaks its rule", &triageconfig.Config{Prefix: env.Prefix, Shards: triageconfig.Off}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr, err := direct.New(ctx(t), env.AWS, tt.prefix, tt.opts...)
+			tr, err := direct.New(ctx(t), env.AWS, direct.Options{Config: tt.cfg})
 			if !tt.ok {
 				if err == nil {
 					t.Fatal("New succeeded")
@@ -124,7 +123,7 @@ func TestNew(t *testing.T) {
 func TestTransportSubmitSendsOnlyWhatItRecords(t *testing.T) {
 	env := stacktest.New(t)
 	c := ctx(t)
-	tr, err := direct.New(c, env.AWS, env.Prefix, direct.WithQueueURL(triage.High, env.QueueURLs[triagetype.High]))
+	tr, err := direct.New(c, env.AWS, direct.Options{Config: &triageconfig.Config{Prefix: env.Prefix, QueueURLs: map[triagetype.Priority]string{triagetype.High: env.QueueURLs[triagetype.High]}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,4 +166,15 @@ func TestTransportSubmitSendsOnlyWhatItRecords(t *testing.T) {
 			t.Errorf("%s queue holds %v, want %d message(s)", p, bodies, want[p])
 		}
 	}
+}
+
+// envConfig decodes the TRIAGE_* settings getenv returns, as a function
+// deployed with the dispatcher's environment would.
+func envConfig(t *testing.T, getenv func(string) string) *triageconfig.Config {
+	t.Helper()
+	cfg, err := triageconfig.Decode(getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cfg
 }

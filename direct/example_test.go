@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"os"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
@@ -22,7 +21,9 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	tr, err := direct.New(ctx, awsCfg, "triage", direct.WithEnv(os.Getenv))
+	// Options{} reads the deployment's TRIAGE_* settings from the
+	// environment, as the dispatcher's own functions do.
+	tr, err := direct.New(ctx, awsCfg, direct.Options{})
 	if err != nil {
 		log.Fatal(err) // no such deployment, or no rights to its queues
 	}

@@ -18,9 +18,9 @@ import (
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/app/apiapp"
 	"github.com/triagehq/triage/internal/auth"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/worker"
 )
 
@@ -48,7 +48,7 @@ func newDeployment(t *testing.T, settings map[string]string) *deployment {
 	}
 	srv := httptest.NewServer(apiapp.Handler(env.App(t, settings), toks, api.Options{}))
 	t.Cleanup(srv.Close)
-	tr, err := direct.New(ctx(t), env.AWS, env.Prefix, direct.WithEnv(env.Getenv(settings)))
+	tr, err := direct.New(ctx(t), env.AWS, direct.Options{Config: envConfig(t, env.Getenv(settings))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func submitErr(typ string, payload any, opts ...triage.SubmitOption) func(contex
 // TestSameErrors checks that each bad call fails on both transports with
 // the same status, code, field and message, matching its sentinel.
 func TestSameErrors(t *testing.T) {
-	d := newDeployment(t, map[string]string{config.EnvTypes: "echo,fail"})
+	d := newDeployment(t, map[string]string{triageconfig.EnvTypes: "echo,fail"})
 	c := ctx(t)
 	queued, _, err := d.http.Submit(c, "echo", nil)
 	if err != nil {
@@ -345,7 +345,7 @@ func TestSameBatch(t *testing.T) {
 // transports, a batch item too, while high (with its own, higher limit)
 // still gets in.
 func TestSameBackpressure(t *testing.T) {
-	d := newDeployment(t, map[string]string{config.EnvMaxDepth: "2"})
+	d := newDeployment(t, map[string]string{triageconfig.EnvMaxDepth: "2"})
 	c := ctx(t)
 	for range 2 {
 		if _, _, err := d.http.Submit(c, "echo", nil, triage.WithPriority(triage.Low)); err != nil {
@@ -476,7 +476,7 @@ func TestSameOperations(t *testing.T) {
 	}
 
 	// Two tasks that fail for good land in the high DLQ.
-	wcfg, err := triage.ConfigFromEnv(d.env.Getenv(nil))
+	wcfg, err := triageconfig.Decode(d.env.Getenv(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -650,7 +650,7 @@ func TestSameTypedSubmit(t *testing.T) {
 		ids = append(ids, tk.ID, res[0].Task.ID, res[2].Task.ID)
 	}
 
-	wcfg, err := triage.ConfigFromEnv(d.env.Getenv(nil))
+	wcfg, err := triageconfig.Decode(d.env.Getenv(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -684,7 +684,7 @@ func TestSameTypedSubmit(t *testing.T) {
 func TestSameWait(t *testing.T) {
 	d := newDeployment(t, nil)
 	c := ctx(t)
-	wcfg, err := triage.ConfigFromEnv(d.env.Getenv(nil))
+	wcfg, err := triageconfig.Decode(d.env.Getenv(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

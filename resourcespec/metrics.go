@@ -1,8 +1,8 @@
 package resourcespec
 
 import (
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/metrics"
+	"github.com/triagehq/triage/triageconfig"
 )
 
 // The metrics the functions emit (internal/metrics owns them), for the
@@ -40,7 +40,7 @@ func MetricName(id MetricID) string { return metrics.Definitions()[id].Name }
 // EnvMetricsNamespace the variable that changes it.
 const (
 	MetricsNamespace    = metrics.Namespace
-	EnvMetricsNamespace = config.EnvMetricsNamespace
+	EnvMetricsNamespace = triageconfig.EnvMetricsNamespace
 )
 
 // Failure reasons and put-off reasons, the label values a dashboard lists.
@@ -57,6 +57,6 @@ func PutOffReasons() []string {
 // DefaultLowAfter, DefaultMediumAfter are the aging thresholds' defaults,
 // from which the construct computes the starvation bound it alarms on.
 const (
-	DefaultLowAfter    = config.DefaultLowAfter
-	DefaultMediumAfter = config.DefaultMediumAfter
+	DefaultLowAfter    = triageconfig.DefaultLowAfter
+	DefaultMediumAfter = triageconfig.DefaultMediumAfter
 )

@@ -7,9 +7,9 @@
 package resourcespec
 
 import (
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triageconfig"
 )
 
 // Types of the resource spec.
@@ -55,54 +55,54 @@ const (
 
 // ParseRoutes parses a TRIAGE_ROUTES value, "type=arn:aws:lambda:...,type2=https://hook",
 // as the functions do.
-func ParseRoutes(s string) (map[string]string, error) { return config.ParseRoutes(s) }
+func ParseRoutes(s string) (map[string]string, error) { return triageconfig.ParseRoutes(s) }
 
 // ValidateType checks a task type name as the API does.
 func ValidateType(typ string) error { return task.ValidateType(typ) }
 
 // Environment variables the functions read (see internal/config).
 const (
-	EnvPrefix          = config.EnvPrefix
-	EnvTable           = config.EnvTable
-	EnvBucket          = config.EnvBucket
-	EnvQueueURLPrefix  = config.EnvQueueURLPrefix
-	EnvDLQURLPrefix    = config.EnvDLQURLPrefix
-	EnvTokensSecretARN = config.EnvTokensSecretARN
-	EnvWeights         = config.EnvWeights
-	EnvStrict          = config.EnvStrict
-	EnvConcurrency     = config.EnvConcurrency
-	EnvReservedHigh    = config.EnvReservedHigh
-	EnvPollWait        = config.EnvPollWait
-	EnvLowAfter        = config.EnvLowAfter
-	EnvMediumAfter     = config.EnvMediumAfter
-	EnvPromoteInterval = config.EnvPromoteInterval
-	EnvRetention       = config.EnvRetention
-	EnvRoutes          = config.EnvRoutes
-	EnvWebhookSecret   = config.EnvWebhookSecret
-	EnvEventWebhooks   = config.EnvEventWebhooks
-	EnvEventBus        = config.EnvEventBus
-	EnvConsumerARN     = config.EnvConsumerARN
-	EnvLogLevel        = config.EnvLogLevel
-	EnvRetryBackoff    = config.EnvRetryBackoff
-	EnvShards          = config.EnvShards
-	EnvTypes           = config.EnvTypes
-	EnvLease           = config.EnvLease
-	EnvDemoHandlers    = config.EnvDemoHandlers
-	EnvAPIURL          = config.EnvAPIURL
+	EnvPrefix          = triageconfig.EnvPrefix
+	EnvTable           = triageconfig.EnvTable
+	EnvBucket          = triageconfig.EnvBucket
+	EnvQueueURLPrefix  = triageconfig.EnvQueueURLPrefix
+	EnvDLQURLPrefix    = triageconfig.EnvDLQURLPrefix
+	EnvTokensSecretARN = triageconfig.EnvTokensSecretARN
+	EnvWeights         = triageconfig.EnvWeights
+	EnvStrict          = triageconfig.EnvStrict
+	EnvConcurrency     = triageconfig.EnvConcurrency
+	EnvReservedHigh    = triageconfig.EnvReservedHigh
+	EnvPollWait        = triageconfig.EnvPollWait
+	EnvLowAfter        = triageconfig.EnvLowAfter
+	EnvMediumAfter     = triageconfig.EnvMediumAfter
+	EnvPromoteInterval = triageconfig.EnvPromoteInterval
+	EnvRetention       = triageconfig.EnvRetention
+	EnvRoutes          = triageconfig.EnvRoutes
+	EnvWebhookSecret   = triageconfig.EnvWebhookSecret
+	EnvEventWebhooks   = triageconfig.EnvEventWebhooks
+	EnvEventBus        = triageconfig.EnvEventBus
+	EnvConsumerARN     = triageconfig.EnvConsumerARN
+	EnvLogLevel        = triageconfig.EnvLogLevel
+	EnvRetryBackoff    = triageconfig.EnvRetryBackoff
+	EnvShards          = triageconfig.EnvShards
+	EnvTypes           = triageconfig.EnvTypes
+	EnvLease           = triageconfig.EnvLease
+	EnvDemoHandlers    = triageconfig.EnvDemoHandlers
+	EnvAPIURL          = triageconfig.EnvAPIURL
 )
 
 // Backoff is one priority's retry wait (see config.Backoff).
-type Backoff = config.Backoff
+type Backoff = triageconfig.Backoff
 
 // Off, in a setting whose zero means "default", means none (see
 // config.Off); its variable's value for it is "0".
-const Off = config.Off
+const Off = triageconfig.Off
 
 // CheckEnv checks TRIAGE_* settings exactly as every function will read
 // them at start (decode, defaults, rules), so a construct can refuse at
 // synth what would fail at cold start. Values absent from env take their
 // defaults.
 func CheckEnv(env map[string]string) error {
-	_, err := config.FromEnv(func(k string) string { return env[k] })
+	_, err := triageconfig.FromEnv(func(k string) string { return env[k] })
 	return err
 }

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/worker"
 )
 
@@ -48,7 +48,7 @@ func (Thumbnail) Kind() string { return "thumbnail" }
 func ExampleAddWorker() {
 	// The deployment from TRIAGE_* (as the CDK construct sets them), and
 	// two settings from code.
-	cfg, err := triage.ConfigFromEnv(nil)
+	cfg, err := triageconfig.Decode(nil)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/metrics/metricstest"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 	"github.com/triagehq/triage/worker"
 )
@@ -24,7 +24,7 @@ func TestRunServesMetrics(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	w := worker.New(envOptions(t, env.Getenv(map[string]string{config.EnvMetricsAddr: addr})))
+	w := worker.New(envOptions(t, env.Getenv(map[string]string{triageconfig.EnvMetricsAddr: addr})))
 	w.Handle("greet", func(context.Context, *worker.Task) (any, error) { return "hi", nil })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/app/promoterapp"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/promote"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 	"github.com/triagehq/triage/worker"
 )
@@ -63,7 +63,7 @@ func TestHandlersSeePromotion(t *testing.T) {
 		}
 	}
 
-	cfg, err := triage.ConfigFromEnv(env.Getenv(map[string]string{
+	cfg, err := triageconfig.Decode(env.Getenv(map[string]string{
 		"TRIAGE_ROUTES": "hook=" + hook.URL, "TRIAGE_WEBHOOK_SECRET": "s",
 	}))
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 	"github.com/triagehq/triage/worker"
 )
@@ -29,7 +30,7 @@ type invoice struct {
 // every attempt, and the outcomes Snooze and Cancel, on the emulators.
 func TestTypedWorkersMiddlewareAndOutcomes(t *testing.T) {
 	env := stacktest.New(t)
-	cfg, err := triage.ConfigFromEnv(env.Getenv(nil))
+	cfg, err := triageconfig.Decode(env.Getenv(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,18 +119,18 @@ func outcome(err error) string {
 func TestConfigIsChecked(t *testing.T) {
 	env := stacktest.New(t)
 	for _, c := range []struct {
-		edit func(*triage.Config)
+		edit func(*triageconfig.Config)
 		want string
 	}{
-		{func(c *triage.Config) { c.Weights = map[triage.Priority]int{"urgent": 1} }, "urgent"},
-		{func(c *triage.Config) { c.Weights = map[triage.Priority]int{"high": 0, "medium": 0, "low": 0} }, "positive"},
-		{func(c *triage.Config) { c.Concurrency, c.ReservedHigh = 2, 2 }, "less than Concurrency"},
-		{func(c *triage.Config) { c.Concurrency = -1 }, "Concurrency (TRIAGE_CONCURRENCY): must be at least 1"},
-		{func(c *triage.Config) {
-			c.RetryBackoff = map[triage.Priority]triage.Backoff{"low": {Base: time.Minute, Max: time.Second}}
+		{func(c *triageconfig.Config) { c.Weights = map[triage.Priority]int{"urgent": 1} }, "urgent"},
+		{func(c *triageconfig.Config) { c.Weights = map[triage.Priority]int{"high": 0, "medium": 0, "low": 0} }, "positive"},
+		{func(c *triageconfig.Config) { c.Concurrency, c.ReservedHigh = 2, 2 }, "less than Concurrency"},
+		{func(c *triageconfig.Config) { c.Concurrency = -1 }, "Concurrency (TRIAGE_CONCURRENCY): must be at least 1"},
+		{func(c *triageconfig.Config) {
+			c.RetryBackoff = map[triage.Priority]triageconfig.Backoff{"low": {Base: time.Minute, Max: time.Second}}
 		}, "RetryBackoff"},
 	} {
-		cfg, err := triage.ConfigFromEnv(env.Getenv(nil))
+		cfg, err := triageconfig.Decode(env.Getenv(nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +138,7 @@ func TestConfigIsChecked(t *testing.T) {
 		w := worker.New(worker.Options{Config: &cfg, Logger: quiet})
 		_ = w.Handle("job", func(context.Context, *worker.Task) (any, error) { return nil, nil })
 		err = w.Run(context.Background())
-		var fe *triage.FieldError
+		var fe *triageconfig.Error
 		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.As(err, &fe) {
 			t.Errorf("Run = %v, want a FieldError mentioning %q", err, c.want)
 		}

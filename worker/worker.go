@@ -6,7 +6,7 @@
 // function on the consumer's schedule or as a long-running process. It is
 // the same consumer: weighted polling over the priority queues, claims with
 // leases, retries with backoff, dead letters, pause and limits, configured
-// by the same settings (triage.Config, from code or TRIAGE_* variables). It
+// by the same settings (triageconfig.Config, from code or TRIAGE_* variables). It
 // links only the consumer, not the API, dashboard or promoter.
 //
 //	type Thumbnail struct{ URL string `json:"url"` }
@@ -44,11 +44,11 @@ import (
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/app/consumerapp"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/gohandlers"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triageconfig"
 )
 
 // Task is one attempt of a task, as a handler sees it.
@@ -157,18 +157,18 @@ type Middleware func(ctx context.Context, t *Task, next func(ctx context.Context
 type Options struct {
 	// Config is the dispatcher's configuration: which deployment (Prefix,
 	// or Table and queue URLs), concurrency, weights, lease, retry backoff,
-	// routes. nil reads the process environment (triage.ConfigFromEnv).
-	// Fields left zero take the defaults documented on triage.Config, so
+	// routes. nil reads the process environment (triageconfig.Decode).
+	// Fields left zero take the defaults documented on triageconfig.Config, so
 	// to change a few settings and keep the environment's for the rest,
 	// start from it:
 	//
-	//	cfg, err := triage.ConfigFromEnv(nil)
+	//	cfg, err := triageconfig.Decode(nil)
 	//	cfg.Concurrency = 16
 	//	w := worker.New(worker.Options{Config: &cfg})
 	//
 	// AWS settings (region, credentials, AWS_ENDPOINT_URL*) always come
 	// from the process environment, the standard way.
-	Config *triage.Config
+	Config *triageconfig.Config
 	// Logger receives the worker's JSON logs (default: stderr, at
 	// Config.LogLevel).
 	Logger *slog.Logger
@@ -300,17 +300,8 @@ func (w *Worker) StartLambda() {
 // assemble builds the app from the configuration, and the handler
 // registry: the registered Go handlers plus the configured routes.
 func (w *Worker) assemble(ctx context.Context) (*app.App, *handler.Registry, error) {
-	var cfg config.Config
-	if w.opt.Config != nil {
-		cfg = *w.opt.Config
-	} else {
-		var err error
-		if cfg, err = config.Decode(os.Getenv); err != nil {
-			return nil, nil, fmt.Errorf("worker: configuration: %w", err)
-		}
-	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	cfg, err := triageconfig.Load(w.opt.Config)
+	if err != nil {
 		return nil, nil, fmt.Errorf("worker: configuration: %w", err)
 	}
 	a, err := app.New(ctx, cfg, w.logger(cfg.LogLevel))

@@ -14,9 +14,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 	"github.com/triagehq/triage/worker"
 )
@@ -180,7 +180,7 @@ func TestConfigurationErrors(t *testing.T) {
 // its environment.
 func envOptions(t *testing.T, getenv func(string) string) worker.Options {
 	t.Helper()
-	cfg, err := triage.ConfigFromEnv(getenv)
+	cfg, err := triageconfig.Decode(getenv)
 	if err != nil {
 		t.Fatal(err)
 	}

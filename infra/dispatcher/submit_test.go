@@ -19,6 +19,8 @@ import (
 
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/direct"
+	"github.com/triagehq/triage/triageconfig"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // awsCall is one request a producer made, as IAM authorizes it: the action
@@ -148,14 +150,14 @@ func TestGrantSubmitDirectCoversSubmit(t *testing.T) {
 	rec := &awsRecorder{table: "tasks-under-test", queues: map[string]string{}}
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
-	opts := []direct.Option{direct.WithTable(rec.table)}
+	dcfg := &triageconfig.Config{Prefix: "acme", Table: rec.table, QueueURLs: map[triagetype.Priority]string{}}
 	for _, q := range f.d.Queues {
 		url := "https://sqs.test/123456789012/" + q.Spec.Name
 		rec.queues[url] = "queue " + q.Priority
 		rec.queues["https://sqs.test/123456789012/"+q.Spec.DLQName] = "dlq " + q.Priority
 		resources["queue "+q.Priority] = getAtt(f.id(q.Queue), "Arn")
 		resources["dlq "+q.Priority] = getAtt(f.id(q.DLQ), "Arn")
-		opts = append(opts, direct.WithQueueURL(triage.Priority(q.Priority), url))
+		dcfg.QueueURLs[triagetype.Priority(q.Priority)] = url
 	}
 
 	ctx := context.Background()
@@ -164,7 +166,7 @@ func TestGrantSubmitDirectCoversSubmit(t *testing.T) {
 		BaseEndpoint: aws.String(srv.URL),
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
 	}
-	tr, err := direct.New(ctx, cfg, "acme", opts...)
+	tr, err := direct.New(ctx, cfg, direct.Options{Config: dcfg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,19 +26,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/triagehq/triage/internal/blob"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/tracing"
 	"github.com/triagehq/triage/internal/workers"
+	"github.com/triagehq/triage/triageconfig"
 )
 
 // App holds the assembled parts.
 type App struct {
-	Config   config.Config
+	Config   triageconfig.Config
 	Log      *slog.Logger
 	AWS      aws.Config
 	DynamoDB *dynamodb.Client
@@ -62,7 +63,7 @@ type App struct {
 // New loads the AWS configuration the standard way (environment, shared
 // files, instance roles; endpoints from AWS_ENDPOINT_URL*), then assembles
 // the parts on clients built from it.
-func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error) {
+func New(ctx context.Context, cfg triageconfig.Config, log *slog.Logger) (*App, error) {
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config: %w", err)
@@ -80,7 +81,7 @@ type TracingFromEnv func(ctx context.Context, service string, getenv func(string
 // provider spans made from the environment (the global one when
 // tracingFromEnv is nil).
 func FromEnvironment(ctx context.Context, tracingFromEnv TracingFromEnv) (*App, error) {
-	cfg, err := config.FromEnv(os.Getenv)
+	cfg, err := triageconfig.FromEnv(os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("configuration: %w", err)
 	}
@@ -104,7 +105,7 @@ func FromEnvironment(ctx context.Context, tracingFromEnv TracingFromEnv) (*App, 
 // cfg may come from code with fields unset: Assemble applies its defaults
 // and refuses it when it breaks a rule, so App.Config is always complete
 // and valid.
-func Assemble(ctx context.Context, cfg config.Config, log *slog.Logger, awsCfg aws.Config, ddb *dynamodb.Client, sqsClient *sqs.Client, s3Client *s3.Client) (*App, error) {
+func Assemble(ctx context.Context, cfg triageconfig.Config, log *slog.Logger, awsCfg aws.Config, ddb *dynamodb.Client, sqsClient *sqs.Client, s3Client *s3.Client) (*App, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("configuration: %w", err)
@@ -118,7 +119,7 @@ func Assemble(ctx context.Context, cfg config.Config, log *slog.Logger, awsCfg a
 	a.Counters = counters.New(a.DynamoDB, cfg.Table, a.Store.Shards())
 	a.Counters.Reap(a.Blobs.Delete)
 	var err error
-	a.Queues, err = queue.Resolve(ctx, a.SQS, cfg.Spec(), cfg.QueueURLs, cfg.DLQURLs)
+	a.Queues, err = queue.Resolve(ctx, a.SQS, spec.Of(cfg.Prefix, cfg.Table, cfg.Bucket), cfg.QueueURLs, cfg.DLQURLs)
 	if err != nil {
 		return nil, err
 	}

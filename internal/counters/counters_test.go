@@ -17,13 +17,13 @@ import (
 
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/app/consumerapp"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/handler/demo"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -113,7 +113,7 @@ func TestCountersEqualARecount(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		_ = consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second, Lease: 3 * time.Second, Backoff: map[triagetype.Priority]config.Backoff{
+		_ = consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second, Lease: 3 * time.Second, Backoff: map[triagetype.Priority]triageconfig.Backoff{
 			triagetype.High: {Base: 200 * time.Millisecond, Max: time.Second}, triagetype.Medium: {Base: 200 * time.Millisecond, Max: time.Second}, triagetype.Low: {Base: 200 * time.Millisecond, Max: time.Second},
 		}}).Run(ctx)
 		close(done)

@@ -31,13 +31,14 @@ import (
 	"github.com/triagehq/triage/internal/app/eventsapp"
 	"github.com/triagehq/triage/internal/app/promoterapp"
 	"github.com/triagehq/triage/internal/blob"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/emulators"
 	"github.com/triagehq/triage/internal/events"
 	"github.com/triagehq/triage/internal/promote"
+	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/tracing/otlpenv"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -131,7 +132,7 @@ func Run(ctx context.Context, opt Options) error {
 	if opt.Setenv == nil {
 		opt.Setenv = os.Setenv
 	}
-	cfg, err := config.FromEnv(opt.Getenv)
+	cfg, err := triageconfig.FromEnv(opt.Getenv)
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
@@ -146,7 +147,7 @@ func Run(ctx context.Context, opt Options) error {
 	// and a taken address fails before the emulators start.
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s (set %s to change it): %w", cfg.Addr, config.EnvAddr, err)
+		return fmt.Errorf("listen on %s (set %s to change it): %w", cfg.Addr, triageconfig.EnvAddr, err)
 	}
 	defer ln.Close() // on an early return; Shutdown closes it otherwise
 	addr := ln.Addr().String()
@@ -160,7 +161,7 @@ func Run(ctx context.Context, opt Options) error {
 		defer f.Close()
 		opt.Logs = f
 	}
-	log, err := devLogger(opt.Out, opt.Logs, cfg.LogLevel, opt.Getenv(config.EnvLogFormat), opt.Getenv(config.EnvLogLevel) != "")
+	log, err := devLogger(opt.Out, opt.Logs, cfg.LogLevel, opt.Getenv(triageconfig.EnvLogFormat), opt.Getenv(triageconfig.EnvLogLevel) != "")
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
@@ -194,7 +195,7 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		return fmt.Errorf("load AWS config: %w", err)
 	}
-	sp := cfg.Spec()
+	sp := spec.Of(cfg.Prefix, cfg.Table, cfg.Bucket)
 	fmt.Fprintf(opt.Out, "creating the table %s, its queues and the bucket %s unless they exist...\n", sp.Table.Name, sp.Bucket.Name)
 	if _, err := emulators.Bootstrap(ctx, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg), sp); err != nil {
 		return err
@@ -228,7 +229,7 @@ func Run(ctx context.Context, opt Options) error {
 	interval := opt.PromoteInterval
 	if interval <= 0 {
 		interval = 5 * time.Second
-		if opt.Getenv(config.EnvPromoteInterval) != "" {
+		if opt.Getenv(triageconfig.EnvPromoteInterval) != "" {
 			interval = cfg.PromoteInterval
 		}
 	}
@@ -360,7 +361,7 @@ func devLogger(term, logs io.Writer, level, format string, levelSet bool) (*slog
 		return app.NewLogger(io.MultiWriter(term, logs), level), nil
 	case "", "text":
 	default:
-		return nil, fmt.Errorf("%s: want text or json, got %q", config.EnvLogFormat, format)
+		return nil, fmt.Errorf("%s: want text or json, got %q", triageconfig.EnvLogFormat, format)
 	}
 	termLevel := slog.LevelWarn
 	if levelSet {

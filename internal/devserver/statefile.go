@@ -13,8 +13,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/emulators"
+	"github.com/triagehq/triage/triageconfig"
 )
 
 // Each `triage dev` keeps two files in the state directory, both named by
@@ -162,7 +162,7 @@ var workerAWSKeys = []string{
 // the emulators' endpoints (or the ones the server was given), the region
 // and credentials, as the server itself resolved them, and the names of the
 // resources (the prefix, and the table and bucket when set apart from it).
-func workerEnv(getenv func(string) string, emu *emulators.Emulators, cfg config.Config) map[string]string {
+func workerEnv(getenv func(string) string, emu *emulators.Emulators, cfg triageconfig.Config) map[string]string {
 	env := map[string]string{}
 	for _, k := range workerAWSKeys {
 		if v := getenv(k); v != "" {
@@ -177,8 +177,8 @@ func workerEnv(getenv func(string) string, emu *emulators.Emulators, cfg config.
 			env[k] = v
 		}
 	}
-	env[config.EnvPrefix] = cfg.Prefix
-	for _, k := range []string{config.EnvTable, config.EnvBucket} {
+	env[triageconfig.EnvPrefix] = cfg.Prefix
+	for _, k := range []string{triageconfig.EnvTable, triageconfig.EnvBucket} {
 		if v := getenv(k); v != "" {
 			env[k] = v
 		}

@@ -14,10 +14,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/triagehq/triage/internal/app/consumerapp"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -48,7 +48,7 @@ func TestLargeDirectSendAdoptedAndRun(t *testing.T) {
 		return r.Payload, nil
 	})
 	opt := fastOptions()
-	opt.Backoff = map[triagetype.Priority]config.Backoff{triagetype.Medium: {Base: time.Second, Max: time.Second}}
+	opt.Backoff = map[triagetype.Priority]triageconfig.Backoff{triagetype.Medium: {Base: time.Second, Max: time.Second}}
 	run(t, consumerapp.New(a, registry("big", l), opt))
 	waitEnds(t, l, 2, 30*time.Second)
 	id, _ := seen.Load().(string)

@@ -22,12 +22,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/internal/tracing"
 	"github.com/triagehq/triage/internal/workers"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -104,9 +104,9 @@ type Options struct {
 	// DrainTimeout is how long Run waits for running tasks after its context
 	// ends before it cancels them and hands them back to the queue (30 s).
 	DrainTimeout time.Duration
-	Backoff      map[triagetype.Priority]config.Backoff // retry waits (config.DefaultBackoff)
-	WorkerID     string                                 // names this consumer in claims (host-random)
-	Rand         *mrand.Rand                            // source for weighted picks and jitter
+	Backoff      map[triagetype.Priority]triageconfig.Backoff // retry waits (config.DefaultBackoff)
+	WorkerID     string                                       // names this consumer in claims (host-random)
+	Rand         *mrand.Rand                                  // source for weighted picks and jitter
 	Logger       *slog.Logger
 	// Tracing starts a span per attempt, a child of the task's submit span
 	// (tracing.Global()).
@@ -155,22 +155,22 @@ type Gate interface {
 
 func (o *Options) defaults() {
 	if o.Weights == nil {
-		o.Weights = config.DefaultWeights()
+		o.Weights = triageconfig.DefaultWeights()
 	}
 	if o.Concurrency <= 0 {
-		o.Concurrency = config.DefaultConcurrency
+		o.Concurrency = triageconfig.DefaultConcurrency
 	}
 	if o.ReservedHigh >= o.Concurrency {
 		o.ReservedHigh = o.Concurrency - 1
 	}
 	if o.PollWait <= 0 {
-		o.PollWait = config.DefaultPollWait
+		o.PollWait = triageconfig.DefaultPollWait
 	}
 	if o.EmptyBackoff <= 0 {
 		o.EmptyBackoff = 200 * time.Millisecond
 	}
 	if o.Lease <= 0 {
-		o.Lease = config.DefaultLease
+		o.Lease = triageconfig.DefaultLease
 	}
 	if o.CancelCheck == 0 {
 		o.CancelCheck = time.Second
@@ -188,13 +188,13 @@ func (o *Options) defaults() {
 		o.DrainTimeout = 30 * time.Second
 	}
 	if o.Backoff == nil {
-		o.Backoff = config.DefaultBackoff()
+		o.Backoff = triageconfig.DefaultBackoff()
 	}
 	if o.OrphanAfter <= 0 {
 		o.OrphanAfter = time.Minute
 	}
 	if o.UnhandledAfter <= 0 {
-		o.UnhandledAfter = config.DefaultUnhandledAfter
+		o.UnhandledAfter = triageconfig.DefaultUnhandledAfter
 	}
 	if o.WorkerID == "" {
 		o.WorkerID = NewWorkerID()

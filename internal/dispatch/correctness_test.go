@@ -12,10 +12,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/triagehq/triage/internal/app/consumerapp"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -30,7 +30,7 @@ func TestRetriesHonourMaxAttemptsPastRedrive(t *testing.T) {
 	}
 	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "high", Payload: json.RawMessage(`{"times":9}`), MaxAttempts: intp(10)})
 	opt := fastOptions()
-	opt.Backoff = map[triagetype.Priority]config.Backoff{triagetype.High: {Base: 500 * time.Millisecond, Max: 500 * time.Millisecond}}
+	opt.Backoff = map[triagetype.Priority]triageconfig.Backoff{triagetype.High: {Base: 500 * time.Millisecond, Max: 500 * time.Millisecond}}
 	run(t, consumerapp.New(a, demoRegistry(), opt))
 	done := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 90*time.Second)
 	if done.Attempts != 10 || string(done.Result) != `{"succeeded_on_attempt":10}` {

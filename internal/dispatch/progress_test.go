@@ -20,12 +20,12 @@ import (
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/auth"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -174,7 +174,7 @@ func TestRetrySeesCheckpoint(t *testing.T) {
 		return r.Checkpoint, nil
 	})
 	opt := fastOptions()
-	opt.Backoff = map[triagetype.Priority]config.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}
+	opt.Backoff = map[triagetype.Priority]triageconfig.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}
 	id := submit(t, a, "resume", triagetype.High, 1, `{}`)[0]
 	run(t, dispatch.New(a.Store, a.Queues, a.Enqueuer, registry("resume", h), opt))
 	done := stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, 30*time.Second)
@@ -276,7 +276,7 @@ func TestWebhookProgress(t *testing.T) {
 	}))
 	defer hook.Close()
 
-	a = env.App(t, map[string]string{config.EnvRoutes: "hook=" + hook.URL, config.EnvWebhookSecret: "whsec", config.EnvAPIURL: srv.URL})
+	a = env.App(t, map[string]string{triageconfig.EnvRoutes: "hook=" + hook.URL, triageconfig.EnvWebhookSecret: "whsec", triageconfig.EnvAPIURL: srv.URL})
 	reg, err := consumerapp.Handlers(a)
 	if err != nil {
 		t.Fatal(err)

@@ -28,7 +28,6 @@ import (
 	"github.com/triagehq/triage/internal/app/apiapp"
 	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/auth"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
@@ -36,6 +35,7 @@ import (
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -77,7 +77,7 @@ func TestRetriesBackOffThenComplete(t *testing.T) {
 	a := env.App(t, nil)
 	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "high", Payload: json.RawMessage(`{"times":2}`), MaxAttempts: intp(3)})
 	opt := fastOptions()
-	opt.Backoff = map[triagetype.Priority]config.Backoff{triagetype.High: {Base: 2 * time.Second, Max: time.Minute, Jitter: 0.25}}
+	opt.Backoff = map[triagetype.Priority]triageconfig.Backoff{triagetype.High: {Base: 2 * time.Second, Max: time.Minute, Jitter: 0.25}}
 	run(t, consumerapp.New(a, demoRegistry(), opt))
 	done := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 40*time.Second)
 	if done.Attempts != 3 || len(done.History) != 3 {
@@ -132,7 +132,7 @@ func TestTimeoutCutsOffAndRetries(t *testing.T) {
 	a := env.App(t, nil)
 	tk := submitOne(t, a, task.Request{Type: "sleep", Priority: "high", Payload: json.RawMessage(`{"ms":5000}`), MaxAttempts: intp(2), TimeoutSeconds: intp(1)})
 	opt := fastOptions()
-	opt.Backoff = map[triagetype.Priority]config.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}
+	opt.Backoff = map[triagetype.Priority]triageconfig.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}
 	run(t, consumerapp.New(a, demoRegistry(), opt))
 	dead := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.DeadLetter, 30*time.Second)
 	if dead.Attempts != 2 || len(dead.History) != 2 {
@@ -154,7 +154,7 @@ func TestTimeoutCutsOffAndRetries(t *testing.T) {
 const childEnv = "TRIAGE_TEST_CHILD_CONSUMER"
 
 func runChildConsumer() {
-	cfg, err := config.FromEnv(os.Getenv)
+	cfg, err := triageconfig.FromEnv(os.Getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -165,7 +165,7 @@ func runChildConsumer() {
 		os.Exit(2)
 	}
 	opt := dispatch.Options{Lease: 2 * time.Second, LeaseMargin: time.Second, PollWait: time.Second, WorkerID: "victim"}
-	if os.Getenv(config.EnvLease) != "" { // TRIAGE_LEASE given: the lease and its margin come from it, as in production
+	if os.Getenv(triageconfig.EnvLease) != "" { // TRIAGE_LEASE given: the lease and its margin come from it, as in production
 		opt.Lease, opt.LeaseMargin = 0, 0
 	}
 	_ = consumerapp.New(a, demoRegistry(), opt).Run(context.Background())
@@ -312,7 +312,7 @@ func TestFourConsumersUnderFailures(t *testing.T) {
 	for range 4 {
 		opt := fastOptions()
 		opt.Concurrency = 8
-		opt.Backoff = map[triagetype.Priority]config.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}, triagetype.Medium: {Base: time.Second, Max: time.Second}, triagetype.Low: {Base: time.Second, Max: time.Second}}
+		opt.Backoff = map[triagetype.Priority]triageconfig.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}, triagetype.Medium: {Base: time.Second, Max: time.Second}, triagetype.Low: {Base: time.Second, Max: time.Second}}
 		run(t, consumerapp.New(a, registry("work", l), opt))
 	}
 	wantRuns := 0
@@ -375,7 +375,7 @@ func TestPoisonMessagesGoToDLQ(t *testing.T) {
 
 func TestDirectSendIsAdoptedOnce(t *testing.T) {
 	env := stacktest.New(t)
-	a := env.App(t, map[string]string{config.EnvToken: "tok"})
+	a := env.App(t, map[string]string{triageconfig.EnvToken: "tok"})
 	ctx := context.Background()
 	// A producer inside AWS sends straight to the high queue with the SDK.
 	out, err := env.SQS.SendMessage(ctx, &sqs.SendMessageInput{
@@ -394,7 +394,7 @@ func TestDirectSendIsAdoptedOnce(t *testing.T) {
 		return r.Payload, nil
 	})
 	opt := fastOptions()
-	opt.Backoff = map[triagetype.Priority]config.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}
+	opt.Backoff = map[triagetype.Priority]triageconfig.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}
 	run(t, consumerapp.New(a, registry("flaky", l), opt))
 	waitEnds(t, l, 2, 30*time.Second)
 	id, _ := seen.Load().(string)

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/app/consumerapp"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler/webhook"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -49,7 +49,7 @@ func TestWebhookHandler(t *testing.T) {
 	defer srv.Close()
 
 	env := stacktest.New(t)
-	a := env.App(t, map[string]string{config.EnvRoutes: "hook=" + srv.URL + "/tasks", config.EnvWebhookSecret: secret})
+	a := env.App(t, map[string]string{triageconfig.EnvRoutes: "hook=" + srv.URL + "/tasks", triageconfig.EnvWebhookSecret: secret})
 	reg, err := consumerapp.Handlers(a)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestWebhookHandler(t *testing.T) {
 	rejected := submitOne(t, a, task.Request{Type: "hook", Priority: "high", Payload: json.RawMessage(`{"status":422}`), MaxAttempts: intp(3)})
 	broken := submitOne(t, a, task.Request{Type: "hook", Priority: "high", Payload: json.RawMessage(`{"status":503}`), MaxAttempts: intp(2)})
 	opt := fastOptions()
-	opt.Backoff = map[triagetype.Priority]config.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}
+	opt.Backoff = map[triagetype.Priority]triageconfig.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}
 	run(t, consumerapp.New(a, reg, opt))
 
 	done := stacktest.WaitStatus(t, a.Store, ok.ID, triagetype.Completed, 20*time.Second)

@@ -25,7 +25,6 @@ import (
 	"github.com/triagehq/triage/internal/app/apiapp"
 	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/auth"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
@@ -35,6 +34,7 @@ import (
 	"github.com/triagehq/triage/internal/handler/ledger"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -49,7 +49,7 @@ const (
 
 func runChildAPI() {
 	fail := func(err error) { fmt.Fprintln(os.Stderr, err); os.Exit(2) }
-	cfg, err := config.FromEnv(os.Getenv)
+	cfg, err := triageconfig.FromEnv(os.Getenv)
 	if err != nil {
 		fail(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -42,7 +42,7 @@ func (f FanOut) Run(ctx context.Context) (int, error) {
 	}
 	per, most := f.PerConsumer, f.Max
 	if per <= 0 {
-		per = config.DefaultFanOutPer
+		per = triageconfig.DefaultFanOutPer
 	}
 	if most <= 0 {
 		return 0, nil

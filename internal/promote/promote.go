@@ -36,13 +36,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/internal/tracing"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -108,10 +108,10 @@ type Metrics interface {
 
 func (o *Options) defaults() {
 	if o.LowAfter <= 0 {
-		o.LowAfter = config.DefaultLowAfter
+		o.LowAfter = triageconfig.DefaultLowAfter
 	}
 	if o.MediumAfter <= 0 {
-		o.MediumAfter = config.DefaultMediumAfter
+		o.MediumAfter = triageconfig.DefaultMediumAfter
 	}
 	if o.DirectWindow <= 0 {
 		o.DirectWindow = queue.MaxDelay

@@ -134,6 +134,19 @@ const (
 	DefaultMaxReceiveCount = 5
 )
 
+// Of is a deployment's resources: named by prefix, with table and bucket
+// when they are not "" (a deployment's TRIAGE_TABLE and TRIAGE_BUCKET).
+func Of(prefix, table, bucket string) Spec {
+	s := New(prefix)
+	if table != "" {
+		s.Table.Name = table
+	}
+	if bucket != "" {
+		s.Bucket.Name = bucket
+	}
+	return s
+}
+
 // New returns the spec for a deployment whose resource names start with prefix.
 func New(prefix string) Spec {
 	if prefix == "" {

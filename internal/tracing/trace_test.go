@@ -24,7 +24,6 @@ import (
 	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/app/promoterapp"
 	"github.com/triagehq/triage/internal/auth"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
@@ -33,6 +32,7 @@ import (
 	"github.com/triagehq/triage/internal/submit"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/internal/tracing"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -79,7 +79,7 @@ func TestTaskIsOneTraceAcrossSubmitRetryAndWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 	opt := dispatch.Options{PollWait: time.Second, Lease: 5 * time.Second, LeaseMargin: time.Second,
-		Backoff: map[triagetype.Priority]config.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}}
+		Backoff: map[triagetype.Priority]triageconfig.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() { _ = consumerapp.New(a, reg, opt).Run(ctx); close(stopped) }()

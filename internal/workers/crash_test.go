@@ -22,11 +22,11 @@ import (
 	"github.com/triagehq/triage/internal/app/apiapp"
 	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/auth"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/handler/demo"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -44,7 +44,7 @@ const (
 // drains and exits 0.
 func runChild() {
 	fail := func(err error) { fmt.Fprintln(os.Stderr, err); os.Exit(2) }
-	cfg, err := config.FromEnv(os.Getenv)
+	cfg, err := triageconfig.FromEnv(os.Getenv)
 	if err != nil {
 		fail(err)
 	}

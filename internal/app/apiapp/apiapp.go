@@ -17,10 +17,10 @@ import (
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/auth"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dashboard"
 	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/metrics"
+	"github.com/triagehq/triage/triageconfig"
 )
 
 // SecretReader reads a secret's value (Secrets Manager's GetSecretValue).
@@ -35,7 +35,7 @@ type SecretReader interface {
 func Tokens(ctx context.Context, a *app.App, sm SecretReader) (*auth.Tokens, error) {
 	toks, err := auth.Parse(a.Config.Tokens)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", config.EnvTokens, err)
+		return nil, fmt.Errorf("%s: %w", triageconfig.EnvTokens, err)
 	}
 	if a.Config.Token != "" {
 		toks.Add(a.Config.Token, auth.Admin)
@@ -55,7 +55,7 @@ func Tokens(ctx context.Context, a *app.App, sm SecretReader) (*auth.Tokens, err
 		toks.Merge(fromSecret)
 	}
 	if toks.Len() == 0 {
-		return nil, fmt.Errorf("no API tokens: set %s, %s or %s", config.EnvToken, config.EnvTokens, config.EnvTokensSecretARN)
+		return nil, fmt.Errorf("no API tokens: set %s, %s or %s", triageconfig.EnvToken, triageconfig.EnvTokens, triageconfig.EnvTokensSecretARN)
 	}
 	return toks, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/triagehq/triage/internal/app/apiapp"
+	"github.com/triagehq/triage/triageconfig"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/auth"
-	"github.com/triagehq/triage/internal/config"
 )
 
 // secretsStandIn speaks Secrets Manager's GetSecretValue (awsJson1.1) on loopback.
@@ -48,8 +48,8 @@ func secretsStandIn(t *testing.T, secrets map[string]string) *secretsmanager.Cli
 func TestTokensFromSecret(t *testing.T) {
 	const arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:triage-tokens-AbCdEf"
 	sm := secretsStandIn(t, map[string]string{arn: `{"tokens":[{"token":"svc","scopes":["submit"]},{"token":"ops"}]}`})
-	cfg, err := config.FromEnv(func(k string) string {
-		return map[string]string{config.EnvTokensSecretARN: arn, config.EnvToken: "local"}[k]
+	cfg, err := triageconfig.FromEnv(func(k string) string {
+		return map[string]string{triageconfig.EnvTokensSecretARN: arn, triageconfig.EnvToken: "local"}[k]
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -79,8 +79,8 @@ func TestTokensFromSecret(t *testing.T) {
 
 func TestTokensSecretMissing(t *testing.T) {
 	sm := secretsStandIn(t, nil)
-	cfg, _ := config.FromEnv(func(k string) string {
-		return map[string]string{config.EnvTokensSecretARN: "arn:aws:secretsmanager:us-east-1:1:secret:gone"}[k]
+	cfg, _ := triageconfig.FromEnv(func(k string) string {
+		return map[string]string{triageconfig.EnvTokensSecretARN: "arn:aws:secretsmanager:us-east-1:1:secret:gone"}[k]
 	})
 	_, err := apiapp.Tokens(context.Background(), &app.App{Config: cfg}, sm)
 	if err == nil || !strings.Contains(err.Error(), "gone") {
@@ -89,9 +89,9 @@ func TestTokensSecretMissing(t *testing.T) {
 }
 
 func TestNoTokensIsAnError(t *testing.T) {
-	cfg, _ := config.FromEnv(func(string) string { return "" })
+	cfg, _ := triageconfig.FromEnv(func(string) string { return "" })
 	_, err := apiapp.Tokens(context.Background(), &app.App{Config: cfg}, nil)
-	if err == nil || !strings.Contains(err.Error(), config.EnvToken) {
+	if err == nil || !strings.Contains(err.Error(), triageconfig.EnvToken) {
 		t.Fatalf("err = %v", err)
 	}
 }

@@ -16,12 +16,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/triagehq/triage/internal/app"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/handler/demo"
 	"github.com/triagehq/triage/internal/handler/lambdainvoke"
 	"github.com/triagehq/triage/internal/handler/webhook"
+	"github.com/triagehq/triage/internal/spec"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -77,7 +78,7 @@ func options(a *app.App, opt dispatch.Options) dispatch.Options {
 		opt.UnhandledAfter = c.UnhandledAfter
 	}
 	if opt.MaxReceiveCount == 0 {
-		if q, ok := c.Spec().Queue(triagetype.High); ok {
+		if q, ok := spec.Of(c.Prefix, c.Table, c.Bucket).Queue(triagetype.High); ok {
 			opt.MaxReceiveCount = q.MaxReceiveCount
 		}
 	}
@@ -104,7 +105,7 @@ func Handlers(a *app.App) (*handler.Registry, error) {
 func AddRoutes(a *app.App, reg *handler.Registry, override bool) error {
 	for typ, target := range a.Config.Routes {
 		if reg.Has(typ) && !override {
-			return fmt.Errorf("task type %q has a Go handler and a route in %s; give it one", typ, config.EnvRoutes)
+			return fmt.Errorf("task type %q has a Go handler and a route in %s; give it one", typ, triageconfig.EnvRoutes)
 		}
 		h, err := routeHandler(a, target)
 		if err != nil {
@@ -123,7 +124,7 @@ func routeHandler(a *app.App, target string) (handler.Handler, error) {
 		return lambdainvoke.New(lambda.NewFromConfig(a.AWS), target), nil
 	case strings.HasPrefix(target, "http://"), strings.HasPrefix(target, "https://"):
 		if a.Config.WebhookSecret == "" {
-			return nil, errors.New(config.EnvWebhookSecret + " must be set to sign webhook requests")
+			return nil, errors.New(triageconfig.EnvWebhookSecret + " must be set to sign webhook requests")
 		}
 		return webhook.New(target, []byte(a.Config.WebhookSecret)), nil
 	}

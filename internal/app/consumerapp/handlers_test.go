@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"github.com/triagehq/triage/internal/app/consumerapp"
+	"github.com/triagehq/triage/triageconfig"
 
 	"github.com/triagehq/triage/internal/app"
-	"github.com/triagehq/triage/internal/config"
 )
 
 // The consumer function registers the demo handlers only when
@@ -21,8 +21,8 @@ func TestHandlersRegisterDemoOnlyWhenAsked(t *testing.T) {
 		{"false", []string{}},
 		{"true", []string{"echo", "fail", "noop", "sleep"}},
 	} {
-		cfg, err := config.FromEnv(func(k string) string {
-			if k == config.EnvDemoHandlers {
+		cfg, err := triageconfig.FromEnv(func(k string) string {
+			if k == triageconfig.EnvDemoHandlers {
 				return tt.env
 			}
 			return ""
@@ -37,7 +37,7 @@ func TestHandlersRegisterDemoOnlyWhenAsked(t *testing.T) {
 		got := reg.Types()
 		slices.Sort(got)
 		if !slices.Equal(got, tt.want) {
-			t.Errorf("%s=%q: handlers %v, want %v", config.EnvDemoHandlers, tt.env, got, tt.want)
+			t.Errorf("%s=%q: handlers %v, want %v", triageconfig.EnvDemoHandlers, tt.env, got, tt.want)
 		}
 	}
 }

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/triageconfig"
 
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
 )
 
@@ -27,7 +27,7 @@ func TestConsumerStrictMode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := &app.App{Config: config.Config{Strict: tt.cfg}}
+			a := &app.App{Config: triageconfig.Config{Strict: tt.cfg}}
 			got := options(a, dispatch.Options{Strict: tt.opt}).Strict
 			if got == nil || *got != tt.want {
 				t.Fatalf("strict = %v, want %v", deref(got), tt.want)

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/app"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/metrics/prom"
+	"github.com/triagehq/triage/triageconfig"
 )
 
 // Run runs a long-lived consumer (the worker's Run) until ctx ends. When
@@ -32,7 +32,7 @@ func Run(ctx context.Context, a *app.App, reg *handler.Registry, opt dispatch.Op
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("metrics: listen on %s (%s): %w", addr, config.EnvMetricsAddr, err)
+		return fmt.Errorf("metrics: listen on %s (%s): %w", addr, triageconfig.EnvMetricsAddr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", sink.Handler())

@@ -10,9 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
 	"github.com/triagehq/triage/internal/app"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/events"
 	"github.com/triagehq/triage/internal/events/eventbus"
+	"github.com/triagehq/triage/triageconfig"
 )
 
 // Attach builds the sinks the settings name (TRIAGE_EVENT_WEBHOOKS, signed
@@ -21,18 +21,18 @@ import (
 // all nothing is attached: the counters run exactly as before.
 func Attach(a *app.App, getenv func(string) string, extra ...events.Sink) (*events.Fanout, error) {
 	sinks := append([]events.Sink(nil), extra...)
-	if v := getenv(config.EnvEventWebhooks); v != "" {
+	if v := getenv(triageconfig.EnvEventWebhooks); v != "" {
 		targets, err := events.ParseTargets(v)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", config.EnvEventWebhooks, err)
+			return nil, fmt.Errorf("%s: %w", triageconfig.EnvEventWebhooks, err)
 		}
 		wh, err := events.NewWebhooks(targets, []byte(a.Config.WebhookSecret), events.WebhookOptions{Logger: a.Log})
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", config.EnvEventWebhooks, err)
+			return nil, fmt.Errorf("%s: %w", triageconfig.EnvEventWebhooks, err)
 		}
 		sinks = append(sinks, wh)
 	}
-	if bus := getenv(config.EnvEventBus); bus != "" {
+	if bus := getenv(triageconfig.EnvEventBus); bus != "" {
 		sinks = append(sinks, eventbus.New(eventbridge.NewFromConfig(a.AWS), bus))
 	}
 	f := events.NewFanout(sinks...)

@@ -25,11 +25,11 @@ import (
 
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/blob"
-	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/emulators"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -115,7 +115,7 @@ func (e *Env) Getenv(extra map[string]string) func(string) string {
 		if v, ok := extra[k]; ok {
 			return v
 		}
-		if k == config.EnvPrefix {
+		if k == triageconfig.EnvPrefix {
 			return e.Prefix
 		}
 		return os.Getenv(k)
@@ -126,7 +126,7 @@ func (e *Env) Getenv(extra map[string]string) func(string) string {
 // configuration variables (config.Env*) for this app only.
 func (e *Env) App(t testing.TB, extra map[string]string) *app.App {
 	t.Helper()
-	cfg, err := config.FromEnv(e.Getenv(extra))
+	cfg, err := triageconfig.FromEnv(e.Getenv(extra))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}

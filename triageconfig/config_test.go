@@ -1,4 +1,4 @@
-package config
+package triageconfig
 
 import (
 	"errors"
@@ -190,9 +190,9 @@ func TestValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := Config{}.WithDefaults()
 			tt.edit(&c)
-			var fe *FieldError
+			var fe *Error
 			if err := c.Validate(); !errors.As(err, &fe) || fe.Field != tt.field {
-				t.Fatalf("Validate = %v, want a FieldError for %s", err, tt.field)
+				t.Fatalf("Validate = %v, want a Error for %s", err, tt.field)
 			}
 		})
 	}
@@ -238,7 +238,7 @@ func TestAPIURL(t *testing.T) {
 			t.Errorf("APIURL = %q, want %q", c.APIURL, tc.url)
 		}
 		err = c.WithDefaults().Validate()
-		var fe *FieldError
+		var fe *Error
 		if tc.ok && err != nil && errors.As(err, &fe) && fe.Env == EnvAPIURL {
 			t.Errorf("%q: %v, want valid", tc.url, err)
 		}

@@ -1,9 +1,12 @@
-// Package config owns triage's runtime settings: the Config type, every
+// Package triageconfig owns triage's settings: the Config type, every
 // default, the rules a setting must follow, and the TRIAGE_* variables
-// that carry them.
+// that carry them. It is the one configuration of every triage process:
+// package worker and the direct transport take a *Config (nil: from the
+// environment), and the dispatcher's own functions, `triage dev` and the
+// CDK construct read and check the same variables through it.
 //
-// A Config comes from code (the public worker and client take one,
-// re-exported as triage.Config) or from the environment (Decode), and
+// A Config comes from code (a literal, or Decode's result with a few
+// fields changed) or from the environment (FromEnv), and
 // goes through the same two steps either way: WithDefaults fills what is
 // unset, Validate checks the rest. The Lambda functions, `triage dev` and
 // the worker all do this, and the CDK construct uses the same parsers, so
@@ -14,7 +17,7 @@
 // Zero means "unset" for every field. Where zero is also a meaningful
 // value (no reserved slots, no depth limit) the field takes Off (-1) for
 // it, as River's Config does; the environment's "0" decodes to Off.
-package config
+package triageconfig
 
 import (
 	"errors"
@@ -256,19 +259,6 @@ func (b Backoff) Wait(n int, rng *rand.Rand) time.Duration {
 	return (d + time.Second - 1).Truncate(time.Second)
 }
 
-// Spec is the deployment's resources: named by Prefix, with Table and
-// Bucket when they are set.
-func (c Config) Spec() spec.Spec {
-	s := spec.New(c.Prefix)
-	if c.Table != "" {
-		s.Table.Name = c.Table
-	}
-	if c.Bucket != "" {
-		s.Bucket.Name = c.Bucket
-	}
-	return s
-}
-
 // WithDefaults returns c with every unset field at its default. It
 // copies the maps it fills, so c's own maps are never changed, and it is
 // idempotent.
@@ -276,7 +266,7 @@ func (c Config) WithDefaults() Config {
 	if c.Prefix == "" {
 		c.Prefix = spec.DefaultPrefix
 	}
-	sp := c.Spec()
+	sp := spec.Of(c.Prefix, c.Table, c.Bucket)
 	c.Table, c.Bucket = sp.Table.Name, sp.Bucket.Name
 	c.QueueURLs, c.DLQURLs = maps.Clone(c.QueueURLs), maps.Clone(c.DLQURLs)
 	if c.QueueURLs == nil {
@@ -345,22 +335,22 @@ func fill[V any](m, def map[triagetype.Priority]V) map[triagetype.Priority]V {
 	return out
 }
 
-// FieldError is a setting that breaks its rule. It names the field and
+// Error is a setting that breaks its rule. It names the field and
 // the variable that sets it, so the message helps whichever was used.
-type FieldError struct {
+type Error struct {
 	Field string // Go field name, e.g. "ReservedHigh"
 	Env   string // its variable, e.g. "TRIAGE_RESERVED_HIGH"
 	Msg   string
 }
 
-func (e *FieldError) Error() string { return fmt.Sprintf("%s (%s): %s", e.Field, e.Env, e.Msg) }
+func (e *Error) Error() string { return fmt.Sprintf("%s (%s): %s", e.Field, e.Env, e.Msg) }
 
 // Validate checks every setting. Call it on a Config after WithDefaults:
 // it reads zero values as given, not as unset. The first broken rule is
-// returned as a *FieldError.
+// returned as a *Error.
 func (c Config) Validate() error {
 	bad := func(field, env, format string, args ...any) error {
-		return &FieldError{Field: field, Env: env, Msg: fmt.Sprintf(format, args...)}
+		return &Error{Field: field, Env: env, Msg: fmt.Sprintf(format, args...)}
 	}
 	if c.APIURL != "" {
 		if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -412,6 +402,16 @@ func (c Config) Validate() error {
 			return bad("RetryBackoff", EnvRetryBackoff, "%s: %v", p, err)
 		}
 	}
+	for _, urls := range []struct {
+		field string
+		m     map[triagetype.Priority]string
+	}{{"QueueURLs", c.QueueURLs}, {"DLQURLs", c.DLQURLs}} {
+		for p := range urls.m {
+			if _, err := triagetype.ParsePriority(string(p)); err != nil {
+				return bad(urls.field, EnvQueueURLPrefix+"*", "%v", err)
+			}
+		}
+	}
 	for _, typ := range c.Types {
 		if err := task.ValidateType(typ); err != nil {
 			return bad("Types", EnvTypes, "type %q %v", typ, err)
@@ -440,6 +440,17 @@ func (b Backoff) check() error {
 		return fmt.Errorf("jitter must be from 0 to 0.5, got %g", b.Jitter)
 	}
 	return nil
+}
+
+// Load is how a program that embeds triage (package worker, the direct
+// transport) configures it: c, or when c is nil the process environment
+// (Decode(os.Getenv)), then WithDefaults and Validate. c is not changed.
+func Load(c *Config) (Config, error) {
+	if c == nil {
+		return FromEnv(os.Getenv)
+	}
+	cfg := c.WithDefaults()
+	return cfg, cfg.Validate()
 }
 
 // FromEnv is how a triage process configures itself: Decode through
