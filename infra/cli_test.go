@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/triagehq/triage/infra/dispatcher"
-	"github.com/triagehq/triage/resourcespec"
+	"github.com/triagehq/triage/internal/spec"
 )
 
 // `make synth` as a user runs it on a fresh clone: the real pinned CDK CLI,
@@ -67,7 +67,7 @@ func TestMakeSynthFromCleanCopy(t *testing.T) {
 			}
 		}
 	}
-	s := resourcespec.New("")
+	s := spec.New("")
 	want := map[string][]string{"AWS::DynamoDB::Table": {s.Table.Name}}
 	for _, q := range s.Queues {
 		want["AWS::SQS::Queue"] = append(want["AWS::SQS::Queue"], q.Name, q.DLQName)

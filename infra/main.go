@@ -34,7 +34,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/triagehq/triage/infra/dispatcher"
-	"github.com/triagehq/triage/resourcespec"
+	"github.com/triagehq/triage/triageconfig"
 )
 
 // StackName is the name of the one stack this app defines.
@@ -127,7 +127,7 @@ func propsFromContext(scope constructs.Construct, get func(string) string) (*dis
 		}
 	}
 	if v := get("routes"); v != "" {
-		routes, err := resourcespec.ParseRoutes(v) // the functions' own TRIAGE_ROUTES parser
+		routes, err := triageconfig.ParseRoutes(v) // the functions' own TRIAGE_ROUTES parser
 		if err != nil {
 			return nil, fmt.Errorf("context routes: %w", err)
 		}

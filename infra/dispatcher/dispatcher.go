@@ -8,9 +8,9 @@
 // or GrantInvokeApi) and ProducerEnvironment, a consumer running outside
 // the stack's consumer function gets GrantConsume and ConsumerEnvironment.
 //
-// Table and queue shapes come from resourcespec.New, the same spec the local
+// Table and queue shapes come from spec.New (internal/spec), the same spec the local
 // bootstrap uses, and function settings travel as the environment variables
-// internal/config reads, so the deployed stack and `triage dev` cannot drift
+// triageconfig reads, so the deployed stack and `triage dev` cannot drift
 // apart.
 package dispatcher
 
@@ -39,8 +39,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
-
-	"github.com/triagehq/triage/resourcespec"
+	"github.com/triagehq/triage/internal/spec"
+	"github.com/triagehq/triage/triageconfig"
 )
 
 // Dispatcher is one triage deployment. Its fields expose the resources so a
@@ -55,7 +55,7 @@ type Dispatcher struct {
 	// Its names are the resources' names only with Props.PhysicalNames;
 	// otherwise CloudFormation names them, so read names from the
 	// resources (Table.TableName(), Queue.QueueUrl(), ...).
-	Spec resourcespec.Spec
+	Spec spec.Spec
 	// Table is the single task table.
 	Table awsdynamodb.Table
 	// Bucket keeps payloads and results too large for a task's item
@@ -96,7 +96,7 @@ type Dispatcher struct {
 // PriorityQueues is one priority's queue pair.
 type PriorityQueues struct {
 	Priority string // "high", "medium" or "low"
-	Spec     resourcespec.Queue
+	Spec     spec.Queue
 	Queue    awssqs.Queue
 	DLQ      awssqs.Queue
 }
@@ -110,7 +110,7 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher %s: %w", id, err)
 	}
-	s := resourcespec.New(p.Prefix)
+	s := spec.New(p.Prefix)
 	// Hash the function sources before declaring anything, so a missing or
 	// broken package leaves no half-built construct behind.
 	code := map[string]awslambda.Code{}
@@ -149,14 +149,14 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 	d.producerEnv = merge(d.locationEnv(p), tableEnv(p), typesEnv(p))
 	d.consumerEnv = merge(common, consumerEnv(p))
 	d.API = d.newFunction("Api", p, p.API, code["api"], merge(common, typesEnv(p), map[string]string{
-		resourcespec.EnvTokensSecretARN: *d.TokensSecret.SecretArn(),
+		triageconfig.EnvTokensSecretARN: *d.TokensSecret.SecretArn(),
 	}), false)
 	d.Consumer = d.newFunction("Consumer", p, p.Consumer, code["consumer"], d.consumerEnv, true)
 	d.Promoter = d.newFunction("Promoter", p, p.Promoter, code["promoter"], merge(common, map[string]string{
-		resourcespec.EnvLowAfter:        durationEnv(p.PromoteLowAfter),
-		resourcespec.EnvMediumAfter:     durationEnv(p.PromoteMediumAfter),
-		resourcespec.EnvPromoteInterval: p.PromoteInterval.String(),
-		resourcespec.EnvConsumerARN:     *d.Consumer.FunctionArn(),
+		triageconfig.EnvLowAfter:        durationEnv(p.PromoteLowAfter),
+		triageconfig.EnvMediumAfter:     durationEnv(p.PromoteMediumAfter),
+		triageconfig.EnvPromoteInterval: p.PromoteInterval.String(),
+		triageconfig.EnvConsumerARN:     *d.Consumer.FunctionArn(),
 	}), true)
 	d.Counters = d.newFunction("Counters", p, p.Counters, code["counters"], merge(common, d.eventsEnv(p)), false)
 	d.countersTrigger()
@@ -165,8 +165,8 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 	d.HTTPAPI = d.newHTTPAPI(p)
 	// External handlers report progress to the API: the consumer gives them
 	// its URL (progress_url) with each attempt.
-	d.Consumer.AddEnvironment(jsii.String(resourcespec.EnvAPIURL), d.HTTPAPI.ApiEndpoint(), nil)
-	d.consumerEnv[resourcespec.EnvAPIURL] = *d.HTTPAPI.ApiEndpoint() // and a user's own consumer (ConsumerEnvironment)
+	d.Consumer.AddEnvironment(jsii.String(triageconfig.EnvAPIURL), d.HTTPAPI.ApiEndpoint(), nil)
+	d.consumerEnv[triageconfig.EnvAPIURL] = *d.HTTPAPI.ApiEndpoint() // and a user's own consumer (ConsumerEnvironment)
 	d.schedule(p)
 	d.alarms(p)
 	d.observability(p)
@@ -176,7 +176,7 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 
 // newTable declares the on-demand task table from the spec, named as the
 // spec says when physical, else by CloudFormation.
-func newTable(scope constructs.Construct, t resourcespec.Table, removal awscdk.RemovalPolicy, physical bool) awsdynamodb.Table {
+func newTable(scope constructs.Construct, t spec.Table, removal awscdk.RemovalPolicy, physical bool) awsdynamodb.Table {
 	table := awsdynamodb.NewTable(scope, jsii.String("Table"), &awsdynamodb.TableProps{
 		TableName:    physicalName(physical, t.Name),
 		PartitionKey: stringKey(t.PartitionKey),
@@ -231,7 +231,7 @@ func stringKey(name string) *awsdynamodb.Attribute {
 // newQueuePair declares one priority's DLQ and the queue that redrives to it.
 // Both use SQS-managed encryption and refuse plain-HTTP access. They are
 // named as the spec says when physical, else by CloudFormation.
-func newQueuePair(scope constructs.Construct, q resourcespec.Queue, physical bool) PriorityQueues {
+func newQueuePair(scope constructs.Construct, q spec.Queue, physical bool) PriorityQueues {
 	prio := string(q.Priority)
 	dlq := awssqs.NewQueue(scope, jsii.String("DeadLetterQueue"+title(prio)), &awssqs.QueueProps{
 		QueueName:       physicalName(physical, q.DLQName),
@@ -266,7 +266,7 @@ func physicalName(physical bool, name string) *string {
 // are, the settings every reader and writer of the table shares, and the
 // log level.
 func (d *Dispatcher) commonEnv(p Props) map[string]string {
-	return merge(d.locationEnv(p), tableEnv(p), map[string]string{resourcespec.EnvLogLevel: p.LogLevel})
+	return merge(d.locationEnv(p), tableEnv(p), map[string]string{triageconfig.EnvLogLevel: p.LogLevel})
 }
 
 // locationEnv says where the resources are: the table, the bucket, every
@@ -274,14 +274,14 @@ func (d *Dispatcher) commonEnv(p Props) map[string]string {
 // looks a queue up by name (with generated names it could not).
 func (d *Dispatcher) locationEnv(p Props) map[string]string {
 	env := map[string]string{
-		resourcespec.EnvPrefix: p.Prefix,
-		resourcespec.EnvTable:  *d.Table.TableName(),
-		resourcespec.EnvBucket: *d.Bucket.BucketName(),
+		triageconfig.EnvPrefix: p.Prefix,
+		triageconfig.EnvTable:  *d.Table.TableName(),
+		triageconfig.EnvBucket: *d.Bucket.BucketName(),
 	}
 	for _, q := range d.Queues {
 		up := strings.ToUpper(q.Priority)
-		env[resourcespec.EnvQueueURLPrefix+up] = *q.Queue.QueueUrl()
-		env[resourcespec.EnvDLQURLPrefix+up] = *q.DLQ.QueueUrl()
+		env[triageconfig.EnvQueueURLPrefix+up] = *q.Queue.QueueUrl()
+		env[triageconfig.EnvDLQURLPrefix+up] = *q.DLQ.QueueUrl()
 	}
 	return env
 }
@@ -292,15 +292,15 @@ func (d *Dispatcher) locationEnv(p Props) map[string]string {
 // of terminal tasks.
 func tableEnv(p Props) map[string]string {
 	return map[string]string{
-		resourcespec.EnvShards:    intEnv(p.Shards),
-		resourcespec.EnvRetention: durationEnv(p.Retention),
+		triageconfig.EnvShards:    intEnv(p.Shards),
+		triageconfig.EnvRetention: durationEnv(p.Retention),
 	}
 }
 
 // typesEnv is the list of accepted task types, which the API checks on
 // submit, and so does a direct producer.
 func typesEnv(p Props) map[string]string {
-	return map[string]string{resourcespec.EnvTypes: strings.Join(p.Types, ",")}
+	return map[string]string{triageconfig.EnvTypes: strings.Join(p.Types, ",")}
 }
 
 // ProducerEnvironment returns the TRIAGE_* variables a producer needs,
@@ -342,23 +342,23 @@ func envVars(env map[string]string) map[string]*string {
 // consumerEnv is the consumer's polling and handler configuration.
 func consumerEnv(p Props) map[string]string {
 	env := map[string]string{
-		resourcespec.EnvConcurrency:  intEnv(p.Concurrency),
-		resourcespec.EnvReservedHigh: reservedEnv(p.ReservedHigh),
-		resourcespec.EnvPollWait:     durationEnv(p.PollWait),
-		resourcespec.EnvRoutes:       routesEnv(p.Routes),
-		resourcespec.EnvWeights:      weightsEnv(p.Weights),
-		resourcespec.EnvRetryBackoff: retryEnv(p.Retry),
+		triageconfig.EnvConcurrency:  intEnv(p.Concurrency),
+		triageconfig.EnvReservedHigh: reservedEnv(p.ReservedHigh),
+		triageconfig.EnvPollWait:     durationEnv(p.PollWait),
+		triageconfig.EnvRoutes:       routesEnv(p.Routes),
+		triageconfig.EnvWeights:      weightsEnv(p.Weights),
+		triageconfig.EnvRetryBackoff: retryEnv(p.Retry),
 	}
 	if p.Strict {
-		env[resourcespec.EnvStrict] = "true"
+		env[triageconfig.EnvStrict] = "true"
 	}
 	if p.DemoHandlers {
-		env[resourcespec.EnvDemoHandlers] = "true"
+		env[triageconfig.EnvDemoHandlers] = "true"
 	}
 	if p.WebhookSecret != nil {
 		// A Secrets Manager value stays a dynamic reference in the template;
 		// CloudFormation resolves it at deploy time.
-		env[resourcespec.EnvWebhookSecret] = *p.WebhookSecret.UnsafeUnwrap()
+		env[triageconfig.EnvWebhookSecret] = *p.WebhookSecret.UnsafeUnwrap()
 	}
 	return env
 }
@@ -416,7 +416,7 @@ func (d *Dispatcher) countersTrigger() {
 			awslambda.FilterCriteria_Filter(&map[string]interface{}{
 				"dynamodb": map[string]interface{}{
 					"Keys": map[string]interface{}{
-						resourcespec.AttrPK: map[string]interface{}{"S": awslambda.FilterRule_BeginsWith(jsii.String(resourcespec.TaskKeyPrefix))},
+						spec.AttrPK: map[string]interface{}{"S": awslambda.FilterRule_BeginsWith(jsii.String(spec.TaskKeyPrefix))},
 					},
 				},
 			}),
@@ -427,9 +427,9 @@ func (d *Dispatcher) countersTrigger() {
 // eventsEnv declares the events bus (Props.Events) and returns where the
 // counters function sends lifecycle events.
 func (d *Dispatcher) eventsEnv(p Props) map[string]string {
-	env := map[string]string{resourcespec.EnvEventWebhooks: p.EventWebhooks}
+	env := map[string]string{triageconfig.EnvEventWebhooks: p.EventWebhooks}
 	if p.EventWebhooks != "" && p.WebhookSecret != nil {
-		env[resourcespec.EnvWebhookSecret] = *p.WebhookSecret.UnsafeUnwrap()
+		env[triageconfig.EnvWebhookSecret] = *p.WebhookSecret.UnsafeUnwrap()
 	}
 	if !p.Events {
 		return env
@@ -441,7 +441,7 @@ func (d *Dispatcher) eventsEnv(p Props) map[string]string {
 			Description:  jsii.String("triage task lifecycle events (" + p.Prefix + "): source triage, detail-type task.*"),
 		})
 	}
-	env[resourcespec.EnvEventBus] = *d.EventBus.EventBusArn()
+	env[triageconfig.EnvEventBus] = *d.EventBus.EventBusArn()
 	return env
 }
 
@@ -673,9 +673,9 @@ func durationEnv(d time.Duration) string {
 }
 
 // reservedEnv renders ReservedHigh: zero is unset (the default),
-// resourcespec.Off none ("0").
+// triageconfig.Off none ("0").
 func reservedEnv(n int) string {
-	if n == resourcespec.Off {
+	if n == triageconfig.Off {
 		return "0"
 	}
 	return intEnv(n)

@@ -21,7 +21,8 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/triagehq/triage/infra/dispatcher"
-	"github.com/triagehq/triage/resourcespec"
+	"github.com/triagehq/triage/internal/spec"
+	"github.com/triagehq/triage/triageconfig"
 )
 
 // testEnv is shared by every test of this binary: synthesizing runs jsii and
@@ -204,7 +205,7 @@ func equalJSON(t *testing.T, what string, got, want any) {
 
 func TestResourceCounts(t *testing.T) {
 	f := stackUnderTest(t)
-	s := resourcespec.New("")
+	s := spec.New("")
 	for _, c := range []struct {
 		typ  string
 		want int
@@ -341,9 +342,9 @@ func TestFunctions(t *testing.T) {
 		wantSecret  bool
 		wantAsyncNo bool
 	}{
-		{"api", f.d.API, []string{resourcespec.EnvTokensSecretARN}, []string{resourcespec.EnvConsumerARN, resourcespec.EnvWebhookSecret}, true, false},
-		{"consumer", f.d.Consumer, nil, []string{resourcespec.EnvTokensSecretARN, resourcespec.EnvConsumerARN}, false, true},
-		{"promoter", f.d.Promoter, []string{resourcespec.EnvConsumerARN, resourcespec.EnvPromoteInterval}, []string{resourcespec.EnvTokensSecretARN}, false, true},
+		{"api", f.d.API, []string{triageconfig.EnvTokensSecretARN}, []string{triageconfig.EnvConsumerARN, triageconfig.EnvWebhookSecret}, true, false},
+		{"consumer", f.d.Consumer, nil, []string{triageconfig.EnvTokensSecretARN, triageconfig.EnvConsumerARN}, false, true},
+		{"promoter", f.d.Promoter, []string{triageconfig.EnvConsumerARN, triageconfig.EnvPromoteInterval}, []string{triageconfig.EnvTokensSecretARN}, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := f.resources[f.id(c.fn)].Properties
@@ -356,11 +357,11 @@ func TestFunctions(t *testing.T) {
 			}
 
 			vars, _ := p["Environment"].(map[string]any)["Variables"].(map[string]any)
-			want := map[string]any{resourcespec.EnvTable: ref(f.id(f.d.Table))}
+			want := map[string]any{triageconfig.EnvTable: ref(f.id(f.d.Table))}
 			for _, q := range f.d.Queues {
 				up := strings.ToUpper(q.Priority)
-				want[resourcespec.EnvQueueURLPrefix+up] = ref(f.id(q.Queue))
-				want[resourcespec.EnvDLQURLPrefix+up] = ref(f.id(q.DLQ))
+				want[triageconfig.EnvQueueURLPrefix+up] = ref(f.id(q.Queue))
+				want[triageconfig.EnvDLQURLPrefix+up] = ref(f.id(q.DLQ))
 			}
 			for k, v := range want {
 				equalJSON(t, "env "+k, vars[k], v)
@@ -376,7 +377,7 @@ func TestFunctions(t *testing.T) {
 				}
 			}
 			if c.wantSecret {
-				equalJSON(t, "env "+resourcespec.EnvTokensSecretARN, vars[resourcespec.EnvTokensSecretARN], ref(tokens))
+				equalJSON(t, "env "+triageconfig.EnvTokensSecretARN, vars[triageconfig.EnvTokensSecretARN], ref(tokens))
 			}
 		})
 	}
@@ -678,13 +679,13 @@ func TestVariants(t *testing.T) {
 		Types:           []string{"resize", "notify"},
 		DemoHandlers:    true,
 		Concurrency:     1,
-		ReservedHigh:    resourcespec.Off,
+		ReservedHigh:    triageconfig.Off,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Run("names use the prefix", func(t *testing.T) {
-		s := resourcespec.New("acme")
+		s := spec.New("acme")
 		equalJSON(t, "table", f.resources[f.id(f.d.Table)].Properties["TableName"], s.Table.Name)
 		if f.resources[f.id(f.d.Table)].DeletionPolicy != "Delete" {
 			t.Errorf("table DeletionPolicy %q, want Delete", f.resources[f.id(f.d.Table)].DeletionPolicy)
@@ -708,28 +709,28 @@ func TestVariants(t *testing.T) {
 	t.Run("promote interval rounds up to whole minutes", func(t *testing.T) {
 		equalJSON(t, "schedule", f.resources[f.id(f.d.PromoterSchedule)].Properties["ScheduleExpression"], "rate(2 minutes)")
 		vars := f.resources[f.id(f.d.Promoter)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
-		equalJSON(t, "env", vars[resourcespec.EnvPromoteInterval], "2m0s")
+		equalJSON(t, "env", vars[triageconfig.EnvPromoteInterval], "2m0s")
 	})
 	t.Run("consumer settings", func(t *testing.T) {
 		vars := f.resources[f.id(f.d.Consumer)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
-		equalJSON(t, "weights", vars[resourcespec.EnvWeights], "high=8,low=2")
-		equalJSON(t, "no reserved slots", vars[resourcespec.EnvReservedHigh], "0")
-		equalJSON(t, "demo handlers", vars[resourcespec.EnvDemoHandlers], "true")
-		equalJSON(t, "retry", vars[resourcespec.EnvRetryBackoff], "high=1s:5s,low=2s:2m0s")
-		equalJSON(t, "routes", vars[resourcespec.EnvRoutes], "notify=https://hooks.example.com/triage,resize="+handler)
+		equalJSON(t, "weights", vars[triageconfig.EnvWeights], "high=8,low=2")
+		equalJSON(t, "no reserved slots", vars[triageconfig.EnvReservedHigh], "0")
+		equalJSON(t, "demo handlers", vars[triageconfig.EnvDemoHandlers], "true")
+		equalJSON(t, "retry", vars[triageconfig.EnvRetryBackoff], "high=1s:5s,low=2s:2m0s")
+		equalJSON(t, "routes", vars[triageconfig.EnvRoutes], "notify=https://hooks.example.com/triage,resize="+handler)
 		// External handlers get the API's URL for their progress reports.
-		equalJSON(t, resourcespec.EnvAPIURL, vars[resourcespec.EnvAPIURL], getAtt(f.id(f.d.HTTPAPI), "ApiEndpoint"))
-		if own := f.d.ConsumerEnvironment()[resourcespec.EnvAPIURL]; own == nil || *own == "" {
-			t.Errorf("ConsumerEnvironment lacks %s", resourcespec.EnvAPIURL)
+		equalJSON(t, triageconfig.EnvAPIURL, vars[triageconfig.EnvAPIURL], getAtt(f.id(f.d.HTTPAPI), "ApiEndpoint"))
+		if own := f.d.ConsumerEnvironment()[triageconfig.EnvAPIURL]; own == nil || *own == "" {
+			t.Errorf("ConsumerEnvironment lacks %s", triageconfig.EnvAPIURL)
 		}
 	})
 	t.Run("one shard count for every function, known types for the API", func(t *testing.T) {
 		for _, fn := range []awslambda.Function{f.d.API, f.d.Consumer, f.d.Promoter, f.d.Counters} {
 			vars := f.resources[f.id(fn)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
-			equalJSON(t, "shards", vars[resourcespec.EnvShards], "32")
+			equalJSON(t, "shards", vars[triageconfig.EnvShards], "32")
 		}
 		vars := f.resources[f.id(f.d.API)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
-		equalJSON(t, "types", vars[resourcespec.EnvTypes], "resize,notify")
+		equalJSON(t, "types", vars[triageconfig.EnvTypes], "resize,notify")
 	})
 	t.Run("routes grant invoke on Lambda handlers only", func(t *testing.T) {
 		stmts := f.policyStatements(t, f.d.Consumer)
@@ -932,8 +933,8 @@ func TestPayloadBucket(t *testing.T) {
 	})
 	for _, fn := range []awslambda.Function{f.d.API, f.d.Consumer, f.d.Promoter, f.d.Counters} {
 		env := f.resources[f.id(fn)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
-		if !reflect.DeepEqual(env[resourcespec.EnvBucket], normalize(t, ref(bucketID))) {
-			t.Errorf("%s: %s = %v, want a reference to the bucket", f.id(fn), resourcespec.EnvBucket, env[resourcespec.EnvBucket])
+		if !reflect.DeepEqual(env[triageconfig.EnvBucket], normalize(t, ref(bucketID))) {
+			t.Errorf("%s: %s = %v, want a reference to the bucket", f.id(fn), triageconfig.EnvBucket, env[triageconfig.EnvBucket])
 		}
 	}
 	objects := normalize(t, map[string]any{"Fn::Join": []any{"", []any{getAtt(bucketID, "Arn"), "/t/*"}}})

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/triagehq/triage/infra/dispatcher"
-	"github.com/triagehq/triage/resourcespec"
+	"github.com/triagehq/triage/triageconfig"
 )
 
 // putEventsGrants lists "function: resource" for every events:PutEvents
@@ -47,8 +47,8 @@ func TestEventsOffByDefault(t *testing.T) {
 	if g := putEventsGrants(t, f); len(g) != 0 {
 		t.Fatalf("PutEvents granted without Events: %v", g)
 	}
-	if v, ok := f.functionEnv(f.d.Counters)[resourcespec.EnvEventBus]; ok {
-		t.Fatalf("counters has %s = %v", resourcespec.EnvEventBus, v)
+	if v, ok := f.functionEnv(f.d.Counters)[triageconfig.EnvEventBus]; ok {
+		t.Fatalf("counters has %s = %v", triageconfig.EnvEventBus, v)
 	}
 }
 
@@ -76,11 +76,11 @@ func TestEventsBus(t *testing.T) {
 	}
 	busARN := getAtt(busID, "Arn")
 	envs := f.functionEnv(f.d.Counters)
-	equalJSON(t, "counters "+resourcespec.EnvEventBus, envs[resourcespec.EnvEventBus], busARN)
-	equalJSON(t, "counters "+resourcespec.EnvEventWebhooks, envs[resourcespec.EnvEventWebhooks], "task.completed=https://hooks.example.com/done")
-	equalJSON(t, "counters "+resourcespec.EnvWebhookSecret, envs[resourcespec.EnvWebhookSecret], "whsec")
+	equalJSON(t, "counters "+triageconfig.EnvEventBus, envs[triageconfig.EnvEventBus], busARN)
+	equalJSON(t, "counters "+triageconfig.EnvEventWebhooks, envs[triageconfig.EnvEventWebhooks], "task.completed=https://hooks.example.com/done")
+	equalJSON(t, "counters "+triageconfig.EnvWebhookSecret, envs[triageconfig.EnvWebhookSecret], "whsec")
 	for _, fn := range []awslambda.Function{f.d.API, f.d.Consumer, f.d.Promoter} {
-		if _, ok := f.functionEnv(fn)[resourcespec.EnvEventBus]; ok {
+		if _, ok := f.functionEnv(fn)[triageconfig.EnvEventBus]; ok {
 			t.Errorf("%s is told the events bus", f.id(fn))
 		}
 	}
@@ -112,7 +112,7 @@ func TestEventsOwnBus(t *testing.T) {
 	if n := len(f.ofType("AWS::Events::EventBus")); n != 0 {
 		t.Fatalf("%d buses created, want none", n)
 	}
-	equalJSON(t, "counters "+resourcespec.EnvEventBus, f.functionEnv(f.d.Counters)[resourcespec.EnvEventBus], arn)
+	equalJSON(t, "counters "+triageconfig.EnvEventBus, f.functionEnv(f.d.Counters)[triageconfig.EnvEventBus], arn)
 	if g := putEventsGrants(t, f); len(g) != 1 || g[0] != `counters: "`+arn+`"` {
 		t.Errorf("PutEvents grants %v, want only counters on %s", g, arn)
 	}

@@ -16,7 +16,8 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/triagehq/triage/infra/dispatcher"
-	"github.com/triagehq/triage/resourcespec"
+	"github.com/triagehq/triage/internal/spec"
+	"github.com/triagehq/triage/triageconfig"
 )
 
 // The construct as a library: grants to code outside it, the environments
@@ -272,9 +273,9 @@ func (f *fixture) functionEnv(fn awslambda.Function) map[string]any {
 // own values, and nothing that belongs to the API or the consumer.
 func TestProducerEnvironment(t *testing.T) {
 	stackUnderTest(t)
-	where := []string{resourcespec.EnvPrefix, resourcespec.EnvTable, resourcespec.EnvBucket}
+	where := []string{triageconfig.EnvPrefix, triageconfig.EnvTable, triageconfig.EnvBucket}
 	for _, p := range []string{"HIGH", "MEDIUM", "LOW"} {
-		where = append(where, resourcespec.EnvQueueURLPrefix+p, resourcespec.EnvDLQURLPrefix+p)
+		where = append(where, triageconfig.EnvQueueURLPrefix+p, triageconfig.EnvDLQURLPrefix+p)
 	}
 	for _, c := range []struct {
 		name  string
@@ -286,7 +287,7 @@ func TestProducerEnvironment(t *testing.T) {
 			Shards: 32, Retention: 48 * time.Hour, Types: []string{"resize", "notify"},
 			LogLevel: "debug", Weights: map[string]int{"high": 9}, Routes: map[string]string{"resize": routedHandler},
 		}, map[string]string{
-			resourcespec.EnvShards: "32", resourcespec.EnvRetention: "48h0m0s", resourcespec.EnvTypes: "resize,notify",
+			triageconfig.EnvShards: "32", triageconfig.EnvRetention: "48h0m0s", triageconfig.EnvTypes: "resize,notify",
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -309,18 +310,18 @@ func TestProducerEnvironment(t *testing.T) {
 					t.Errorf("%s = %q, want %q", k, *v, want)
 				}
 			}
-			equalJSON(t, resourcespec.EnvTable, f.resolve(t, got[resourcespec.EnvTable]), ref(f.id(f.d.Table)))
-			equalJSON(t, resourcespec.EnvBucket, f.resolve(t, got[resourcespec.EnvBucket]), ref(f.id(f.d.Bucket)))
+			equalJSON(t, triageconfig.EnvTable, f.resolve(t, got[triageconfig.EnvTable]), ref(f.id(f.d.Table)))
+			equalJSON(t, triageconfig.EnvBucket, f.resolve(t, got[triageconfig.EnvBucket]), ref(f.id(f.d.Bucket)))
 			for _, q := range f.d.Queues {
 				up := strings.ToUpper(q.Priority)
-				equalJSON(t, "queue "+up, f.resolve(t, got[resourcespec.EnvQueueURLPrefix+up]), ref(f.id(q.Queue)))
-				equalJSON(t, "DLQ "+up, f.resolve(t, got[resourcespec.EnvDLQURLPrefix+up]), ref(f.id(q.DLQ)))
+				equalJSON(t, "queue "+up, f.resolve(t, got[triageconfig.EnvQueueURLPrefix+up]), ref(f.id(q.Queue)))
+				equalJSON(t, "DLQ "+up, f.resolve(t, got[triageconfig.EnvDLQURLPrefix+up]), ref(f.id(q.DLQ)))
 			}
 
 			// A new map each call.
-			got[resourcespec.EnvTable] = jsii.String("changed")
-			delete(got, resourcespec.EnvBucket)
-			if again := f.d.ProducerEnvironment(); *again[resourcespec.EnvTable] == "changed" || again[resourcespec.EnvBucket] == nil {
+			got[triageconfig.EnvTable] = jsii.String("changed")
+			delete(got, triageconfig.EnvBucket)
+			if again := f.d.ProducerEnvironment(); *again[triageconfig.EnvTable] == "changed" || again[triageconfig.EnvBucket] == nil {
 				t.Error("ProducerEnvironment returned a map the caller can change")
 			}
 
@@ -347,7 +348,7 @@ func TestPhysicalNames(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := resourcespec.New("acme")
+			s := spec.New("acme")
 			name := func(want string) any {
 				if physical {
 					return want
@@ -376,15 +377,15 @@ func TestPhysicalNames(t *testing.T) {
 			// Functions find resources through their environment, never by name.
 			for _, fn := range []awslambda.Function{f.d.API, f.d.Consumer, f.d.Promoter, f.d.Counters} {
 				vars := f.functionEnv(fn)
-				equalJSON(t, "env table", vars[resourcespec.EnvTable], ref(f.id(f.d.Table)))
-				equalJSON(t, "env bucket", vars[resourcespec.EnvBucket], ref(f.id(f.d.Bucket)))
+				equalJSON(t, "env table", vars[triageconfig.EnvTable], ref(f.id(f.d.Table)))
+				equalJSON(t, "env bucket", vars[triageconfig.EnvBucket], ref(f.id(f.d.Bucket)))
 				for _, q := range f.d.Queues {
 					up := strings.ToUpper(q.Priority)
-					equalJSON(t, "env queue "+up, vars[resourcespec.EnvQueueURLPrefix+up], ref(f.id(q.Queue)))
-					equalJSON(t, "env DLQ "+up, vars[resourcespec.EnvDLQURLPrefix+up], ref(f.id(q.DLQ)))
+					equalJSON(t, "env queue "+up, vars[triageconfig.EnvQueueURLPrefix+up], ref(f.id(q.Queue)))
+					equalJSON(t, "env DLQ "+up, vars[triageconfig.EnvDLQURLPrefix+up], ref(f.id(q.DLQ)))
 				}
 			}
-			equalJSON(t, "promoter's consumer", f.functionEnv(f.d.Promoter)[resourcespec.EnvConsumerARN], getAtt(f.id(f.d.Consumer), "Arn"))
+			equalJSON(t, "promoter's consumer", f.functionEnv(f.d.Promoter)[triageconfig.EnvConsumerARN], getAtt(f.id(f.d.Consumer), "Arn"))
 
 			// Fixed output ids, values from the resources.
 			for id, want := range map[string]any{"TableName": ref(f.id(f.d.Table)), "BucketName": ref(f.id(f.d.Bucket)), "QueueUrlHigh": ref(f.id(f.d.Queues[0].Queue))} {

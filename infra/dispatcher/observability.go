@@ -9,15 +9,15 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
-
-	"github.com/triagehq/triage/resourcespec"
+	"github.com/triagehq/triage/internal/metrics"
+	"github.com/triagehq/triage/triageconfig"
 )
 
 // Defaults of the metric alarms (see AlarmProps).
 const (
 	defaultHighWaitP99     = time.Minute
 	defaultFailureRate     = 10 // percent
-	defaultMetricNamespace = resourcespec.MetricsNamespace
+	defaultMetricNamespace = metrics.Namespace
 )
 
 // MetricsProps tunes the dashboard and the alarms on triage's own metrics
@@ -39,13 +39,13 @@ type MetricsProps struct {
 }
 
 // metric is one of triage's metrics with dimensions, over the alarm period.
-func (d *Dispatcher) metric(ns string, id resourcespec.MetricID, stat string, period awscdk.Duration, dims map[string]string, label string) awscloudwatch.Metric {
+func (d *Dispatcher) metric(ns string, id metrics.ID, stat string, period awscdk.Duration, dims map[string]string, label string) awscloudwatch.Metric {
 	m := map[string]*string{}
 	for k, v := range dims {
 		m[k] = jsii.String(v)
 	}
 	props := &awscloudwatch.MetricProps{
-		Namespace: jsii.String(ns), MetricName: jsii.String(resourcespec.MetricName(id)),
+		Namespace: jsii.String(ns), MetricName: jsii.String(metrics.Name(id)),
 		DimensionsMap: &m, Statistic: jsii.String(stat), Period: period,
 	}
 	if label != "" {
@@ -62,16 +62,16 @@ func (d *Dispatcher) observability(p Props) {
 	mp := p.Metrics
 	ns := mp.Namespace
 	for _, fn := range []awslambda.Function{d.API, d.Consumer, d.Promoter} {
-		fn.AddEnvironment(jsii.String(resourcespec.EnvMetricsNamespace), jsii.String(ns), nil)
+		fn.AddEnvironment(jsii.String(triageconfig.EnvMetricsNamespace), jsii.String(ns), nil)
 	}
-	d.consumerEnv[resourcespec.EnvMetricsNamespace] = ns // a user's own consumer (ConsumerEnvironment) reports alike
+	d.consumerEnv[triageconfig.EnvMetricsNamespace] = ns // a user's own consumer (ConsumerEnvironment) reports alike
 	period := awscdk.Duration_Minutes(jsii.Number(p.Alarms.Period.Minutes()))
 	low, medium := p.PromoteLowAfter, p.PromoteMediumAfter
 	if low == 0 {
-		low = resourcespec.DefaultLowAfter
+		low = triageconfig.DefaultLowAfter
 	}
 	if medium == 0 {
-		medium = resourcespec.DefaultMediumAfter
+		medium = triageconfig.DefaultMediumAfter
 	}
 	bound := low + medium + 2*p.PromoteInterval
 	prios := []string{"high", "medium", "low"}
@@ -80,13 +80,13 @@ func (d *Dispatcher) observability(p Props) {
 		d.addAlarm(p, id, desc, m, threshold, awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD, awscloudwatch.TreatMissingData_NOT_BREACHING)
 	}
 	alarm("HighWaitP99", fmt.Sprintf("triage %s: p99 wait of high tasks from enqueue to start above %s", p.Prefix, mp.HighWaitP99),
-		d.metric(ns, resourcespec.MetricTaskWait, "p99", period, map[string]string{"priority": "high"}, ""), mp.HighWaitP99.Seconds())
+		d.metric(ns, metrics.TaskWait, "p99", period, map[string]string{"priority": "high"}, ""), mp.HighWaitP99.Seconds())
 	for _, prio := range prios {
 		alarm("Starvation"+title(prio), fmt.Sprintf("triage %s: a %s task has waited longer than the starvation bound %s (LOW_AFTER + MEDIUM_AFTER + 2 × PROMOTE_INTERVAL)", p.Prefix, prio, bound),
-			d.metric(ns, resourcespec.MetricQueueOldestAge, "Maximum", period, map[string]string{"priority": prio}, ""), bound.Seconds())
+			d.metric(ns, metrics.QueueOldestAge, "Maximum", period, map[string]string{"priority": prio}, ""), bound.Seconds())
 	}
-	failed := d.metric(ns, resourcespec.MetricTaskFailures, "Sum", period, nil, "")
-	started := d.metric(ns, resourcespec.MetricTasksStarted, "Sum", period, nil, "")
+	failed := d.metric(ns, metrics.TaskFailures, "Sum", period, nil, "")
+	started := d.metric(ns, metrics.TasksStarted, "Sum", period, nil, "")
 	rate := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
 		Expression:   jsii.String("100 * failed / started"),
 		UsingMetrics: &map[string]awscloudwatch.IMetric{"failed": failed, "started": started},
@@ -99,27 +99,27 @@ func (d *Dispatcher) observability(p Props) {
 	// scheduled consumer runs every minute. No report in a whole period,
 	// missing data included, means no consumer is alive to run tasks.
 	d.addAlarm(p, "NoConsumer", fmt.Sprintf("triage %s: no consumer reported in %s (no heartbeat: tasks are not being run)", p.Prefix, p.Alarms.Period),
-		d.metric(ns, resourcespec.MetricSlotsCapacity, "SampleCount", period, nil, ""), 1,
+		d.metric(ns, metrics.SlotsCapacity, "SampleCount", period, nil, ""), 1,
 		awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD, awscloudwatch.TreatMissingData_BREACHING)
 
-	byPrio := func(id resourcespec.MetricID, stat string) *[]awscloudwatch.IMetric {
+	byPrio := func(id metrics.ID, stat string) *[]awscloudwatch.IMetric {
 		var ms []awscloudwatch.IMetric
 		for _, prio := range prios {
 			ms = append(ms, d.metric(ns, id, stat, period, map[string]string{"priority": prio}, prio))
 		}
 		return &ms
 	}
-	byLabel := func(id resourcespec.MetricID, key string, values []string) *[]awscloudwatch.IMetric {
+	byLabel := func(id metrics.ID, key string, values []string) *[]awscloudwatch.IMetric {
 		var ms []awscloudwatch.IMetric
 		for _, v := range values {
 			ms = append(ms, d.metric(ns, id, "Sum", period, map[string]string{key: v}, v))
 		}
 		return &ms
 	}
-	totals := func(stat string, ids ...resourcespec.MetricID) *[]awscloudwatch.IMetric {
+	totals := func(stat string, ids ...metrics.ID) *[]awscloudwatch.IMetric {
 		var ms []awscloudwatch.IMetric
 		for _, id := range ids {
-			ms = append(ms, d.metric(ns, id, stat, period, nil, resourcespec.MetricName(id)))
+			ms = append(ms, d.metric(ns, id, stat, period, nil, metrics.Name(id)))
 		}
 		return &ms
 	}
@@ -134,29 +134,29 @@ func (d *Dispatcher) observability(p Props) {
 	}
 	d.Dashboard = awscloudwatch.NewDashboard(d.Construct, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{DashboardName: name})
 	d.Dashboard.AddWidgets(
-		graph("Wait from enqueue to start, p99 (s)", byPrio(resourcespec.MetricTaskWait, "p99")),
-		graph("Oldest queued task (s)", byPrio(resourcespec.MetricQueueOldestAge, "Maximum")),
-		graph("Queue depth", byPrio(resourcespec.MetricQueueDepth, "Maximum")),
+		graph("Wait from enqueue to start, p99 (s)", byPrio(metrics.TaskWait, "p99")),
+		graph("Oldest queued task (s)", byPrio(metrics.QueueOldestAge, "Maximum")),
+		graph("Queue depth", byPrio(metrics.QueueDepth, "Maximum")),
 	)
 	d.Dashboard.AddWidgets(
-		graph("Tasks", totals("Sum", resourcespec.MetricTasksSubmitted, resourcespec.MetricTasksStarted, resourcespec.MetricTasksCompleted, resourcespec.MetricTasksRetried, resourcespec.MetricTasksDeadLettered)),
-		graph("Failures by reason", byLabel(resourcespec.MetricTaskFailures, "reason", resourcespec.FailureReasons())),
+		graph("Tasks", totals("Sum", metrics.TasksSubmitted, metrics.TasksStarted, metrics.TasksCompleted, metrics.TasksRetried, metrics.TasksDeadLettered)),
+		graph("Failures by reason", byLabel(metrics.TaskFailures, "reason", metrics.FailureReasons())),
 		graph("Promotions", &[]awscloudwatch.IMetric{
-			d.metric(ns, resourcespec.MetricPromotions, "Sum", period, map[string]string{"from": "low", "to": "medium"}, "low → medium"),
-			d.metric(ns, resourcespec.MetricPromotions, "Sum", period, map[string]string{"from": "medium", "to": "high"}, "medium → high"),
+			d.metric(ns, metrics.Promotions, "Sum", period, map[string]string{"from": "low", "to": "medium"}, "low → medium"),
+			d.metric(ns, metrics.Promotions, "Sum", period, map[string]string{"from": "medium", "to": "high"}, "medium → high"),
 		}),
 	)
 	d.Dashboard.AddWidgets(
-		graph("Consumer slots (per consumer)", totals("Maximum", resourcespec.MetricSlotsCapacity, resourcespec.MetricSlotsBusy, resourcespec.MetricSlotsReservedBusy)),
+		graph("Consumer slots (per consumer)", totals("Maximum", metrics.SlotsCapacity, metrics.SlotsBusy, metrics.SlotsReservedBusy)),
 		graph("Recoveries and dropped messages", &[]awscloudwatch.IMetric{
-			d.metric(ns, resourcespec.MetricRecoveries, "Sum", period, map[string]string{"kind": "lease_expired"}, "lease expired"),
-			d.metric(ns, resourcespec.MetricRecoveries, "Sum", period, map[string]string{"kind": "message_lost"}, "message lost"),
-			d.metric(ns, resourcespec.MetricMessagesDropped, "Sum", period, map[string]string{"reason": "stale"}, "stale"),
-			d.metric(ns, resourcespec.MetricMessagesDropped, "Sum", period, map[string]string{"reason": "no_task"}, "poison: no task"),
-			d.metric(ns, resourcespec.MetricMessagesDropped, "Sum", period, map[string]string{"reason": "version_ahead"}, "poison: version ahead"),
-			d.metric(ns, resourcespec.MetricMessagesDropped, "Sum", period, map[string]string{"reason": "invalid"}, "poison: invalid"),
+			d.metric(ns, metrics.Recoveries, "Sum", period, map[string]string{"kind": "lease_expired"}, "lease expired"),
+			d.metric(ns, metrics.Recoveries, "Sum", period, map[string]string{"kind": "message_lost"}, "message lost"),
+			d.metric(ns, metrics.MessagesDropped, "Sum", period, map[string]string{"reason": "stale"}, "stale"),
+			d.metric(ns, metrics.MessagesDropped, "Sum", period, map[string]string{"reason": "no_task"}, "poison: no task"),
+			d.metric(ns, metrics.MessagesDropped, "Sum", period, map[string]string{"reason": "version_ahead"}, "poison: version ahead"),
+			d.metric(ns, metrics.MessagesDropped, "Sum", period, map[string]string{"reason": "invalid"}, "poison: invalid"),
 		}),
-		graph("Put-offs", byLabel(resourcespec.MetricPutOffs, "reason", resourcespec.PutOffReasons())),
+		graph("Put-offs", byLabel(metrics.PutOffs, "reason", metrics.PutOffReasons())),
 	)
 }
 

@@ -10,7 +10,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 
 	"github.com/triagehq/triage/infra/dispatcher"
-	"github.com/triagehq/triage/resourcespec"
+	"github.com/triagehq/triage/internal/metrics"
+	"github.com/triagehq/triage/triageconfig"
 )
 
 // metricAlarms is how many alarms watch triage's own metrics: high wait
@@ -59,11 +60,11 @@ func TestMetricAlarms(t *testing.T) {
 		{"props", custom, "Acme", 5, (5 + 5 + 2*2) * 60, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := c.f.metricAlarm(t, c.ns, resourcespec.MetricName(resourcespec.MetricTaskWait), map[string]any{"priority": "high"})
+			p := c.f.metricAlarm(t, c.ns, metrics.Name(metrics.TaskWait), map[string]any{"priority": "high"})
 			equalJSON(t, "wait statistic", p["ExtendedStatistic"], "p99")
 			equalJSON(t, "wait threshold", p["Threshold"], c.highWait)
 			for _, prio := range []string{"high", "medium", "low"} {
-				p := c.f.metricAlarm(t, c.ns, resourcespec.MetricName(resourcespec.MetricQueueOldestAge), map[string]any{"priority": prio})
+				p := c.f.metricAlarm(t, c.ns, metrics.Name(metrics.QueueOldestAge), map[string]any{"priority": prio})
 				equalJSON(t, prio+" oldest statistic", p["Statistic"], "Maximum")
 				equalJSON(t, prio+" starvation threshold", p["Threshold"], c.bound)
 			}
@@ -78,19 +79,19 @@ func TestMetricAlarms(t *testing.T) {
 			}
 			equalJSON(t, "failure threshold", rate["Threshold"], c.failed)
 			body := string(mustJSON(t, rate["Metrics"]))
-			for _, m := range []string{resourcespec.MetricName(resourcespec.MetricTaskFailures), resourcespec.MetricName(resourcespec.MetricTasksStarted), `"Namespace":"` + c.ns + `"`} {
+			for _, m := range []string{metrics.Name(metrics.TaskFailures), metrics.Name(metrics.TasksStarted), `"Namespace":"` + c.ns + `"`} {
 				if !strings.Contains(body, m) {
 					t.Errorf("failure-rate alarm lacks %s: %s", m, body)
 				}
 			}
-			beat := c.f.metricAlarm(t, c.ns, resourcespec.MetricName(resourcespec.MetricSlotsCapacity), nil)
+			beat := c.f.metricAlarm(t, c.ns, metrics.Name(metrics.SlotsCapacity), nil)
 			equalJSON(t, "heartbeat statistic", beat["Statistic"], "SampleCount")
 			equalJSON(t, "heartbeat comparison", beat["ComparisonOperator"], "LessThanThreshold")
 			equalJSON(t, "heartbeat threshold", beat["Threshold"], 1)
 			equalJSON(t, "heartbeat missing data", beat["TreatMissingData"], "breaching")
 			for name, fn := range map[string]awslambda.Function{"api": c.f.d.API, "consumer": c.f.d.Consumer, "promoter": c.f.d.Promoter} {
 				vars := c.f.resources[c.f.id(fn)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
-				equalJSON(t, name+" "+resourcespec.EnvMetricsNamespace, vars[resourcespec.EnvMetricsNamespace], c.ns)
+				equalJSON(t, name+" "+triageconfig.EnvMetricsNamespace, vars[triageconfig.EnvMetricsNamespace], c.ns)
 			}
 		})
 	}
@@ -106,14 +107,14 @@ func TestDashboard(t *testing.T) {
 	for _, b := range boards {
 		equalJSON(t, "DashboardName", b.Properties["DashboardName"], "triage-triage")
 		body := string(mustJSON(t, b.Properties["DashboardBody"]))
-		for _, id := range []resourcespec.MetricID{
-			resourcespec.MetricTaskWait, resourcespec.MetricQueueOldestAge, resourcespec.MetricQueueDepth,
-			resourcespec.MetricTasksStarted, resourcespec.MetricTasksCompleted, resourcespec.MetricTasksDeadLettered,
-			resourcespec.MetricTaskFailures, resourcespec.MetricPromotions, resourcespec.MetricRecoveries,
-			resourcespec.MetricMessagesDropped, resourcespec.MetricPutOffs, resourcespec.MetricSlotsBusy, resourcespec.MetricSlotsReservedBusy,
+		for _, id := range []metrics.ID{
+			metrics.TaskWait, metrics.QueueOldestAge, metrics.QueueDepth,
+			metrics.TasksStarted, metrics.TasksCompleted, metrics.TasksDeadLettered,
+			metrics.TaskFailures, metrics.Promotions, metrics.Recoveries,
+			metrics.MessagesDropped, metrics.PutOffs, metrics.SlotsBusy, metrics.SlotsReservedBusy,
 		} {
-			if !strings.Contains(body, resourcespec.MetricName(id)) {
-				t.Errorf("dashboard lacks %s", resourcespec.MetricName(id))
+			if !strings.Contains(body, metrics.Name(id)) {
+				t.Errorf("dashboard lacks %s", metrics.Name(id))
 			}
 		}
 		for _, want := range []string{`\"Triage\"`, `\"p99\"`, `Wait from enqueue to start`} {

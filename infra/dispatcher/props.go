@@ -13,8 +13,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
-
-	"github.com/triagehq/triage/resourcespec"
+	"github.com/triagehq/triage/triageconfig"
 )
 
 // Props configures a Dispatcher. The zero value is a working deployment
@@ -22,7 +21,7 @@ import (
 //
 // Settings the functions read from the environment (weights, thresholds,
 // concurrency, ...) are only set when given: zero means "the function's own
-// default" from internal/config, so the defaults live in one place and the
+// default" from triageconfig, so the defaults live in one place and the
 // construct never disagrees with `triage dev`.
 type Props struct {
 	// Prefix names the deployment: with PhysicalNames it starts every
@@ -96,7 +95,7 @@ type Props struct {
 
 	// Concurrency is the number of worker slots per consumer invocation
 	// (default 8) and ReservedHigh how many of them only high-priority tasks
-	// may use (default 1; resourcespec.Off for none). ReservedHigh must stay
+	// may use (default 1; triageconfig.Off for none). ReservedHigh must stay
 	// below Concurrency.
 	Concurrency  int
 	ReservedHigh int
@@ -178,7 +177,7 @@ type Props struct {
 }
 
 // RetryBackoff is one priority's retry wait.
-type RetryBackoff = resourcespec.Backoff
+type RetryBackoff = triageconfig.Backoff
 
 // FunctionProps sizes one Lambda function.
 type FunctionProps struct {
@@ -310,7 +309,8 @@ func (p *Props) resolved() (Props, error) {
 	// The functions' settings are checked by the functions' own decoder
 	// and rules (weights, reserved slots, retry backoff, routes, shards,
 	// types, durations, log level), so what synthesizes also starts.
-	if err := resourcespec.CheckEnv(settingsEnv(r)); err != nil {
+	env := settingsEnv(r)
+	if _, err := triageconfig.FromEnv(func(k string) string { return env[k] }); err != nil {
 		return r, fmt.Errorf("settings: %w", err)
 	}
 	if r.Alarms.DLQDepthThreshold < 0 {
@@ -426,10 +426,10 @@ func settingsEnv(r Props) map[string]string {
 	}
 	r.Routes, r.WebhookSecret = routes, nil
 	return merge(consumerEnv(r), typesEnv(r), map[string]string{
-		resourcespec.EnvShards:      intEnv(r.Shards),
-		resourcespec.EnvLowAfter:    durationEnv(r.PromoteLowAfter),
-		resourcespec.EnvMediumAfter: durationEnv(r.PromoteMediumAfter),
-		resourcespec.EnvRetention:   durationEnv(r.Retention),
-		resourcespec.EnvLogLevel:    r.LogLevel,
+		triageconfig.EnvShards:      intEnv(r.Shards),
+		triageconfig.EnvLowAfter:    durationEnv(r.PromoteLowAfter),
+		triageconfig.EnvMediumAfter: durationEnv(r.PromoteMediumAfter),
+		triageconfig.EnvRetention:   durationEnv(r.Retention),
+		triageconfig.EnvLogLevel:    r.LogLevel,
 	})
 }

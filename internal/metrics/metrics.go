@@ -113,6 +113,9 @@ const (
 	LabelTo       = "to"
 )
 
+// Name is metric id's name, the same in CloudWatch and Prometheus.
+func Name(id ID) string { return Definitions()[id].Name }
+
 // Definitions returns every metric, indexed by ID. It builds a fresh slice
 // on each call, so no caller can change another's view.
 func Definitions() []Def {
@@ -236,6 +239,13 @@ const (
 	FailMaxReceives    Failure = "max_receives"    // SQS redrove the task's message to the DLQ
 )
 
+// FailureReasons lists every Failure, the reason label values a dashboard
+// graphs.
+func FailureReasons() []string {
+	return []string{string(FailError), string(FailPermanent), string(FailTimeout), string(FailPanic), string(FailNoHandler),
+		string(FailPayloadMissing), string(FailBadResult), string(FailLeaseExpired), string(FailMaxReceives)}
+}
+
 // Drop is why a message was not run (triage_messages_dropped_total).
 type Drop string
 
@@ -261,6 +271,13 @@ const (
 	PutOffContention   PutOff = "contention"    // the task kept changing under the claim
 	PutOffNoHandler    PutOff = "no_handler"    // no handler here; another worker may run the type (dispatch/unhandled.go)
 )
+
+// PutOffReasons lists every PutOff, the reason label values a dashboard
+// graphs.
+func PutOffReasons() []string {
+	return []string{string(PutOffPaused), string(PutOffRate), string(PutOffConcurrency), string(PutOffLeased),
+		string(PutOffControlError), string(PutOffContention), string(PutOffNoHandler)}
+}
 
 // Recovery is how a task was recovered (triage_recoveries_total).
 type Recovery string
