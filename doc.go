@@ -11,7 +11,7 @@
 //
 //	// Inside AWS next to the dispatcher, writing DynamoDB and SQS itself
 //	// (package github.com/triagehq/triage/direct):
-//	tr, err := direct.New(ctx, awsCfg, "triage")
+//	tr, err := direct.New(ctx, awsCfg, direct.Options{Config: &cfg}) // nil Config: the TRIAGE_* environment
 //	c := triage.NewClient(tr)
 //
 //	task, created, err := c.Submit(ctx, "resize", img, triage.WithPriority(triage.High))
@@ -32,27 +32,28 @@
 //
 // The vocabulary (Task, Priority, Status, SubmitRequest, the API's answers
 // and errors) is defined once, in package triagetype, and re-exported here
-// by alias, the way river re-exports rivertype. It lives in its own leaf
-// package because triage's internal packages use the same definitions
-// (internal/task's Priority and Status are aliases of these, its Request a
-// defined type over SubmitRequest), and this package cannot be imported by
-// them: the direct transport imports them. So a task travels from the
+// in one alias block (types.go), so a caller needs one import. It lives in
+// its own leaf package because triage's internal packages use the same
+// definitions directly (the store persists a triagetype.Status, the
+// consumer records a triagetype.Attempt), and they cannot import this
+// package: the direct transport imports them. So a task travels from the
 // store to a caller by a Go conversion, never through JSON, and there is
 // one definition of each wire type.
 //
 // The HTTP transport lives here. Outside the standard library this package
-// depends only on triagetype, three small internal packages (the task
-// rules, the token header's name, and the settings behind Config) and
-// github.com/oklog/ulid. The direct
+// depends only on triagetype, two small internal packages (the task rules
+// and the token header's name) and github.com/oklog/ulid. The direct
 // transport lives in package direct so that a program that only talks HTTP
 // does not link the AWS SDK.
 //
-// A deployment's settings are one struct, Config (River's style: fields
-// document their defaults; WithDefaults, then Validate), which the worker
-// takes and ConfigFromEnv decodes from TRIAGE_* variables. Per-call
-// choices are functional options: HTTPOption for the HTTP transport,
-// SubmitOption for a submit, direct.Option for the direct transport.
-// Plain structs carry data (wire types and ListParams).
+// A deployment's settings are one struct, triageconfig.Config (River's
+// style: fields document their defaults; WithDefaults, then Validate; a
+// broken rule is a *triageconfig.Error naming the field and its variable),
+// which worker.New and direct.New both take in their Options (a nil Config
+// reads the TRIAGE_* variables, triageconfig.Decode) and the dispatcher's
+// own functions read from their environment. Per-call choices are
+// functional options: HTTPOption for the HTTP transport, SubmitOption for
+// a submit. Plain structs carry data (wire types and ListParams).
 //
 // Every method takes a context first. Every failure the API answers with
 // is an *Error that matches one sentinel with errors.Is (ErrNotFound,

@@ -6,7 +6,10 @@ import (
 	"github.com/triagehq/triage/triagetype"
 )
 
-// The vocabulary, defined in package triagetype (see the package doc).
+// The vocabulary, defined in package triagetype and re-exported here,
+// once, so a caller of the client needs one import (see the package doc).
+// Nothing else in the module restates it: triage's own packages use
+// triagetype's names directly.
 type (
 	// Task is a task as the API returns it.
 	Task = triagetype.Task
@@ -45,6 +48,14 @@ type (
 	Error = triagetype.Error
 	// ErrorDetail is the body of an API error, and of a failed batch item.
 	ErrorDetail = triagetype.ErrorDetail
+	// Worker is one consumer instance: its kind, state, heartbeat and slots.
+	Worker = triagetype.Worker
+	// WorkerList is every registered consumer instance.
+	WorkerList = triagetype.WorkerList
+	// WorkerState is active, draining or dead.
+	WorkerState = triagetype.WorkerState
+	// WorkerStats sums the workers: the workers section of Stats.
+	WorkerStats = triagetype.WorkerStats
 )
 
 // The priorities, highest first.
@@ -64,6 +75,20 @@ const (
 	Cancelled  = triagetype.Cancelled
 	DeadLetter = triagetype.DeadLetter
 )
+
+// The worker states.
+const (
+	WorkerActive   = triagetype.WorkerActive
+	WorkerDraining = triagetype.WorkerDraining
+	WorkerDead     = triagetype.WorkerDead
+)
+
+// DeadAfterBeats is how many heartbeat intervals without a heartbeat make
+// a worker dead.
+const DeadAfterBeats = triagetype.DeadAfterBeats
+
+// SummarizeWorkers sums ws as the workers section of Stats does.
+func SummarizeWorkers(ws []Worker) WorkerStats { return triagetype.SummarizeWorkers(ws) }
 
 // Priorities lists every priority, highest first.
 func Priorities() []Priority { return triagetype.Priorities() }
