@@ -137,7 +137,7 @@ func (d *deployment) consumer(concurrency, reserved int, l *ledger.Ledger) (*dis
 	}
 	l.SetInner(inner)
 	reg.Replace("noop", l) // the ledger wraps the demo noop
-	return consumerapp.New(d.app, reg, dispatch.Options{Concurrency: concurrency, ReservedHigh: reserved}), nil
+	return consumerapp.New(d.app, reg, dispatch.Options{Concurrency: concurrency, ReservedHigh: reserved}, dispatch.Deps{}), nil
 }
 
 // teardown deletes the deployment's table and queues, so later scenarios

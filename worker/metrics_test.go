@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,10 +13,13 @@ import (
 	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 	"github.com/triagehq/triage/worker"
+	"github.com/triagehq/triage/worker/workerprom"
 )
 
-// With TRIAGE_METRICS_ADDR set, Run serves the consumer's metrics at
-// /metrics while it runs, and stops serving when it returns.
+// With TRIAGE_METRICS_ADDR set and workerprom enabled, Run serves the
+// consumer's metrics at /metrics while it runs, and stops serving when it
+// returns. Without workerprom, a set address is a start-up error naming
+// the variable and the package to enable, not a silent absence.
 func TestRunServesMetrics(t *testing.T) {
 	env := stacktest.New(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -24,7 +28,15 @@ func TestRunServesMetrics(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	w := worker.New(envOptions(t, env.Getenv(map[string]string{triageconfig.EnvMetricsAddr: addr})))
+	opt := envOptions(t, env.Getenv(map[string]string{triageconfig.EnvMetricsAddr: addr}))
+	plain := worker.New(opt)
+	plain.Handle("greet", func(context.Context, *worker.Task) (any, error) { return "hi", nil })
+	if err := plain.Run(context.Background()); err == nil || !strings.Contains(err.Error(), triageconfig.EnvMetricsAddr) || !strings.Contains(err.Error(), "workerprom.Enable") {
+		t.Fatalf("Run with %s and no metrics server = %v; want the start-up error", triageconfig.EnvMetricsAddr, err)
+	}
+
+	w := worker.New(opt)
+	workerprom.Enable(w)
 	w.Handle("greet", func(context.Context, *worker.Task) (any, error) { return "hi", nil })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -47,6 +47,7 @@ import (
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/gohandlers"
 	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triageconfig"
 )
@@ -260,14 +261,34 @@ var ErrNoHandlers = errors.New("worker: no handlers registered")
 // Run polls and runs tasks until ctx ends, then waits for running tasks to
 // finish (up to the drain timeout) and returns nil. It returns an error
 // when the configuration is invalid or AWS cannot be reached at start.
-// With Config.MetricsAddr set (TRIAGE_METRICS_ADDR), it serves Prometheus
-// metrics at /metrics on that address while it runs.
+// After workerprom.Enable(w), it serves Prometheus metrics at /metrics on
+// Config.MetricsAddr (TRIAGE_METRICS_ADDR) while it runs; without it a
+// set MetricsAddr is a start-up error, since nothing would serve it.
 func (w *Worker) Run(ctx context.Context) error {
 	a, reg, err := w.assemble(ctx)
 	if err != nil {
 		return err
 	}
-	return consumerapp.Run(ctx, a, reg, dispatch.Options{})
+	var deps dispatch.Deps
+	if addr := a.Config.MetricsAddr; addr != "" {
+		serve := w.handlers.Metrics()
+		if serve == nil {
+			return fmt.Errorf("worker: %s is set, but no metrics server is: call workerprom.Enable(w) (package github.com/triagehq/triage/worker/workerprom) to serve Prometheus metrics there", triageconfig.EnvMetricsAddr)
+		}
+		sink, stop, err := serve(addr, a.Log)
+		if err != nil {
+			return fmt.Errorf("worker: %w (%s)", err, triageconfig.EnvMetricsAddr)
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := stop(ctx); err != nil {
+				a.Log.Warn("metrics server", "error", err.Error())
+			}
+		}()
+		deps.Metrics = metrics.New(sink)
+	}
+	return consumerapp.New(a, reg, dispatch.Options{}, deps).Run(ctx)
 }
 
 // LambdaSummary is what one invocation of the Lambda handler returns.
@@ -282,7 +303,7 @@ func (w *Worker) LambdaHandler(ctx context.Context) (func(context.Context, event
 	if err != nil {
 		return nil, err
 	}
-	return consumerapp.Lambda(a, reg, dispatch.Options{}), nil
+	return consumerapp.Lambda(a, reg, dispatch.Options{}, dispatch.Deps{}), nil
 }
 
 // StartLambda serves the Lambda handler; it does not return. A

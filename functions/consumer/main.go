@@ -27,5 +27,5 @@ func main() {
 		a.Log.Error("start consumer function", "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(consumerapp.Lambda(a, reg, dispatch.Options{}))
+	lambda.Start(consumerapp.Lambda(a, reg, dispatch.Options{}, dispatch.Deps{}))
 }

@@ -115,7 +115,8 @@ func TestCountersEqualARecount(t *testing.T) {
 	go func() {
 		_ = consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second, Lease: 3 * time.Second, Backoff: map[triagetype.Priority]triageconfig.Backoff{
 			triagetype.High: {Base: 200 * time.Millisecond, Max: time.Second}, triagetype.Medium: {Base: 200 * time.Millisecond, Max: time.Second}, triagetype.Low: {Base: 200 * time.Millisecond, Max: time.Second},
-		}}).Run(ctx)
+		}}, dispatch.Deps{}).
+			Run(ctx)
 		close(done)
 	}()
 	t.Cleanup(func() { stop(); <-done })

@@ -279,7 +279,7 @@ func Run(ctx context.Context, opt Options) error {
 	}()
 	var consumer *dispatch.Consumer // nil with NoConsumer
 	if !opt.NoConsumer {
-		consumer = consumerapp.New(a, reg, dispatch.Options{DrainTimeout: DrainGrace, Metrics: rec, Kind: triagetype.WorkerKindDev, APIURL: base})
+		consumer = consumerapp.New(a, reg, dispatch.Options{DrainTimeout: DrainGrace, APIURL: base}, dispatch.Deps{Metrics: rec, Kind: triagetype.WorkerKindDev})
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = consumer.Run(runCtx) }()
 	}

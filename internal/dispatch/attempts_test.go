@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/app/consumerapp"
+	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/task"
@@ -51,9 +52,8 @@ func TestAttemptStartIsTheTasksStartedAt(t *testing.T) {
 			})
 			ids := submit(t, a, "start", triagetype.High, 1, `{}`)
 			opt := fastOptions()
-			opt.Gate = slowGate{200 * time.Millisecond}
 			opt.Concurrency, opt.ReservedHigh = 1, 0
-			run(t, consumerapp.New(a, registry("start", h), opt))
+			run(t, consumerapp.New(a, registry("start", h), opt, dispatch.Deps{Gate: slowGate{200 * time.Millisecond}}))
 			got := stacktest.WaitStatus(t, a.Store, ids[0], triagetype.Completed, 60*time.Second)
 			if len(got.History) != tt.failures+1 || got.StartedAt == nil {
 				t.Fatalf("history %+v, started_at %v; want %d attempts", got.History, got.StartedAt, tt.failures+1)

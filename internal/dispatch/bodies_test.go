@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/triagehq/triage/internal/app/consumerapp"
+	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/store"
@@ -49,7 +50,7 @@ func TestLargeDirectSendAdoptedAndRun(t *testing.T) {
 	})
 	opt := fastOptions()
 	opt.Backoff = map[triagetype.Priority]triageconfig.Backoff{triagetype.Medium: {Base: time.Second, Max: time.Second}}
-	run(t, consumerapp.New(a, registry("big", l), opt))
+	run(t, consumerapp.New(a, registry("big", l), opt, dispatch.Deps{}))
 	waitEnds(t, l, 2, 30*time.Second)
 	id, _ := seen.Load().(string)
 	done := stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, 10*time.Second)

@@ -18,12 +18,14 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"os"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/internal/tracing"
 	"github.com/triagehq/triage/internal/workers"
@@ -63,14 +65,19 @@ type Handlers interface {
 	Lookup(typ string) (handler.Handler, error)
 }
 
-// Options tunes a Consumer. Zero values take the defaults in parentheses.
+// Options are a consumer's settings. Those a deployment sets are one
+// projection of triageconfig.Config, made by OptionsFrom: that function
+// and Config.WithDefaults are the one place every setting gets its
+// default. The rest tune the consumer itself (and tests); OptionsFrom
+// gives them their defaults too, in parentheses below. What a consumer
+// talks to is in Deps.
 type Options struct {
-	Weights      map[triagetype.Priority]int // shares of weighted polling (config.DefaultWeights)
-	Strict       *bool                       // always take the highest non-empty queue (nil: no; app.Consumer: TRIAGE_STRICT)
-	Concurrency  int                         // tasks run at once (config.DefaultConcurrency)
-	ReservedHigh int                         // of those, slots only high tasks may use (0 here; the assembly passes config.Config's)
+	Weights      map[triagetype.Priority]int // shares of weighted polling (Config.Weights)
+	Strict       *bool                       // always take the highest non-empty queue (Config.Strict; nil in an overlay: the base's)
+	Concurrency  int                         // tasks run at once (Config.Concurrency)
+	ReservedHigh int                         // of those, slots only high tasks may use (Config.ReservedHigh; Off is 0 here)
 	// PollWait is the long-poll wait used when every queue looked empty
-	// (config.DefaultPollWait).
+	// (Config.PollWait).
 	PollWait time.Duration
 	// EmptyBackoff is how long a queue that returned nothing is skipped
 	// (200 ms). It bounds how late a busy consumer notices new work on a
@@ -78,12 +85,14 @@ type Options struct {
 	// empty queue per EmptyBackoff while busy.
 	EmptyBackoff time.Duration
 	// Lease is how long a claim holds a task before it must be renewed by a
-	// heartbeat (config.DefaultLease, or the task timeout if shorter); heartbeats
+	// heartbeat (Config.Lease, or the task timeout if shorter); heartbeats
 	// come every Lease/3. It bounds crash recovery: the message of a task
 	// whose worker died becomes visible again at most Lease + 2×LeaseMargin
 	// after the worker's last heartbeat, and the next receive reclaims it.
-	Lease       time.Duration
-	LeaseMargin time.Duration // slack on leases and visibility (5 s, or Lease/4 if shorter)
+	Lease time.Duration
+	// LeaseMargin is the slack on leases and visibility (0: derived from
+	// Lease by New, 5 s or Lease/4 if shorter).
+	LeaseMargin time.Duration
 	// CancelCheck is how often a running task's cancel request is looked
 	// for, between heartbeats (1 s; a negative value leaves it to the
 	// heartbeat). Each check is one eventually consistent read of the
@@ -93,7 +102,7 @@ type Options struct {
 	// task that carry its handler's progress reports (task.ProgressInterval);
 	// heartbeats carry them too. See Consumer.heartbeat.
 	ProgressInterval time.Duration
-	// APIURL is the API's base address (TRIAGE_API_URL), from which each
+	// APIURL is the API's base address (Config.APIURL), from which each
 	// attempt's progress_url is made for external handlers ("": none is
 	// given; they still get the token).
 	APIURL string
@@ -104,15 +113,7 @@ type Options struct {
 	// DrainTimeout is how long Run waits for running tasks after its context
 	// ends before it cancels them and hands them back to the queue (30 s).
 	DrainTimeout time.Duration
-	Backoff      map[triagetype.Priority]triageconfig.Backoff // retry waits (config.DefaultBackoff)
-	WorkerID     string                                       // names this consumer in claims (host-random)
-	Rand         *mrand.Rand                                  // source for weighted picks and jitter
-	Logger       *slog.Logger
-	// Tracing starts a span per attempt, a child of the task's submit span
-	// (tracing.Global()).
-	Tracing *tracing.Provider
-	// Gate, if set, is asked before each claim (pause, rate and concurrency controls).
-	Gate Gate
+	Backoff      map[triagetype.Priority]triageconfig.Backoff // retry waits (Config.RetryBackoff)
 	// OrphanAfter is how long after its send a message may wait for its
 	// task's record to appear (or to catch up with the message's version)
 	// before it is moved to the DLQ as belonging to no task (1 min). A new
@@ -120,10 +121,77 @@ type Options struct {
 	// the wait is milliseconds; a submit that failed or crashed in between
 	// leaves a message that never finds its task.
 	OrphanAfter time.Duration
-	// MaxReceiveCount is the queues' redrive threshold. A message put off
-	// (paused, throttled, busy) that has been received one time short of it
-	// is replaced by a fresh copy, so waiting never sends a task to the DLQ.
+	// MaxReceiveCount is the queues' redrive threshold (the spec's). A
+	// message put off (paused, throttled, busy) that has been received one
+	// time short of it is replaced by a fresh copy, so waiting never sends
+	// a task to the DLQ.
 	MaxReceiveCount int
+	// WorkerHeartbeat is the registry heartbeat interval
+	// (workers.DefaultHeartbeat, 10 s).
+	WorkerHeartbeat time.Duration
+	// UnhandledAfter is how long a task whose type this consumer has no
+	// handler for is handed back while no live worker advertises the type,
+	// before it is dead-lettered (Config.UnhandledAfter). See unhandled.go.
+	UnhandledAfter time.Duration
+}
+
+// OptionsFrom is a consumer's settings for the deployment cfg describes:
+// its part of cfg (after WithDefaults) and every other setting at its
+// default.
+func OptionsFrom(cfg triageconfig.Config) Options {
+	cfg = cfg.WithDefaults()
+	o := Options{
+		Weights:          cfg.Weights,
+		Strict:           new(cfg.Strict),
+		Concurrency:      cfg.Concurrency,
+		ReservedHigh:     max(cfg.ReservedHigh, 0), // Off: none
+		PollWait:         cfg.PollWait,
+		EmptyBackoff:     200 * time.Millisecond,
+		Lease:            cfg.Lease,
+		CancelCheck:      time.Second,
+		ProgressInterval: task.ProgressInterval,
+		APIURL:           cfg.APIURL,
+		BatchWait:        20 * time.Millisecond,
+		DrainTimeout:     30 * time.Second,
+		Backoff:          cfg.RetryBackoff,
+		OrphanAfter:      time.Minute,
+		UnhandledAfter:   cfg.UnhandledAfter,
+	}
+	if q, ok := spec.Of(cfg.Prefix, cfg.Table, cfg.Bucket).Queue(triagetype.High); ok {
+		o.MaxReceiveCount = q.MaxReceiveCount
+	}
+	return o
+}
+
+// Over returns o with every setting it leaves zero (nil, for Strict and
+// the maps) taken from base: a caller's few choices over OptionsFrom's.
+// ReservedHigh goes with Concurrency, since it only means something beside
+// it: an o that sets Concurrency and not ReservedHigh reserves none.
+func (o Options) Over(base Options) Options {
+	noReserved := o.Concurrency != 0 && o.ReservedHigh == 0
+	ov, bv := reflect.ValueOf(&o).Elem(), reflect.ValueOf(base)
+	for i := range ov.NumField() {
+		if f := ov.Field(i); f.IsZero() {
+			f.Set(bv.Field(i))
+		}
+	}
+	if noReserved {
+		o.ReservedHigh = 0
+	}
+	return o
+}
+
+// Deps are what a consumer is and talks to, beside its store, queues and
+// handlers. Zero values get the defaults in parentheses.
+type Deps struct {
+	WorkerID string       // names this consumer in claims (NewWorkerID)
+	Rand     *mrand.Rand  // source for weighted picks and jitter (seeded randomly)
+	Logger   *slog.Logger // (none)
+	// Tracing starts a span per attempt, a child of the task's submit span
+	// (tracing.Global()).
+	Tracing *tracing.Provider
+	// Gate, if set, is asked before each claim (pause, rate and concurrency controls).
+	Gate Gate
 	// Metrics, if set, is told what the consumer does (nil: nothing is
 	// recorded). It must make no request of AWS.
 	Metrics Metrics
@@ -136,14 +204,13 @@ type Options struct {
 	// Kind names what runs this consumer in the registry
 	// (triagetype.WorkerKind*; "worker" when empty).
 	Kind string
-	// WorkerHeartbeat is the registry heartbeat interval
-	// (workers.DefaultHeartbeat, 10 s).
-	WorkerHeartbeat time.Duration
-	// UnhandledAfter is how long a task whose type this consumer has no
-	// handler for is handed back while no live worker advertises the type,
-	// before it is dead-lettered (config.DefaultUnhandledAfter). See
-	// unhandled.go.
-	UnhandledAfter time.Duration
+}
+
+// options is what a Consumer reads: its settings and its dependencies,
+// one struct so each is c.opt.Name.
+type options struct {
+	Options
+	Deps
 }
 
 // Gate decides whether a task may start now. When it may not, the message
@@ -153,61 +220,31 @@ type Gate interface {
 	Admit(ctx context.Context, t *task.Task) (release func(), delay time.Duration, err error)
 }
 
-func (o *Options) defaults() {
-	if o.Weights == nil {
-		o.Weights = triageconfig.DefaultWeights()
-	}
-	if o.Concurrency <= 0 {
-		o.Concurrency = triageconfig.DefaultConcurrency
-	}
+// resolve fills what New derives: settings o leaves zero from the default
+// configuration's (OptionsFrom; a caller with a configuration passes
+// o.Over(OptionsFrom(cfg))), the lease margin from the lease, and the
+// dependencies' defaults. ReservedHigh is kept below Concurrency.
+func resolve(o Options, d Deps) options {
+	o = o.Over(OptionsFrom(triageconfig.Config{}))
 	if o.ReservedHigh >= o.Concurrency {
 		o.ReservedHigh = o.Concurrency - 1
-	}
-	if o.PollWait <= 0 {
-		o.PollWait = triageconfig.DefaultPollWait
-	}
-	if o.EmptyBackoff <= 0 {
-		o.EmptyBackoff = 200 * time.Millisecond
-	}
-	if o.Lease <= 0 {
-		o.Lease = triageconfig.DefaultLease
-	}
-	if o.CancelCheck == 0 {
-		o.CancelCheck = time.Second
-	}
-	if o.ProgressInterval <= 0 {
-		o.ProgressInterval = task.ProgressInterval
 	}
 	if o.LeaseMargin <= 0 {
 		o.LeaseMargin = min(5*time.Second, o.Lease/4)
 	}
-	if o.BatchWait == 0 {
-		o.BatchWait = 20 * time.Millisecond
+	if d.WorkerID == "" {
+		d.WorkerID = NewWorkerID()
 	}
-	if o.DrainTimeout <= 0 {
-		o.DrainTimeout = 30 * time.Second
+	if d.Rand == nil {
+		d.Rand = mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64()))
 	}
-	if o.Backoff == nil {
-		o.Backoff = triageconfig.DefaultBackoff()
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.OrphanAfter <= 0 {
-		o.OrphanAfter = time.Minute
+	if d.Tracing == nil {
+		d.Tracing = tracing.Global()
 	}
-	if o.UnhandledAfter <= 0 {
-		o.UnhandledAfter = triageconfig.DefaultUnhandledAfter
-	}
-	if o.WorkerID == "" {
-		o.WorkerID = NewWorkerID()
-	}
-	if o.Rand == nil {
-		o.Rand = mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64()))
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.Tracing == nil {
-		o.Tracing = tracing.Global()
-	}
+	return options{o, d}
 }
 
 // NewWorkerID returns "<hostname>-<random>", unique per consumer instance.
@@ -224,7 +261,7 @@ type Consumer struct {
 	queues   Queues
 	redisp   Redispatcher
 	handlers Handlers
-	opt      Options
+	opt      options
 	log      *slog.Logger
 	tracer   trace.Tracer
 	slots    *slots
@@ -245,8 +282,8 @@ type Consumer struct {
 }
 
 // New returns a consumer.
-func New(s Store, q Queues, r Redispatcher, h Handlers, opt Options) *Consumer {
-	opt.defaults()
+func New(s Store, q Queues, r Redispatcher, h Handlers, o Options, d Deps) *Consumer {
+	opt := resolve(o, d)
 	c := &Consumer{
 		store: s, queues: q, redisp: r, handlers: h, opt: opt, log: opt.Logger, tracer: opt.Tracing.Tracer(),
 		slots:      newSlots(opt.Concurrency, opt.ReservedHigh),

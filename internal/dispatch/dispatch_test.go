@@ -85,7 +85,7 @@ func TestStrictModeRunsEveryHighBeforeAnyLow(t *testing.T) {
 	l := newLedger(nil)
 	opt := fastOptions()
 	opt.Strict, opt.Concurrency, opt.ReservedHigh = new(true), 1, 0
-	stop := run(t, consumerapp.New(a, registry("rec", l), opt))
+	stop := run(t, consumerapp.New(a, registry("rec", l), opt, dispatch.Deps{}))
 	waitEnds(t, l, 40, 60*time.Second)
 	stop()
 
@@ -131,8 +131,7 @@ func TestWeightedModeShares(t *testing.T) {
 	l := newLedger(nil)
 	opt := fastOptions()
 	opt.Concurrency, opt.ReservedHigh = 1, 0
-	opt.Rand = rand.New(rand.NewPCG(42, 7))
-	stop := run(t, consumerapp.New(a, registry("rec", l), opt))
+	stop := run(t, consumerapp.New(a, registry("rec", l), opt, dispatch.Deps{Rand: rand.New(rand.NewPCG(42, 7))}))
 	const draws = 1000
 	waitEnds(t, l, draws, 3*time.Minute)
 	stop()
@@ -185,7 +184,7 @@ func TestDuplicateMessagesRunOnce(t *testing.T) {
 	})
 	opt := fastOptions()
 	opt.Concurrency = 4
-	stop := run(t, consumerapp.New(a, registry("rec", l), opt))
+	stop := run(t, consumerapp.New(a, registry("rec", l), opt, dispatch.Deps{}))
 	stacktest.WaitStatus(t, a.Store, ids[0], triagetype.Completed, 20*time.Second)
 	// Give the copy time to be received and dropped.
 	deadline := time.Now().Add(15 * time.Second)
@@ -222,7 +221,7 @@ func TestConcurrentConsumersRunEachTaskOnce(t *testing.T) {
 	for range 3 {
 		opt := fastOptions()
 		opt.Concurrency = 4
-		run(t, consumerapp.New(a, registry("rec", l), opt))
+		run(t, consumerapp.New(a, registry("rec", l), opt, dispatch.Deps{}))
 	}
 	waitEnds(t, l, len(ids), 3*time.Minute)
 	checkOnce(t, l, ids)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/app/consumerapp"
+	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/task"
@@ -29,7 +30,8 @@ func TestStopMidPollReleasesWhatItReceived(t *testing.T) {
 	first := consumerapp.New(a, registry("late", handler.Func(func(context.Context, handler.Request) (json.RawMessage, error) {
 		t.Error("the stopping consumer ran a task")
 		return nil, nil
-	})), opt)
+	})), opt, dispatch.Deps{})
+
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- first.Run(ctx) }()
@@ -40,7 +42,7 @@ func TestStopMidPollReleasesWhatItReceived(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent := time.Now()
-	run(t, consumerapp.New(a, reg, fastOptions()))
+	run(t, consumerapp.New(a, reg, fastOptions(), dispatch.Deps{}))
 	select {
 	case id := <-ran:
 		if id != tk.ID {

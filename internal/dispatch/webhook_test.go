@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/app/consumerapp"
+	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler/webhook"
 	"github.com/triagehq/triage/internal/task"
@@ -59,7 +60,7 @@ func TestWebhookHandler(t *testing.T) {
 	broken := submitOne(t, a, task.Request{Type: "hook", Priority: "high", Payload: json.RawMessage(`{"status":503}`), MaxAttempts: intp(2)})
 	opt := fastOptions()
 	opt.Backoff = map[triagetype.Priority]triageconfig.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}
-	run(t, consumerapp.New(a, reg, opt))
+	run(t, consumerapp.New(a, reg, opt, dispatch.Deps{}))
 
 	done := stacktest.WaitStatus(t, a.Store, ok.ID, triagetype.Completed, 20*time.Second)
 	if string(done.Result) != `{"status_was":"OK"}` {

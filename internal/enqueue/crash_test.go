@@ -233,7 +233,7 @@ func TestKillBetweenSendAndRecord(t *testing.T) {
 			l := ledger.New(handler.Func(demo.Echo))
 			reg := handler.NewRegistry()
 			reg.Register("echo", l)
-			c := consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second, Lease: 5 * time.Second, OrphanAfter: 2 * time.Second})
+			c := consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second, Lease: 5 * time.Second, OrphanAfter: 2 * time.Second}, dispatch.Deps{})
 			ctx, cancel := context.WithCancel(context.Background())
 			stopped := make(chan struct{})
 			go func() { _ = c.Run(ctx); close(stopped) }()

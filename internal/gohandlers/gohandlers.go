@@ -12,9 +12,12 @@
 package gohandlers
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/metrics"
 )
 
 // Set is a worker's Go handlers, by task type, and its middleware, in
@@ -22,9 +25,22 @@ import (
 // ready to use. It is not safe for concurrent registration: a worker
 // registers everything before it starts.
 type Set struct {
-	byType map[string]handler.Handler
-	mws    []handler.Middleware
+	byType  map[string]handler.Handler
+	mws     []handler.Middleware
+	metrics MetricsServer
 }
+
+// MetricsServer serves a long-running worker's metrics at addr while it
+// runs: it returns the sink the consumer records to and stop, called once
+// the consumer has drained. Package workerprom sets one (prom.Serve), so a
+// worker that does not opt in links no metrics client.
+type MetricsServer func(addr string, log *slog.Logger) (sink metrics.Sink, stop func(context.Context) error, err error)
+
+// SetMetrics makes m the set's worker's metrics server.
+func (s *Set) SetMetrics(m MetricsServer) { s.metrics = m }
+
+// Metrics returns the metrics server set with SetMetrics, or nil.
+func (s *Set) Metrics() MetricsServer { return s.metrics }
 
 // Add registers h for task type typ; a type registered before is an
 // error matching handler.ErrDuplicate.

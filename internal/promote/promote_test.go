@@ -105,7 +105,7 @@ func TestStarvationBound(t *testing.T) {
 	reg.Register("hi", h)
 	reg.Register("lo", h)
 	opt := dispatch.Options{Strict: new(true), Concurrency: 1, PollWait: time.Second, EmptyBackoff: 200 * time.Millisecond}
-	runConsumer(t, consumerapp.New(a, reg, opt))
+	runConsumer(t, consumerapp.New(a, reg, opt, dispatch.Deps{}))
 
 	// Keep a few high tasks queued at all times, for the whole test.
 	ctx, stopFeed := context.WithCancel(context.Background())
@@ -266,7 +266,7 @@ func TestPromotedTaskRunsOnceAndStaleCopyIsDropped(t *testing.T) {
 	h := newStarts(0)
 	reg := handler.NewRegistry()
 	reg.Register("lo", h)
-	runConsumer(t, consumerapp.New(a, reg, dispatch.Options{Concurrency: 4, PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond}))
+	runConsumer(t, consumerapp.New(a, reg, dispatch.Options{Concurrency: 4, PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond}, dispatch.Deps{}))
 	done := stacktest.WaitStatus(t, a.Store, low.ID, triagetype.Completed, 20*time.Second)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -302,7 +302,7 @@ func TestCancelledTaskIsNeverPromotedOrRun(t *testing.T) {
 	h := newStarts(0)
 	reg := handler.NewRegistry()
 	reg.Register("lo", h)
-	runConsumer(t, consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond}))
+	runConsumer(t, consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond}, dispatch.Deps{}))
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if d, _ := a.Queues.Depth(context.Background(), triagetype.Low); d.Visible+d.InFlight == 0 {
@@ -337,7 +337,7 @@ func TestScheduledTaskRunsOnTime(t *testing.T) {
 	h := newStarts(0)
 	reg := handler.NewRegistry()
 	reg.Register("at", h)
-	runConsumer(t, consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond}))
+	runConsumer(t, consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond}, dispatch.Deps{}))
 	runPromoter(t, promoterapp.New(a, promote.Options{DirectWindow: window}), 200*time.Millisecond)
 
 	time.Sleep(time.Until(runAt) - 1500*time.Millisecond)
@@ -433,7 +433,7 @@ func TestLostRetryMessageIsRecovered(t *testing.T) {
 	h := newStarts(0)
 	reg := handler.NewRegistry()
 	reg.Register("lo", h)
-	runConsumer(t, consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second}))
+	runConsumer(t, consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second}, dispatch.Deps{}))
 	done := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 20*time.Second)
 	if done.Attempts != 2 || done.History[0].WorkerID != "ghost" {
 		t.Fatalf("attempts %d history %+v: want the failed attempt counted", done.Attempts, done.History)

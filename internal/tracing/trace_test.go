@@ -82,7 +82,7 @@ func TestTaskIsOneTraceAcrossSubmitRetryAndWebhook(t *testing.T) {
 		Backoff: map[triagetype.Priority]triageconfig.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
-	go func() { _ = consumerapp.New(a, reg, opt).Run(ctx); close(stopped) }()
+	go func() { _ = consumerapp.New(a, reg, opt, dispatch.Deps{}).Run(ctx); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
 
 	c := triage.NewClient(triage.HTTP(api.URL, "trace-token"))
@@ -169,7 +169,7 @@ func TestDirectSendJoinsTheProducersTrace(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() {
-		_ = consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second}).Run(ctx)
+		_ = consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second}, dispatch.Deps{}).Run(ctx)
 		close(stopped)
 	}()
 	defer func() { cancel(); <-stopped }()

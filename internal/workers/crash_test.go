@@ -61,9 +61,10 @@ func runChild() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	c := consumerapp.New(a, reg, dispatch.Options{
-		WorkerID: os.Getenv(childEnv), Concurrency: childCapacity, ReservedHigh: 1,
+		Concurrency: childCapacity, ReservedHigh: 1,
 		WorkerHeartbeat: every, PollWait: 200 * time.Millisecond,
-	})
+	}, dispatch.Deps{WorkerID: os.Getenv(childEnv)})
+
 	fmt.Println("RUNNING")
 	if err := c.Run(ctx); err != nil {
 		fail(err)
@@ -259,7 +260,7 @@ func TestLambdaInvocationRegisters(t *testing.T) {
 	a := env.App(t, nil)
 	reg := handler.NewRegistry()
 	demo.Register(reg)
-	fn := consumerapp.Lambda(a, reg, dispatch.Options{WorkerHeartbeat: 500 * time.Millisecond, PollWait: 100 * time.Millisecond})
+	fn := consumerapp.Lambda(a, reg, dispatch.Options{WorkerHeartbeat: 500 * time.Millisecond, PollWait: 100 * time.Millisecond}, dispatch.Deps{})
 	// The function polls until LambdaReserve before its deadline: here,
 	// for about 3 s.
 	ctx, cancel := context.WithTimeout(context.Background(), consumerapp.LambdaReserve+3*time.Second)

@@ -21,68 +21,28 @@ import (
 	"github.com/triagehq/triage/internal/handler/demo"
 	"github.com/triagehq/triage/internal/handler/lambdainvoke"
 	"github.com/triagehq/triage/internal/handler/webhook"
-	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 )
 
-// New returns a consumer running handlers from reg, with the polling
-// settings of the configuration unless opt sets them.
-func New(a *app.App, reg *handler.Registry, opt dispatch.Options) *dispatch.Consumer {
-	return dispatch.New(a.Store, a.Queues, a.Enqueuer, reg, options(a, opt))
-}
-
-// options is opt with the settings it leaves unset taken from the
-// configuration (a nil Strict: TRIAGE_STRICT; set, it wins either way).
-// ReservedHigh is taken with Concurrency, since it only means something
-// beside it.
-func options(a *app.App, opt dispatch.Options) dispatch.Options {
-	c := a.Config
-	if opt.Weights == nil {
-		opt.Weights = c.Weights
+// New returns a consumer running handlers from reg: its settings are the
+// configuration's (dispatch.OptionsFrom) under the ones opt sets, and its
+// dependencies the app's (logger, controls, tracing, worker registry)
+// where deps leaves them unset.
+func New(a *app.App, reg *handler.Registry, opt dispatch.Options, deps dispatch.Deps) *dispatch.Consumer {
+	if deps.Logger == nil {
+		deps.Logger = a.Log
 	}
-	if opt.Strict == nil {
-		opt.Strict = new(c.Strict)
+	if deps.Gate == nil {
+		deps.Gate = a.Controls
 	}
-	if opt.Concurrency == 0 {
-		opt.Concurrency = c.Concurrency
-		if opt.ReservedHigh == 0 {
-			opt.ReservedHigh = max(c.ReservedHigh, 0) // config.Off: none
-		}
+	if deps.Tracing == nil {
+		deps.Tracing = a.Tracing
 	}
-	if opt.PollWait == 0 {
-		opt.PollWait = c.PollWait
+	if deps.Workers == nil && a.Workers != nil {
+		deps.Workers = a.Workers
 	}
-	if opt.Lease == 0 {
-		opt.Lease = c.Lease
-	}
-	if opt.APIURL == "" {
-		opt.APIURL = c.APIURL
-	}
-	if opt.Logger == nil {
-		opt.Logger = a.Log
-	}
-	if opt.Gate == nil {
-		opt.Gate = a.Controls
-	}
-	if opt.Tracing == nil {
-		opt.Tracing = a.Tracing
-	}
-	if opt.Workers == nil && a.Workers != nil {
-		opt.Workers = a.Workers
-	}
-	if opt.Backoff == nil {
-		opt.Backoff = c.RetryBackoff
-	}
-	if opt.UnhandledAfter == 0 {
-		opt.UnhandledAfter = c.UnhandledAfter
-	}
-	if opt.MaxReceiveCount == 0 {
-		if q, ok := spec.Of(c.Prefix, c.Table, c.Bucket).Queue(triagetype.High); ok {
-			opt.MaxReceiveCount = q.MaxReceiveCount
-		}
-	}
-	return opt
+	return dispatch.New(a.Store, a.Queues, a.Enqueuer, reg, opt.Over(dispatch.OptionsFrom(a.Config)), deps)
 }
 
 // Handlers returns the handler registry: the demo handlers when
@@ -142,18 +102,18 @@ const lambdaRecordReserve = 10 * time.Second
 // Lambda returns the consumer function's handler, running the
 // handlers of reg: each scheduled invocation polls until
 // LambdaReserve before its deadline, then drains. Its metrics go to
-// stdout as EMF (unless opt.Metrics is set), flushed during and at the end
+// stdout as EMF (unless deps.Metrics is set), flushed during and at the end
 // of each invocation.
-func Lambda(a *app.App, reg *handler.Registry, opt dispatch.Options) func(context.Context, events.EventBridgeEvent) (LambdaSummary, error) {
+func Lambda(a *app.App, reg *handler.Registry, opt dispatch.Options, deps dispatch.Deps) func(context.Context, events.EventBridgeEvent) (LambdaSummary, error) {
 	opt.DrainTimeout = LambdaReserve - lambdaRecordReserve
-	if opt.Metrics == nil {
-		opt.Metrics = lambdaMetrics(a)
+	if deps.Metrics == nil {
+		deps.Metrics = lambdaMetrics(a)
 	}
-	if opt.Kind == "" {
-		opt.Kind = triagetype.WorkerKindLambda
+	if deps.Kind == "" {
+		deps.Kind = triagetype.WorkerKindLambda
 	}
-	c := New(a, reg, opt)
-	h := flushing(LambdaHandler(c, LambdaReserve), opt.Metrics, a.Log)
+	c := New(a, reg, opt, deps)
+	h := flushing(LambdaHandler(c, LambdaReserve), deps.Metrics, a.Log)
 	return func(ctx context.Context, e events.EventBridgeEvent) (LambdaSummary, error) {
 		sum, err := h(ctx, e)
 		// A frozen environment exports nothing: the invocation's spans go now.

@@ -3,7 +3,6 @@ package consumerapp
 import (
 	"testing"
 
-	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/triageconfig"
 
 	"github.com/triagehq/triage/internal/dispatch"
@@ -27,8 +26,7 @@ func TestConsumerStrictMode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := &app.App{Config: triageconfig.Config{Strict: tt.cfg}}
-			got := options(a, dispatch.Options{Strict: tt.opt}).Strict
+			got := dispatch.Options{Strict: tt.opt}.Over(dispatch.OptionsFrom(triageconfig.Config{Strict: tt.cfg})).Strict
 			if got == nil || *got != tt.want {
 				t.Fatalf("strict = %v, want %v", deref(got), tt.want)
 			}
