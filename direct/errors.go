@@ -6,9 +6,11 @@ import (
 	"net/http"
 
 	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/internal/api/answer"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/submit"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // The errors below are the API's answers to the same failures
@@ -57,8 +59,8 @@ func taskError(what, id string, err error) error {
 
 // internal is any other failure; unlike the API, it keeps the cause.
 func internal(what string, err error) *triage.Error {
-	if e := submit.Refusal(err); e.Status == http.StatusServiceUnavailable {
-		return e
+	if e := submit.Refusal(err); errors.Is(e.Kind, triagetype.ErrUnavailable) {
+		return answer.Error(e)
 	}
 	return &triage.Error{Status: http.StatusInternalServerError, Code: "internal", Message: what + " failed: " + err.Error(), Cause: err}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/internal/api/answer"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
@@ -17,7 +18,7 @@ import (
 func (d *Transport) Submit(ctx context.Context, r triage.SubmitRequest) (*triage.Task, bool, error) {
 	o := d.submit.Submit(ctx, task.Request(r))
 	if o.Err != nil {
-		return nil, false, o.Err
+		return nil, false, answer.Error(o.Err)
 	}
 	return o.Task.Public(), o.Created, nil
 }
@@ -32,11 +33,11 @@ func (d *Transport) SubmitBatch(ctx context.Context, rs []triage.SubmitRequest) 
 	}
 	outs, e := d.submit.SubmitBatch(ctx, reqs)
 	if e != nil {
-		return nil, e
+		return nil, answer.Error(e)
 	}
 	res := make([]triage.BatchResult, len(outs))
 	for i, o := range outs {
-		res[i] = triage.BatchResult{Index: i, Status: o.Status()}
+		res[i] = triage.BatchResult{Index: i, Status: answer.OutcomeStatus(o)}
 		if o.Err != nil {
 			res[i].Error = &triage.ErrorDetail{Code: o.Err.Code, Message: o.Err.Message, Field: o.Err.Field}
 		} else {

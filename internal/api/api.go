@@ -19,6 +19,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/triagehq/triage/internal/api/answer"
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/deadletter"
@@ -269,24 +270,25 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, o.Err)
 		return
 	}
-	writeJSON(w, o.Status(), o.Task)
+	writeJSON(w, answer.OutcomeStatus(o), o.Task)
 }
 
 // refuse answers with a refusal of the submit service: its status, its
 // Retry-After when it has one, its code, message and field.
-func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *triagetype.Error) {
-	s.logRefusal(r, e)
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *submit.Refused) {
+	status := answer.Status(e.Kind)
+	s.logRefusal(r, e, status)
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(max(e.RetryAfter.Seconds(), 1))))
 	}
-	writeError(w, e.Status, e.Code, e.Field, e.Message)
+	writeError(w, status, e.Code, e.Field, e.Message)
 }
 
 // logRefusal logs the cause of a refusal the server is to blame for
 // (5xx): the answer itself never shows it.
-func (s *Server) logRefusal(r *http.Request, e *triagetype.Error) {
-	if e.Status >= 500 {
-		s.log.Error("submit failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "error", e.Cause)
+func (s *Server) logRefusal(r *http.Request, e *submit.Refused, status int) {
+	if status >= 500 {
+		s.log.Error("submit failed", "method", r.Method, "path", r.URL.Path, "status", status, "error", e.Cause)
 	}
 }
 
@@ -481,9 +483,9 @@ func (s *Server) internal(w http.ResponseWriter, r *http.Request, what string, e
 		return
 	}
 	s.log.Error(what+" failed", "method", r.Method, "path", r.URL.Path, "error", err)
-	if e := submit.Refusal(err); e.Status == http.StatusServiceUnavailable {
+	if e := submit.Refusal(err); errors.Is(e.Kind, triagetype.ErrUnavailable) {
 		w.Header().Set("Retry-After", "1")
-		writeError(w, e.Status, e.Code, "", e.Message)
+		writeError(w, answer.Status(e.Kind), e.Code, "", e.Message)
 		return
 	}
 	writeError(w, http.StatusInternalServerError, "internal", "", what+" failed")

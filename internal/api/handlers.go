@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/triagehq/triage/internal/api/answer"
 	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/deadletter"
@@ -59,9 +60,9 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	items := make([]BatchItem, len(outs))
 	for i, o := range outs {
-		items[i] = BatchItem{Index: i, Status: o.Status(), Task: o.Task}
+		items[i] = BatchItem{Index: i, Status: answer.OutcomeStatus(o), Task: o.Task}
 		if o.Err != nil {
-			s.logRefusal(r, o.Err)
+			s.logRefusal(r, o.Err, items[i].Status)
 			items[i].Error = &ErrorDetail{Code: o.Err.Code, Message: o.Err.Message, Field: o.Err.Field}
 		}
 	}

@@ -3,25 +3,27 @@
 // request gets the same answer whichever way it arrives.
 //
 // Every request goes through the same steps, in this order, and the first
-// that refuses it decides the answer:
+// that refuses it decides the answer (a Refused, whose Kind each transport
+// answers with in its own terms; the HTTP statuses are internal/api's):
 //
-//  1. its fields (task.Request.Validate): 400, or 413 for a body too large,
-//     naming the field;
-//  2. the deployment's task types (TRIAGE_TYPES): 400 naming "type";
-//  3. the queue's depth (enqueue.Backpressure): 429 with a Retry-After;
-//  4. the send and the record (enqueue.SubmitBatch): 503 when the queue or
-//     the table did not take the task (nothing was accepted; the same
-//     request may be repeated), 500 for anything else.
+//  1. its fields (task.Request.Validate): ErrBadRequest, or ErrTooLarge
+//     for a body too large, naming the field;
+//  2. the deployment's task types (TRIAGE_TYPES): ErrBadRequest naming
+//     "type";
+//  3. the queue's depth (enqueue.Backpressure): ErrTooMany with a
+//     RetryAfter;
+//  4. the send and the record (enqueue.SubmitBatch): ErrUnavailable when
+//     the queue or the table did not take the task (nothing was accepted;
+//     the same request may be repeated), ErrInternal for anything else.
 //
-// Accepted, it is 201 with the new task, or 200 with the task an earlier
-// request with the same idempotency key made.
+// Accepted, it is the new task (Created), or the task an earlier request
+// with the same idempotency key made.
 package submit
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/triagehq/triage/internal/enqueue"
@@ -97,19 +99,41 @@ func New(enq Enqueuer, o Options) *Service {
 // refusal otherwise.
 type Outcome struct {
 	Task    *task.Task
-	Created bool              // a new task (201), not an earlier one of the same key (200)
-	Err     *triagetype.Error // the refusal: status, code, message, field
+	Created bool     // a new task, not an earlier one of the same idempotency key
+	Err     *Refused // the refusal: its kind, code, message, field
 }
 
-// Status is the HTTP status of the outcome.
-func (o Outcome) Status() int {
-	switch {
-	case o.Err != nil:
-		return o.Err.Status
-	case o.Created:
-		return http.StatusCreated
+// Refused is why the service did not accept a request, in no transport's
+// terms. Kind is the triagetype sentinel the caller's error is to match
+// (ErrBadRequest, ErrTooLarge, ErrTooMany, ErrUnavailable or ErrInternal);
+// each transport answers with it in its own terms: the HTTP API maps it to
+// a status (internal/api/answer), and the direct transport returns the
+// *triage.Error the API would have answered with, from the same mapping.
+type Refused struct {
+	Kind    error
+	Code    string
+	Message string
+	Field   string // the input at fault ("priority", "tasks[3].payload"), when one is
+	// RetryAfter is how long to wait before trying again, when the
+	// refusal says (ErrTooMany, ErrUnavailable).
+	RetryAfter time.Duration
+	// Cause is the underlying failure, for the caller's log: the HTTP API
+	// never shows it.
+	Cause error
+}
+
+func (r *Refused) Error() string { return r.Code + ": " + r.Message }
+
+// Unwrap lets errors.Is match Kind and Cause.
+func (r *Refused) Unwrap() []error { return []error{r.Kind, r.Cause} }
+
+// fieldRefusal is the refusal of a field that failed validation, named
+// after prefix ("tasks[3]." for an item of a batch, else "").
+func fieldRefusal(fe *task.FieldError, prefix string) *Refused {
+	if fe.TooLarge {
+		return &Refused{Kind: triagetype.ErrTooLarge, Code: "too_large", Message: fe.Error(), Field: prefix + fe.Field}
 	}
-	return http.StatusOK
+	return &Refused{Kind: triagetype.ErrBadRequest, Code: "invalid_field", Message: fe.Error(), Field: prefix + fe.Field}
 }
 
 // Submit accepts or refuses one request.
@@ -122,9 +146,9 @@ func (s *Service) Submit(ctx context.Context, r task.Request) Outcome {
 // ones in batches per priority; a request repeating an idempotency key of
 // the batch gets the first one's task. A batch of the wrong size is
 // refused whole.
-func (s *Service) SubmitBatch(ctx context.Context, rs []task.Request) ([]Outcome, *triagetype.Error) {
+func (s *Service) SubmitBatch(ctx context.Context, rs []task.Request) ([]Outcome, *Refused) {
 	if len(rs) == 0 || len(rs) > triagetype.MaxBatch {
-		return nil, &triagetype.Error{Status: http.StatusBadRequest, Code: "invalid_field", Field: "tasks",
+		return nil, &Refused{Kind: triagetype.ErrBadRequest, Code: "invalid_field", Field: "tasks",
 			Message: fmt.Sprintf("tasks: must hold 1 to %d tasks, got %d", triagetype.MaxBatch, len(rs))}
 	}
 	return s.submit(ctx, rs, func(i int) string { return fmt.Sprintf("tasks[%d].", i) }), nil
@@ -185,16 +209,16 @@ func (s *Service) startSpan(ctx context.Context, t *task.Task, requestTraceID st
 }
 
 // prepare runs steps 1 to 3 and builds the task.
-func (s *Service) prepare(ctx context.Context, r *task.Request, now time.Time, prefix string) (*task.Task, *triagetype.Error) {
+func (s *Service) prepare(ctx context.Context, r *task.Request, now time.Time, prefix string) (*task.Task, *Refused) {
 	if err := r.Validate(); err != nil {
 		var fe *task.FieldError
 		if errors.As(err, &fe) {
-			return nil, fe.APIError(prefix)
+			return nil, fieldRefusal(fe, prefix)
 		}
-		return nil, &triagetype.Error{Status: http.StatusBadRequest, Code: "bad_request", Message: err.Error()}
+		return nil, &Refused{Kind: triagetype.ErrBadRequest, Code: "bad_request", Message: err.Error()}
 	}
 	if fe := s.known.Check(r.Type); fe != nil {
-		return nil, fe.APIError(prefix)
+		return nil, fieldRefusal(fe, prefix)
 	}
 	t := r.NewTask(now, s.window)
 	if s.pressure != nil {
@@ -206,21 +230,22 @@ func (s *Service) prepare(ctx context.Context, r *task.Request, now time.Time, p
 }
 
 // Refusal is the answer to a submit that failed after validation:
-// backpressure (429), a task the queue or the table did not take (503;
-// nothing was accepted and the same request may be repeated, with the
-// same idempotency key too), or anything else (500, with the cause kept
-// for the caller's log: the HTTP API never shows it).
-func Refusal(err error) *triagetype.Error {
+// backpressure (ErrTooMany), a task the queue or the table did not take
+// (ErrUnavailable: nothing was accepted and the same request may be
+// repeated, with the same idempotency key too), or anything else
+// (ErrInternal, with the cause kept for the caller's log: the HTTP API
+// never shows it).
+func Refusal(err error) *Refused {
 	var oe *enqueue.OverloadedError
 	switch {
 	case errors.As(err, &oe):
-		return &triagetype.Error{Status: http.StatusTooManyRequests, Code: "too_many_requests", Message: oe.Error(), RetryAfter: oe.RetryAfter}
+		return &Refused{Kind: triagetype.ErrTooMany, Code: "too_many_requests", Message: oe.Error(), RetryAfter: oe.RetryAfter}
 	case errors.Is(err, enqueue.ErrNotSent):
-		return &triagetype.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: time.Second, Cause: err,
+		return &Refused{Kind: triagetype.ErrUnavailable, Code: "unavailable", RetryAfter: time.Second, Cause: err,
 			Message: "the queue did not accept the task; nothing was recorded, try again"}
 	case errors.Is(err, enqueue.ErrNotRecorded):
-		return &triagetype.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", RetryAfter: time.Second, Cause: err,
+		return &Refused{Kind: triagetype.ErrUnavailable, Code: "unavailable", RetryAfter: time.Second, Cause: err,
 			Message: "the task could not be recorded; it was not accepted, try again"}
 	}
-	return &triagetype.Error{Status: http.StatusInternalServerError, Code: "internal", Message: "submit failed", Cause: err}
+	return &Refused{Kind: triagetype.ErrInternal, Code: "internal", Message: "submit failed", Cause: err}
 }
