@@ -431,7 +431,12 @@ func (c *Consumer) waitForSlots(ctx context.Context, want int, d time.Duration) 
 // still being long-polled is not polled twice.
 func (c *Consumer) idlePoll(ctx, work context.Context, wg *sync.WaitGroup, eligible []triagetype.Priority) {
 	_, _, released := c.slots.free()
+	aside := false
 	for _, p := range eligible {
+		if c.unhandled.asideFrom(p, time.Now()) { // unhandled.go: handBackAside
+			aside = true
+			continue
+		}
 		if !c.beginPoll(p) {
 			continue
 		}
@@ -454,6 +459,12 @@ func (c *Consumer) idlePoll(ctx, work context.Context, wg *sync.WaitGroup, eligi
 			}
 		}()
 	}
+	if aside && !c.pollingAny() {
+		// Every queue not polled is left to other workers for a moment,
+		// and no poller will bring news: look again shortly.
+		sleep(ctx, c.opt.EmptyBackoff)
+		return
+	}
 	// Return at the first news: a poller finished, or a slot freed up (with
 	// only reserved slots free, the loop was polling the high queue alone;
 	// a general slot opens the other queues again).
@@ -472,6 +483,13 @@ func (c *Consumer) beginPoll(p triagetype.Priority) bool {
 	}
 	c.polling[p] = true
 	return true
+}
+
+// pollingAny reports whether an idle long-poll is under way.
+func (c *Consumer) pollingAny() bool {
+	c.emptyMu.Lock()
+	defer c.emptyMu.Unlock()
+	return len(c.polling) > 0
 }
 
 func (c *Consumer) endPoll(p triagetype.Priority) {
@@ -534,7 +552,7 @@ func (c *Consumer) nonEmpty(eligible []triagetype.Priority) []triagetype.Priorit
 	now := time.Now()
 	var out []triagetype.Priority
 	for _, p := range eligible {
-		if now.After(c.emptyUntil[p]) {
+		if now.After(c.emptyUntil[p]) && !c.unhandled.asideFrom(p, now) { // unhandled.go: handBackAside
 			out = append(out, p)
 		}
 	}

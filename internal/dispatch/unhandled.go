@@ -13,6 +13,7 @@ import (
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/internal/workers"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Consumers share their queues: `triage dev`'s consumer and a developer's
@@ -47,6 +48,20 @@ const (
 	// instead of winning every race for it.
 	handBackLive    = 2 * time.Second
 	handBackLiveMax = 8 * time.Second
+	// handBackAside is how long, after a message it handed back shows
+	// again, `triage dev`'s consumer (Kind dev) leaves that message's queue
+	// alone, once the message has come back to a consumer at least once
+	// (receive count 2 or more: the worker that runs it lost the race for
+	// it already). A queue's receivers are not served fairly (fauxqs serves
+	// them first come, first served, and a busy consumer asks far more
+	// often than an idle worker's long poll), so without this a busy
+	// consumer beside an idle worker could win a handed-back message again
+	// and again, and a user's task wait about a minute. Its own tasks on
+	// that queue wait at most the hide plus this meanwhile; its other
+	// queues are not affected. Workers do not step aside: for them (and
+	// for SQS itself, which spreads receives over its servers) the
+	// backoff of handBackFor is enough.
+	handBackAside = 2 * time.Second
 	// handBackWaiting is how long it is hidden while no live worker
 	// advertises the type yet: a worker started now sees the first of its
 	// tasks within this.
@@ -63,6 +78,29 @@ type typeDirectoryCache struct {
 	mu   sync.Mutex
 	at   time.Time
 	seen map[string]workers.TypeSeen
+
+	// aside is, per priority, until when this consumer leaves the queue to
+	// the workers that run what it handed back (handBackAside).
+	aside map[triagetype.Priority]time.Time
+}
+
+// stepAside leaves p's queue alone until until (a later time wins).
+func (tc *typeDirectoryCache) stepAside(p triagetype.Priority, until time.Time) {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if tc.aside == nil {
+		tc.aside = map[triagetype.Priority]time.Time{}
+	}
+	if until.After(tc.aside[p]) {
+		tc.aside[p] = until
+	}
+}
+
+// asideFrom reports whether p's queue is left alone at now.
+func (tc *typeDirectoryCache) asideFrom(p triagetype.Priority, now time.Time) bool {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return now.Before(tc.aside[p])
 }
 
 // get returns the advertised types, read again once typesMaxAge passed.
@@ -119,8 +157,13 @@ func (c *Consumer) mayClaim(ctx context.Context, m queue.Received, msg task.Mess
 	s := seen[t.Type]
 	if s.Live {
 		c.mx.PutOff(metrics.PutOffNoHandler)
+		hide := handBackFor(m.ReceiveCount)
+		if m.ReceiveCount > 1 && c.opt.Kind == triagetype.WorkerKindDev {
+			// It came back: step aside as it shows again (handBackAside).
+			c.unhandled.stepAside(m.Priority, time.Now().Add(hide+handBackAside))
+		}
 		c.log.Debug("no handler here; a live worker advertises the type: handed back", "task_id", t.ID, "type", t.Type)
-		c.putOff(ctx, m, msg, handBackFor(m.ReceiveCount))
+		c.putOff(ctx, m, msg, hide)
 		return false
 	}
 	since := t.EnqueuedAtOr(t.CreatedAt)
