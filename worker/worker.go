@@ -291,8 +291,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	return consumerapp.New(a, reg, dispatch.Options{}, deps).Run(ctx)
 }
 
-// LambdaSummary is what one invocation of the Lambda handler returns.
-type LambdaSummary = consumerapp.LambdaSummary
+// LambdaSummary is what one invocation of the Lambda handler returns: the
+// consumer instance's id and how long it polled.
+type LambdaSummary struct {
+	WorkerID string `json:"worker_id"`
+	PolledMS int64  `json:"polled_ms"`
+}
 
 // LambdaHandler returns the handler of a consumer Lambda function, for
 // lambda.Start: each invocation (the consumer's EventBridge schedule)
@@ -303,7 +307,11 @@ func (w *Worker) LambdaHandler(ctx context.Context) (func(context.Context, event
 	if err != nil {
 		return nil, err
 	}
-	return consumerapp.Lambda(a, reg, dispatch.Options{}, dispatch.Deps{}), nil
+	h := consumerapp.Lambda(a, reg, dispatch.Options{}, dispatch.Deps{})
+	return func(ctx context.Context, e events.EventBridgeEvent) (LambdaSummary, error) {
+		s, err := h(ctx, e)
+		return LambdaSummary(s), err
+	}, nil
 }
 
 // StartLambda serves the Lambda handler; it does not return. A
