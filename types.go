@@ -60,27 +60,27 @@ type (
 
 // The priorities, highest first.
 const (
-	High   = triagetype.High
-	Medium = triagetype.Medium
-	Low    = triagetype.Low
+	High   Priority = triagetype.High
+	Medium Priority = triagetype.Medium
+	Low    Priority = triagetype.Low
 )
 
 // The statuses.
 const (
-	Scheduled  = triagetype.Scheduled
-	Queued     = triagetype.Queued
-	Executing  = triagetype.Executing
-	Retrying   = triagetype.Retrying
-	Completed  = triagetype.Completed
-	Cancelled  = triagetype.Cancelled
-	DeadLetter = triagetype.DeadLetter
+	Scheduled  Status = triagetype.Scheduled
+	Queued     Status = triagetype.Queued
+	Executing  Status = triagetype.Executing
+	Retrying   Status = triagetype.Retrying
+	Completed  Status = triagetype.Completed
+	Cancelled  Status = triagetype.Cancelled
+	DeadLetter Status = triagetype.DeadLetter
 )
 
 // The worker states.
 const (
-	WorkerActive   = triagetype.WorkerActive
-	WorkerDraining = triagetype.WorkerDraining
-	WorkerDead     = triagetype.WorkerDead
+	WorkerActive   WorkerState = triagetype.WorkerActive
+	WorkerDraining WorkerState = triagetype.WorkerDraining
+	WorkerDead     WorkerState = triagetype.WorkerDead
 )
 
 // DeadAfterBeats is how many heartbeat intervals without a heartbeat make
