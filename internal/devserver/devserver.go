@@ -353,7 +353,7 @@ func removeIfUnchanged(path string, wrote []byte) {
 // devLogger writes readable logs at warn and above to the terminal (or at
 // TRIAGE_LOG_LEVEL when it is set), and every log line as JSON to logs; with
 // TRIAGE_LOG_FORMAT=json the terminal gets the JSON lines instead. Any
-// other format is an error naming the variable, as config.FromEnv does for
+// other format is an error naming the variable, as triageconfig.FromEnv does for
 // the settings it reads.
 func devLogger(term, logs io.Writer, level, format string, levelSet bool) (*slog.Logger, error) {
 	switch format {

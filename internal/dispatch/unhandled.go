@@ -23,7 +23,7 @@ import (
 // while another worker may run it: it hands the message back, hidden for a
 // short while, and the other worker's next receive takes it. Only when no
 // live worker has advertised the type for Options.UnhandledAfter
-// (config.UnhandledAfter), counted from the later of the task's queueing
+// (triageconfig.UnhandledAfter), counted from the later of the task's queueing
 // and the last heartbeat of a worker that advertised it, is the task
 // claimed and dead-lettered, with that reason.
 //

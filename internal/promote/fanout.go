@@ -31,8 +31,8 @@ type FanOut struct {
 	Invoker     Invoker
 	Depths      Depths
 	FunctionARN string
-	PerConsumer int // visible messages one extra consumer is started for (config.DefaultFanOutPer when 0)
-	Max         int // extra consumers per run at most (0: none; the assembly passes config.Config's)
+	PerConsumer int // visible messages one extra consumer is started for (triageconfig.DefaultFanOutPer when 0)
+	Max         int // extra consumers per run at most (0: none; the assembly passes triageconfig.Config's)
 }
 
 // Run starts the extra consumers and returns how many it started.

@@ -76,8 +76,8 @@ type DLQs interface {
 
 // Options tunes the promoter. Zero values take the defaults in parentheses.
 type Options struct {
-	LowAfter    time.Duration // low -> medium after this long queued (config.DefaultLowAfter)
-	MediumAfter time.Duration // medium -> high after this long at medium (config.DefaultMediumAfter)
+	LowAfter    time.Duration // low -> medium after this long queued (triageconfig.DefaultLowAfter)
+	MediumAfter time.Duration // medium -> high after this long at medium (triageconfig.DefaultMediumAfter)
 	// DirectWindow: scheduled tasks and parked retries due within it are
 	// sent with a delay (15 min, SQS's longest delay).
 	DirectWindow time.Duration

@@ -60,7 +60,7 @@ import (
 )
 
 // DefaultHeartbeat is how often an instance heartbeats: a third of the
-// default task lease (config.DefaultLease, 30 s), as a task's own
+// default task lease (triageconfig.DefaultLease, 30 s), as a task's own
 // heartbeat is. It sets both the write cost (3,600 s / 10 s = 360 writes
 // an hour per instance) and how soon a killed one shows dead
 // (DeadAfterBeats of it).

@@ -107,7 +107,7 @@ func New(t testing.TB) *Env {
 	return e
 }
 
-// Getenv returns a getenv for config.FromEnv that names this env's
+// Getenv returns a getenv for triageconfig.FromEnv that names this env's
 // resources (through TRIAGE_PREFIX) and falls back to extra, then to the
 // process environment.
 func (e *Env) Getenv(extra map[string]string) func(string) string {
@@ -123,7 +123,7 @@ func (e *Env) Getenv(extra map[string]string) func(string) string {
 }
 
 // App assembles a full app.App on this env's resources. extra sets
-// configuration variables (config.Env*) for this app only.
+// configuration variables (triageconfig.Env*) for this app only.
 func (e *Env) App(t testing.TB, extra map[string]string) *app.App {
 	t.Helper()
 	cfg, err := triageconfig.FromEnv(e.Getenv(extra))
