@@ -45,6 +45,9 @@ type Task struct {
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
 	// RetryAt is when a retrying task runs again.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
+	// Promotions are the task's aging steps, oldest first (the last few:
+	// see internal/task.MaxPromotions).
+	Promotions []Promotion `json:"promotions,omitempty"`
 }
 
 // Terminal reports whether the task will not change by itself any more.

@@ -275,7 +275,9 @@ func (p *Promoter) age(ctx context.Context, from task.Priority, after time.Durat
 				}
 				continue
 			}
-			moves = append(moves, enqueue.Move{Task: t})
+			waited := now.Sub(t.AgingFrom())
+			// The step is kept on the task in the update that promotes it.
+			moves = append(moves, enqueue.Move{Task: t, Apply: func(n *task.Task) { n.AddPromotion(from, to, now, waited) }})
 		}
 		done, err := p.mover.RedispatchBatch(ctx, task.Queued, to, moves)
 		mu.Lock()

@@ -91,6 +91,9 @@ type Task struct {
 	// attempt is given.
 	Progress   *Progress       `json:"progress,omitempty" dynamodbav:"progress,omitempty"`
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty" dynamodbav:"checkpoint,omitempty"`
+	// Promotions are the aging steps the promoter made (promotion.go),
+	// written in the same update as the promotion itself.
+	Promotions []Promotion `json:"promotions,omitempty" dynamodbav:"promotions,omitempty"`
 
 	// Internal bookkeeping, not part of the API object.
 
@@ -141,6 +144,7 @@ func (t *Task) Clone() *Task {
 		c.Error = &e
 	}
 	c.History = append([]Attempt(nil), t.History...)
+	c.Promotions = append([]Promotion(nil), t.Promotions...)
 	c.RunAt = cloneTime(t.RunAt)
 	c.EnqueuedAt = cloneTime(t.EnqueuedAt)
 	c.StartedAt = cloneTime(t.StartedAt)
