@@ -474,7 +474,10 @@
 
   function waitText(seconds) {
     if (typeof seconds !== 'number' || !isFinite(seconds)) return '–';
-    return '≤ ' + (seconds < 1 ? Math.round(seconds * 1000) + ' ms' : duration(seconds));
+    // Rounded up: each is a bound.
+    if (seconds < 1) return '≤ ' + Math.ceil(seconds * 1000) + ' ms';
+    if (seconds < 10) return '≤ ' + (Math.ceil(seconds * 10) / 10) + ' s';
+    return '≤ ' + duration(Math.ceil(seconds));
   }
 
   // renderAging says how far the oldest waiting task of priority p is
