@@ -4,8 +4,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/chromedp/chromedp"
 )
 
 // TestWaitsPromotionsAndDepthHistory runs a low task that waits, paused,
@@ -70,7 +68,7 @@ func TestWaitsPromotionsAndDepthHistory(t *testing.T) {
 	b.wait("the depth chart from history", `document.querySelector("#chart-depth svg") !== null && Number(document.querySelector("#chart-depth svg").dataset.minutes) >= 1`)
 	b.wait("its three lines", `document.querySelectorAll("#chart-depth svg path").length === 3`)
 
-	b.do("open the promoted task", chromedp.SetValue(chromedp.ID("lookup-id"), slow), chromedp.Click(chromedp.CSS(`#lookup button`)))
+	b.lookup("open the promoted task", slow)
 	b.wait("its promotions", `document.querySelectorAll("#detail-timeline li.promotion").length === 2`)
 	var steps []string
 	b.eval(`[...document.querySelectorAll("#detail-timeline li")].map(li => li.dataset.promotion || ("attempt " + li.dataset.attempt))`, &steps)
