@@ -156,7 +156,7 @@ func (d *Transport) Delete(ctx context.Context, id string) error {
 // Cleanup implements triage.Transport.
 func (d *Transport) Cleanup(ctx context.Context, olderThan time.Time) (int, error) {
 	// The API reads older_than to the second, as the HTTP client sends it.
-	n, err := d.store.Cleanup(ctx, olderThan.Truncate(time.Second))
+	n, err := d.dlq.Cleanup(ctx, olderThan.Truncate(time.Second)) // the dead ones' DLQ copies go too
 	if err != nil {
 		return n, internal("cleanup", err)
 	}

@@ -92,6 +92,16 @@ type QueueStats struct {
 	// upper bound, within 60 s of the true age (the counters keep the
 	// minute each wait began); 0 when none is queued.
 	OldestAgeSeconds float64 `json:"oldest_age_seconds"`
+	// Waits counts the tasks submitted at this priority that started in
+	// the last 5 minutes (the current minute and the 4 before it: 4 to 5
+	// minutes); WaitP50Seconds and WaitP99Seconds are the median
+	// and 99th percentile of how long they waited to start (from queued,
+	// or from run_at or retry_at if later). Each percentile is an upper
+	// bound within a factor of 2 (the counters keep log-scale buckets of
+	// 1 ms, 2 ms, 4 ms, ... 70 min). All three are absent when none started.
+	Waits          int     `json:"waits,omitempty"`
+	WaitP50Seconds float64 `json:"wait_p50_seconds,omitempty"`
+	WaitP99Seconds float64 `json:"wait_p99_seconds,omitempty"`
 }
 
 // Throughput counts finished tasks over the last minute.

@@ -43,6 +43,8 @@ type Task struct {
 	// Checkpoint is the last checkpoint a handler saved (at most 3 KiB of
 	// JSON): the next attempt starts from it.
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+	// Promotions are the task's aging steps, oldest first (the last 4).
+	Promotions []Promotion `json:"promotions,omitempty"`
 	// RetryAt is when a retrying task runs again.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
 }

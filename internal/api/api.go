@@ -79,6 +79,9 @@ type DLQ interface {
 	Purge(ctx context.Context, f deadletter.Filter) (deadletter.PurgeResult, error)
 	Retry(ctx context.Context, id string) (*task.Task, error)
 	Delete(ctx context.Context, cur *task.Task) error
+	// Cleanup deletes finished tasks older than a cut and the DLQ copies
+	// of the dead ones.
+	Cleanup(ctx context.Context, olderThan time.Time) (int, error)
 }
 
 // Deps are the parts the API serves from.

@@ -210,7 +210,7 @@ func (s *Server) cleanup(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_field", "older_than", "older_than: not an RFC 3339 time: "+err.Error())
 		return
 	}
-	n, err := s.store.Cleanup(r.Context(), before)
+	n, err := s.dlq.Cleanup(r.Context(), before) // the dead ones' DLQ copies go too
 	if err != nil {
 		s.internal(w, r, "cleanup", err)
 		return

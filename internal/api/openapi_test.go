@@ -21,6 +21,7 @@ import (
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/app/apiapp"
 	"github.com/triagehq/triage/internal/auth"
+	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/task"
@@ -441,6 +442,17 @@ func oaResponse(resps map[string]any, status int) any {
 
 // TestOpenAPIResponses drives the real server through most operations and
 // validates every answer against the document.
+// promotedTask is a queued task the promoter moved twice.
+func promotedTask() *task.Task {
+	now := time.Now().UTC()
+	id := task.NewID(now)
+	t := &task.Task{ID: id, TraceID: id, Type: "echo", Payload: json.RawMessage(`{}`), Priority: triagetype.Low, EffectivePriority: triagetype.High, Status: triagetype.Queued,
+		MaxAttempts: 3, TimeoutSeconds: 30, CreatedAt: now, EnqueuedAt: &now, WaitingSince: now, Version: 1}
+	t.AddPromotion(triagetype.Low, triagetype.Medium, now, 10*time.Minute)
+	t.AddPromotion(triagetype.Medium, triagetype.High, now, 20*time.Minute)
+	return t
+}
+
 func TestOpenAPIResponses(t *testing.T) {
 	d := oaLoad(t)
 	s := oaNewServer(t)
@@ -463,6 +475,15 @@ func TestOpenAPIResponses(t *testing.T) {
 		c.call("POST /api/v1/tasks", "/api/v1/tasks", "adm", `{"type":"echo","payload":"`+strings.Repeat("a", 10<<10)+`"}`, 201)
 
 		c.call("GET /api/v1/tasks/{id}", "/api/v1/tasks/"+id, "ro", "", 200)
+		// A promoted task carries its steps.
+		promoted := promotedTask()
+		if _, _, err := s.app.Store.Create(context.Background(), promoted); err != nil {
+			t.Fatal(err)
+		}
+		pt, _ := c.call("GET /api/v1/tasks/{id}", "/api/v1/tasks/"+promoted.ID, "ro", "", 200)
+		if steps, _ := oaObj(pt)["promotions"].([]any); len(steps) != 2 {
+			t.Errorf("promoted task shows %d steps, want 2", len(steps))
+		}
 		c.call("GET /api/v1/tasks/{id}", "/api/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV", "ro", "", 404)
 
 		page, _ := c.call("GET /api/v1/tasks", "/api/v1/tasks?limit=1", "ro", "", 200)
@@ -505,10 +526,37 @@ func TestOpenAPIResponses(t *testing.T) {
 
 	t.Run("stats", func(t *testing.T) {
 		c := &oaCheck{t: t, d: d, srv: s.srv}
-		c.call("GET /api/v1/stats", "/api/v1/stats", "ro", "", 200)
+		// A claim's wait and a depth sample, so /stats and its history carry them.
+		now := time.Now().UTC()
+		queued := &task.Task{ID: task.NewID(now), Type: "echo", Priority: triagetype.High, EffectivePriority: triagetype.High, Status: triagetype.Queued, CreatedAt: now.Add(-time.Second), WaitingSince: now, Version: 1}
+		started := queued.Clone()
+		started.Status, started.StartedAt, started.Version = triagetype.Executing, &now, 2
+		// Inserted, claimed and removed: the status counts net to nothing.
+		changes := []counters.Change{{Seq: "1", New: queued}, {Seq: "2", Old: queued, New: started}, {Seq: "3", Old: started}}
+		if err := s.app.Counters.Apply(context.Background(), changes,
+			func(first, _ string) counters.Guard { return counters.Guard{Key: "oa:" + first} }); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.app.Counters.RecordDepth(context.Background(), now, map[triagetype.Priority]counters.Depth{triagetype.High: {Visible: 2, InFlight: 1}, triagetype.Low: {}}); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := c.call("GET /api/v1/stats", "/api/v1/stats", "ro", "", 200)
+		if q := oaObj(oaObj(oaObj(st)["queues"])["high"]); fmt.Sprint(q["waits"]) != "1" || q["wait_p99_seconds"] == nil {
+			t.Errorf("high queue stats %v, want one wait with its percentiles", q)
+		}
 		h, _ := c.call("GET /api/v1/stats/history", "/api/v1/stats/history?minutes=5", "ro", "", 200)
-		if ms, _ := oaObj(h)["minutes"].([]any); len(ms) != 6 {
+		ms, _ := oaObj(h)["minutes"].([]any)
+		if len(ms) != 6 {
 			t.Errorf("history of 5 minutes has %d entries, want 6 (5 whole and the current one)", len(ms))
+		}
+		sampled := 0
+		for _, m := range ms {
+			if oaObj(m)["depth"] != nil {
+				sampled++
+			}
+		}
+		if sampled != 1 {
+			t.Errorf("history shows %d minutes with depths, want the one sampled", sampled)
 		}
 		c.call("GET /api/v1/stats/history", "/api/v1/stats/history?minutes=61", "ro", "", 400)
 		c.call("GET /api/v1/control", "/api/v1/control", "ro", "", 200)

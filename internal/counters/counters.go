@@ -23,7 +23,10 @@
 // Items (pk): COUNTS#GLOBAL (status×priority and queued-since attributes),
 // COUNTS#TYPE#<type> (one per type: the number of types does not bound
 // anything, and no caller can fill an item), COUNTS#TP#<10 s bucket>
-// (throughput, expiring after an hour), and the batch guards.
+// (throughput, expiring after an hour), COUNTS#WAIT#<minute> (wait
+// histograms per priority, expiring after an hour: waits.go),
+// COUNTS#DEPTH#<minute> (queue depths sampled by the promoter: depth.go),
+// and the batch guards.
 package counters
 
 import (
@@ -116,10 +119,11 @@ type delta struct {
 	global map[string]int64            // attribute -> change
 	types  map[string]map[string]int64 // type -> attribute -> change
 	tp     map[int64]map[string]int64  // bucket -> completed|failed -> change
+	waits  map[int64]map[string]int64  // minute -> wait bucket attribute -> change (waits.go)
 }
 
 func newDelta() *delta {
-	return &delta{global: map[string]int64{}, types: map[string]map[string]int64{}, tp: map[int64]map[string]int64{}}
+	return &delta{global: map[string]int64{}, types: map[string]map[string]int64{}, tp: map[int64]map[string]int64{}, waits: map[int64]map[string]int64{}}
 }
 
 func statusAttr(st triagetype.Status, p triagetype.Priority) string {
@@ -141,6 +145,12 @@ func (d *delta) count(t *task.Task, sign int64) {
 }
 
 func (d *delta) add(c Change) {
+	if minute, attr, ok := claimWait(c); ok {
+		if d.waits[minute] == nil {
+			d.waits[minute] = map[string]int64{}
+		}
+		d.waits[minute][attr]++
+	}
 	if c.Old != nil {
 		d.count(c.Old, -1)
 	}
@@ -166,7 +176,7 @@ func (d *delta) add(c Change) {
 
 // items counts the counter items d touches (net changes only).
 func (d *delta) items() int {
-	n := len(d.tp)
+	n := len(d.tp) + len(d.waits)
 	if nonZero(d.global) {
 		n++
 	}
@@ -310,6 +320,13 @@ func (k *Keeper) write(ctx context.Context, d *delta, g Guard, first, last strin
 		exp := time.Unix(b*int64(Bucket/time.Second), 0).Add(bucketTTL).Unix()
 		set := map[string]types.AttributeValue{spec.AttrTTL: &types.AttributeValueMemberN{Value: strconv.FormatInt(exp, 10)}}
 		if u := addUpdate(k.table, key(tpPrefix+strconv.FormatInt(b, 10)), d.tp[b], set); u != nil {
+			actions = append(actions, types.TransactWriteItem{Update: u})
+		}
+	}
+	for _, m := range slices.Sorted(maps.Keys(d.waits)) {
+		exp := time.Unix((m+1)*60, 0).Add(bucketTTL).Unix()
+		set := map[string]types.AttributeValue{spec.AttrTTL: &types.AttributeValueMemberN{Value: strconv.FormatInt(exp, 10)}}
+		if u := addUpdate(k.table, key(waitPrefix+strconv.FormatInt(m, 10)), d.waits[m], set); u != nil {
 			actions = append(actions, types.TransactWriteItem{Update: u})
 		}
 	}

@@ -37,10 +37,14 @@ type Snapshot struct {
 	// OldestQueued is, per effective priority, the minute in which the
 	// longest-waiting queued task's wait began (absent: none queued).
 	OldestQueued map[triagetype.Priority]time.Time
+	// Waits are, per original priority, the waits of the tasks that
+	// started in the last WaitWindow (absent: none started): see waits.go.
+	Waits map[triagetype.Priority]WaitStats
 }
 
 // Read returns the counters: one read of the global item, the throughput
-// buckets of the last minute, and the type counters (the by-due "types"
+// buckets of the last minute with the wait histograms of the last
+// WaitWindow (one BatchGetItem of 11 keys), and the type counters (the by-due "types"
 // entries of every shard, then the items), independent of how many tasks
 // are retained.
 func (k *Keeper) Read(ctx context.Context) (Snapshot, error) {
@@ -76,14 +80,22 @@ func (k *Keeper) Read(ctx context.Context) (Snapshot, error) {
 	for b := from + 1; b <= now.Unix()/int64(Bucket/time.Second); b++ {
 		keys = append(keys, pkKey(tpPrefix+strconv.FormatInt(b, 10)))
 	}
+	// The wait window's minute items ride in the same BatchGetItem.
+	keys = append(keys, waitKeys(now)...)
 	items, err := k.batchGet(ctx, keys)
 	if err != nil {
 		return snap, err
 	}
+	hs := map[triagetype.Priority]*histogram{}
 	for _, it := range items {
+		if strings.HasPrefix(attrS(it[spec.AttrPK]), waitPrefix) {
+			addWaits(hs, it)
+			continue
+		}
 		snap.Completed += number(it["completed"])
 		snap.Failed += number(it["failed"])
 	}
+	snap.Waits = waitStats(hs)
 
 	names, truncated, err := k.typeNames(ctx)
 	if err != nil {
@@ -198,11 +210,13 @@ func attrS(v types.AttributeValue) string {
 	return ""
 }
 
-// Minute is one minute's completions and dead letters.
+// Minute is one minute's completions and dead letters, and the queue
+// depths the promoter sampled in it (absent for a minute without a sample).
 type Minute struct {
-	Start     time.Time `json:"start"`
-	Completed int64     `json:"completed"`
-	Failed    int64     `json:"failed"`
+	Start     time.Time                     `json:"start"`
+	Completed int64                         `json:"completed"`
+	Failed    int64                         `json:"failed"`
+	Depth     map[triagetype.Priority]Depth `json:"depth,omitempty"`
 }
 
 // MaxHistory is the most minutes History reaches back: the throughput
@@ -211,9 +225,10 @@ const MaxHistory = int(bucketTTL / time.Minute)
 
 // History returns the completions and dead letters of each of the last
 // minutes whole minutes and the current one (oldest first), from the
-// throughput buckets: 6 small items a minute read by BatchGetItem (an
-// hour is 4 requests of 100 keys), however many tasks ran or are
-// retained. minutes is capped at MaxHistory.
+// throughput buckets, with each minute's sampled queue depths (depth.go):
+// 7 small items a minute read by BatchGetItem (an hour is 5 requests of
+// up to 100 keys), however many tasks ran or are retained. minutes is
+// capped at MaxHistory.
 func (k *Keeper) History(ctx context.Context, minutes int) ([]Minute, error) {
 	minutes = max(1, min(minutes, MaxHistory))
 	per := int64(time.Minute / Bucket)
@@ -226,13 +241,21 @@ func (k *Keeper) History(ctx context.Context, minutes int) ([]Minute, error) {
 		for b := m * per; b < (m+1)*per; b++ {
 			keys = append(keys, pkKey(tpPrefix+strconv.FormatInt(b, 10)))
 		}
+		keys = append(keys, pkKey(depthPrefix+strconv.FormatInt(m, 10)))
 	}
 	items, err := k.batchGet(ctx, keys)
 	if err != nil {
 		return nil, err
 	}
 	for _, it := range items {
-		b, err := strconv.ParseInt(strings.TrimPrefix(attrS(it[spec.AttrPK]), tpPrefix), 10, 64)
+		pk := attrS(it[spec.AttrPK])
+		if ms, ok := strings.CutPrefix(pk, depthPrefix); ok {
+			if m, err := strconv.ParseInt(ms, 10, 64); err == nil && m >= first && m-first < int64(len(out)) {
+				out[m-first].Depth = depthOf(it)
+			}
+			continue
+		}
+		b, err := strconv.ParseInt(strings.TrimPrefix(pk, tpPrefix), 10, 64)
 		if err != nil {
 			continue
 		}

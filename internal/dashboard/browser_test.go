@@ -154,9 +154,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	eval(`Object.fromEntries([...document.querySelectorAll('[data-queue]')].map(c => [c.dataset.queue,
 		Object.fromEntries([...c.querySelectorAll('[data-k]:not([data-k="promotion"]):not([data-k="bound"])')].map(d => [d.dataset.k, d.textContent.trim()]))]))`, &queues)
 	wantQueues := map[string]map[string]string{
-		"high":   {"depth": "7", "in_flight": "2", "delayed": "1", "dlq_depth": "0", "oldest_age_seconds": "13 s"},
-		"medium": {"depth": "3", "in_flight": "0", "delayed": "0", "dlq_depth": "0", "oldest_age_seconds": "–"},
-		"low":    {"depth": "11", "in_flight": "1", "delayed": "5", "dlq_depth": "4", "oldest_age_seconds": "12 min 34 s"},
+		"high":   {"depth": "7", "in_flight": "2", "delayed": "1", "dlq_depth": "0", "oldest_age_seconds": "13 s", "wait": "≤ 16 ms / ≤ 2.1 s"},
+		"medium": {"depth": "3", "in_flight": "0", "delayed": "0", "dlq_depth": "0", "oldest_age_seconds": "–", "wait": "–"},
+		"low":    {"depth": "11", "in_flight": "1", "delayed": "5", "dlq_depth": "4", "oldest_age_seconds": "12 min 34 s", "wait": "–"},
 	}
 	if !reflect.DeepEqual(queues, wantQueues) {
 		t.Errorf("queue cards show %v, want %v", queues, wantQueues)

@@ -121,7 +121,8 @@ func writeError(w http.ResponseWriter, status int, code, message, field string) 
 func (f *fakeAPI) stats(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"queues": map[string]any{
-			"high":   map[string]any{"depth": 7, "in_flight": 2, "delayed": 1, "dlq_depth": 0, "oldest_age_seconds": 12.5},
+			"high": map[string]any{"depth": 7, "in_flight": 2, "delayed": 1, "dlq_depth": 0, "oldest_age_seconds": 12.5,
+				"waits": 40, "wait_p50_seconds": 0.016, "wait_p99_seconds": 2.048},
 			"medium": map[string]any{"depth": 3, "in_flight": 0, "delayed": 0, "dlq_depth": 0, "oldest_age_seconds": 0},
 			"low":    map[string]any{"depth": 11, "in_flight": 1, "delayed": 5, "dlq_depth": 4, "oldest_age_seconds": 754},
 		},

@@ -148,8 +148,9 @@ func (d *dev) checkDepth(step string, dead int) {
 // retry of one task and a replay of them all, 11 DLQ messages stood for 10
 // dead tasks, because a retry left the task's old copy in the DLQ and its
 // next failure added a second. It retries, replays, retries again,
-// replays two by selection, deletes one and purges one, and after each
-// step the DLQs hold exactly one message per dead task. A cancelled task
+// replays two by selection, deletes one, purges one and cleans up the
+// rest, and after each step the DLQs hold exactly one message per dead
+// task. A cancelled task
 // cannot be retried (409).
 func TestDLQHoldsOneMessagePerDeadTask(t *testing.T) {
 	env := stacktest.New(t)
@@ -222,6 +223,21 @@ func TestDLQHoldsOneMessagePerDeadTask(t *testing.T) {
 	}
 	ids = ids[:3]
 	d.checkDepth("purge", d.settle(ids, nil))
+
+	// A cleanup of finished tasks takes the dead ones' DLQ copies with
+	// them (it used to leave them for the next replay: 3 messages for no
+	// dead task).
+	cut := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)
+	var cr struct{ Deleted int }
+	if code := d.call("DELETE", "/api/v1/tasks?older_than="+cut, "", &cr); code != 200 || cr.Deleted != len(ids) {
+		t.Fatalf("cleanup: %d %+v, want the %d dead tasks deleted", code, cr, len(ids))
+	}
+	for _, id := range ids {
+		if code := d.call("GET", "/api/v1/tasks/"+id, "", nil); code != 404 {
+			t.Fatalf("a cleaned-up task answers %d, want 404", code)
+		}
+	}
+	d.checkDepth("cleanup", 0)
 
 	// A cancelled task is finished, not failed: retry is refused.
 	var sleeper taskView

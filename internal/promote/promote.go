@@ -276,7 +276,9 @@ func (p *Promoter) age(ctx context.Context, from triagetype.Priority, after time
 				}
 				continue
 			}
-			moves = append(moves, enqueue.Move{Task: t})
+			waited := now.Sub(t.AgingFrom())
+			// The step is kept on the task in the update that promotes it.
+			moves = append(moves, enqueue.Move{Task: t, Apply: func(n *task.Task) { n.AddPromotion(from, to, now, waited) }})
 		}
 		done, err := p.mover.RedispatchBatch(ctx, triagetype.Queued, to, moves)
 		mu.Lock()

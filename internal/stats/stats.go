@@ -58,6 +58,9 @@ func Collect(ctx context.Context, c Counters, q Queues, now time.Time) (Stats, e
 			// Whole seconds, at least 1: a queued task has waited, however briefly.
 			qs.OldestAgeSeconds = max(1, math.Ceil(now.Sub(since).Seconds()))
 		}
+		if w, ok := snap.Waits[p]; ok {
+			qs.Waits, qs.WaitP50Seconds, qs.WaitP99Seconds = int(w.Count), w.P50.Seconds(), w.P99.Seconds()
+		}
 		out.Queues[p] = qs
 	}
 	for _, st := range triagetype.Statuses() {

@@ -122,6 +122,30 @@ func TestCollectCountsAKnownWorkload(t *testing.T) {
 	}
 }
 
+// The counters' wait percentiles reach /stats per priority, in seconds.
+func TestCollectShowsWaitPercentiles(t *testing.T) {
+	env := stacktest.New(t)
+	q, err := queue.Resolve(context.Background(), env.SQS, env.Spec, env.QueueURLs, env.DLQURLs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := counters.Snapshot{Waits: map[triagetype.Priority]counters.WaitStats{triagetype.High: {Count: 40, P50: 16 * time.Millisecond, P99: 2048 * time.Millisecond}}}
+	st, err := stats.Collect(context.Background(), fixedCounters{snap}, q, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := st.Queues[triagetype.High]; h.Waits != 40 || h.WaitP50Seconds != 0.016 || h.WaitP99Seconds != 2.048 {
+		t.Fatalf("high queue %+v, want 40 waits, p50 0.016 s, p99 2.048 s", h)
+	}
+	if l := st.Queues[triagetype.Low]; l.Waits != 0 || l.WaitP50Seconds != 0 || l.WaitP99Seconds != 0 {
+		t.Fatalf("low queue %+v, want no waits", l)
+	}
+}
+
+type fixedCounters struct{ snap counters.Snapshot }
+
+func (f fixedCounters) Read(context.Context) (counters.Snapshot, error) { return f.snap, nil }
+
 type failingCounters struct{ err error }
 
 func (f failingCounters) Read(context.Context) (counters.Snapshot, error) {
@@ -172,7 +196,8 @@ func TestCollectReturnsCounterAndQueueErrors(t *testing.T) {
 func TestStatsJSONFieldNames(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	st := stats.Stats{
-		Queues:      map[triagetype.Priority]stats.Queue{triagetype.High: {Depth: 1, InFlight: 2, Delayed: 3, DLQDepth: 4, OldestAgeSeconds: 5.5}},
+		Queues: map[triagetype.Priority]stats.Queue{triagetype.High: {Depth: 1, InFlight: 2, Delayed: 3, DLQDepth: 4, OldestAgeSeconds: 5.5},
+			triagetype.Low: {Waits: 10, WaitP50Seconds: 0.016, WaitP99Seconds: 16.384}},
 		Statuses:    map[triagetype.Status]int{triagetype.DeadLetter: 6},
 		Types:       map[string]map[triagetype.Status]int{"echo": {triagetype.Completed: 7}},
 		Throughput:  stats.Throughput{CompletedLastMinute: 8, FailedLastMinute: 9},
@@ -182,7 +207,8 @@ func TestStatsJSONFieldNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `{"queues":{"high":{"depth":1,"in_flight":2,"delayed":3,"dlq_depth":4,"oldest_age_seconds":5.5}},` +
+	const want = `{"queues":{"high":{"depth":1,"in_flight":2,"delayed":3,"dlq_depth":4,"oldest_age_seconds":5.5},` +
+		`"low":{"depth":0,"in_flight":0,"delayed":0,"dlq_depth":0,"oldest_age_seconds":0,"waits":10,"wait_p50_seconds":0.016,"wait_p99_seconds":16.384}},` +
 		`"statuses":{"dead_letter":6},"types":{"echo":{"completed":7}},` +
 		`"throughput":{"completed_last_minute":8,"failed_last_minute":9},"generated_at":"2026-01-02T03:04:05Z"}`
 	if string(b) != want {

@@ -133,6 +133,13 @@ func (f ListFilter) matches(t *task.Task) bool {
 // is created), so the reads are proportional to the tasks created before
 // the cut, which retention bounds.
 func (s *Store) Cleanup(ctx context.Context, olderThan time.Time) (int, error) {
+	return s.CleanupEach(ctx, olderThan, nil)
+}
+
+// CleanupEach is Cleanup, calling deleted (when not nil) with each task
+// it deleted, as it was just before: the DLQ tools remove the DLQ copies
+// of the dead ones (deadletter.DLQ.Cleanup).
+func (s *Store) CleanupEach(ctx context.Context, olderThan time.Time, deleted func(*task.Task)) (int, error) {
 	n := 0
 	del := func(ts []*task.Task) error {
 		for _, t := range ts {
@@ -141,6 +148,9 @@ func (s *Store) Cleanup(ctx context.Context, olderThan time.Time) (int, error) {
 			}
 			if err := s.Delete(ctx, t); err == nil {
 				n++
+				if deleted != nil {
+					deleted(t)
+				}
 			} else if !errors.Is(err, ErrConflict) {
 				return err
 			}

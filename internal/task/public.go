@@ -35,5 +35,6 @@ func (t *Task) Public() *triagetype.Task {
 		RetryAt:           c.RetryAt,
 		Progress:          c.Progress,
 		Checkpoint:        c.Checkpoint,
+		Promotions:        c.Promotions,
 	}
 }

@@ -50,6 +50,7 @@ func TestPublicMatchesJSON(t *testing.T) {
 		Version: 7, DispatchVersion: 3, WaitingSince: at, LeaseUntil: &later, WorkerID: "w", Tracked: true, ExpiresAt: 9,
 		Progress: &Progress{Percent: 40, Message: "rows", Attempt: 2, UpdatedAt: later}, Checkpoint: json.RawMessage(`{"row":4}`),
 		ProgressToken: "secret", ReportedAt: &later,
+		Promotions: []triagetype.Promotion{{From: triagetype.Low, To: triagetype.Medium, At: later, WaitedMS: 60000}},
 	}
 	want, err := json.Marshal(tk)
 	if err != nil {
@@ -74,9 +75,9 @@ func TestPublicMatchesJSON(t *testing.T) {
 	}
 	pub.Payload[0], pub.Error.Message, pub.History[0].WorkerID = '[', "changed", "changed"
 	*pub.RunAt = later
-	pub.Progress.Percent, pub.Checkpoint[0] = 99, '['
+	pub.Progress.Percent, pub.Checkpoint[0], pub.Promotions[0].To = 99, '[', triagetype.High
 	if string(tk.Payload) != `{"x":1}` || tk.Error.Message != "boom" || tk.History[0].WorkerID != "w" || !tk.RunAt.Equal(at) ||
-		tk.Progress.Percent != 40 || string(tk.Checkpoint) != `{"row":4}` {
+		tk.Progress.Percent != 40 || string(tk.Checkpoint) != `{"row":4}` || tk.Promotions[0].To != triagetype.Medium {
 		t.Error("Public shares memory with the record")
 	}
 }

@@ -65,6 +65,9 @@ type Task struct {
 	// attempt is given.
 	Progress   *Progress       `json:"progress,omitempty" dynamodbav:"progress,omitempty"`
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty" dynamodbav:"checkpoint,omitempty"`
+	// Promotions are the aging steps the promoter made (promotion.go),
+	// written in the same update as the promotion itself.
+	Promotions []triagetype.Promotion `json:"promotions,omitempty" dynamodbav:"promotions,omitempty"`
 
 	// Internal bookkeeping, not part of the API object.
 
@@ -115,6 +118,7 @@ func (t *Task) Clone() *Task {
 		c.Error = &e
 	}
 	c.History = append([]triagetype.Attempt(nil), t.History...)
+	c.Promotions = append([]triagetype.Promotion(nil), t.Promotions...)
 	c.RunAt = cloneTime(t.RunAt)
 	c.EnqueuedAt = cloneTime(t.EnqueuedAt)
 	c.StartedAt = cloneTime(t.StartedAt)

@@ -9,24 +9,31 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/promote"
 	"github.com/triagehq/triage/internal/stats"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // SampleQueues records each priority's queue depth, DLQ depth and oldest
 // queued age, read the way GET /stats reads them: three SQS attribute
 // reads per priority and a few small counter reads, whatever the backlog.
-// The promoter does it once a run (a minute in AWS), never per task.
+// The promoter does it once a run (a minute in AWS), never per task, and
+// keeps the depths in the counters' minute item (counters.RecordDepth).
 func SampleQueues(ctx context.Context, a *app.App, rec *metrics.Recorder) error {
 	s, err := stats.Collect(ctx, a.Counters, a.Queues, time.Now())
 	if err != nil {
 		return fmt.Errorf("sample queue metrics: %w", err)
 	}
+	depths := map[triagetype.Priority]counters.Depth{}
 	for p, q := range s.Queues {
 		rec.Queue(p, metrics.Queue{Depth: q.Depth, DLQDepth: q.DLQDepth, OldestAge: time.Duration(q.OldestAgeSeconds * float64(time.Second))})
+		depths[p] = counters.Depth{Visible: q.Depth, InFlight: q.InFlight}
 	}
-	return nil
+	// The same reading, kept a minute at a time for the dashboard's depth
+	// chart (GET /stats/history): one small write per run.
+	return a.Counters.RecordDepth(ctx, s.GeneratedAt, depths)
 }
 
 // SampleQueuesEvery samples the queues every interval until ctx ends

@@ -40,7 +40,7 @@ func TestRetriedTaskTimeline(t *testing.T) {
 	d.waitTasks("the bad task to die", []string{dead}, func(tv apiTask) bool { return tv.Status == "dead_letter" })
 
 	b := openBrowser(t, d.base, 1366)
-	b.do("open the flaky task", chromedp.SetValue(chromedp.ID("lookup-id"), flaky), chromedp.Click(chromedp.CSS(`#lookup button`)))
+	b.lookup("open the flaky task", flaky)
 	b.wait("its timeline", `document.querySelectorAll("#detail-timeline li[data-attempt]").length === 3`)
 	var rows []attemptRow
 	b.eval(readTimeline, &rows)
@@ -78,7 +78,7 @@ func TestRetriedTaskTimeline(t *testing.T) {
 
 	// The dead task, retried from the page: it fails again at once.
 	before := d.finishedAt(dead)
-	b.do("open the dead task", chromedp.SetValue(chromedp.ID("lookup-id"), dead), chromedp.Click(chromedp.CSS(`#lookup button`)))
+	b.lookup("open the dead task", dead)
 	b.wait("Retry offered", `document.getElementById("detail-id").textContent === "`+dead+`" && !document.getElementById("task-retry").disabled`)
 	b.do("press Retry", chromedp.Click(chromedp.ID("task-retry")))
 	d.settle([]string{dead}, before)
@@ -100,13 +100,13 @@ func TestRetriedTaskTimeline(t *testing.T) {
 	// and reads it only when asked.
 	big := d.submit([]string{`{"type":"echo","priority":"high","payload":{"blob":"` + strings.Repeat("x", 5000) + `"}}`})[0]
 	d.waitTasks("the big echo", []string{big}, func(tv apiTask) bool { return tv.Status == "completed" })
-	b.do("open the big task", chromedp.SetValue(chromedp.ID("lookup-id"), big), chromedp.Click(chromedp.CSS(`#lookup button`)))
+	b.lookup("open the big task", big)
 	b.wait("the Load button", `document.querySelector('[data-body="payload"] button[data-load]') !== null &&
 		document.querySelector('[data-body="payload"] h3').textContent.endsWith("KiB")`)
 	b.do("load the payload", chromedp.Click(chromedp.CSS(`[data-body="payload"] button[data-load]`)))
 	b.wait("the payload in the viewer", `document.querySelector('[data-body="payload"] .json') !== null && document.querySelector('[data-body="payload"] .json').textContent.includes("xxxxxxxx")`)
 
-	b.do("back to the dead task", chromedp.SetValue(chromedp.ID("lookup-id"), dead), chromedp.Click(chromedp.CSS(`#lookup button`)))
+	b.lookup("back to the dead task", dead)
 	b.wait("its fields", `document.getElementById("detail-id").textContent === "`+dead+`" && document.querySelectorAll("#detail-timeline li[data-attempt]").length === 2`)
 	var errBox string
 	b.eval(`document.getElementById("detail-error").textContent`, &errBox)

@@ -252,6 +252,16 @@ func (b *browser) js(what, expr string) {
 	b.do(what, chromedp.Evaluate[chromedp.Void](expr))
 }
 
+// lookup types id into the task lookup and presses Find, in one
+// evaluation: a click by coordinates could land beside the button when a
+// live refresh moves the layout between aiming and clicking (the cards
+// above grow when their numbers arrive), and the lookup would be lost.
+func (b *browser) lookup(what, id string) {
+	b.t.Helper()
+	q, _ := json.Marshal(id)
+	b.js(what, `document.getElementById("lookup-id").value = `+string(q)+`; document.querySelector("#lookup button").click()`)
+}
+
 // wait waits until the expression is true in the page (30 s at most).
 func (b *browser) wait(what, expr string) {
 	b.t.Helper()

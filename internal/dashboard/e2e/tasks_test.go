@@ -150,8 +150,8 @@ func TestTaskListPages250(t *testing.T) {
 	b.wait("25 noop tasks", `document.querySelectorAll("#tasks-body tr[data-id]").length === 25 && [...document.querySelectorAll("#tasks-body tr[data-id] td:nth-child(3)")].every(td => td.textContent === "noop") && document.getElementById("page-next").disabled`)
 
 	// Id lookup shows that task alone, and opens it.
-	b.do("look up a task", chromedp.SetValue(chromedp.ID("lookup-id"), strings.ToLower(ids[42])), chromedp.Click(chromedp.CSS(`#lookup button`)))
+	b.lookup("look up a task", strings.ToLower(ids[42]))
 	b.wait("the looked-up task", fmt.Sprintf(`document.querySelectorAll("#tasks-body tr[data-id]").length === 1 && document.querySelector('#tasks-body tr[data-id=%q]') !== null && document.getElementById("detail-id").textContent === %q`, ids[42], ids[42]))
-	b.do("look up a malformed id", chromedp.SetValue(chromedp.ID("lookup-id"), "nope"), chromedp.Click(chromedp.CSS(`#lookup button`)))
+	b.lookup("look up a malformed id", "nope")
 	b.wait("the lookup error", `!document.getElementById("lookup-error").hidden`)
 }

@@ -50,6 +50,7 @@
     rateUse: {}, // and its rate use per type
     executing: {}, // executing tasks per type, from /stats
     depth: [], // queue depth samples {at, high, medium, low}, the last hour
+    depthHist: [], // the promoter's samples, one a minute (GET /stats/history)
     slowAt: 0, // when the slow panels (history, failures) were last read
     slowRunning: false, // a slow-panel read is in flight
     workersRunning: false, // a GET /workers is in flight
@@ -414,6 +415,7 @@
         card.querySelector('[data-k="' + k + '"]').textContent = num(q[k]);
       }
       card.querySelector('[data-k="oldest_age_seconds"]').textContent = duration(q.oldest_age_seconds);
+      renderWait(card.querySelector('[data-k="wait"]'), q);
       renderAging(card, p, q.depth ? q.oldest_age_seconds || 0 : 0);
       card.classList.toggle('has-dlq', (q.dlq_depth || 0) > 0);
       dlq += q.dlq_depth || 0;
@@ -449,6 +451,33 @@
     for (const t of all) opts.push(new Option(t, t));
     sel.replaceChildren(...opts);
     sel.value = cur;
+  }
+
+  // renderWait shows the wait percentiles of the tasks of one priority
+  // that started in the last 5 minutes (from the counters' histograms:
+  // each an upper bound within a factor of 2).
+  function renderWait(dd, q) {
+    if (!dd) return;
+    if (!q.waits) {
+      dd.textContent = '–';
+      delete dd.dataset.p50;
+      delete dd.dataset.p99;
+      return;
+    }
+    dd.textContent = waitText(q.wait_p50_seconds) + ' / ' + waitText(q.wait_p99_seconds);
+    dd.dataset.p50 = String(q.wait_p50_seconds);
+    dd.dataset.p99 = String(q.wait_p99_seconds);
+    dd.dataset.waits = String(q.waits);
+    dd.title = q.waits.toLocaleString() + ' started in the last 5 min; half waited at most ' + waitText(q.wait_p50_seconds).slice(2) +
+      ', 99% at most ' + waitText(q.wait_p99_seconds).slice(2);
+  }
+
+  function waitText(seconds) {
+    if (typeof seconds !== 'number' || !isFinite(seconds)) return '–';
+    // Rounded up: each is a bound.
+    if (seconds < 1) return '≤ ' + Math.ceil(seconds * 1000) + ' ms';
+    if (seconds < 10) return '≤ ' + (Math.ceil(seconds * 10) / 10) + ' s';
+    return '≤ ' + duration(Math.ceil(seconds));
   }
 
   // renderAging says how far the oldest waiting task of priority p is
@@ -1073,11 +1102,31 @@
 
   // renderTimeline lists the attempts the task keeps (the last 10), each
   // with its times, worker, outcome and error, and the wait before the
-  // next one (the backoff, or the time a retry by hand took).
+  // next one (the backoff, or the time a retry by hand took), and among
+  // them, in time order, the promotion steps (the last 4) with their wait.
   function renderTimeline(task) {
     const ol = $('detail-timeline');
     ol.replaceChildren();
     const hist = Array.isArray(task.history) ? task.history : [];
+    const items = []; // {at, li}: attempts and promotions, shown in time order
+    for (const pr of Array.isArray(task.promotions) ? task.promotions : []) {
+      const li = document.createElement('li');
+      li.className = 'promotion';
+      li.dataset.promotion = pr.from + '>' + pr.to;
+      const head = document.createElement('div');
+      head.className = 'attempt-head';
+      const mark = document.createElement('span');
+      mark.className = 'mark';
+      mark.textContent = '⇧';
+      const title = document.createElement('strong');
+      title.textContent = 'Promoted ' + pr.from + ' → ' + pr.to;
+      head.append(mark, ' ', title);
+      const meta = document.createElement('div');
+      meta.className = 'small muted';
+      meta.append(when(pr.at), ' · after waiting ' + duration((pr.waited_ms || 0) / 1000) + ' at ' + pr.from);
+      li.append(head, meta);
+      items.push({ at: Date.parse(pr.at), li });
+    }
     hist.forEach((a, i) => {
       const li = document.createElement('li');
       li.dataset.attempt = String(a.attempt);
@@ -1118,8 +1167,11 @@
           (nxt.attempt <= a.attempt ? ' (retried by hand: attempts reset)' : ' before the next attempt');
         li.append(gap);
       }
-      ol.append(li);
+      items.push({ at: Date.parse(a.started_at), li });
     });
+    // Stable: a promotion and an attempt in the same second keep that order.
+    items.sort((x, y) => (x.at || 0) - (y.at || 0));
+    ol.append(...items.map((x) => x.li));
     if (!hist.length) {
       const li = document.createElement('li');
       li.className = 'muted';
@@ -1402,6 +1454,7 @@
       ]);
       if (hist.status === 'fulfilled') {
         renderThroughput(hist.value.minutes || []);
+        depthHistory(hist.value.minutes || []);
       } else if (hist.reason instanceof APIError && (hist.reason.status === 501 || hist.reason.status === 404)) {
         // An API that keeps no history (501) or predates the route (404).
         $('chart-throughput').replaceChildren(textNode('This API keeps no throughput history.'));
@@ -1445,8 +1498,20 @@
     $('chart-tp-total').textContent = '· last hour: ' + completed.toLocaleString() + ' completed, ' + failed.toLocaleString() + ' dead-lettered';
   }
 
-  // sampleDepth keeps the queue depths /stats reported, for the last hour
-  // this page has been open (the API keeps no depth history).
+  // depthHistory keeps the depths the promoter sampled a minute at a time
+  // (GET /stats/history): the chart's last hour, whenever the page opened.
+  function depthHistory(minutes) {
+    state.depthHist = minutes.filter((m) => m.depth).map((m) => {
+      const s = { at: Date.parse(m.start) };
+      for (const p of PRIORITIES) s[p] = (m.depth[p] || {}).depth || 0;
+      return s;
+    });
+    renderDepth();
+  }
+
+  // sampleDepth keeps the queue depths /stats reported while the page is
+  // open: the chart's live end, and all of it where the API keeps no
+  // depth history.
   function sampleDepth(queues) {
     const now = Date.now();
     const s = { at: now };
@@ -1459,7 +1524,12 @@
   function renderDepth() {
     const box = $('chart-depth');
     const W = 600, H = 140, pad = 18;
-    const pts = state.depth;
+    const hist = state.depthHist || [];
+    const lastHist = hist.length ? hist[hist.length - 1].at : 0;
+    const live = state.depth.filter((s) => s.at > lastHist + 60000);
+    const newest = state.depth[state.depth.length - 1];
+    if (newest && newest.at > lastHist && !live.includes(newest)) live.push(newest); // the depth now
+    const pts = hist.concat(live);
     const max = Math.max(1, ...pts.map((s) => Math.max(s.high, s.medium, s.low)));
     const t0 = pts.length ? pts[0].at : 0;
     const span = Math.max(pts.length ? pts[pts.length - 1].at - t0 : 0, 60000);
@@ -1471,6 +1541,7 @@
       const last = pts.length ? pts[pts.length - 1][p] : 0;
       if (d) svg.append(svgEl('path', { d, class: 'line-' + p }, p + ': ' + last + ' now'));
     }
+    svg.dataset.minutes = String(hist.length);
     box.replaceChildren(svg);
     const now = pts.length ? pts[pts.length - 1] : { high: 0, medium: 0, low: 0 };
     scaleNote(box, 'top: ' + max + ' · now high ' + now.high + ', medium ' + now.medium + ', low ' + now.low);
