@@ -45,6 +45,8 @@ type Task struct {
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
 	// RetryAt is when a retrying task runs again.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
+	// Schedule names the schedule whose tick made the task, if one did.
+	Schedule string `json:"schedule,omitempty"`
 }
 
 // Terminal reports whether the task will not change by itself any more.

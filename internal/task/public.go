@@ -35,5 +35,6 @@ func (t *Task) Public() *triagetype.Task {
 		RetryAt:           c.RetryAt,
 		Progress:          c.Progress,
 		Checkpoint:        c.Checkpoint,
+		Schedule:          c.Schedule,
 	}
 }

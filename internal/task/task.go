@@ -91,6 +91,9 @@ type Task struct {
 	// attempt is given.
 	Progress   *Progress       `json:"progress,omitempty" dynamodbav:"progress,omitempty"`
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty" dynamodbav:"checkpoint,omitempty"`
+	// Schedule names the schedule whose tick made the task (package
+	// schedule); the tick's time is the time of the task's id.
+	Schedule string `json:"schedule,omitempty" dynamodbav:"schedule,omitempty"`
 
 	// Internal bookkeeping, not part of the API object.
 
