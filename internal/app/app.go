@@ -31,6 +31,7 @@ import (
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/schedule"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/tracing"
 	"github.com/triagehq/triage/internal/workers"
@@ -57,6 +58,9 @@ type App struct {
 	Tracing *tracing.Provider
 	// Workers is the registry of consumer instances (GET /workers).
 	Workers *workers.Registry
+	// Schedules keeps the periodic tasks' schedules (the API writes them,
+	// the promoter ticks them).
+	Schedules *schedule.Store
 }
 
 // New loads the AWS configuration the standard way (environment, shared
@@ -125,6 +129,7 @@ func Assemble(ctx context.Context, cfg config.Config, log *slog.Logger, awsCfg a
 	a.Enqueuer = enqueue.New(a.Store, a.Queues)
 	a.Controls = control.New(a.DynamoDB, cfg.Table, control.DefaultCacheTTL)
 	a.Workers = workers.New(a.DynamoDB, cfg.Table, a.Store.Shards())
+	a.Schedules = schedule.NewStore(a.DynamoDB, cfg.Table, a.Store.Shards(), a.Store.Now)
 	return a, nil
 }
 

@@ -23,9 +23,13 @@ type Schedules interface {
 	Shards() int
 }
 
-// Tasks reads and creates tasks (the task store and the enqueuer).
+// Tasks reads tasks (*store.Store).
 type Tasks interface {
 	Get(ctx context.Context, id string) (*task.Task, error)
+}
+
+// Enqueuer sends and records a new task (*enqueue.Enqueuer).
+type Enqueuer interface {
 	Submit(ctx context.Context, t *task.Task) (*task.Task, bool, error)
 }
 
@@ -46,6 +50,7 @@ const (
 type Ticker struct {
 	schedules Schedules
 	tasks     Tasks
+	enq       Enqueuer
 	now       func() time.Time
 	log       *slog.Logger
 	mx        Metrics
@@ -62,14 +67,14 @@ type TickerOptions struct {
 }
 
 // NewTicker returns a ticker.
-func NewTicker(s Schedules, t Tasks, o TickerOptions) *Ticker {
+func NewTicker(s Schedules, t Tasks, enq Enqueuer, o TickerOptions) *Ticker {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Ticker{schedules: s, tasks: t, now: o.Now, log: o.Logger, mx: o.Metrics, window: queue.MaxDelay}
+	return &Ticker{schedules: s, tasks: t, enq: enq, now: o.Now, log: o.Logger, mx: o.Metrics, window: queue.MaxDelay}
 }
 
 // Report counts what one Tick did.
@@ -189,7 +194,7 @@ func (tk *Ticker) enqueue(ctx context.Context, sc *Stored, at, now time.Time) (*
 		t.TraceID = id
 	}
 	t.Schedule = sc.Name
-	return tk.tasks.Submit(ctx, t)
+	return tk.enq.Submit(ctx, t)
 }
 
 // TickID is the id of the task of schedule name's tick at: a ULID whose
