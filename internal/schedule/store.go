@@ -479,6 +479,9 @@ func (s *Store) Advance(ctx context.Context, cur *Stored, last time.Time, lastTa
 		TableName: &s.table, Key: key(cur.Name),
 		UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
 		ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
+		// The item comes back (no extra capacity) so a caller counting units
+		// (the bench) can size the write and see the index entry move.
+		ReturnValues: types.ReturnValueAllNew,
 	})
 	return conflict(err, "advance schedule "+cur.Name)
 }
