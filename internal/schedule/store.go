@@ -486,6 +486,31 @@ func (s *Store) Advance(ctx context.Context, cur *Stored, last time.Time, lastTa
 	return conflict(err, "advance schedule "+cur.Name)
 }
 
+// Start gives a pending schedule (written at deploy time, see DeployItem)
+// its first tick, next: one UpdateItem conditional on the version read and
+// on its still having no next tick.
+func (s *Store) Start(ctx context.Context, cur *Stored, next time.Time) error {
+	now := store.SortableTime(s.now())
+	upd := expression.Set(expression.Name("next_tick"), expression.Value(store.SortableTime(next))).
+		Set(expression.Name(spec.AttrDueSK), expression.Value(dueSortKey(next, cur.Name))).
+		Set(expression.Name("updated_at"), expression.Value(now)).
+		Set(expression.Name("created_at"), expression.IfNotExists(expression.Name("created_at"), expression.Value(now))).
+		Set(expression.Name("version"), expression.Value(cur.Version+1))
+	cond := expression.Name("version").Equal(expression.Value(cur.Version)).
+		And(expression.AttributeNotExists(expression.Name("next_tick")))
+	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return err
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.table, Key: key(cur.Name),
+		UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
+		ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	return conflict(err, "start schedule "+cur.Name)
+}
+
 func conflict(err error, what string) error {
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {

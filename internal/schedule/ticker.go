@@ -20,6 +20,7 @@ type Schedules interface {
 	Due(ctx context.Context, shard int, now time.Time, after string, limit int32) ([]string, string, error)
 	Get(ctx context.Context, name string) (*Stored, error)
 	Advance(ctx context.Context, cur *Stored, last time.Time, lastTaskID string, next time.Time) error
+	Start(ctx context.Context, cur *Stored, next time.Time) error
 	Shards() int
 }
 
@@ -128,12 +129,21 @@ func (tk *Ticker) fire(ctx context.Context, name string, now time.Time, r *Repor
 	if err != nil {
 		return err
 	}
-	if sc.Paused || sc.NextTick == nil || sc.NextTick.After(now) {
+	if sc.Paused || sc.NextTick != nil && sc.NextTick.After(now) {
 		return nil // paused, or advanced by another promoter since it was indexed
 	}
 	c, err := Parse(&sc.Schedule)
 	if err != nil {
 		return fmt.Errorf("schedule %s: stored expression: %w", name, err)
+	}
+	if sc.NextTick == nil {
+		// Pending (written at deploy time): it starts at its first tick
+		// after now.
+		err := tk.schedules.Start(ctx, sc, c.Next(now).UTC())
+		if errors.Is(err, ErrConflict) {
+			return nil
+		}
+		return err
 	}
 	p := Plan(c, sc.Schedule, now)
 	lastID := sc.LastTaskID

@@ -3,9 +3,13 @@ package schedule_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
@@ -310,4 +314,64 @@ func TestMissedTicks(t *testing.T) {
 	}
 	exactlyOnce(t, a, "sleeper", "sleeper", span(21, 21))
 	exactlyOnce(t, a, "skipper", "skipper", span(18, 21))
+}
+
+// TestDeployedSchedule: the pending item the CDK construct's custom
+// resource writes (DeployItem, here put with the SDK as the resource's
+// PutItem call does) is started by the next run at its first tick after
+// that run, and ticks from then on, once per tick across two tickers.
+func TestDeployedSchedule(t *testing.T) {
+	env := stacktest.New(t)
+	a1, a2 := env.App(t, nil), env.App(t, nil)
+	ctx := context.Background()
+	if _, err := schedule.DeployItem(schedule.Schedule{Name: "bad", Cron: "0 2 * * *", Timezone: "Europe/Atlantis", Task: triagetype.SubmitRequest{Type: "x"}}, 16, nil); err == nil || !strings.Contains(err.Error(), "timezone") {
+		t.Fatalf("a bad schedule at deploy: %v, want an error naming timezone", err)
+	}
+	item, err := schedule.DeployItem(schedule.Schedule{Name: "deployed", Cron: "*/5 * * * *", Task: triagetype.SubmitRequest{Type: "deployed"}}, a1.Store.Shards(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	av := map[string]ddbtypes.AttributeValue{}
+	for k, v := range item {
+		m := v.(map[string]any)
+		switch {
+		case m["S"] != nil:
+			av[k] = &ddbtypes.AttributeValueMemberS{Value: m["S"].(string)}
+		case m["N"] != nil:
+			av[k] = &ddbtypes.AttributeValueMemberN{Value: m["N"].(string)}
+		default:
+			av[k] = &ddbtypes.AttributeValueMemberBOOL{Value: m["BOOL"].(bool)}
+		}
+	}
+	if _, err := a1.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{TableName: &a1.Config.Table, Item: av}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 6, 1, 10, 1, 30, 0, time.UTC)
+	clk := newClock(t0)
+	tickers := []*schedule.Ticker{ticker(a1, clk, storeOn(a1, clk)), ticker(a2, clk, storeOn(a2, clk))}
+	run := func() {
+		var wg sync.WaitGroup
+		for _, tk := range tickers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := tk.Tick(ctx); err != nil {
+					t.Errorf("tick: %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	run()
+	sc, err := a1.Schedules.Get(ctx, "deployed")
+	if err != nil || sc.NextTick == nil || !sc.NextTick.Equal(time.Date(2026, 6, 1, 10, 5, 0, 0, time.UTC)) {
+		t.Fatalf("after the first run: %+v, %v; want next tick 10:05", sc, err)
+	}
+	exactlyOnce(t, a1, "deployed", "deployed", nil)
+	for _, at := range []string{"10:05:20", "10:07:00", "10:10:05", "10:10:40"} {
+		v, _ := time.Parse("15:04:05", at)
+		clk.Set(time.Date(2026, 6, 1, v.Hour(), v.Minute(), v.Second(), 0, time.UTC))
+		run()
+	}
+	exactlyOnce(t, a1, "deployed", "deployed", []time.Time{time.Date(2026, 6, 1, 10, 5, 0, 0, time.UTC), time.Date(2026, 6, 1, 10, 10, 0, 0, time.UTC)})
 }
