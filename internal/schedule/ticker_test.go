@@ -284,7 +284,8 @@ func TestMissedTicks(t *testing.T) {
 	create(t, s, schedule.Schedule{Name: "skipper", Cron: "* * * * *", Task: triagetype.SubmitRequest{Type: "skipper"}})
 	create(t, s, schedule.Schedule{Name: "catcher", Cron: "* * * * *", Missed: schedule.MissedCatchUp, CatchUpLimit: 5, Task: triagetype.SubmitRequest{Type: "catcher"}})
 	create(t, s, schedule.Schedule{Name: "sleeper", Cron: "* * * * *", Paused: true, Task: triagetype.SubmitRequest{Type: "sleeper"}})
-	tk := ticker(a, clk, s)
+	mx := &tickCounts{}
+	tk := schedule.NewTicker(s, a.Store, a.Enqueuer, schedule.TickerOptions{Now: clk.Now, Metrics: mx})
 	clk.Add(20 * time.Minute) // ticks at +1..+20 min; on time: the last 3 (within schedule.Grace)
 	r, err := tk.Tick(ctx)
 	if err != nil {
@@ -303,6 +304,9 @@ func TestMissedTicks(t *testing.T) {
 	exactlyOnce(t, a, "sleeper", "sleeper", nil)
 	if r.Enqueued != 3+8 || r.Skipped != 17+12 {
 		t.Fatalf("report %+v, want 11 enqueued and 29 skipped", r)
+	}
+	if mx.by[schedule.TickEnqueued] != 11 || mx.by[schedule.TickSkipped] != 29 || mx.submitted != 11 {
+		t.Fatalf("metrics %+v, want 11 enqueued (and submitted) and 29 skipped", mx)
 	}
 
 	if _, err := s.SetPaused(ctx, "sleeper", false); err != nil {
@@ -375,3 +379,21 @@ func TestDeployedSchedule(t *testing.T) {
 	}
 	exactlyOnce(t, a1, "deployed", "deployed", []time.Time{time.Date(2026, 6, 1, 10, 5, 0, 0, time.UTC), time.Date(2026, 6, 1, 10, 10, 0, 0, time.UTC)})
 }
+
+// tickCounts records what the ticker reports to its metrics.
+type tickCounts struct {
+	mu        sync.Mutex
+	by        map[string]int
+	submitted int
+}
+
+func (m *tickCounts) Ticked(outcome string, n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.by == nil {
+		m.by = map[string]int{}
+	}
+	m.by[outcome] += n
+}
+
+func (m *tickCounts) Submitted(*task.Task) { m.mu.Lock(); m.submitted++; m.mu.Unlock() }
