@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,6 +184,8 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"missed", func(s *Schedule) { s.Missed = "sometimes" }},
 		{"catch_up_limit", func(s *Schedule) { s.Missed = MissedCatchUp; s.CatchUpLimit = 101 }},
 		{"catch_up_limit", func(s *Schedule) { s.CatchUpLimit = 3 }},
+		{"task.payload", func(s *Schedule) { s.Task.Payload = []byte(`"` + strings.Repeat("a", MaxTaskPayload) + `"`) }},
+		{"task.payload", func(s *Schedule) { s.Task.Payload = []byte(`{`) }},
 	} {
 		s := ok()
 		tc.edit(&s)
@@ -193,6 +196,11 @@ func TestValidateNamesTheField(t *testing.T) {
 		}
 	}
 	s := ok()
+	s.Task.Payload = []byte(`{ "days" : 30 }`)
+	if _, err := Validate(&s, task.KnownTypes{}); err != nil || string(s.Task.Payload) != `{"days":30}` {
+		t.Fatalf("payload kept as %s (%v), want it compacted", s.Task.Payload, err)
+	}
+	s = ok()
 	s.Missed = MissedCatchUp
 	if _, err := Validate(&s, task.KnownTypes{}); err != nil || s.CatchUpLimit != DefaultCatchUpLimit || s.DSTGap != "run" {
 		t.Fatalf("valid schedule: %v, %+v", err, s)

@@ -32,6 +32,7 @@
 package schedule
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -156,12 +157,12 @@ func Parse(s *Schedule) (*Cron, error) {
 	return ParseCron(s.Cron, s.Timezone, DSTGap(s.DSTGap))
 }
 
+// compactJSON drops a valid payload's insignificant space: it is kept on
+// the schedule's item, which every tick rewrites.
 func compactJSON(b json.RawMessage) json.RawMessage {
-	var out []byte
-	if c, err := json.Marshal(b); err == nil {
-		out = c
-	} else {
-		out = b
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		return b
 	}
-	return out
+	return out.Bytes()
 }
