@@ -43,10 +43,10 @@ type Task struct {
 	// Checkpoint is the last checkpoint a handler saved (at most 3 KiB of
 	// JSON): the next attempt starts from it.
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
-	// RetryAt is when a retrying task runs again.
-	RetryAt *time.Time `json:"retry_at,omitempty"`
 	// Schedule names the schedule whose tick made the task, if one did.
 	Schedule string `json:"schedule,omitempty"`
+	// RetryAt is when a retrying task runs again.
+	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
 
 // Terminal reports whether the task will not change by itself any more.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -90,32 +91,50 @@ const dueLimit = 100
 
 // Tick handles every due schedule once. It keeps going past single
 // failures, counts them, and returns them joined; a schedule that failed
-// stays due and is handled by the next run.
+// stays due and is handled by the next run. The shards are read at once,
+// as the promoter's other sweeps read theirs, so a run's length does not
+// grow with the shard count.
 func (tk *Ticker) Tick(ctx context.Context) (Report, error) {
+	var mu sync.Mutex // guards r and errs
 	var r Report
 	var errs []error
+	fail := func(err error) {
+		mu.Lock()
+		r.Errors++
+		errs = append(errs, err)
+		mu.Unlock()
+	}
 	now := tk.now()
+	var wg sync.WaitGroup
 	for sh := range tk.schedules.Shards() {
-		after := ""
-		for read := 0; read < MaxSchedules; {
-			names, next, err := tk.schedules.Due(ctx, sh, now, after, dueLimit)
-			if err != nil {
-				r.Errors++
-				errs = append(errs, err)
-				break
-			}
-			read += len(names)
-			for _, n := range names {
-				if err := tk.fire(ctx, n, now, &r); err != nil {
-					r.Errors++
-					errs = append(errs, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var sr Report
+			after := ""
+			for read := 0; read < MaxSchedules; {
+				names, next, err := tk.schedules.Due(ctx, sh, now, after, dueLimit)
+				if err != nil {
+					fail(err)
+					break
+				}
+				read += len(names)
+				for _, n := range names {
+					if err := tk.fire(ctx, n, now, &sr); err != nil {
+						fail(err)
+					}
+				}
+				if after = next; after == "" {
+					break
 				}
 			}
-			if after = next; after == "" {
-				break
-			}
-		}
+			mu.Lock()
+			r.Enqueued += sr.Enqueued
+			r.Skipped += sr.Skipped
+			mu.Unlock()
+		}()
 	}
+	wg.Wait()
 	return r, errors.Join(errs...)
 }
 
