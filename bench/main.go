@@ -384,6 +384,14 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 	if r.Direct, err = measureDirect(ctx, cl, cnt, o, probs, progress); err != nil {
 		return fmt.Errorf("direct send: %w", err)
 	}
+	schedules := 100
+	if o.Quick {
+		schedules = 20
+	}
+	progress("11. periodic tasks: %d schedules every minute, 3 minutes on a test clock", schedules)
+	if r.Schedules, err = measureSchedules(ctx, cl, cnt, schedules, 3); err != nil {
+		return fmt.Errorf("schedule ticks: %w", err)
+	}
 	analyze(r)
 	progress("done")
 	return nil

@@ -37,6 +37,7 @@ import (
 	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/schedule"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/submit"
 	"github.com/triagehq/triage/internal/task"
@@ -55,6 +56,9 @@ type Transport struct {
 	counters *counters.Keeper
 	dlq      *deadletter.DLQ
 	workers  *workers.Registry
+
+	// schedules answers the schedule calls (schedules.go).
+	schedules *schedule.Service
 }
 
 var _ triage.Transport = (*Transport)(nil)
@@ -114,5 +118,7 @@ func New(ctx context.Context, awsCfg aws.Config, opt Options) (*Transport, error
 		counters: a.Counters,
 		dlq:      deadletter.New(qs, st, enq),
 		workers:  a.Workers,
+
+		schedules: schedule.NewService(a.Schedules, a.Config.Types),
 	}, nil
 }

@@ -45,6 +45,8 @@ type Task struct {
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
 	// Promotions are the task's aging steps, oldest first (the last 4).
 	Promotions []Promotion `json:"promotions,omitempty"`
+	// Schedule names the schedule whose tick made the task, if one did.
+	Schedule string `json:"schedule,omitempty"`
 	// RetryAt is when a retrying task runs again.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
 }

@@ -67,6 +67,7 @@ func newRoot(out, errOut io.Writer) (*cli, *cobra.Command) {
 		c.listCmd(), c.cancelCmd(), c.retryCmd(), c.deleteCmd(), c.cleanupCmd(),
 		c.statsCmd(), c.pauseCmd(true), c.pauseCmd(false), c.limitsCmd(), c.dlqCmd(),
 		c.workersCmd(), c.envCmd())
+	root.AddCommand(c.scheduleCmd())
 	usageArgs(root)
 	return c, root
 }

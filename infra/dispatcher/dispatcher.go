@@ -37,6 +37,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/customresources"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/triagehq/triage/internal/spec"
@@ -81,6 +82,8 @@ type Dispatcher struct {
 	Alarms []awscloudwatch.Alarm
 	// Dashboard shows triage's key metrics (see Props.Metrics).
 	Dashboard awscloudwatch.Dashboard
+	// ScheduleResources write Props.Schedules into the table, one each.
+	ScheduleResources []customresources.AwsCustomResource
 
 	physicalNames bool
 	iamAuth       bool
@@ -162,6 +165,7 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 	d.countersTrigger()
 
 	d.grant()
+	d.declareSchedules(p)
 	d.HTTPAPI = d.newHTTPAPI(p)
 	// External handlers report progress to the API: the consumer gives them
 	// its URL (progress_url) with each attempt.

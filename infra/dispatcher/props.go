@@ -76,6 +76,11 @@ type Props struct {
 	// Types, if set, are the only task types the API accepts (TRIAGE_TYPES);
 	// a submit of another type is refused with 400. Empty: any type.
 	Types []string
+	// Schedules are periodic tasks created (or replaced) at deploy time,
+	// and deleted when removed from the list or with the stack; the
+	// promoter starts each at its first tick after the deploy. Each is
+	// checked at synth: a bad cron, zone or type is an error naming it.
+	Schedules []Schedule
 
 	// PromoteLowAfter is how long a task waits at low before it moves to
 	// medium (consumer default 10m).
@@ -272,6 +277,9 @@ func (p *Props) resolved() (Props, error) {
 		return r, fmt.Errorf("EventWebhooks needs WebhookSecret: event deliveries are always signed")
 	}
 	if err := validateRoutes(r.Routes); err != nil {
+		return r, err
+	}
+	if _, err := scheduleItems(r); err != nil {
 		return r, err
 	}
 	if r.Metrics.Namespace == "" {

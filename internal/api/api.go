@@ -24,6 +24,7 @@ import (
 	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/schedule"
 	"github.com/triagehq/triage/internal/stats"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/submit"
@@ -96,6 +97,8 @@ type Deps struct {
 	// Workers is the worker registry behind GET /workers and the workers
 	// section of /stats (nil: an empty list, no section).
 	Workers stats.Workers
+	// Schedules serves /schedules (nil: those routes answer 501).
+	Schedules *schedule.Service
 }
 
 // Options tunes the API.
@@ -158,6 +161,7 @@ type Server struct {
 	// submitter accepts new tasks: the one submit path, shared with the
 	// direct transport.
 	submitter *submit.Service
+	schedules *schedule.Service
 }
 
 // New returns the API handler.
@@ -171,6 +175,7 @@ func New(d Deps, opt Options) *Server {
 	srv := &Server{
 		store: d.Store, enq: d.Enqueuer, queues: d.Queues, controls: d.Controls, dlq: d.DLQ, counters: d.Counters, tokens: d.Tokens,
 		workers: d.Workers, opt: opt, log: opt.Logger, mux: http.NewServeMux(),
+		schedules: d.Schedules,
 	}
 	so := submit.Options{Known: task.NewKnownTypes(opt.KnownTypes), DirectWindow: opt.DirectWindow, Tracing: opt.Tracing, Metrics: opt.Metrics}
 	if d.Store != nil {
@@ -207,6 +212,7 @@ func (s *Server) register() {
 	s.handle("POST /api/v1/dlq/purge", auth.Admin, s.purgeDLQ)
 	s.handle("GET /api/v1/events", auth.Read, s.streamEvents)
 	s.handle("GET /api/v1/workers", auth.Read, s.listWorkers)
+	s.scheduleRoutes()
 	s.public("GET /api/v1/openapi.json", s.openapi)
 	if s.opt.Dashboard != nil {
 		for _, p := range []string{"GET /{$}", "GET /dashboard.js", "GET /dashboard.css"} {

@@ -30,6 +30,7 @@ import (
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/schedule"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/tracing"
@@ -58,6 +59,9 @@ type App struct {
 	Tracing *tracing.Provider
 	// Workers is the registry of consumer instances (GET /workers).
 	Workers *workers.Registry
+	// Schedules keeps the periodic tasks' schedules (the API writes them,
+	// the promoter ticks them).
+	Schedules *schedule.Store
 }
 
 // New loads the AWS configuration the standard way (environment, shared
@@ -126,6 +130,7 @@ func Assemble(ctx context.Context, cfg triageconfig.Config, log *slog.Logger, aw
 	a.Enqueuer = enqueue.New(a.Store, a.Queues)
 	a.Controls = control.New(a.DynamoDB, cfg.Table, control.DefaultCacheTTL)
 	a.Workers = workers.New(a.DynamoDB, cfg.Table, a.Store.Shards())
+	a.Schedules = schedule.NewStore(a.DynamoDB, cfg.Table, a.Store.Shards(), a.Store.Now)
 	return a, nil
 }
 

@@ -20,6 +20,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
@@ -50,11 +52,15 @@ const (
 	// Requeued: an operator put a dead-lettered task back on its queue
 	// (POST /tasks/{id}/retry or a DLQ replay).
 	Requeued Type = "task.requeued"
+	// ScheduleTicked: a schedule's tick made its task (package schedule).
+	// It comes with that task's task.submitted, once per tick: the tick's
+	// task is created once, whichever promoter made it.
+	ScheduleTicked Type = "schedule.ticked"
 )
 
 // Types lists every event type.
 func Types() []Type {
-	return []Type{Submitted, Started, Retrying, Completed, DeadLettered, Cancelled, Promoted, Requeued}
+	return []Type{Submitted, Started, Retrying, Completed, DeadLettered, Cancelled, Promoted, Requeued, ScheduleTicked}
 }
 
 // ParseType returns the event type named s.
@@ -96,6 +102,9 @@ type Event struct {
 	// RetryAt is when a retrying task runs again.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
 	TraceID string     `json:"trace_id,omitempty"`
+	// Schedule is the schedule of a schedule.ticked event, whose Time is
+	// the tick's.
+	Schedule string `json:"schedule,omitempty"`
 }
 
 // Derive returns the event of one stream record of a task, given the
@@ -166,6 +175,26 @@ func Derive(old, new *task.Task) (ev Event, ok bool) {
 		ev.DurationMS = duration(old, new, ev.Time)
 	}
 	return ev, true
+}
+
+// DeriveTick returns the schedule.ticked event of a stream record: the
+// insert of a task a schedule's tick made. Its ID is "<task_id>-tick"
+// (one per tick, however often the record is delivered) and its Time the
+// tick's, which is the time of the task's id.
+func DeriveTick(old, new *task.Task) (Event, bool) {
+	if old != nil || new == nil || new.Schedule == "" {
+		return Event{}, false
+	}
+	at := new.CreatedAt
+	if id, err := ulid.ParseStrict(new.ID); err == nil {
+		at = ulid.Time(id.Time()).UTC()
+	}
+	return Event{
+		ID: new.ID + "-tick", Type: ScheduleTicked, Time: at,
+		TaskID: new.ID, TaskType: new.Type, Status: new.Status,
+		Priority: new.Priority, EffectivePriority: new.EffectivePriority,
+		MaxAttempts: new.MaxAttempts, TraceID: new.TraceID, Schedule: new.Schedule,
+	}, true
 }
 
 // lastAttempt is the attempt new's history gained over old's (the history

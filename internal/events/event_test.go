@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/events"
 	"github.com/triagehq/triage/internal/task"
@@ -255,5 +257,30 @@ func TestFanoutTriesEverySink(t *testing.T) {
 	}
 	if want := []events.Type{events.Submitted, events.Started, events.Cancelled}; !reflect.DeepEqual(types, want) {
 		t.Fatalf("good sink got %v, want %v", types, want)
+	}
+}
+
+// A schedule's tick task gives a schedule.ticked event at the tick's time
+// besides its task.submitted; other inserts and later changes give none.
+func TestDeriveTick(t *testing.T) {
+	at := time.Date(2026, 3, 29, 1, 30, 0, 0, time.UTC)
+	id := ulid.MustNew(ulid.Timestamp(at), ulid.DefaultEntropy()).String()
+	tk := &task.Task{ID: id, Type: "cleanup", Status: triagetype.Queued, Schedule: "nightly", CreatedAt: at.Add(40 * time.Second), Version: 1}
+	evs := events.FromChanges([]counters.Change{{New: tk}})
+	if len(evs) != 2 || evs[0].Type != events.Submitted || evs[1].Type != events.ScheduleTicked {
+		t.Fatalf("events %+v, want task.submitted then schedule.ticked", evs)
+	}
+	if e := evs[1]; e.ID != id+"-tick" || !e.Time.Equal(at) || e.Schedule != "nightly" || e.TaskID != id {
+		t.Fatalf("schedule.ticked %+v", e)
+	}
+	next := tk.Clone()
+	next.Status, next.Version = triagetype.Executing, 2
+	if _, ok := events.DeriveTick(tk, next); ok {
+		t.Fatal("a later change of the tick's task is a tick again")
+	}
+	plain := tk.Clone()
+	plain.Schedule = ""
+	if _, ok := events.DeriveTick(nil, plain); ok {
+		t.Fatal("a task no schedule made is a tick")
 	}
 }

@@ -25,6 +25,9 @@ func FromChanges(changes []counters.Change) []Event {
 		if ev, ok := Derive(c.Old, c.New); ok {
 			out = append(out, ev)
 		}
+		if ev, ok := DeriveTick(c.Old, c.New); ok {
+			out = append(out, ev)
+		}
 	}
 	return out
 }

@@ -64,6 +64,7 @@ const (
 	QueueDepth
 	QueueOldestAge
 	DLQDepth
+	ScheduleTicks
 	numIDs
 )
 
@@ -111,6 +112,7 @@ const (
 	LabelKind     = "kind"
 	LabelFrom     = "from"
 	LabelTo       = "to"
+	LabelOutcome  = "outcome"
 )
 
 // Name is metric id's name, the same in CloudWatch and Prometheus.
@@ -146,6 +148,7 @@ func Definitions() []Def {
 	d[QueueDepth] = Def{Name: "triage_queue_depth", Help: "Visible messages on a priority's queue, sampled by the promoter.", Kind: Gauge, Labels: []string{LabelPriority}, Unit: "Count"}
 	d[QueueOldestAge] = Def{Name: "triage_queue_oldest_age_seconds", Help: "How long the oldest queued task of a priority has waited (to the minute, an upper bound; 0 when none), sampled by the promoter.", Kind: Gauge, Labels: []string{LabelPriority}, Unit: "Seconds"}
 	d[DLQDepth] = Def{Name: "triage_dlq_depth", Help: "Messages on a priority's dead-letter queue, sampled by the promoter.", Kind: Gauge, Labels: []string{LabelPriority}, Unit: "Count"}
+	d[ScheduleTicks] = Def{Name: "triage_schedule_ticks_total", Help: "Schedule ticks the promoter handled: enqueued (a task made), skipped (missed and skipped by the schedule's policy).", Kind: Counter, Labels: []string{LabelOutcome}, Unit: "Count"}
 	return d
 }
 
@@ -373,6 +376,15 @@ func (r *Recorder) Promoted(from, to triagetype.Priority, n int) {
 		return
 	}
 	r.add(Promotions, float64(n), string(from), string(to))
+}
+
+// Ticked records n schedule ticks with an outcome (schedule.TickEnqueued,
+// schedule.TickSkipped).
+func (r *Recorder) Ticked(outcome string, n int) {
+	if r == nil || n == 0 {
+		return
+	}
+	r.add(ScheduleTicks, float64(n), outcome)
 }
 
 // Slots are a consumer's slot figures.

@@ -39,6 +39,7 @@ import (
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/schedule"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/internal/tracing"
@@ -95,6 +96,14 @@ type Options struct {
 	// Metrics, if set, counts promotions, recoveries and the tasks DLQ
 	// reconciliation dead-letters (nil: nothing is recorded).
 	Metrics Metrics
+	// Schedules, if set, enqueues the due ticks of the periodic tasks
+	// each run (*schedule.Ticker; nil: none).
+	Schedules Ticker
+}
+
+// Ticker enqueues the due ticks of the schedules (*schedule.Ticker).
+type Ticker interface {
+	Tick(ctx context.Context) (schedule.Report, error)
 }
 
 // Metrics is what the promoter reports (*metrics.Recorder); it must make
@@ -163,6 +172,8 @@ type Report struct {
 	// ConsumersStarted counts the extra consumer invocations of a fan-out.
 	ConsumersStarted int `json:"consumers_started"`
 	Errors           int `json:"errors"`
+	// Ticked counts the tasks schedules' ticks made.
+	Ticked int `json:"ticked"`
 }
 
 // RunOnce does one sweep. It keeps going past individual failures, counts
@@ -188,6 +199,11 @@ func (p *Promoter) RunOnce(ctx context.Context) (Report, error) {
 	n, err = p.reconcile(ctx)
 	r.Reconciled += n
 	note(err)
+	if p.opt.Schedules != nil {
+		tr, err := p.opt.Schedules.Tick(ctx)
+		r.Ticked = tr.Enqueued
+		note(err)
+	}
 	if r.Promoted[triagetype.High]+r.Promoted[triagetype.Medium]+r.Released+r.Reconciled+r.Tracked+r.Errors > 0 {
 		p.log.Info("promoter run", "promoted_to_high", r.Promoted[triagetype.High], "promoted_to_medium", r.Promoted[triagetype.Medium],
 			"released", r.Released, "reconciled", r.Reconciled, "tracked", r.Tracked, "errors", r.Errors)

@@ -39,6 +39,12 @@ func (s *Store) Due(ctx context.Context, c DueClass, shard int, before time.Time
 // created after the sort key after and before before, oldest first, and
 // the sort key to resume after ("" when the range is exhausted).
 func (s *Store) Created(ctx context.Context, p triagetype.Priority, shard int, after string, before time.Time, limit int32) ([]*task.Task, string, error) {
+	if after != "" && after >= SortableTime(before) {
+		// Nothing lies after the mark and before before: another promoter,
+		// whose clock read a little later, moved the mark past this one's
+		// cut (a BETWEEN with its bounds reversed is a ValidationException).
+		return nil, "", nil
+	}
 	f := expression.Name("priority").Equal(expression.Value(string(p)))
 	for {
 		es, next, err := s.Entries(ctx, IndexQuery{

@@ -36,5 +36,6 @@ func (t *Task) Public() *triagetype.Task {
 		Progress:          c.Progress,
 		Checkpoint:        c.Checkpoint,
 		Promotions:        c.Promotions,
+		Schedule:          c.Schedule,
 	}
 }

@@ -49,7 +49,7 @@ func TestPublicMatchesJSON(t *testing.T) {
 		CancelRequested: true, RetryAt: &later, PayloadSize: 5000, ResultSize: 6000, PayloadRef: "t/00/x/payload", ResultRef: "t/00/x/result-3",
 		Version: 7, DispatchVersion: 3, WaitingSince: at, LeaseUntil: &later, WorkerID: "w", Tracked: true, ExpiresAt: 9,
 		Progress: &Progress{Percent: 40, Message: "rows", Attempt: 2, UpdatedAt: later}, Checkpoint: json.RawMessage(`{"row":4}`),
-		ProgressToken: "secret", ReportedAt: &later,
+		ProgressToken: "secret", ReportedAt: &later, Schedule: "nightly",
 		Promotions: []triagetype.Promotion{{From: triagetype.Low, To: triagetype.Medium, At: later, WaitedMS: 60000}},
 	}
 	want, err := json.Marshal(tk)

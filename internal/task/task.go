@@ -68,6 +68,9 @@ type Task struct {
 	// Promotions are the aging steps the promoter made (promotion.go),
 	// written in the same update as the promotion itself.
 	Promotions []triagetype.Promotion `json:"promotions,omitempty" dynamodbav:"promotions,omitempty"`
+	// Schedule names the schedule whose tick made the task (package
+	// schedule); the tick's time is the time of the task's id.
+	Schedule string `json:"schedule,omitempty" dynamodbav:"schedule,omitempty"`
 
 	// Internal bookkeeping, not part of the API object.
 

@@ -20,6 +20,7 @@ import (
 	"github.com/triagehq/triage/internal/dashboard"
 	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/metrics"
+	"github.com/triagehq/triage/internal/schedule"
 	"github.com/triagehq/triage/triageconfig"
 )
 
@@ -87,7 +88,7 @@ func Handler(a *app.App, tokens *auth.Tokens, opt api.Options) http.Handler {
 	return api.New(api.Deps{
 		Store: a.Store, Enqueuer: a.Enqueuer, Queues: a.Queues, Controls: a.Controls,
 		DLQ: deadletter.New(a.Queues, a.Store, a.Enqueuer, deadletter.WithLogger(a.Log)), Counters: a.Counters, Tokens: tokens,
-		Workers: a.Workers,
+		Workers: a.Workers, Schedules: schedule.NewService(a.Schedules, opt.KnownTypes),
 	}, opt)
 }
 

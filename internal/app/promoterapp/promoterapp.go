@@ -12,9 +12,11 @@ import (
 
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/promote"
+	"github.com/triagehq/triage/internal/schedule"
 )
 
-// New returns the promoter with the configured thresholds.
+// New returns the promoter with the configured thresholds, ticking the
+// schedules in a.Schedules unless opt names a ticker of its own.
 func New(a *app.App, opt promote.Options) *promote.Promoter {
 	if opt.LowAfter == 0 {
 		opt.LowAfter = a.Config.LowAfter
@@ -27,6 +29,10 @@ func New(a *app.App, opt promote.Options) *promote.Promoter {
 	}
 	if opt.Tracing == nil {
 		opt.Tracing = a.Tracing
+	}
+	if opt.Schedules == nil && a.Schedules != nil {
+		mx, _ := opt.Metrics.(schedule.Metrics)
+		opt.Schedules = schedule.NewTicker(a.Schedules, a.Store, a.Enqueuer, schedule.TickerOptions{Now: a.Store.Now, Logger: opt.Logger, Metrics: mx})
 	}
 	return promote.New(a.Store, a.Enqueuer, a.Queues, opt)
 }
