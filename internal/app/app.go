@@ -30,6 +30,7 @@ import (
 	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/flow"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/tracing"
@@ -57,6 +58,10 @@ type App struct {
 	Tracing *tracing.Provider
 	// Workers is the registry of consumer instances (GET /workers).
 	Workers *workers.Registry
+	// Flow resolves dependencies, workflows and batches: the store calls
+	// it when a task with children or a batch finishes, the enqueuer when
+	// a task naming parents is submitted, the promoter sweeps with it.
+	Flow *flow.Flow
 }
 
 // New loads the AWS configuration the standard way (environment, shared
@@ -123,6 +128,9 @@ func Assemble(ctx context.Context, cfg config.Config, log *slog.Logger, awsCfg a
 		return nil, err
 	}
 	a.Enqueuer = enqueue.New(a.Store, a.Queues)
+	a.Flow = flow.New(a.Store, a.Enqueuer, flow.Options{Logger: log})
+	a.Store.OnFinish(a.Flow.Finished)
+	a.Enqueuer.SetLinker(a.Flow)
 	a.Controls = control.New(a.DynamoDB, cfg.Table, control.DefaultCacheTTL)
 	a.Workers = workers.New(a.DynamoDB, cfg.Table, a.Store.Shards())
 	return a, nil

@@ -48,6 +48,7 @@ type Sender interface {
 type Enqueuer struct {
 	store  Store
 	queues Sender
+	links  Linker // nil: tasks naming parents are refused (see links.go)
 }
 
 // New returns an Enqueuer.
@@ -142,6 +143,7 @@ func (e *Enqueuer) SubmitBatch(ctx context.Context, ts []*task.Task) []Result {
 			sent = append(sent, i)
 		}
 	}
+	sent = e.link(ctx, ts, sent, res)
 	// Each record is its own conditional write on its own key, so they go
 	// out side by side: a batch of 100 costs a few round trips, not 100.
 	parallel(sent, createConcurrency, func(i int) {
@@ -151,6 +153,7 @@ func (e *Enqueuer) SubmitBatch(ctx context.Context, ts []*task.Task) []Result {
 		}
 		res[i] = Result{Task: saved, Created: created, Err: err}
 	})
+	e.settle(ctx, sent, res)
 	for i, j := range sameAs {
 		res[i] = Result{Task: res[j].Task, Err: res[j].Err}
 	}

@@ -38,6 +38,7 @@ import (
 
 	"github.com/triagehq/triage/internal/config"
 	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/flow"
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
@@ -94,6 +95,14 @@ type Options struct {
 	// Metrics, if set, counts promotions, recoveries and the tasks DLQ
 	// reconciliation dead-letters (nil: nothing is recorded).
 	Metrics Metrics
+	// Flow, if set, is swept each run: waiting tasks whose parents
+	// finished while a crash kept their walk from releasing them.
+	Flow Sweeper
+}
+
+// Sweeper repairs dependencies a crash left unresolved (*flow.Flow).
+type Sweeper interface {
+	Sweep(ctx context.Context) (flow.SweepReport, error)
 }
 
 // Metrics is what the promoter reports (*metrics.Recorder); it must make
@@ -187,6 +196,11 @@ func (p *Promoter) RunOnce(ctx context.Context) (Report, error) {
 	n, err = p.reconcile(ctx)
 	r.Reconciled += n
 	note(err)
+	if p.opt.Flow != nil {
+		sr, err := p.opt.Flow.Sweep(ctx)
+		r.Released += sr.Released
+		note(err)
+	}
 	if r.Promoted[task.High]+r.Promoted[task.Medium]+r.Released+r.Reconciled+r.Tracked+r.Errors > 0 {
 		p.log.Info("promoter run", "promoted_to_high", r.Promoted[task.High], "promoted_to_medium", r.Promoted[task.Medium],
 			"released", r.Released, "reconciled", r.Reconciled, "tracked", r.Tracked, "errors", r.Errors)

@@ -71,6 +71,9 @@ type Store struct {
 	retention time.Duration
 	shards    int
 	blobs     Blobs
+	// finished, if set, runs after a task's write moved it to a terminal
+	// status and the task has children or a batch (see OnFinish).
+	finished func(ctx context.Context, t *task.Task)
 }
 
 // Option configures a Store.
@@ -231,6 +234,9 @@ func (s *Store) write(ctx context.Context, cur *task.Task, to task.Status, apply
 			}
 		}
 		return nil, err
+	}
+	if s.finished != nil && to.Terminal() && !cur.Status.Terminal() && (saved.HasChildren || saved.BatchID != "") {
+		s.finished(ctx, saved)
 	}
 	return saved, nil
 }

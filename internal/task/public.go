@@ -35,5 +35,11 @@ func (t *Task) Public() *triagetype.Task {
 		RetryAt:           c.RetryAt,
 		Progress:          c.Progress,
 		Checkpoint:        c.Checkpoint,
+		After:             c.After,
+		OnParentFailure:   c.OnParentFailure,
+		WaitingOn:         c.WaitingOn,
+		WorkflowID:        c.WorkflowID,
+		Node:              c.Node,
+		BatchID:           c.BatchID,
 	}
 }

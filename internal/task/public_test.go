@@ -50,6 +50,8 @@ func TestPublicMatchesJSON(t *testing.T) {
 		Version: 7, DispatchVersion: 3, WaitingSince: at, LeaseUntil: &later, WorkerID: "w", Tracked: true, ExpiresAt: 9,
 		Progress: &Progress{Percent: 40, Message: "rows", Attempt: 2, UpdatedAt: later}, Checkpoint: json.RawMessage(`{"row":4}`),
 		ProgressToken: "secret", ReportedAt: &later,
+		After: []string{"p"}, OnParentFailure: "run", WaitingOn: []string{"p"}, WorkflowID: "w", Node: "n", BatchID: "b",
+		HasChildren: true, BatchCounted: true,
 	}
 	want, err := json.Marshal(tk)
 	if err != nil {

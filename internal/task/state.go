@@ -23,6 +23,9 @@ type Status = triagetype.Status
 //   - retrying: an attempt failed and attempts are left; it waits until
 //     retry_at (its message hidden or delayed, or sent by the promoter when
 //     due).
+//   - waiting: it names parents (after) not all finished; it has no
+//     message until internal/flow releases it to queued (or cancels or
+//     dead-letters it by its parent policy).
 //   - completed, cancelled, dead_letter: finished (see Terminal). Only
 //     dead_letter is ever left, and only by hand (an operator's retry or
 //     DLQ replay puts it back in queued).
@@ -38,6 +41,7 @@ const (
 	Completed  = triagetype.Completed
 	Cancelled  = triagetype.Cancelled
 	DeadLetter = triagetype.DeadLetter
+	Waiting    = triagetype.Waiting
 )
 
 // Statuses lists every status.
@@ -77,6 +81,8 @@ func CanTransition(from, to Status) bool {
 		return to == Executing || to == Cancelled || to == Queued || to == DeadLetter
 	case DeadLetter:
 		return to == Queued
+	case Waiting:
+		return to == Queued || to == Scheduled || to == Cancelled || to == DeadLetter
 	}
 	return false
 }

@@ -28,6 +28,9 @@ func New(a *app.App, opt promote.Options) *promote.Promoter {
 	if opt.Tracing == nil {
 		opt.Tracing = a.Tracing
 	}
+	if opt.Flow == nil {
+		opt.Flow = a.Flow
+	}
 	return promote.New(a.Store, a.Enqueuer, a.Queues, opt)
 }
 
