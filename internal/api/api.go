@@ -92,6 +92,8 @@ type Deps struct {
 	// Workers is the worker registry behind GET /workers and the workers
 	// section of /stats (nil: an empty list, no section).
 	Workers stats.Workers
+	// Flow serves workflows and batches (nil: those routes answer 501).
+	Flow Flow
 }
 
 // Options tunes the API.
@@ -154,6 +156,7 @@ type Server struct {
 	// submitter accepts new tasks: the one submit path, shared with the
 	// direct transport.
 	submitter *submit.Service
+	flow      Flow
 }
 
 // New returns the API handler.
@@ -166,7 +169,7 @@ func New(d Deps, opt Options) *Server {
 	}
 	srv := &Server{
 		store: d.Store, enq: d.Enqueuer, queues: d.Queues, controls: d.Controls, dlq: d.DLQ, counters: d.Counters, tokens: d.Tokens,
-		workers: d.Workers, opt: opt, log: opt.Logger, mux: http.NewServeMux(),
+		workers: d.Workers, opt: opt, log: opt.Logger, mux: http.NewServeMux(), flow: d.Flow,
 	}
 	so := submit.Options{Known: task.NewKnownTypes(opt.KnownTypes), DirectWindow: opt.DirectWindow, Tracing: opt.Tracing, Metrics: opt.Metrics}
 	if d.Store != nil {
@@ -203,6 +206,8 @@ func (s *Server) register() {
 	s.handle("POST /api/v1/dlq/purge", auth.Admin, s.purgeDLQ)
 	s.handle("GET /api/v1/events", auth.Read, s.streamEvents)
 	s.handle("GET /api/v1/workers", auth.Read, s.listWorkers)
+	s.handle("POST /api/v1/workflows", auth.Submit, s.submitWorkflow)
+	s.handle("GET /api/v1/workflows/{id}", auth.Read, s.getWorkflow)
 	s.public("GET /api/v1/openapi.json", s.openapi)
 	if s.opt.Dashboard != nil {
 		for _, p := range []string{"GET /{$}", "GET /dashboard.js", "GET /dashboard.css"} {

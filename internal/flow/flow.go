@@ -76,17 +76,29 @@ type Store interface {
 	SetFlowMark(ctx context.Context, key, mark string) error
 	Shards() int
 	Now() time.Time
+
+	// Workflows and batches (store/batch.go, store/workflow.go).
+	Create(ctx context.Context, t *task.Task) (*task.Task, bool, error)
+	CreateBatch(ctx context.Context, h *store.BatchHead, added []int) error
+	Batch(ctx context.Context, id string) (*store.BatchHead, error)
+	BatchShard(ctx context.Context, id string, i int) (store.BatchShard, error)
+	BatchShardsOf(ctx context.Context, id string, n int) ([]store.BatchShard, error)
+	SealHead(ctx context.Context, id, state string) (*store.BatchHead, error)
+	SealShard(ctx context.Context, id string, i int) (store.BatchShard, error)
+	ReportShard(ctx context.Context, id string, i int) (bool, error)
+	ClaimCallback(ctx context.Context, id string, shards int) (bool, error)
+	CompleteBatch(ctx context.Context, id string, final store.BatchShard, callbackID string) (bool, error)
+	OpenBatches(ctx context.Context, shard int, after string, limit int32) ([]string, string, error)
+	PutWorkflowNodes(ctx context.Context, id string, nodes []store.WorkflowNodeRecord) error
+	WorkflowNodes(ctx context.Context, id string, n int) ([]store.WorkflowNodeRecord, error)
+	ClaimWorkflowKey(ctx context.Context, key, id, hash string) (string, string, error)
 }
 
-// Mover re-dispatches tasks to a queue (*enqueue.Enqueuer).
+// Mover re-dispatches tasks to a queue, and submits the tasks flow makes
+// (a batch's callback) (*enqueue.Enqueuer).
 type Mover interface {
 	RedispatchBatch(ctx context.Context, to task.Status, p task.Priority, moves []enqueue.Move) ([]*task.Task, error)
-}
-
-// Metrics counts what flow does (*metrics.Recorder may satisfy it); nil
-// records nothing.
-type Metrics interface {
-	Released(n int)
+	SubmitBatch(ctx context.Context, ts []*task.Task) []enqueue.Result
 }
 
 // Options tunes a Flow; zero values take the defaults in parentheses.
@@ -101,6 +113,9 @@ type Options struct {
 	// run (500).
 	SweepLimit int
 	Logger     *slog.Logger
+	// OnComplete, if set, is called once when a batch or workflow
+	// completes (the completing writer's goroutine).
+	OnComplete func(ctx context.Context, c Completion)
 }
 
 // Flow resolves dependencies.
@@ -198,6 +213,9 @@ func (f *Flow) Settle(ctx context.Context, ts []*task.Task) {
 // terminal status: it resolves each of its children. Failures are logged;
 // the sweep repairs them.
 func (f *Flow) Finished(ctx context.Context, t *task.Task) {
+	if t.BatchID != "" {
+		f.memberFinished(ctx, t)
+	}
 	if !t.HasChildren {
 		return
 	}

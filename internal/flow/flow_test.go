@@ -265,3 +265,5 @@ func TestSweepReleasesWhatACrashLeft(t *testing.T) {
 		t.Fatalf("the child ran %d times, want 1 (%v)", n, rec.ran())
 	}
 }
+
+func storeFilterAll() store.ListFilter { return store.ListFilter{} }

@@ -42,6 +42,9 @@ func (f *Flow) Sweep(ctx context.Context) (SweepReport, error) {
 	before := f.released.Load()
 	parallel(f.store.Shards(), f.store.Shards(), func(sh int) {
 		sr, err := f.sweepShard(ctx, sh, cut)
+		if berr := f.sweepBatches(ctx, sh); berr != nil {
+			err = errors.Join(err, berr)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		r.Checked += sr.Checked
@@ -135,10 +138,4 @@ func (f *Flow) check(ctx context.Context, ts []*task.Task) (resolved int) {
 		}
 	}
 	return resolved
-}
-
-// gateOpen reports whether the workflow gate entry (gatePrefix + workflow
-// id) is open: its workflow was committed.
-func (f *Flow) gateOpen(ctx context.Context, entry string) bool {
-	return false
 }

@@ -245,6 +245,12 @@ func (s *Store) write(ctx context.Context, cur *task.Task, to task.Status, apply
 // cur's status and version.
 func (s *Store) update(ctx context.Context, cur, next *task.Task) (*task.Task, error) {
 	to := next.Status
+	// A batch member's first finish is counted on its batch shard in the
+	// same transaction (see batch.go).
+	counted := next.BatchID != "" && to.Terminal() && !cur.Status.Terminal() && !cur.BatchCounted
+	if counted {
+		next.BatchCounted = true
+	}
 	before, err := s.item(cur)
 	if err != nil {
 		return nil, err
@@ -281,6 +287,9 @@ func (s *Store) update(ctx context.Context, cur, next *task.Task) (*task.Task, e
 	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {
 		return nil, fmt.Errorf("build update of task %s: %w", cur.ID, err)
+	}
+	if counted {
+		return s.updateCounted(ctx, cur, next, expr)
 	}
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.table,

@@ -138,6 +138,9 @@ type Task struct {
 	// batch (in the same transaction as that finish), so a member that is
 	// retried from dead_letter and finishes again is not counted twice.
 	BatchCounted bool `json:"-" dynamodbav:"batch_counted,omitempty"`
+	// BatchShard is the batch counter shard the member is counted on,
+	// fixed when it joins.
+	BatchShard int `json:"-" dynamodbav:"batch_shard,omitempty"`
 }
 
 // NoMessage is the DispatchVersion of a task with no live message: a
