@@ -43,3 +43,10 @@ const (
 	MaxWorkflowNodes = triagetype.MaxWorkflowNodes
 	MaxWorkflowDepth = triagetype.MaxWorkflowDepth
 )
+
+// Workflow states.
+const (
+	WorkflowPending   = triagetype.WorkflowPending
+	WorkflowRunning   = triagetype.WorkflowRunning
+	WorkflowCompleted = triagetype.WorkflowCompleted
+)

@@ -37,6 +37,7 @@ import (
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/flow"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/submit"
@@ -55,6 +56,8 @@ type Transport struct {
 	counters *counters.Keeper
 	dlq      *deadletter.DLQ
 	workers  *workers.Registry
+	flow     *flow.Flow
+	known    task.KnownTypes
 }
 
 var _ triage.Transport = (*Transport)(nil)
@@ -147,5 +150,7 @@ func New(ctx context.Context, awsCfg aws.Config, prefix string, opts ...Option) 
 		counters: a.Counters,
 		dlq:      deadletter.New(qs, st, enq),
 		workers:  a.Workers,
+		flow:     a.Flow,
+		known:    task.NewKnownTypes(a.Config.Types),
 	}, nil
 }
