@@ -138,8 +138,9 @@ type Batch struct {
 	Progress    BatchProgress `json:"progress"`
 	CallbackID  string        `json:"callback_id,omitempty"`
 	CompletedAt *time.Time    `json:"completed_at,omitempty"`
-	// Tasks are the members this request added (create and add only).
-	Tasks []*Task `json:"tasks,omitempty"`
+	// Results are the outcomes of the members this request added (create
+	// and add only), in request order, as a batch submit's.
+	Results []BatchResult `json:"results,omitempty"`
 }
 
 // BatchCallback is the payload of a batch's on_complete task.

@@ -100,6 +100,9 @@ type SubmitRequest struct {
 	// happens when one ends badly (cancel, the default; run; dead_letter).
 	After           []string `json:"after,omitempty"`
 	OnParentFailure string   `json:"on_parent_failure,omitempty"`
+	// BatchID adds the task to an open batch (POST /batches): the batch's
+	// on_complete task runs once every member has finished.
+	BatchID string `json:"batch_id,omitempty"`
 }
 
 // Progress is what a running task's handler last reported: how far it got

@@ -7,11 +7,12 @@ import (
 	"github.com/triagehq/triage/internal/task"
 )
 
-// Linker prepares and settles new tasks that wait for parents
-// (*flow.Flow): Link runs before their records are written (it marks the
-// parents and writes the edges, and refuses a parent that does not exist
-// with a *task.FieldError), Settle after (it applies parents that had
-// already finished).
+// Linker prepares and settles new tasks that wait for parents or join a
+// batch (*flow.Flow): Link runs before their messages are sent and their
+// records written (it marks the parents and writes the edges, and refuses
+// a parent that does not exist, or a batch that does not exist or is
+// sealed, with a *task.FieldError), Settle after (it applies parents that
+// had already finished).
 type Linker interface {
 	Link(ctx context.Context, ts []*task.Task) []error
 	Settle(ctx context.Context, ts []*task.Task)
@@ -25,13 +26,14 @@ var ErrNoLinker = errors.New("dependencies are not enabled on this enqueuer")
 // assembling.
 func (e *Enqueuer) SetLinker(l Linker) { e.links = l }
 
-// link runs Link for the waiting tasks among sent (indexes into ts) and
-// returns those that may be recorded; the others get their refusal in res.
+// link runs Link for the waiting tasks and batch members among sent
+// (indexes into ts) and returns those that may be sent and recorded; the
+// others get their refusal in res.
 func (e *Enqueuer) link(ctx context.Context, ts []*task.Task, sent []int, res []Result) []int {
 	var waiting []*task.Task
 	var at []int
 	for _, i := range sent {
-		if len(ts[i].After) > 0 {
+		if len(ts[i].After) > 0 || ts[i].BatchID != "" {
 			waiting = append(waiting, ts[i])
 			at = append(at, i)
 		}
@@ -42,7 +44,9 @@ func (e *Enqueuer) link(ctx context.Context, ts []*task.Task, sent []int, res []
 	refused := map[int]bool{}
 	if e.links == nil {
 		for _, i := range at {
-			res[i], refused[i] = Result{Err: ErrNoLinker}, true
+			if len(ts[i].After) > 0 {
+				res[i], refused[i] = Result{Err: ErrNoLinker}, true
+			}
 		}
 	} else {
 		for j, err := range e.links.Link(ctx, waiting) {

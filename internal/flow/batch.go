@@ -3,6 +3,8 @@ package flow
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/triagehq/triage/internal/store"
@@ -216,4 +218,103 @@ func (f *Flow) repairBatch(ctx context.Context, id string) {
 		}
 	}
 	f.tryComplete(ctx, id)
+}
+
+// checkBatches refuses, before anything is sent or written, new members
+// of a batch that does not exist or is sealed: one consistent read of the
+// batch head per batch named in ts. (A seal between this check and the
+// member's record is caught by the record's own condition.)
+func (f *Flow) checkBatches(ctx context.Context, ts []*task.Task, errs []error) {
+	open := map[string]error{}
+	for i, t := range ts {
+		if t.BatchID == "" || t.WorkflowID != "" {
+			continue
+		}
+		err, seen := open[t.BatchID]
+		if !seen {
+			h, herr := f.store.Batch(ctx, t.BatchID)
+			switch {
+			case errors.Is(herr, store.ErrBatchNotFound) || herr == nil && h.Kind != "batch":
+				err = &task.FieldError{Field: "batch_id", Message: fmt.Sprintf("no batch %s", t.BatchID)}
+			case herr != nil:
+				err = herr
+			case h.Sealed:
+				err = &task.FieldError{Field: "batch_id", Message: fmt.Sprintf("batch %s is sealed: it takes no more members", t.BatchID)}
+			}
+			open[t.BatchID] = err
+		}
+		errs[i] = err
+	}
+}
+
+// MaxCallbackPayload bounds an on_complete task's own payload: it is kept
+// on the batch head, which must stay small (every head write is billed by
+// its size).
+const MaxCallbackPayload = 16 << 10
+
+// CreateBatch records a new, empty, open batch with its on_complete
+// request (validated as a submit is, its payload at most
+// MaxCallbackPayload): the head and BatchShards counter shards, 1 + 32
+// write units. Members join with SubmitRequest.BatchID; Seal closes it.
+func (f *Flow) CreateBatch(ctx context.Context, onComplete *triagetype.SubmitRequest, known task.KnownTypes) (*store.BatchHead, error) {
+	h := &store.BatchHead{ID: task.NewID(f.store.Now()), Kind: "batch", State: triagetype.BatchOpen, Shards: store.BatchShards, CreatedAt: f.store.Now().UTC()}
+	if onComplete != nil {
+		r := task.Request(*onComplete)
+		if err := r.Validate(); err != nil {
+			var fe *task.FieldError
+			if errors.As(err, &fe) {
+				return nil, &task.FieldError{Field: "on_complete." + fe.Field, Message: fe.Message, TooLarge: fe.TooLarge}
+			}
+			return nil, err
+		}
+		if fe := known.Check(r.Type); fe != nil {
+			return nil, &task.FieldError{Field: "on_complete." + fe.Field, Message: fe.Message}
+		}
+		switch {
+		case len(r.Payload) > MaxCallbackPayload:
+			return nil, &task.FieldError{Field: "on_complete.payload", Message: fmt.Sprintf("is %d bytes; a callback's limit is %d", len(r.Payload), MaxCallbackPayload), TooLarge: true}
+		case len(r.After) > 0 || r.BatchID != "" || r.RunAt != nil || r.DelaySeconds != nil:
+			return nil, &task.FieldError{Field: "on_complete", Message: "takes no after, batch_id, run_at or delay_seconds"}
+		}
+		b, _ := json.Marshal(r)
+		h.OnComplete = string(b)
+	}
+	if err := f.store.CreateBatch(ctx, h, nil); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Seal closes batch id to new members; it completes (and its callback is
+// enqueued) once every member has finished, at once if they all have.
+func (f *Flow) Seal(ctx context.Context, id string) error {
+	h, err := f.store.Batch(ctx, id)
+	if err != nil {
+		return err
+	}
+	if h.Kind != "batch" {
+		return fmt.Errorf("batch %s: %w", id, store.ErrBatchNotFound)
+	}
+	if h, err = f.store.SealHead(ctx, id, triagetype.BatchSealed); err != nil {
+		return err
+	}
+	f.sealShards(ctx, h)
+	return nil
+}
+
+// Batch reads batch id and its progress: one head read and, until it
+// completes, one batch read of its shards.
+func (f *Flow) Batch(ctx context.Context, id string) (*triagetype.Batch, error) {
+	h, err := f.store.Batch(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if h.Kind != "batch" {
+		return nil, fmt.Errorf("batch %s: %w", id, store.ErrBatchNotFound)
+	}
+	p, err := f.progress(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	return &triagetype.Batch{ID: h.ID, State: h.State, CreatedAt: h.CreatedAt, Progress: p, CallbackID: h.CallbackID, CompletedAt: h.CompletedAt}, nil
 }

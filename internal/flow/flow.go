@@ -159,9 +159,10 @@ func isGate(entry string) bool { return strings.HasPrefix(entry, gatePrefix) }
 // *task.FieldError naming the after entry that is no task (400).
 func (f *Flow) Link(ctx context.Context, ts []*task.Task) []error {
 	errs := make([]error, len(ts))
+	f.checkBatches(ctx, ts, errs)
 	parallel(len(ts), 4, func(i int) {
 		t := ts[i]
-		if len(t.After) == 0 {
+		if len(t.After) == 0 || errs[i] != nil {
 			return
 		}
 		var mu sync.Mutex

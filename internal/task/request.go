@@ -129,6 +129,9 @@ func (r *Request) validateAfter() error {
 	if r.OnParentFailure != "" && len(r.After) == 0 {
 		return &FieldError{Field: "on_parent_failure", Message: "needs after"}
 	}
+	if r.BatchID != "" && !ValidID(r.BatchID) {
+		return &FieldError{Field: "batch_id", Message: "is not a batch id"}
+	}
 	return nil
 }
 
@@ -242,6 +245,7 @@ func (r *Request) NewTask(now time.Time, directWindow time.Duration) *Task {
 	if t.TraceID == "" {
 		t.TraceID = t.ID
 	}
+	t.BatchID = r.BatchID // its counter shard is fixed when it is recorded
 	if len(r.After) > 0 {
 		// It waits for its parents with no message; internal/flow releases it.
 		t.Status, t.DispatchVersion, t.EnqueuedAt = Waiting, NoMessage, nil

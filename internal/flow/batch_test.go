@@ -1,0 +1,206 @@
+package flow_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/app/consumerapp"
+	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
+	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
+)
+
+// batchMembers is the size of TestBatchCallbackOnce's batch:
+// TRIAGE_TEST_BATCH_MEMBERS, 1,000 by default (10,000 members take 15 to
+// 20 minutes on the 2-core CI machine under load; run them with
+// TRIAGE_TEST_BATCH_MEMBERS=10000).
+func batchMembers(t *testing.T) int {
+	if v := os.Getenv("TRIAGE_TEST_BATCH_MEMBERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 100 {
+			t.Fatalf("TRIAGE_TEST_BATCH_MEMBERS=%q: want a number of at least 100", v)
+		}
+		return n
+	}
+	return 1000
+}
+
+// callbacks counts the runs of the "report" handler and keeps the last payload.
+type callbacks struct {
+	runs atomic.Int64
+	mu   sync.Mutex
+	last triagetype.BatchCallback
+}
+
+func (c *callbacks) Handle(_ context.Context, r handler.Request) (json.RawMessage, error) {
+	c.runs.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_ = json.Unmarshal(r.Payload, &c.last)
+	return nil, nil
+}
+
+// members runs batch members: every one whose payload's n is a multiple
+// of 50 fails permanently.
+func members(_ context.Context, r handler.Request) (json.RawMessage, error) {
+	var p struct{ N int }
+	_ = json.Unmarshal(r.Payload, &p)
+	if p.N%50 == 0 {
+		return nil, handler.Permanent(fmt.Errorf("member %d fails", p.N))
+	}
+	return nil, nil
+}
+
+func runBatchConsumer(t *testing.T, a *app.App, cb *callbacks) {
+	reg := handler.NewRegistry()
+	reg.Register("member", handler.Func(members))
+	reg.Register("report", cb)
+	c := consumerapp.New(a, reg, dispatch.Options{Concurrency: 32, PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond, Lease: 30 * time.Second, LeaseMargin: 5 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func addMembers(t *testing.T, a *app.App, batch string, from, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	errs := make(chan error, n)
+	for start := 0; start < n; start += 100 {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			var ts []*task.Task
+			for i := start; i < min(start+100, n); i++ {
+				r := task.Request{Type: "member", BatchID: batch, Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, from+i))}
+				ts = append(ts, r.NewTask(time.Now().UTC(), 15*time.Minute))
+			}
+			for j, res := range a.Enqueuer.SubmitBatch(context.Background(), ts) {
+				if res.Err != nil {
+					errs <- res.Err
+					return
+				}
+				ids[start+j] = res.Task.ID
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("add member: %v", err)
+	}
+	return ids
+}
+
+func waitBatch(t *testing.T, a *app.App, id string, timeout time.Duration) *triagetype.Batch {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		b, err := a.Flow.Batch(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.State == triagetype.BatchCompleted {
+			return b
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("batch %s is %s after %v: %+v", id, b.State, timeout, b.Progress)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// TestBatchCallbackOnce: a batch of batchMembers members, 2% of which
+// dead-letter and a few cancelled, finishing at the consumer's full
+// speed; its callback is enqueued and runs exactly once, with the counts.
+func TestBatchCallbackOnce(t *testing.T) {
+	n := batchMembers(t)
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	ctx := context.Background()
+	h, err := a.Flow.CreateBatch(ctx, &triagetype.SubmitRequest{Type: "report", Payload: json.RawMessage(`{"campaign":7}`)}, task.KnownTypes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := addMembers(t, a, h.ID, 1, n)
+	cancelled := 0
+	for i := 0; i < n; i += n / 10 {
+		if (i+1)%50 == 0 {
+			continue
+		}
+		if _, err := a.Store.Cancel(ctx, ids[i]); err == nil {
+			cancelled++
+		}
+	}
+	if err := a.Flow.Seal(ctx, h.ID); err != nil {
+		t.Fatal(err)
+	}
+	// Sealed: a late member is refused before anything is sent.
+	late := task.Request{Type: "member", BatchID: h.ID}
+	if res := a.Enqueuer.SubmitBatch(ctx, []*task.Task{late.NewTask(time.Now(), 15*time.Minute)})[0]; res.Err == nil {
+		t.Fatal("a member was added to a sealed batch")
+	}
+	cb := &callbacks{}
+	start := time.Now()
+	runBatchConsumer(t, a, cb)
+	b := waitBatch(t, a, h.ID, 20*time.Minute)
+	t.Logf("%d members finished and the batch completed in %v", n, time.Since(start))
+	dead := n / 50
+	want := triagetype.BatchProgress{Total: n, Done: n, Completed: n - dead - cancelled, DeadLettered: dead, Cancelled: cancelled}
+	if b.Progress != want || b.CallbackID == "" {
+		t.Fatalf("batch %+v, want progress %+v and a callback", b, want)
+	}
+	stacktest.WaitStatus(t, a.Store, b.CallbackID, task.Completed, time.Minute)
+	time.Sleep(3 * time.Second) // a second callback would be queued by now
+	if runs := cb.runs.Load(); runs != 1 {
+		t.Fatalf("the callback ran %d times, want 1", runs)
+	}
+	cb.mu.Lock()
+	got := cb.last
+	cb.mu.Unlock()
+	if got.BatchID != h.ID || got.Counts != want || string(got.Payload) != `{"campaign":7}` {
+		t.Fatalf("callback payload %+v, want batch %s, counts %+v and its own payload", got, h.ID, want)
+	}
+}
+
+// TestBatchMembersFinishBeforeSeal: members that all finished while the
+// batch was open complete it when it is sealed.
+func TestBatchMembersFinishBeforeSeal(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	ctx := context.Background()
+	h, err := a.Flow.CreateBatch(ctx, &triagetype.SubmitRequest{Type: "report"}, task.KnownTypes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := &callbacks{}
+	runBatchConsumer(t, a, cb)
+	ids := addMembers(t, a, h.ID, 1, 3)
+	for _, id := range ids {
+		stacktest.WaitStatus(t, a.Store, id, task.Completed, time.Minute)
+	}
+	if b, _ := a.Flow.Batch(ctx, h.ID); b.State != triagetype.BatchOpen || b.Progress.Done != 3 {
+		t.Fatalf("open batch: %+v", b)
+	}
+	if err := a.Flow.Seal(ctx, h.ID); err != nil {
+		t.Fatal(err)
+	}
+	b := waitBatch(t, a, h.ID, time.Minute)
+	stacktest.WaitStatus(t, a.Store, b.CallbackID, task.Completed, time.Minute)
+	if cb.runs.Load() != 1 || b.Progress.Completed != 3 {
+		t.Fatalf("callback runs %d, batch %+v", cb.runs.Load(), b)
+	}
+}
