@@ -208,6 +208,10 @@ func (s *Server) register() {
 	s.handle("GET /api/v1/workers", auth.Read, s.listWorkers)
 	s.handle("POST /api/v1/workflows", auth.Submit, s.submitWorkflow)
 	s.handle("GET /api/v1/workflows/{id}", auth.Read, s.getWorkflow)
+	s.handle("POST /api/v1/batches", auth.Submit, s.createBatch)
+	s.handle("POST /api/v1/batches/{id}/tasks", auth.Submit, s.addToBatch)
+	s.handle("POST /api/v1/batches/{id}/seal", auth.Submit, s.sealBatch)
+	s.handle("GET /api/v1/batches/{id}", auth.Read, s.getBatch)
 	s.public("GET /api/v1/openapi.json", s.openapi)
 	if s.opt.Dashboard != nil {
 		for _, p := range []string{"GET /{$}", "GET /dashboard.js", "GET /dashboard.css"} {

@@ -4,15 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/app/apiapp"
 	"github.com/triagehq/triage/internal/app/consumerapp"
+	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
@@ -202,5 +208,62 @@ func TestBatchMembersFinishBeforeSeal(t *testing.T) {
 	stacktest.WaitStatus(t, a.Store, b.CallbackID, task.Completed, time.Minute)
 	if cb.runs.Load() != 1 || b.Progress.Completed != 3 {
 		t.Fatalf("callback runs %d, batch %+v", cb.runs.Load(), b)
+	}
+}
+
+// TestBatchOverHTTP: the batch endpoints, their progress and refusals.
+func TestBatchOverHTTP(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	toks, err := auth.Parse("adm:admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(apiapp.Handler(a, toks, api.Options{}))
+	defer srv.Close()
+	call := func(method, path, body string, out any) int {
+		t.Helper()
+		r, _ := http.NewRequest(method, srv.URL+"/api/v1"+path, strings.NewReader(body))
+		r.Header.Set("Authorization", "Bearer adm")
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		_ = json.NewDecoder(resp.Body).Decode(out)
+		return resp.StatusCode
+	}
+	var b triagetype.Batch
+	if st := call("POST", "/batches", `{"open":true,"tasks":[{"type":"member","payload":{"n":1}}],"on_complete":{"type":"report"}}`, &b); st != 201 || b.State != "open" || len(b.Results) != 1 || b.Results[0].Status != 201 || b.Progress.Total != 1 {
+		t.Fatalf("create: %d %+v", st, b)
+	}
+	if b.Results[0].Task.BatchID != b.ID {
+		t.Fatalf("member's batch_id %q, want %s", b.Results[0].Task.BatchID, b.ID)
+	}
+	var added triagetype.Batch
+	if st := call("POST", "/batches/"+b.ID+"/tasks", `{"tasks":[{"type":"member","payload":{"n":2}}]}`, &added); st != 200 || added.Progress.Total != 2 {
+		t.Fatalf("add: %d %+v", st, added)
+	}
+	var sealed triagetype.Batch
+	if st := call("POST", "/batches/"+b.ID+"/seal", ``, &sealed); st != 200 || sealed.State != "sealed" {
+		t.Fatalf("seal: %d %+v", st, sealed)
+	}
+	var late triagetype.Batch
+	if st := call("POST", "/batches/"+b.ID+"/tasks", `{"tasks":[{"type":"member"}]}`, &late); st != 200 || late.Results[0].Status != 400 || late.Results[0].Error.Field != "tasks[0].batch_id" {
+		t.Fatalf("add to a sealed batch: %d %+v", st, late)
+	}
+	var e api.ErrorBody
+	if st := call("POST", "/batches", `{"tasks":[{"type":"member"}],"on_complete":{"type":"report","after":["01M8BNV6KR1AQA81E1Q1J1W5KX"]}}`, &e); st != 400 || e.Error.Field != "on_complete" {
+		t.Fatalf("callback with after: %d %+v", st, e)
+	}
+	if st := call("GET", "/batches/"+task.NewID(time.Now()), ``, &e); st != 404 {
+		t.Fatalf("unknown batch: %d", st)
+	}
+	cb := &callbacks{}
+	runBatchConsumer(t, a, cb)
+	done := waitBatch(t, a, b.ID, time.Minute)
+	var got triagetype.Batch
+	if st := call("GET", "/batches/"+b.ID, ``, &got); st != 200 || got.State != "completed" || got.Progress.Completed != 2 || got.CallbackID != done.CallbackID {
+		t.Fatalf("get: %d %+v", st, got)
 	}
 }
