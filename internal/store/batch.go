@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -298,7 +299,7 @@ func (s *Store) BatchShard(ctx context.Context, id string, i int) (BatchShard, e
 // every added member done, and not reported before) and adds one to the
 // head's shards_done. It reports whether this call did it.
 func (s *Store) ReportShard(ctx context.Context, id string, i int) (bool, error) {
-	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+	err := s.transact(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Update: &types.Update{
 			TableName: &s.table, Key: shardKey(id, i),
 			UpdateExpression:          aws.String("SET #rep = :t"),
@@ -447,7 +448,7 @@ func (s *Store) memberCount(t *task.Task, to task.Status) *types.Update {
 // write units each). It returns the task as it is after the write, read
 // back strongly consistent (a transaction returns no values).
 func (s *Store) updateCounted(ctx context.Context, cur, next *task.Task, expr expression.Expression) (*task.Task, error) {
-	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+	err := s.transact(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Update: &types.Update{
 			TableName: &s.table, Key: taskKey(cur.ID),
 			UpdateExpression:                    expr.Update(),
@@ -519,7 +520,7 @@ func (s *Store) createMember(ctx context.Context, t *task.Task) (*task.Task, boo
 			ExpressionAttributeValues: map[string]types.AttributeValue{":now": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Unix(), 10)}},
 		}})
 	}
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	err = s.transact(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err == nil {
 		s.logCreated(ctx, t)
 		return t, true, nil
@@ -542,4 +543,49 @@ func (s *Store) createMember(ctx context.Context, t *task.Task) (*task.Task, boo
 		return nil, false, &task.FieldError{Field: "batch_id", Message: fmt.Sprintf("batch %s does not exist or is sealed", t.BatchID)}
 	}
 	return nil, false, fmt.Errorf("create batch member %s: %w", t.ID, err)
+}
+
+// transact runs a transaction, retrying (up to 10 attempts, with a
+// growing jittered wait) while DynamoDB cancels it only for a conflict
+// with another transaction on the same item (TransactionConflict: two
+// finishes counted on one shard at once) or fails it as an internal
+// error (DynamoDB Local's lock timeout under contention). Any other
+// answer, a refused condition included, is returned as it is.
+func (s *Store) transact(ctx context.Context, in *dynamodb.TransactWriteItemsInput) error {
+	var err error
+	for attempt := range 10 {
+		if attempt > 0 {
+			wait := time.Duration(5*(1<<min(attempt, 6))) * time.Millisecond
+			wait = wait/2 + time.Duration(rand.Int64N(int64(wait/2)+1))
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(wait):
+			}
+		}
+		_, err = s.db.TransactWriteItems(ctx, in)
+		if err == nil || !retriableTransaction(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func retriableTransaction(err error) bool {
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		conflict := false
+		for _, r := range tce.CancellationReasons {
+			switch aws.ToString(r.Code) {
+			case "ConditionalCheckFailed":
+				return false
+			case "TransactionConflict":
+				conflict = true
+			}
+		}
+		return conflict
+	}
+	var ise *types.InternalServerError
+	var tip *types.TransactionInProgressException
+	return errors.As(err, &ise) || errors.As(err, &tip)
 }
