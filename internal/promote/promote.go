@@ -100,6 +100,11 @@ type Options struct {
 	Flow Sweeper
 }
 
+// FlowSweepEvery is the least time between two flow sweeps: the sweep
+// leaves tasks younger than its grace (30 s) to their walks anyway, and
+// this keeps it out of most runs' time.
+const FlowSweepEvery = 30 * time.Second
+
 // Sweeper repairs dependencies a crash left unresolved (*flow.Flow).
 type Sweeper interface {
 	Sweep(ctx context.Context) (flow.SweepReport, error)
@@ -146,6 +151,7 @@ func (o *Options) defaults() {
 
 // Promoter runs the sweeps.
 type Promoter struct {
+	swept  time.Time // the last flow sweep (RunOnce runs one at a time)
 	store  Store
 	mover  Mover
 	dlqs   DLQs
@@ -196,7 +202,8 @@ func (p *Promoter) RunOnce(ctx context.Context) (Report, error) {
 	n, err = p.reconcile(ctx)
 	r.Reconciled += n
 	note(err)
-	if p.opt.Flow != nil {
+	if now := p.store.Now(); p.opt.Flow != nil && now.Sub(p.swept) >= FlowSweepEvery {
+		p.swept = now
 		sr, err := p.opt.Flow.Sweep(ctx)
 		r.Released += sr.Released
 		note(err)
