@@ -69,6 +69,8 @@ type options struct {
 	LatencyTimeout time.Duration   `json:"-"`
 	PayloadTasks   int             `json:"payload_tasks_per_size"`
 	DirectTasks    int             `json:"direct_tasks_per_path"`
+	FlowTasks      int             `json:"flow_tasks_per_kind"`
+	FlowNodes      int             `json:"flow_workflow_nodes"`
 	Retained       []int           `json:"stats_retained_sizes"`
 	StatsCalls     int             `json:"stats_requests_per_size"`
 	StatsFill      time.Duration   `json:"-"`
@@ -111,6 +113,8 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.LatencyTimeout, "latency-timeout", 3*time.Minute, "latency: stop and report what finished after this long")
 	fs.IntVar(&o.PayloadTasks, "payload-tasks", 100, "payload sizes: tasks per size (1 KB, 10 KB, 200 KB)")
 	fs.IntVar(&o.DirectTasks, "direct-tasks", 300, "direct send: tasks per path (SQS batch send adopted by the consumer; the direct transport)")
+	fs.IntVar(&o.FlowTasks, "flow-tasks", 300, "group 10: tasks per kind (plain, child, batch member); 0 skips the group")
+	fs.IntVar(&o.FlowNodes, "flow-nodes", 1000, "group 10: nodes of the fan-out/fan-in workflow, and of the flat run it is timed against")
 	retained := fs.String("retained", "1000,10000,100000", "/stats: retained-task counts, comma-separated, smallest first (the last is compared with the first)")
 	fs.IntVar(&o.StatsCalls, "stats-calls", 20, "/stats: timed requests per retained size")
 	fs.DurationVar(&o.StatsFill, "stats-fill", 3*time.Minute, "/stats: at most this long for writing the retained tasks of every size (a size not reached is measured as far as it got, and says so)")
@@ -391,6 +395,14 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 	progress("11. periodic tasks: %d schedules every minute, 3 minutes on a test clock", schedules)
 	if r.Schedules, err = measureSchedules(ctx, cl, cnt, schedules, 3); err != nil {
 		return fmt.Errorf("schedule ticks: %w", err)
+	}
+	if o.FlowTasks > 0 {
+		progress("10. dependencies, batches, workflows: %d tasks per kind, a %d-node workflow", o.FlowTasks, o.FlowNodes)
+		f, err := measureFlow(ctx, cl, cnt, o.FlowTasks, o.FlowNodes)
+		if err != nil {
+			return fmt.Errorf("flow: %w", err)
+		}
+		r.Flow = &f
 	}
 	analyze(r)
 	progress("done")

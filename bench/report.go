@@ -30,6 +30,7 @@ type Results struct {
 	Cost        Cost         `json:"cost_per_million_tasks_usd"`
 	Payloads    []PayloadRun `json:"payload_sizes"`
 	Direct      []DirectRun  `json:"direct_send"`
+	Flow        *FlowRun     `json:"flow,omitempty"`
 	Stats       StatsScaling `json:"stats_vs_retained"`
 	CrossCheck  []CrossCheck `json:"capacity_cross_check"`
 	Schedules   ScheduleRun  `json:"schedule_ticks"`
@@ -527,6 +528,7 @@ func printAll(w io.Writer, r *Results) {
 	if len(r.Payloads) > 0 {
 		printPayloads(w, r.Payloads)
 	}
+	printFlow(w, r.Flow)
 	if len(r.Direct) > 0 {
 		printDirect(w, r.Direct)
 	}

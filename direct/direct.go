@@ -36,6 +36,7 @@ import (
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/flow"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/schedule"
 	"github.com/triagehq/triage/internal/store"
@@ -59,6 +60,8 @@ type Transport struct {
 
 	// schedules answers the schedule calls (schedules.go).
 	schedules *schedule.Service
+	flow      *flow.Flow
+	known     task.KnownTypes
 }
 
 var _ triage.Transport = (*Transport)(nil)
@@ -120,5 +123,7 @@ func New(ctx context.Context, awsCfg aws.Config, opt Options) (*Transport, error
 		workers:  a.Workers,
 
 		schedules: schedule.NewService(a.Schedules, a.Config.Types),
+		flow:      a.Flow,
+		known:     task.NewKnownTypes(a.Config.Types),
 	}, nil
 }

@@ -47,6 +47,16 @@ type Task struct {
 	Promotions []Promotion `json:"promotions,omitempty"`
 	// Schedule names the schedule whose tick made the task, if one did.
 	Schedule string `json:"schedule,omitempty"`
+	// After are the parents the task waits for, OnParentFailure what
+	// happens when one ends badly, WaitingOn the parents not finished yet
+	// (a waiting task's).
+	After           []string     `json:"after,omitempty"`
+	OnParentFailure ParentPolicy `json:"on_parent_failure,omitempty"`
+	WaitingOn       []string     `json:"waiting_on,omitempty"`
+	// WorkflowID and Node place a workflow's task; BatchID a batch member.
+	WorkflowID string `json:"workflow_id,omitempty"`
+	Node       string `json:"node,omitempty"`
+	BatchID    string `json:"batch_id,omitempty"`
 	// RetryAt is when a retrying task runs again.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
@@ -89,6 +99,14 @@ type SubmitRequest struct {
 	// TraceID ties the task to the caller's trace in triage's logs; it
 	// defaults to the task's id.
 	TraceID string `json:"trace_id,omitempty"`
+	// After names up to MaxParents task ids: the task waits (status
+	// waiting) until every one has finished, and OnParentFailure says what
+	// happens when one ends badly (cancel, the default; run; dead_letter).
+	After           []string `json:"after,omitempty"`
+	OnParentFailure string   `json:"on_parent_failure,omitempty"`
+	// BatchID adds the task to an open batch (POST /batches): the batch's
+	// on_complete task runs once every member has finished.
+	BatchID string `json:"batch_id,omitempty"`
 }
 
 // Progress is what a running task's handler last reported: how far it got

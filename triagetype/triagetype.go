@@ -79,11 +79,14 @@ const (
 	Completed  Status = "completed"
 	Cancelled  Status = "cancelled"
 	DeadLetter Status = "dead_letter"
+	// Waiting: the task names parents (after) that have not all finished;
+	// it has no message and enters its queue when the last one completes.
+	Waiting Status = "waiting"
 )
 
 // Statuses lists every status.
 func Statuses() []Status {
-	return []Status{Scheduled, Queued, Executing, Retrying, Completed, Cancelled, DeadLetter}
+	return []Status{Scheduled, Queued, Executing, Retrying, Completed, Cancelled, DeadLetter, Waiting}
 }
 
 // ParseStatus returns the status named s.

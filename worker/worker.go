@@ -67,6 +67,9 @@ type Task struct {
 	// Priority, what the submitter asked for; size the work for urgency
 	// by EffectivePriority.
 	EffectivePriority string
+	// Parents are the tasks this one waited for (its after list, or its
+	// workflow node's), with their status and result or error.
+	Parents []triage.Parent
 
 	req handler.Request // reports go to its Reporter; its Checkpoint is the last one saved
 }
@@ -358,7 +361,8 @@ func taskOf(r handler.Request) *Task {
 	return &Task{
 		ID: r.ID, Type: r.Type, Payload: r.Payload, Priority: string(r.Priority), EffectivePriority: string(r.EffectivePriority),
 		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, TraceID: r.TraceID,
-		req: r,
+		Parents: r.Parents,
+		req:     r,
 	}
 }
 

@@ -271,7 +271,7 @@ error; --cursor continues from it, and --all follows every page.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Type, "type", "", "only tasks of this type")
-	f.StringVar(&status, "status", "", "only tasks in this status (scheduled, queued, executing, retrying, completed, cancelled, dead_letter)")
+	f.StringVar(&status, "status", "", "only tasks in this status (scheduled, queued, executing, retrying, completed, cancelled, dead_letter, waiting)")
 	f.StringVar(&prio, "priority", "", "only tasks whose effective priority is this (high, medium, low)")
 	f.IntVar(&o.Limit, "limit", 100, "tasks per page, 1 to 1000")
 	f.StringVar(&o.Cursor, "cursor", "", "continue from a previous page's cursor")

@@ -99,6 +99,8 @@ type Deps struct {
 	Workers stats.Workers
 	// Schedules serves /schedules (nil: those routes answer 501).
 	Schedules *schedule.Service
+	// Flow serves workflows and batches (nil: those routes answer 501).
+	Flow Flow
 }
 
 // Options tunes the API.
@@ -162,6 +164,7 @@ type Server struct {
 	// direct transport.
 	submitter *submit.Service
 	schedules *schedule.Service
+	flow      Flow
 }
 
 // New returns the API handler.
@@ -176,6 +179,7 @@ func New(d Deps, opt Options) *Server {
 		store: d.Store, enq: d.Enqueuer, queues: d.Queues, controls: d.Controls, dlq: d.DLQ, counters: d.Counters, tokens: d.Tokens,
 		workers: d.Workers, opt: opt, log: opt.Logger, mux: http.NewServeMux(),
 		schedules: d.Schedules,
+		flow:      d.Flow,
 	}
 	so := submit.Options{Known: task.NewKnownTypes(opt.KnownTypes), DirectWindow: opt.DirectWindow, Tracing: opt.Tracing, Metrics: opt.Metrics}
 	if d.Store != nil {
@@ -213,6 +217,12 @@ func (s *Server) register() {
 	s.handle("GET /api/v1/events", auth.Read, s.streamEvents)
 	s.handle("GET /api/v1/workers", auth.Read, s.listWorkers)
 	s.scheduleRoutes()
+	s.handle("POST /api/v1/workflows", auth.Submit, s.submitWorkflow)
+	s.handle("GET /api/v1/workflows/{id}", auth.Read, s.getWorkflow)
+	s.handle("POST /api/v1/batches", auth.Submit, s.createBatch)
+	s.handle("POST /api/v1/batches/{id}/tasks", auth.Submit, s.addToBatch)
+	s.handle("POST /api/v1/batches/{id}/seal", auth.Submit, s.sealBatch)
+	s.handle("GET /api/v1/batches/{id}", auth.Read, s.getBatch)
 	s.public("GET /api/v1/openapi.json", s.openapi)
 	if s.opt.Dashboard != nil {
 		for _, p := range []string{"GET /{$}", "GET /dashboard.js", "GET /dashboard.css"} {

@@ -29,6 +29,7 @@ import (
 	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/flow"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/schedule"
 	"github.com/triagehq/triage/internal/spec"
@@ -62,6 +63,10 @@ type App struct {
 	// Schedules keeps the periodic tasks' schedules (the API writes them,
 	// the promoter ticks them).
 	Schedules *schedule.Store
+	// Flow resolves dependencies, workflows and batches: the store calls
+	// it when a task with children or a batch finishes, the enqueuer when
+	// a task naming parents is submitted, the promoter sweeps with it.
+	Flow *flow.Flow
 }
 
 // New loads the AWS configuration the standard way (environment, shared
@@ -128,6 +133,9 @@ func Assemble(ctx context.Context, cfg triageconfig.Config, log *slog.Logger, aw
 		return nil, err
 	}
 	a.Enqueuer = enqueue.New(a.Store, a.Queues)
+	a.Flow = flow.New(a.Store, a.Enqueuer, flow.Options{Logger: log})
+	a.Store.OnFinish(a.Flow.Finished)
+	a.Enqueuer.SetLinker(a.Flow)
 	a.Controls = control.New(a.DynamoDB, cfg.Table, control.DefaultCacheTTL)
 	a.Workers = workers.New(a.DynamoDB, cfg.Table, a.Store.Shards())
 	a.Schedules = schedule.NewStore(a.DynamoDB, cfg.Table, a.Store.Shards(), a.Store.Now)

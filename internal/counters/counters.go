@@ -93,6 +93,9 @@ const (
 type Change struct {
 	Seq      string
 	Old, New *task.Task
+	// Completed is set (and Old and New are nil) for the record of a
+	// batch or workflow head that completed (see groupCompleted).
+	Completed *GroupCompletion
 }
 
 // Keeper applies changes to the counters and reads them.
@@ -424,6 +427,12 @@ func changeOf(seq string, old, new map[string]types.AttributeValue) (Change, boo
 	if len(new) > 0 {
 		if c.New, newOK, err = TaskFromImage(new); err != nil {
 			return c, false, fmt.Errorf("stream record %s: %w", seq, err)
+		}
+	}
+	if !oldOK && !newOK {
+		if g := groupCompleted(old, new); g != nil {
+			c.Completed = g
+			return c, true, nil
 		}
 	}
 	return c, oldOK || newOK, nil

@@ -47,12 +47,17 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 			err = handler.Permanent(err)
 		}
 	}
+	var parents []triagetype.Parent
+	if pr, ok := c.store.(ParentReader); ok && err == nil && len(t.After) > 0 {
+		parents, err = pr.Parents(runCtx, t) // a failed read is retried like any failure
+	}
 	spanCtx, span := c.startAttempt(runCtx, t)
 	if err == nil {
 		stage = stageHandle
 		ranFrom := time.Now()
 		r := execution.Request(t, payload)
 		r.Traceparent, r.ProgressURL, r.Reporter = tracing.Traceparent(spanCtx), c.progressURL(t.ID), j.rep
+		r.Parents = parents
 		result, err = c.safeHandle(spanCtx, h, r)
 		c.mx.Ran(t, time.Since(ranFrom))
 	}
@@ -128,4 +133,10 @@ func (c *Consumer) progressURL(id string) string {
 		return ""
 	}
 	return strings.TrimSuffix(c.opt.APIURL, "/") + "/api/v1/tasks/" + id + "/progress"
+}
+
+// ParentReader reads a waiting task's parents for its handler
+// (*store.Store); a Store without it gives handlers no parents.
+type ParentReader interface {
+	Parents(ctx context.Context, t *task.Task) ([]triagetype.Parent, error)
 }

@@ -49,6 +49,7 @@ type Sender interface {
 type Enqueuer struct {
 	store  Store
 	queues Sender
+	links  Linker // nil: tasks naming parents are refused (see links.go)
 }
 
 // New returns an Enqueuer.
@@ -121,6 +122,7 @@ func (e *Enqueuer) SubmitBatch(ctx context.Context, ts []*task.Task) []Result {
 		}
 	}
 
+	fresh = e.link(ctx, ts, fresh, res) // dependencies and batches: links.go
 	// Send first: a record is written only for a task whose message is out.
 	byPrio := map[triagetype.Priority][]int{}
 	for _, i := range fresh {
@@ -143,15 +145,18 @@ func (e *Enqueuer) SubmitBatch(ctx context.Context, ts []*task.Task) []Result {
 			sent = append(sent, i)
 		}
 	}
+
 	// Each record is its own conditional write on its own key, so they go
 	// out side by side: a batch of 100 costs a few round trips, not 100.
 	parallel(sent, createConcurrency, func(i int) {
 		saved, created, err := e.store.Create(ctx, ts[i])
-		if err != nil {
+		var fe *task.FieldError
+		if err != nil && !errors.As(err, &fe) { // a field error (a sealed batch) is the caller's
 			err = fmt.Errorf("%w: %v", ErrNotRecorded, err)
 		}
 		res[i] = Result{Task: saved, Created: created, Err: err}
 	})
+	e.settle(ctx, sent, res)
 	for i, j := range sameAs {
 		res[i] = Result{Task: res[j].Task, Err: res[j].Err}
 	}

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
-
+	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
@@ -56,11 +56,20 @@ const (
 	// It comes with that task's task.submitted, once per tick: the tick's
 	// task is created once, whichever promoter made it.
 	ScheduleTicked Type = "schedule.ticked"
+	// Waiting: the task was created waiting for its parents (after, or a
+	// workflow node); it is a submit too, and has no task.submitted.
+	Waiting Type = "task.waiting"
+	// WorkflowCompleted: every node of a workflow is terminal (BatchID is
+	// the workflow's id, Counts how its nodes ended).
+	WorkflowCompleted Type = "workflow.completed"
+	// BatchCompleted: every member of a sealed batch finished and its
+	// on_complete task (TaskID) was enqueued.
+	BatchCompleted Type = "batch.completed"
 )
 
 // Types lists every event type.
 func Types() []Type {
-	return []Type{Submitted, Started, Retrying, Completed, DeadLettered, Cancelled, Promoted, Requeued, ScheduleTicked}
+	return []Type{Submitted, Started, Retrying, Completed, DeadLettered, Cancelled, Promoted, Requeued, ScheduleTicked, Waiting, WorkflowCompleted, BatchCompleted}
 }
 
 // ParseType returns the event type named s.
@@ -81,11 +90,13 @@ type Event struct {
 	Type Type      `json:"type"`
 	Time time.Time `json:"time"` // when the transition was written
 
-	TaskID            string              `json:"task_id"`
-	TaskType          string              `json:"task_type"`
-	Status            triagetype.Status   `json:"status"` // the task's status after the transition
-	Priority          triagetype.Priority `json:"priority"`
-	EffectivePriority triagetype.Priority `json:"effective_priority"`
+	// The task fields are always set on task.* events; a batch or
+	// workflow event has only TaskID (its callback, if any).
+	TaskID            string              `json:"task_id,omitempty"`
+	TaskType          string              `json:"task_type,omitempty"`
+	Status            triagetype.Status   `json:"status,omitempty"` // the task's status after the transition
+	Priority          triagetype.Priority `json:"priority,omitempty"`
+	EffectivePriority triagetype.Priority `json:"effective_priority,omitempty"`
 	// PreviousPriority is the effective priority before a promotion.
 	PreviousPriority triagetype.Priority `json:"previous_priority,omitempty"`
 	// Attempt is the task's attempt count after the transition: the attempt
@@ -105,6 +116,10 @@ type Event struct {
 	// Schedule is the schedule of a schedule.ticked event, whose Time is
 	// the tick's.
 	Schedule string `json:"schedule,omitempty"`
+	// BatchID and Counts describe a completed batch or workflow
+	// (batch.completed, workflow.completed).
+	BatchID string                    `json:"batch_id,omitempty"`
+	Counts  *triagetype.BatchProgress `json:"counts,omitempty"`
 }
 
 // Derive returns the event of one stream record of a task, given the
@@ -116,6 +131,8 @@ func Derive(old, new *task.Task) (ev Event, ok bool) {
 	}
 	var typ Type
 	switch {
+	case old == nil && new.Status == triagetype.Waiting:
+		typ = Waiting
 	case old == nil:
 		typ = Submitted
 	case old.Status == new.Status:
@@ -238,4 +255,17 @@ func (f Filter) Match(e Event) bool {
 		return false
 	}
 	return len(f.Types) == 0 || slices.Contains(f.Types, e.Type)
+}
+
+// DeriveCompletion returns the event of a batch or workflow that completed.
+func DeriveCompletion(g *counters.GroupCompletion) Event {
+	typ := BatchCompleted
+	if g.Kind == "workflow" {
+		typ = WorkflowCompleted
+	}
+	return Event{
+		ID: fmt.Sprintf("%s-%d", g.ID, g.Version), Type: typ, Time: g.CompletedAt,
+		TaskID: g.CallbackID, BatchID: g.ID,
+		Counts: &triagetype.BatchProgress{Total: g.Total, Done: g.Total, Completed: g.Completed, DeadLettered: g.DeadLettered, Cancelled: g.Cancelled},
+	}
 }

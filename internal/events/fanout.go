@@ -22,6 +22,10 @@ type Sink interface {
 func FromChanges(changes []counters.Change) []Event {
 	var out []Event
 	for _, c := range changes {
+		if c.Completed != nil {
+			out = append(out, DeriveCompletion(c.Completed))
+			continue
+		}
 		if ev, ok := Derive(c.Old, c.New); ok {
 			out = append(out, ev)
 		}

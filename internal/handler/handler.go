@@ -50,6 +50,9 @@ type Request struct {
 	// API's address (TRIAGE_API_URL).
 	ProgressToken string `json:"progress_token,omitempty"`
 	ProgressURL   string `json:"progress_url,omitempty"`
+	// Parents are the tasks this one waited for (its after list), with
+	// their status and result or error, in the order named.
+	Parents []triagetype.Parent `json:"parents,omitempty"`
 	// Reporter records an in-process handler's progress and checkpoints
 	// (nil when nothing is listening, as in a unit test: see Report).
 	Reporter Reporter `json:"-"`

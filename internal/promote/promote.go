@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/flow"
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/schedule"
@@ -99,11 +100,24 @@ type Options struct {
 	// Schedules, if set, enqueues the due ticks of the periodic tasks
 	// each run (*schedule.Ticker; nil: none).
 	Schedules Ticker
+	// Flow, if set, is swept each run: waiting tasks whose parents
+	// finished while a crash kept their walk from releasing them.
+	Flow Sweeper
 }
 
 // Ticker enqueues the due ticks of the schedules (*schedule.Ticker).
 type Ticker interface {
 	Tick(ctx context.Context) (schedule.Report, error)
+}
+
+// FlowSweepEvery is the least time between two flow sweeps: the sweep
+// leaves tasks younger than its grace (30 s) to their walks anyway, and
+// this keeps it out of most runs' time.
+const FlowSweepEvery = 30 * time.Second
+
+// Sweeper repairs dependencies a crash left unresolved (*flow.Flow).
+type Sweeper interface {
+	Sweep(ctx context.Context) (flow.SweepReport, error)
 }
 
 // Metrics is what the promoter reports (*metrics.Recorder); it must make
@@ -147,6 +161,7 @@ func (o *Options) defaults() {
 
 // Promoter runs the sweeps.
 type Promoter struct {
+	swept  time.Time // the last flow sweep (RunOnce runs one at a time)
 	store  Store
 	mover  Mover
 	dlqs   DLQs
@@ -202,6 +217,12 @@ func (p *Promoter) RunOnce(ctx context.Context) (Report, error) {
 	if p.opt.Schedules != nil {
 		tr, err := p.opt.Schedules.Tick(ctx)
 		r.Ticked = tr.Enqueued
+		note(err)
+	}
+	if now := p.store.Now(); p.opt.Flow != nil && now.Sub(p.swept) >= FlowSweepEvery {
+		p.swept = now
+		sr, err := p.opt.Flow.Sweep(ctx)
+		r.Released += sr.Released
 		note(err)
 	}
 	if r.Promoted[triagetype.High]+r.Promoted[triagetype.Medium]+r.Released+r.Reconciled+r.Tracked+r.Errors > 0 {

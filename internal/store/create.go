@@ -60,6 +60,9 @@ func (s *Store) DropPayload(ctx context.Context, id string) {
 }
 
 func (s *Store) create(ctx context.Context, t *task.Task) (saved *task.Task, created bool, err error) {
+	if t.BatchID != "" && t.WorkflowID == "" {
+		return s.createMember(ctx, t) // batch.go
+	}
 	av, err := s.item(t)
 	if err != nil {
 		return nil, false, err

@@ -72,6 +72,7 @@ const (
 	DueQueuedMedium DueClass = "queued-medium" // likewise
 	DueDeadLetter   DueClass = "dead_letter"   // by completed_at: listing, cleanup
 	DueCancelled    DueClass = "cancelled"     // likewise
+	DueWaiting      DueClass = "waiting"       // by created_at: internal/flow's sweep
 )
 
 // DueQueued is the class of tracked queued tasks at priority p (high has none).
@@ -96,6 +97,8 @@ func DueStatus(st triagetype.Status) (DueClass, bool) {
 		return DueDeadLetter, true
 	case triagetype.Cancelled:
 		return DueCancelled, true
+	case triagetype.Waiting:
+		return DueWaiting, true
 	}
 	return "", false
 }
@@ -125,6 +128,8 @@ func DueOf(t *task.Task) (DueClass, time.Time, bool) {
 		if c, ok := DueQueued(t.EffectivePriority); ok && t.Tracked {
 			return c, t.AgingFrom(), true
 		}
+	case triagetype.Waiting:
+		return DueWaiting, t.CreatedAt, true
 	}
 	return "", time.Time{}, false
 }
@@ -262,6 +267,16 @@ func (s *Store) Merged(ctx context.Context, index string, pks []string, bound st
 // request) and returns those that exist, in the order of ids. Callers act
 // on a task only through conditional writes, which re-check its state.
 func (s *Store) GetMany(ctx context.Context, ids []string) ([]*task.Task, error) {
+	return s.getMany(ctx, ids, false)
+}
+
+// GetManyConsistent is GetMany with strongly consistent reads (a waiting
+// task's check of its parents right after it was recorded).
+func (s *Store) GetManyConsistent(ctx context.Context, ids []string) ([]*task.Task, error) {
+	return s.getMany(ctx, ids, true)
+}
+
+func (s *Store) getMany(ctx context.Context, ids []string, consistent bool) ([]*task.Task, error) {
 	found := make(map[string]*task.Task, len(ids))
 	for start := 0; start < len(ids); start += 100 {
 		keys := make([]map[string]types.AttributeValue, 0, 100)
@@ -272,7 +287,7 @@ func (s *Store) GetMany(ctx context.Context, ids []string) ([]*task.Task, error)
 				keys = append(keys, taskKey(id))
 			}
 		}
-		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys}}
+		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(consistent)}}
 		for attempt := 0; len(req) > 0; attempt++ {
 			if attempt > 0 {
 				if attempt > 8 {

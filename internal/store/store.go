@@ -72,6 +72,9 @@ type Store struct {
 	retention time.Duration
 	shards    int
 	blobs     Blobs
+	// finished, if set, runs after a task's write moved it to a terminal
+	// status and the task has children or a batch (see OnFinish).
+	finished func(ctx context.Context, t *task.Task)
 }
 
 // Option configures a Store.
@@ -233,6 +236,9 @@ func (s *Store) write(ctx context.Context, cur *task.Task, to triagetype.Status,
 		}
 		return nil, err
 	}
+	if s.finished != nil && to.Terminal() && !cur.Status.Terminal() && (saved.HasChildren || saved.BatchID != "") {
+		s.finished(ctx, saved)
+	}
 	return saved, nil
 }
 
@@ -240,6 +246,12 @@ func (s *Store) write(ctx context.Context, cur *task.Task, to triagetype.Status,
 // cur's status and version.
 func (s *Store) update(ctx context.Context, cur, next *task.Task) (*task.Task, error) {
 	to := next.Status
+	// A batch member's first finish is counted on its batch shard in the
+	// same transaction (see batch.go).
+	counted := next.BatchID != "" && to.Terminal() && !cur.Status.Terminal() && !cur.BatchCounted
+	if counted {
+		next.BatchCounted = true
+	}
 	before, err := s.item(cur)
 	if err != nil {
 		return nil, err
@@ -276,6 +288,9 @@ func (s *Store) update(ctx context.Context, cur, next *task.Task) (*task.Task, e
 	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {
 		return nil, fmt.Errorf("build update of task %s: %w", cur.ID, err)
+	}
+	if counted {
+		return s.updateCounted(ctx, cur, next, expr)
 	}
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.table,

@@ -179,6 +179,10 @@ func (s *Service) submit(ctx context.Context, rs []task.Request, prefix func(int
 		i := idx[j]
 		if res.Err != nil {
 			out[i].Err = Refusal(res.Err)
+			var fe *task.FieldError
+			if errors.As(res.Err, &fe) { // a parent in after that is no task
+				out[i].Err = fieldRefusal(fe, prefix(i))
+			}
 			spans[j].SetStatus(codes.Error, out[i].Err.Message)
 			spans[j].End()
 			continue

@@ -37,5 +37,11 @@ func (t *Task) Public() *triagetype.Task {
 		Checkpoint:        c.Checkpoint,
 		Promotions:        c.Promotions,
 		Schedule:          c.Schedule,
+		After:             c.After,
+		OnParentFailure:   c.OnParentFailure,
+		WaitingOn:         c.WaitingOn,
+		WorkflowID:        c.WorkflowID,
+		Node:              c.Node,
+		BatchID:           c.BatchID,
 	}
 }

@@ -51,6 +51,8 @@ func TestPublicMatchesJSON(t *testing.T) {
 		Progress: &Progress{Percent: 40, Message: "rows", Attempt: 2, UpdatedAt: later}, Checkpoint: json.RawMessage(`{"row":4}`),
 		ProgressToken: "secret", ReportedAt: &later, Schedule: "nightly",
 		Promotions: []triagetype.Promotion{{From: triagetype.Low, To: triagetype.Medium, At: later, WaitedMS: 60000}},
+		After:      []string{"p"}, OnParentFailure: "run", WaitingOn: []string{"p"}, WorkflowID: "w", Node: "n", BatchID: "b",
+		HasChildren: true, BatchCounted: true,
 	}
 	want, err := json.Marshal(tk)
 	if err != nil {

@@ -103,6 +103,35 @@ func (r *Request) Validate() error {
 			return &FieldError{Field: "trace_id", Message: "must be printable ASCII without spaces"}
 		}
 	}
+	return r.validateAfter()
+}
+
+// validateAfter checks the dependency fields: at most MaxParents distinct
+// task ids, and a known policy (only with parents).
+func (r *Request) validateAfter() error {
+	if len(r.After) > triagetype.MaxParents {
+		return &FieldError{Field: "after", Message: fmt.Sprintf("names %d parents; the limit is %d", len(r.After), triagetype.MaxParents)}
+	}
+	seen := make(map[string]bool, len(r.After))
+	for i, id := range r.After {
+		field := fmt.Sprintf("after[%d]", i)
+		if !ValidID(id) {
+			return &FieldError{Field: field, Message: "is not a task id"}
+		}
+		if seen[id] {
+			return &FieldError{Field: field, Message: fmt.Sprintf("names %s twice", id)}
+		}
+		seen[id] = true
+	}
+	if _, err := triagetype.ParseParentPolicy(r.OnParentFailure); err != nil {
+		return &FieldError{Field: "on_parent_failure", Message: err.Error()}
+	}
+	if r.OnParentFailure != "" && len(r.After) == 0 {
+		return &FieldError{Field: "on_parent_failure", Message: "needs after"}
+	}
+	if r.BatchID != "" && !ValidID(r.BatchID) {
+		return &FieldError{Field: "batch_id", Message: "is not a batch id"}
+	}
 	return nil
 }
 
@@ -215,6 +244,14 @@ func (r *Request) NewTask(now time.Time, directWindow time.Duration) *Task {
 	}
 	if t.TraceID == "" {
 		t.TraceID = t.ID
+	}
+	t.BatchID = r.BatchID // its counter shard is fixed when it is recorded
+	if len(r.After) > 0 {
+		// It waits for its parents with no message; internal/flow releases it.
+		t.Status, t.DispatchVersion, t.EnqueuedAt = triagetype.Waiting, NoMessage, nil
+		t.After = append([]string(nil), r.After...)
+		t.WaitingOn = append([]string(nil), r.After...)
+		t.OnParentFailure, _ = triagetype.ParseParentPolicy(r.OnParentFailure)
 	}
 	return t
 }

@@ -37,6 +37,9 @@ func (e *TransitionError) Unwrap() error { return ErrInvalidTransition }
 //   - retrying: an attempt failed and attempts are left; it waits until
 //     retry_at (its message hidden or delayed, or sent by the promoter when
 //     due).
+//   - waiting: it names parents (after) not all finished; it has no
+//     message until internal/flow releases it to queued (or cancels or
+//     dead-letters it by its parent policy).
 //   - completed, cancelled, dead_letter: finished (see Terminal). Only
 //     dead_letter is ever left, and only by hand (an operator's retry or
 //     DLQ replay puts it back in queued).
@@ -60,6 +63,8 @@ func CanTransition(from, to triagetype.Status) bool {
 		return to == triagetype.Executing || to == triagetype.Cancelled || to == triagetype.Queued || to == triagetype.DeadLetter
 	case triagetype.DeadLetter:
 		return to == triagetype.Queued
+	case triagetype.Waiting:
+		return to == triagetype.Queued || to == triagetype.Scheduled || to == triagetype.Cancelled || to == triagetype.DeadLetter
 	}
 	return false
 }

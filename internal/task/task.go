@@ -72,6 +72,17 @@ type Task struct {
 	// schedule); the tick's time is the time of the task's id.
 	Schedule string `json:"schedule,omitempty" dynamodbav:"schedule,omitempty"`
 
+	// Dependencies (internal/flow). After never changes; WaitingOn is the
+	// string set of parents not finished yet, which internal/flow shrinks
+	// with one conditional DELETE per parent (outside the version rule:
+	// no transition writes it, so a stale snapshot never puts it back).
+	After           []string                `json:"after,omitempty" dynamodbav:"after,omitempty"`
+	OnParentFailure triagetype.ParentPolicy `json:"on_parent_failure,omitempty" dynamodbav:"on_parent_failure,omitempty"`
+	WaitingOn       []string                `json:"waiting_on,omitempty" dynamodbav:"waiting_on,stringset,omitempty"`
+	WorkflowID      string                  `json:"workflow_id,omitempty" dynamodbav:"workflow_id,omitempty"`
+	Node            string                  `json:"node,omitempty" dynamodbav:"node,omitempty"`
+	BatchID         string                  `json:"batch_id,omitempty" dynamodbav:"batch_id,omitempty"`
+
 	// Internal bookkeeping, not part of the API object.
 
 	// Version goes up by one on every transition; every write is conditional on it.
@@ -99,6 +110,17 @@ type Task struct {
 	// token: the endpoint's per-task rate limit is measured from it.
 	ReportedAt *time.Time `json:"-" dynamodbav:"reported_at,omitempty"`
 	ExpiresAt  int64      `json:"-" dynamodbav:"expires_at,omitempty"`
+	// HasChildren marks a task some other task waits for: when it finishes,
+	// internal/flow walks its edges. Set outside the version rule, like
+	// WaitingOn.
+	HasChildren bool `json:"-" dynamodbav:"has_children,omitempty"`
+	// BatchCounted marks a batch member whose finish was counted in its
+	// batch (in the same transaction as that finish), so a member that is
+	// retried from dead_letter and finishes again is not counted twice.
+	BatchCounted bool `json:"-" dynamodbav:"batch_counted,omitempty"`
+	// BatchShard is the batch counter shard the member is counted on,
+	// fixed when it joins.
+	BatchShard int `json:"-" dynamodbav:"batch_shard,omitempty"`
 }
 
 // NoMessage is the DispatchVersion of a task with no live message: a
@@ -136,6 +158,8 @@ func (t *Task) Clone() *Task {
 	if t.Checkpoint != nil {
 		c.Checkpoint = append(json.RawMessage(nil), t.Checkpoint...)
 	}
+	c.After = append([]string(nil), t.After...)
+	c.WaitingOn = append([]string(nil), t.WaitingOn...)
 	return &c
 }
 

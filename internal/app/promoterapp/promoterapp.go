@@ -34,6 +34,9 @@ func New(a *app.App, opt promote.Options) *promote.Promoter {
 		mx, _ := opt.Metrics.(schedule.Metrics)
 		opt.Schedules = schedule.NewTicker(a.Schedules, a.Store, a.Enqueuer, schedule.TickerOptions{Now: a.Store.Now, Logger: opt.Logger, Metrics: mx})
 	}
+	if opt.Flow == nil {
+		opt.Flow = a.Flow
+	}
 	return promote.New(a.Store, a.Enqueuer, a.Queues, opt)
 }
 

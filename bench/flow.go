@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/triagehq/triage/internal/app/consumerapp"
+	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
+)
+
+// Group 10: dependencies, batches and workflows (internal/flow). On one
+// deployment with one consumer: the DynamoDB write units per task of a
+// plain task, a child of one parent and a batch member, each from submit
+// to completion (the consumer's writes included); and a 1,000-node
+// fan-out/fan-in workflow's time against the same 1,000 tasks submitted
+// flat, in the same run.
+
+// FlowRun is group 10's figures.
+type FlowRun struct {
+	Tasks int `json:"tasks_per_kind"`
+	// Write units per task (computed from the items written, as group 3).
+	PlainWrites  float64 `json:"plain_write_units"`
+	ChildWrites  float64 `json:"child_write_units"`  // a child of one parent, its edge and release included
+	MemberWrites float64 `json:"member_write_units"` // a batch member, its share of the batch and callback included
+	// Extra over a plain task, and in dollars per million tasks at
+	// on-demand's $1.25 per million write units.
+	ChildExtra        float64 `json:"child_extra_write_units"`
+	MemberExtra       float64 `json:"member_extra_write_units"`
+	ChildExtraUSD     float64 `json:"child_extra_usd_per_million"`
+	MemberExtraUSD    float64 `json:"member_extra_usd_per_million"`
+	WorkflowNodes     int     `json:"workflow_nodes"`
+	FlatSeconds       float64 `json:"flat_seconds"`
+	WorkflowSeconds   float64 `json:"workflow_seconds"`
+	WorkflowOverFlat  float64 `json:"workflow_over_flat"`
+	WorkflowSubmitSec float64 `json:"workflow_submit_seconds"`
+}
+
+const writeUnitUSD = 1.25 / 1e6
+
+func measureFlow(ctx context.Context, cl clients, cnt *counter, tasks, nodes int) (FlowRun, error) {
+	r := FlowRun{Tasks: tasks, WorkflowNodes: nodes}
+	d, err := deploy(ctx, cl, "bench-flow")
+	if err != nil {
+		return r, err
+	}
+	defer func() { _ = d.teardown(context.WithoutCancel(ctx), cl) }()
+	a := d.app
+	reg, err := consumerapp.Handlers(a)
+	if err != nil {
+		return r, err
+	}
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = consumerapp.New(a, reg, dispatch.Options{Concurrency: 16}, dispatch.Deps{}).Run(cctx); close(done) }()
+	defer func() { stop(); <-done }()
+
+	noop := func(after ...string) *task.Task {
+		rq := task.Request{Type: "noop", After: after}
+		return rq.NewTask(time.Now().UTC(), 15*time.Minute)
+	}
+	submit := func(ts []*task.Task) ([]string, error) {
+		var ids []string
+		for start := 0; start < len(ts); start += 100 {
+			for _, res := range a.Enqueuer.SubmitBatch(ctx, ts[start:min(start+100, len(ts))]) {
+				if res.Err != nil {
+					return nil, res.Err
+				}
+				ids = append(ids, res.Task.ID)
+			}
+		}
+		return ids, nil
+	}
+	wait := func(ids []string) error {
+		deadline := time.Now().Add(10 * time.Minute)
+		for {
+			n := 0
+			for start := 0; start < len(ids); start += 100 {
+				ts, err := a.Store.GetMany(uncounted(ctx), ids[start:min(start+100, len(ids))])
+				if err != nil {
+					return err
+				}
+				for _, t := range ts {
+					if t.Status.Terminal() {
+						n++
+					}
+				}
+			}
+			if n == len(ids) {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%d of %d tasks finished after 10 minutes", n, len(ids))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	units := func(before counts) float64 {
+		t := cnt.snapshot().since(before).total("DynamoDB")
+		return t.WriteTable + t.WriteIndex
+	}
+
+	// Plain tasks.
+	before := cnt.snapshot()
+	ts := make([]*task.Task, tasks)
+	for i := range ts {
+		ts[i] = noop()
+	}
+	ids, err := submit(ts)
+	if err == nil {
+		err = wait(ids)
+	}
+	if err != nil {
+		return r, fmt.Errorf("plain: %w", err)
+	}
+	r.PlainWrites = units(before) / float64(tasks)
+
+	// Parents and their children (one each): minus the parents' plain cost.
+	before = cnt.snapshot()
+	parents := make([]*task.Task, tasks)
+	for i := range parents {
+		parents[i] = noop()
+	}
+	pids, err := submit(parents)
+	if err != nil {
+		return r, fmt.Errorf("parents: %w", err)
+	}
+	kids := make([]*task.Task, tasks)
+	for i := range kids {
+		kids[i] = noop(pids[i])
+	}
+	kids2, err := submit(kids)
+	if err == nil {
+		err = wait(append(pids, kids2...))
+	}
+	if err != nil {
+		return r, fmt.Errorf("children: %w", err)
+	}
+	r.ChildWrites = units(before)/float64(tasks) - r.PlainWrites
+
+	// A batch of members with a callback.
+	before = cnt.snapshot()
+	h, err := a.Flow.CreateBatch(ctx, &triagetype.SubmitRequest{Type: "noop"}, task.KnownTypes{})
+	if err != nil {
+		return r, err
+	}
+	members := make([]*task.Task, tasks)
+	for i := range members {
+		rq := task.Request{Type: "noop", BatchID: h.ID}
+		members[i] = rq.NewTask(time.Now().UTC(), 15*time.Minute)
+	}
+	mids, err := submit(members)
+	if err == nil {
+		err = a.Flow.Seal(ctx, h.ID)
+	}
+	if err == nil {
+		err = wait(mids)
+	}
+	if err != nil {
+		return r, fmt.Errorf("batch: %w", err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		b, err := a.Flow.Batch(uncounted(ctx), h.ID)
+		if err != nil {
+			return r, err
+		}
+		if b.State == triagetype.BatchCompleted {
+			if err := wait([]string{b.CallbackID}); err != nil {
+				return r, err
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			return r, fmt.Errorf("batch %s did not complete", h.ID)
+		}
+	}
+	r.MemberWrites = units(before) / float64(tasks)
+	r.ChildExtra = r.ChildWrites - r.PlainWrites
+	r.MemberExtra = r.MemberWrites - r.PlainWrites
+	r.ChildExtraUSD = r.ChildExtra * writeUnitUSD * 1e6
+	r.MemberExtraUSD = r.MemberExtra * writeUnitUSD * 1e6
+
+	// The same nodes flat, then as a fan-out/fan-in workflow.
+	flat := make([]*task.Task, nodes)
+	for i := range flat {
+		flat[i] = noop()
+	}
+	start := time.Now()
+	fids, err := submit(flat)
+	if err == nil {
+		err = wait(fids)
+	}
+	if err != nil {
+		return r, fmt.Errorf("flat: %w", err)
+	}
+	r.FlatSeconds = time.Since(start).Seconds()
+	wf := &triagetype.WorkflowRequest{Name: "fan"}
+	wf.Nodes = append(wf.Nodes, triagetype.WorkflowNode{Name: "root", SubmitRequest: triagetype.SubmitRequest{Type: "noop"}})
+	var mid []string
+	for i := range nodes - 2 {
+		name := fmt.Sprintf("m%d", i)
+		mid = append(mid, name)
+		wf.Nodes = append(wf.Nodes, triagetype.WorkflowNode{Name: name, After: []string{"root"}, SubmitRequest: triagetype.SubmitRequest{Type: "noop"}})
+	}
+	// The sink waits for at most 100 nodes (MaxParents): the last 100.
+	wf.Nodes = append(wf.Nodes, triagetype.WorkflowNode{Name: "sink", After: mid[max(0, len(mid)-triagetype.MaxParents):], SubmitRequest: triagetype.SubmitRequest{Type: "noop"}})
+	start = time.Now()
+	out, err := a.Flow.SubmitWorkflow(ctx, wf, task.KnownTypes{})
+	if err != nil {
+		return r, fmt.Errorf("workflow: %w", err)
+	}
+	r.WorkflowSubmitSec = time.Since(start).Seconds()
+	for deadline := time.Now().Add(10 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		h, err := a.Store.Batch(uncounted(ctx), out.Workflow.ID)
+		if err != nil {
+			return r, err
+		}
+		if h.State == triagetype.WorkflowCompleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			return r, fmt.Errorf("workflow %s did not complete in 10 minutes", out.Workflow.ID)
+		}
+	}
+	r.WorkflowSeconds = time.Since(start).Seconds()
+	r.WorkflowOverFlat = r.WorkflowSeconds / r.FlatSeconds
+	return r, nil
+}
+
+func printFlow(w io.Writer, f *FlowRun) {
+	if f == nil {
+		return
+	}
+	fmt.Fprintf(w, "\n10. dependencies, batches, workflows (%d tasks per kind, one consumer at 16)\n", f.Tasks)
+	fmt.Fprintf(w, "  write units per task: plain %.2f, child of one parent %.2f (+%.2f, +$%.2f per million), batch member %.2f (+%.2f, +$%.2f per million)\n",
+		f.PlainWrites, f.ChildWrites, f.ChildExtra, f.ChildExtraUSD, f.MemberWrites, f.MemberExtra, f.MemberExtraUSD)
+	fmt.Fprintf(w, "  %d-node fan-out/fan-in workflow: %.1f s (submit %.1f s) against the same %d tasks flat: %.1f s (%.2fx)\n",
+		f.WorkflowNodes, f.WorkflowSeconds, f.WorkflowSubmitSec, f.WorkflowNodes, f.FlatSeconds, f.WorkflowOverFlat)
+}

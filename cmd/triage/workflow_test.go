@@ -1,0 +1,24 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/triagehq/triage"
+)
+
+func TestWorkflowTree(t *testing.T) {
+	nodes := []triage.WorkflowNodeStatus{
+		{Name: "A", Status: triage.Completed, Type: "t", TaskID: "1"},
+		{Name: "B", After: []string{"A"}, Status: triage.Completed, Type: "t", TaskID: "2"},
+		{Name: "C", After: []string{"A"}, Status: triage.Queued, Type: "t", TaskID: "3"},
+		{Name: "D", After: []string{"B", "C"}, Status: triage.Waiting, Type: "t", TaskID: "4"},
+	}
+	want := "A  completed  t  1\n" +
+		"├─ B  completed  t  2\n" +
+		"│  └─ D  waiting  t  4\n" +
+		"└─ C  queued  t  3\n" +
+		"   └─ D ↑ (also after C)\n"
+	if got := workflowTree(nodes); got != want {
+		t.Fatalf("tree:\n%s\nwant:\n%s", got, want)
+	}
+}

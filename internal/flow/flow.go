@@ -1,0 +1,360 @@
+// Package flow runs tasks that wait for other tasks: dependencies (a task's
+// after list), workflows (named nodes submitted in one call) and batches
+// with a completion callback.
+//
+// # Dependencies
+//
+// A task that names parents is recorded waiting, with no message, and its
+// waiting_on set holding the parents not finished yet. Every parent->child
+// edge is an item of its own (store.PutEdges), written before the child is
+// recorded, and the parent is marked has_children. When a parent reaches a
+// terminal status the store calls Finished in the writer's goroutine (the
+// consumer's outcome path, a cancel, the promoter's DLQ reconciliation),
+// which walks the parent's edges and resolves each child:
+//
+//   - the parent completed, or the child's policy is run: one conditional
+//     DELETE takes the parent out of the child's waiting_on
+//     (store.ResolveParent), idempotent per edge because it is conditional
+//     on the set holding it; the write that empties the set releases the
+//     child through the same re-dispatch path as scheduled tasks
+//     (enqueue.RedispatchBatch: send, then a conditional write).
+//   - the parent was dead-lettered or cancelled and the child's policy is
+//     cancel or dead_letter: the child moves there (a conditional write on
+//     its version), with the parent's id and reason; the store calls
+//     Finished for it in turn, so the policy reaches every descendant.
+//
+// The invariant: a waiting child is released once, when the last of its
+// parents finished, and never while one is unfinished. Races are closed
+// two ways. A child recorded after its parent finished finds that out
+// itself: after its record is written it reads its parents (strongly
+// consistent) and resolves the finished ones (Settle). A parent that
+// finished before the child's check read it walks an edge written before
+// that read. And a crash between a parent's terminal write and its walk
+// (or an edge the eventually consistent edge index did not show yet) is
+// repaired by Sweep, which the promoter runs: it reads waiting tasks a
+// shard and a page at a time, from a resume mark that wraps around, and
+// resolves every finished parent in their waiting_on sets.
+//
+// Write units per dependency (one parent -> child edge), beyond the
+// child's own task writes: 2 for the edge item and its index entry, 1 to
+// mark the parent (has_children; an update is billed by the parent item's
+// size, 1 KB a unit), 1 to resolve it on the child. A child with any
+// parents also enters and leaves the waiting index (2), makes one more
+// transition (waiting -> queued, 1), and, released after its creation,
+// enters and leaves the aging index as a promoted task does (2). So a
+// child of one parent costs 5 + 4 + 5 = 14 write units against a plain
+// task's 5 (the bench's group 10 measured 14.03 against 5.04); each
+// further parent adds 4.
+package flow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
+)
+
+// Store is the part of the task store flow uses.
+type Store interface {
+	Get(ctx context.Context, id string) (*task.Task, error)
+	GetMany(ctx context.Context, ids []string) ([]*task.Task, error)
+	GetManyConsistent(ctx context.Context, ids []string) ([]*task.Task, error)
+	Transition(ctx context.Context, cur *task.Task, to triagetype.Status, apply func(*task.Task)) (*task.Task, error)
+	MarkParent(ctx context.Context, id string) (*task.Task, error)
+	PutEdges(ctx context.Context, child string, parents []string) error
+	Children(ctx context.Context, parent, after string, limit int32) ([]string, string, error)
+	ResolveParent(ctx context.Context, child, parent string) (*task.Task, bool, error)
+	Due(ctx context.Context, c store.DueClass, shard int, before time.Time, after string, limit int32) ([]*task.Task, string, error)
+	FlowMark(ctx context.Context, key string) (string, error)
+	SetFlowMark(ctx context.Context, key, mark string) error
+	Shards() int
+	Now() time.Time
+
+	// Workflows and batches (store/batch.go, store/workflow.go).
+	Create(ctx context.Context, t *task.Task) (*task.Task, bool, error)
+	CreateBatch(ctx context.Context, h *store.BatchHead, added []int) error
+	Batch(ctx context.Context, id string) (*store.BatchHead, error)
+	BatchShard(ctx context.Context, id string, i int) (store.BatchShard, error)
+	BatchShardsOf(ctx context.Context, id string, n int) ([]store.BatchShard, error)
+	SealHead(ctx context.Context, id, state string) (*store.BatchHead, error)
+	SealShard(ctx context.Context, id string, i int) (store.BatchShard, error)
+	ReportShard(ctx context.Context, id string, i int) (bool, error)
+	ClaimCallback(ctx context.Context, id string, shards int) (bool, error)
+	CompleteBatch(ctx context.Context, id string, final store.BatchShard, callbackID string) (bool, error)
+	OpenBatches(ctx context.Context, shard int, after string, limit int32) ([]string, string, error)
+	PutWorkflowNodes(ctx context.Context, id string, nodes []store.WorkflowNodeRecord) error
+	WorkflowNodes(ctx context.Context, id string, n int) ([]store.WorkflowNodeRecord, error)
+	ClaimWorkflowKey(ctx context.Context, key, id, hash string) (string, string, error)
+}
+
+// Mover re-dispatches tasks to a queue, and submits the tasks flow makes
+// (a batch's callback) (*enqueue.Enqueuer).
+type Mover interface {
+	RedispatchBatch(ctx context.Context, to triagetype.Status, p triagetype.Priority, moves []enqueue.Move) ([]*task.Task, error)
+	SubmitBatch(ctx context.Context, ts []*task.Task) []enqueue.Result
+}
+
+// Options tunes a Flow; zero values take the defaults in parentheses.
+type Options struct {
+	// DirectWindow: a released child whose run_at is further away than
+	// this becomes scheduled instead of queued (queue.MaxDelay).
+	DirectWindow time.Duration
+	// SweepGrace: the sweep leaves waiting tasks younger than this to
+	// their parents' walks (30 s).
+	SweepGrace time.Duration
+	// SweepLimit bounds the waiting tasks the sweep reads per shard per
+	// run (500).
+	SweepLimit int
+	Logger     *slog.Logger
+	// OnComplete, if set, is called once when a batch or workflow
+	// completes (the completing writer's goroutine).
+	OnComplete func(ctx context.Context, c Completion)
+}
+
+// Flow resolves dependencies.
+type Flow struct {
+	store Store
+	mover Mover
+	opt   Options
+	log   *slog.Logger
+	// released counts the tasks released since the Flow was made (Sweep
+	// reports its own share by difference; a sweep runs one at a time).
+	released atomic.Int64
+}
+
+// New returns a Flow over s, releasing tasks through m.
+func New(s Store, m Mover, o Options) *Flow {
+	if o.DirectWindow <= 0 || o.DirectWindow > queue.MaxDelay {
+		o.DirectWindow = queue.MaxDelay
+	}
+	if o.SweepGrace <= 0 {
+		o.SweepGrace = 30 * time.Second
+	}
+	if o.SweepLimit <= 0 {
+		o.SweepLimit = 500
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Flow{store: s, mover: m, opt: o, log: o.Logger}
+}
+
+// gatePrefix starts a waiting_on entry that is not a task: a workflow's
+// commit, which its roots wait for (see workflow.go).
+const gatePrefix = "wf:"
+
+// isGate reports whether a waiting_on entry is a workflow gate.
+func isGate(entry string) bool { return strings.HasPrefix(entry, gatePrefix) }
+
+// Link prepares new tasks that name parents, before they are recorded:
+// each parent is marked has_children (which also proves it exists) and
+// each edge is written. It returns, per task, nil or the refusal: a
+// *task.FieldError naming the after entry that is no task (400).
+func (f *Flow) Link(ctx context.Context, ts []*task.Task) []error {
+	errs := make([]error, len(ts))
+	f.checkBatches(ctx, ts, errs)
+	parallel(len(ts), 4, func(i int) {
+		t := ts[i]
+		if len(t.After) == 0 || errs[i] != nil {
+			return
+		}
+		var mu sync.Mutex
+		parallel(len(t.After), 16, func(j int) {
+			if _, err := f.store.MarkParent(ctx, t.After[j]); err != nil {
+				mu.Lock()
+				defer mu.Unlock()
+				if errs[i] != nil {
+					return
+				}
+				if errors.Is(err, store.ErrNotFound) {
+					errs[i] = &task.FieldError{Field: fmt.Sprintf("after[%d]", j), Message: fmt.Sprintf("no task %s", t.After[j])}
+					return
+				}
+				errs[i] = err
+			}
+		})
+		if errs[i] != nil {
+			return
+		}
+		errs[i] = f.store.PutEdges(ctx, t.ID, t.After)
+	})
+	return errs
+}
+
+// Settle finishes what Link began once the tasks are recorded: it reads
+// each new waiting task's parents (strongly consistent) and resolves those
+// that had already finished, so a parent that finished before its walk
+// could see the edge still releases the child.
+func (f *Flow) Settle(ctx context.Context, ts []*task.Task) {
+	for _, t := range ts {
+		if t.Status != triagetype.Waiting || len(t.After) == 0 {
+			continue
+		}
+		parents, err := f.store.GetManyConsistent(ctx, t.After)
+		if err != nil {
+			f.log.Warn("could not check the parents of a new task; the sweep will", "task_id", t.ID, "error", err)
+			continue
+		}
+		for _, p := range parents {
+			if p.Status.Terminal() {
+				f.resolve(ctx, t.ID, p)
+			}
+		}
+	}
+}
+
+// Finished is the store's hook (store.OnFinish) for a task that reached a
+// terminal status: it resolves each of its children. Failures are logged;
+// the sweep repairs them.
+func (f *Flow) Finished(ctx context.Context, t *task.Task) {
+	if t.BatchID != "" {
+		f.memberFinished(ctx, t)
+	}
+	if !t.HasChildren {
+		return
+	}
+	after := ""
+	for {
+		ids, next, err := f.store.Children(ctx, t.ID, after, 100)
+		if err != nil {
+			f.log.Warn("could not walk a finished task's children; the sweep will", "task_id", t.ID, "error", err)
+			return
+		}
+		parallel(len(ids), 16, func(i int) { f.resolve(ctx, ids[i], t) })
+		if after = next; after == "" {
+			return
+		}
+	}
+}
+
+// resolve applies finished parent p to child id, once, and reports
+// whether this call did.
+func (f *Flow) resolve(ctx context.Context, id string, p *task.Task) bool {
+	if p.Status == triagetype.Completed {
+		return f.take(ctx, id, p.ID)
+	}
+	for range 5 {
+		child, err := f.store.Get(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return false // its submit failed after its edges were written
+		}
+		if err != nil {
+			f.log.Warn("could not read a waiting task", "task_id", id, "error", err)
+			return false
+		}
+		if child.Status != triagetype.Waiting || !contains(child.WaitingOn, p.ID) {
+			return false
+		}
+		policy := child.OnParentFailure
+		if policy == "" {
+			policy = triagetype.OnParentCancel
+		}
+		if policy == triagetype.OnParentRun {
+			return f.take(ctx, id, p.ID)
+		}
+		to := triagetype.Cancelled
+		if policy == triagetype.OnParentDeadLetter {
+			to = triagetype.DeadLetter
+		}
+		reason := fmt.Sprintf("parent %s is %s", p.ID, p.Status)
+		if p.Error != nil && p.Error.Message != "" {
+			reason += ": " + p.Error.Message
+		}
+		now := f.store.Now()
+		_, err = f.store.Transition(ctx, child, to, func(n *task.Task) {
+			n.Error = task.NewError(reason, false)
+			n.CompletedAt = &now
+		})
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			f.log.Warn("could not apply a parent's failure to its child; the sweep will", "task_id", id, "parent", p.ID, "error", err)
+			return false
+		}
+		return true
+	}
+	return false
+}
+
+// take resolves the edge parent -> id, releases the child when it was the
+// last one, and reports whether this call resolved the edge.
+func (f *Flow) take(ctx context.Context, id, parent string) bool {
+	child, resolved, err := f.store.ResolveParent(ctx, id, parent)
+	if err != nil {
+		f.log.Warn("could not resolve a parent; the sweep will", "task_id", id, "parent", parent, "error", err)
+		return false
+	}
+	if resolved && child.Status == triagetype.Waiting && len(child.WaitingOn) == 0 {
+		f.released.Add(int64(f.release(ctx, []*task.Task{child})))
+	}
+	return resolved
+}
+
+// release moves waiting tasks whose parents all finished to their queue
+// (or to scheduled, when their run_at is further away than the direct
+// window). Each move is conditional on the task's version, so a task
+// released twice at once moves once.
+func (f *Flow) release(ctx context.Context, ts []*task.Task) int {
+	now := f.store.Now()
+	byPrio := map[triagetype.Priority][]enqueue.Move{}
+	n := 0
+	for _, t := range ts {
+		if t.Status != triagetype.Waiting || len(t.WaitingOn) > 0 {
+			continue
+		}
+		if t.RunAt != nil && t.RunAt.Sub(now) > f.opt.DirectWindow {
+			if _, err := f.store.Transition(ctx, t, triagetype.Scheduled, nil); err == nil {
+				n++
+			}
+			continue
+		}
+		var delay time.Duration
+		if t.RunAt != nil {
+			delay = max(0, t.RunAt.Sub(now))
+		}
+		byPrio[t.EffectivePriority] = append(byPrio[t.EffectivePriority], enqueue.Move{Task: t, Delay: delay})
+	}
+	for p, moves := range byPrio {
+		done, err := f.mover.RedispatchBatch(ctx, triagetype.Queued, p, moves)
+		n += len(done)
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			f.log.Warn("could not release waiting tasks; the sweep will", "priority", p, "error", err)
+		}
+	}
+	return n
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// parallel runs fn(0..n-1), at most limit at a time.
+func parallel(n, limit int, fn func(int)) {
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+}

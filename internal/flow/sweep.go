@@ -1,0 +1,142 @@
+package flow
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
+)
+
+// SweepReport counts what one sweep did.
+type SweepReport struct {
+	// Checked counts the waiting tasks read.
+	Checked int `json:"checked"`
+	// Resolved counts the finished parents applied to their children
+	// (edges a walk had missed).
+	Resolved int `json:"resolved"`
+	// Released counts the tasks this Flow released while the sweep ran
+	// (its own releases, and any walk in the same process meanwhile).
+	Released int `json:"released"`
+}
+
+// Sweep repairs what a crash left behind: it reads waiting tasks older
+// than SweepGrace, at most SweepLimit per shard, from each shard's resume
+// mark (starting over at the end), and applies every finished parent in
+// their waiting_on sets, releasing children whose parents all finished.
+// Every action is the same conditional write a walk makes, so a sweep
+// racing a walk changes nothing twice.
+//
+// Cost per run: one query page and one batch read per 100 waiting tasks
+// read, plus one batch read of their parents; a backlog of W waiting
+// tasks is read once every W / (shards × SweepLimit) runs, whatever its
+// size, and a left-behind child waits that many runs at most.
+func (f *Flow) Sweep(ctx context.Context) (SweepReport, error) {
+	var mu sync.Mutex
+	var r SweepReport
+	var errs []error
+	cut := f.store.Now().Add(-f.opt.SweepGrace)
+	before := f.released.Load()
+	parallel(f.store.Shards(), f.store.Shards(), func(sh int) {
+		sr, err := f.sweepShard(ctx, sh, cut)
+		if berr := f.sweepBatches(ctx, sh); berr != nil {
+			err = errors.Join(err, berr)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		r.Checked += sr.Checked
+		r.Resolved += sr.Resolved
+		r.Released += sr.Released
+		if err != nil {
+			errs = append(errs, err)
+		}
+	})
+	r.Released = int(f.released.Load() - before)
+	return r, errors.Join(errs...)
+}
+
+func (f *Flow) sweepShard(ctx context.Context, sh int, cut time.Time) (SweepReport, error) {
+	var r SweepReport
+	key := "waiting#" + strconv.Itoa(sh)
+	mark, err := f.store.FlowMark(ctx, key)
+	if err != nil {
+		return r, err
+	}
+	start := mark
+	for r.Checked < f.opt.SweepLimit {
+		ts, next, err := f.store.Due(ctx, store.DueWaiting, sh, cut, mark, int32(min(100, f.opt.SweepLimit)))
+		if err != nil {
+			return r, err
+		}
+		r.Checked += len(ts)
+		r.Resolved += f.check(ctx, ts)
+		if mark = next; mark == "" {
+			break
+		}
+	}
+	if mark != start {
+		return r, f.store.SetFlowMark(ctx, key, mark)
+	}
+	return r, nil
+}
+
+// check applies the finished parents of waiting tasks ts.
+func (f *Flow) check(ctx context.Context, ts []*task.Task) (resolved int) {
+	var ids []string
+	seen := map[string]bool{}
+	var ready []*task.Task
+	for _, t := range ts {
+		if t.Status != triagetype.Waiting {
+			continue
+		}
+		if len(t.WaitingOn) == 0 {
+			ready = append(ready, t) // resolved, release lost
+			continue
+		}
+		for _, p := range t.WaitingOn {
+			if !isGate(p) && !seen[p] {
+				seen[p] = true
+				ids = append(ids, p)
+			}
+		}
+	}
+	f.released.Add(int64(f.release(ctx, ready)))
+	parents := map[string]*task.Task{}
+	if len(ids) > 0 {
+		ps, err := f.store.GetMany(ctx, ids)
+		if err != nil {
+			f.log.Warn("sweep could not read parents", "error", err)
+			return 0
+		}
+		for _, p := range ps {
+			parents[p.ID] = p
+		}
+	}
+	for _, t := range ts {
+		if t.Status != triagetype.Waiting {
+			continue
+		}
+		for _, pid := range t.WaitingOn {
+			if isGate(pid) {
+				if f.gateOpen(ctx, pid) && f.take(ctx, t.ID, pid) {
+					resolved++
+				}
+				continue
+			}
+			p, ok := parents[pid]
+			if !ok {
+				// Gone: only finished tasks expire. Its outcome is unknown,
+				// so it counts as a parent that ended badly.
+				p = &task.Task{ID: pid, Status: triagetype.Cancelled, Error: task.NewError("the parent no longer exists", false)}
+			}
+			if p.Status.Terminal() && f.resolve(ctx, t.ID, p) {
+				resolved++
+			}
+		}
+	}
+	return resolved
+}

@@ -1,0 +1,216 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/triagehq/triage/internal/spec"
+	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
+)
+
+// The items of dependencies (internal/flow keeps the rules; this file the
+// layout):
+//
+//	item                pk                        by-due key (dpk / dsk)        written
+//	edge                EDGE#<parent>#<child>     edge#<parent> / <child>       once, before the child is recorded
+//	flow sweep marks    FLOW#SWEEP                -                             once per promoter run and shard
+//
+// An edge is an item of its own, so a parent with 100,000 children needs
+// no big item: its children are read a page at a time from its by-due
+// partition. Each edge is written once (1 write unit for the item, 1 for
+// its by-due entry) and expires after EdgeTTL; nothing needs it after the
+// parent finished, and the sweep of waiting tasks works from the child's
+// side (its waiting_on set), not from the edges.
+//
+// The parent's partition takes one entry per child: a parent gets children
+// as fast as they are submitted, which is below 1,000 writes a second per
+// parent unless a single parent gets 1,000 children a second.
+
+// EdgeTTL is how long an edge item is kept (DynamoDB's TTL removes it).
+const EdgeTTL = 30 * 24 * time.Hour
+
+const (
+	edgePrefix    = "EDGE#"
+	edgePartition = "edge#"
+	flowSweepPK   = "FLOW#SWEEP"
+)
+
+// OnFinish sets fn to run after any write that moves a task with children
+// or a batch to a terminal status (the consumer's outcomes, a cancel, the
+// promoter's DLQ reconciliation), in the writer's goroutine: internal/flow
+// walks the task's edges there. A crash between the write and fn is
+// repaired by internal/flow's sweep. Call it once, while assembling.
+func (s *Store) OnFinish(fn func(ctx context.Context, t *task.Task)) { s.finished = fn }
+
+// PutEdges records that child waits for each of parents: one item per
+// edge, written side by side with unconditional puts (writing one twice is
+// harmless).
+func (s *Store) PutEdges(ctx context.Context, child string, parents []string) error {
+	exp := strconv.FormatInt(s.now().Add(EdgeTTL).Unix(), 10)
+	errs := make([]error, len(parents))
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i, p := range parents {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: map[string]types.AttributeValue{
+				spec.AttrPK:    &types.AttributeValueMemberS{Value: edgePrefix + p + "#" + child},
+				spec.AttrDuePK: &types.AttributeValueMemberS{Value: edgePartition + p},
+				spec.AttrDueSK: &types.AttributeValueMemberS{Value: child},
+				spec.AttrTTL:   &types.AttributeValueMemberN{Value: exp},
+			}})
+			if err != nil {
+				errs[i] = fmt.Errorf("record edge %s -> %s: %w", p, child, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Children returns up to limit children of parent (from its edges, an
+// eventually consistent index read) after the child id after, and where
+// to resume ("" at the end).
+func (s *Store) Children(ctx context.Context, parent, after string, limit int32) ([]string, string, error) {
+	in := &dynamodb.QueryInput{
+		TableName: &s.table, IndexName: aws.String(spec.IndexByDue),
+		KeyConditionExpression:    aws.String("#pk = :pk"),
+		ExpressionAttributeNames:  map[string]string{"#pk": spec.AttrDuePK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: edgePartition + parent}},
+		Limit:                     aws.Int32(limit),
+	}
+	if after != "" {
+		in.ExclusiveStartKey = map[string]types.AttributeValue{
+			spec.AttrPK:    &types.AttributeValueMemberS{Value: edgePrefix + parent + "#" + after},
+			spec.AttrDuePK: &types.AttributeValueMemberS{Value: edgePartition + parent},
+			spec.AttrDueSK: &types.AttributeValueMemberS{Value: after},
+		}
+	}
+	out, err := s.db.Query(ctx, in)
+	if err != nil {
+		return nil, "", fmt.Errorf("read children of task %s: %w", parent, err)
+	}
+	var ids []string
+	for _, it := range out.Items {
+		if v, ok := it[spec.AttrDueSK].(*types.AttributeValueMemberS); ok {
+			ids = append(ids, v.Value)
+		}
+	}
+	next := ""
+	if len(out.LastEvaluatedKey) > 0 && len(ids) > 0 {
+		next = ids[len(ids)-1]
+	}
+	return ids, next, nil
+}
+
+// MarkParent sets has_children on task id, so that its finish walks its
+// edges, and returns the task as it is now (a strongly consistent answer:
+// the caller learns whether it had already finished). A task that does
+// not exist is ErrNotFound. It writes outside the version rule: no
+// transition writes has_children, so no stale snapshot removes it.
+func (s *Store) MarkParent(ctx context.Context, id string) (*task.Task, error) {
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.table, Key: taskKey(id),
+		UpdateExpression:          aws.String("SET has_children = :t"),
+		ConditionExpression:       aws.String("attribute_exists(#pk)"),
+		ExpressionAttributeNames:  map[string]string{"#pk": spec.AttrPK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberBOOL{Value: true}},
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil, fmt.Errorf("parent %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mark parent %s: %w", id, err)
+	}
+	return unmarshal(out.Attributes)
+}
+
+// ResolveParent takes parent out of child's waiting_on set, once: the
+// write is conditional on the set holding it, so a second resolution of
+// the same edge (a walk and a sweep, two walks) changes nothing and
+// reports resolved=false. It returns the child as it is after the write.
+// A child that does not exist (its submit failed after its edges were
+// written) reads as not resolved.
+func (s *Store) ResolveParent(ctx context.Context, child, parent string) (t *task.Task, resolved bool, err error) {
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.table, Key: taskKey(child),
+		UpdateExpression:          aws.String("DELETE waiting_on :p"),
+		ConditionExpression:       aws.String("contains(waiting_on, :e)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberSS{Value: []string{parent}}, ":e": &types.AttributeValueMemberS{Value: parent}},
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("resolve parent %s of task %s: %w", parent, child, err)
+	}
+	t, err = unmarshal(out.Attributes)
+	return t, err == nil, err
+}
+
+// FlowMark returns the flow sweep's resume mark for key ("" to start).
+func (s *Store) FlowMark(ctx context.Context, key string) (string, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.table, ConsistentRead: aws.Bool(true),
+		Key:                  map[string]types.AttributeValue{spec.AttrPK: &types.AttributeValueMemberS{Value: flowSweepPK}},
+		ProjectionExpression: aws.String("#m"), ExpressionAttributeNames: map[string]string{"#m": markPrefix + key},
+	})
+	if err != nil {
+		return "", fmt.Errorf("read flow sweep mark %s: %w", key, err)
+	}
+	return attrString(out.Item[markPrefix+key]), nil
+}
+
+// SetFlowMark records the flow sweep's resume mark for key. Unlike the
+// promoter's sweep marks it may move back: the sweep of waiting tasks
+// starts over when it reaches the end.
+func (s *Store) SetFlowMark(ctx context.Context, key, mark string) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.table,
+		Key:                       map[string]types.AttributeValue{spec.AttrPK: &types.AttributeValueMemberS{Value: flowSweepPK}},
+		UpdateExpression:          aws.String("SET #m = :m"),
+		ExpressionAttributeNames:  map[string]string{"#m": markPrefix + key},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":m": &types.AttributeValueMemberS{Value: mark}},
+	})
+	if err != nil {
+		return fmt.Errorf("set flow sweep mark %s: %w", key, err)
+	}
+	return nil
+}
+
+// Parents returns t's parents as its handler sees them: id, node, status,
+// and result or error (results kept off the record are loaded). A parent
+// that no longer exists is left out. It reads 1 unit per parent (eventually
+// consistent: a parent finished before its child was released).
+func (s *Store) Parents(ctx context.Context, t *task.Task) ([]triagetype.Parent, error) {
+	if len(t.After) == 0 {
+		return nil, nil
+	}
+	ps, err := s.GetMany(ctx, t.After)
+	if err != nil {
+		return nil, fmt.Errorf("read parents of task %s: %w", t.ID, err)
+	}
+	out := make([]triagetype.Parent, 0, len(ps))
+	for _, p := range ps {
+		if err := s.LoadBodies(ctx, p); err != nil {
+			return nil, fmt.Errorf("read result of parent %s: %w", p.ID, err)
+		}
+		out = append(out, triagetype.Parent{ID: p.ID, Node: p.Node, Status: p.Status, Result: p.Result, Error: p.Error})
+	}
+	return out, nil
+}

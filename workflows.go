@@ -1,0 +1,78 @@
+package triage
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+)
+
+// WorkflowTransport is the part of a Transport that carries workflows
+// (and batches). Both of triage's transports implement it; a Transport
+// that does not makes the workflow calls fail with ErrNotImplemented.
+type WorkflowTransport interface {
+	SubmitWorkflow(ctx context.Context, r WorkflowRequest) (w *Workflow, created bool, err error)
+	Workflow(ctx context.Context, id string) (*Workflow, error)
+}
+
+// ErrNotImplemented is returned by workflow calls on a Transport that does
+// not carry them.
+var ErrNotImplemented = errors.New("not implemented by this transport")
+
+// SubmitWorkflow submits a workflow: named nodes that wait for each other
+// (WorkflowNode.After names nodes). It is validated whole before anything
+// is written (a cycle, a missing or duplicate name, more than
+// MaxWorkflowNodes nodes or a chain deeper than MaxWorkflowDepth is an
+// *Error matching ErrBadRequest that names the nodes), and recorded whole
+// before any node can run. created is false when r's idempotency key named
+// an earlier workflow: that one comes back, completed if a crash had left
+// it half-written.
+func (c *Client) SubmitWorkflow(ctx context.Context, r WorkflowRequest) (w *Workflow, created bool, err error) {
+	wt, ok := c.t.(WorkflowTransport)
+	if !ok {
+		return nil, false, ErrNotImplemented
+	}
+	return wt.SubmitWorkflow(ctx, r)
+}
+
+// Workflow reads a workflow with its progress and every node's status.
+func (c *Client) Workflow(ctx context.Context, id string) (*Workflow, error) {
+	wt, ok := c.t.(WorkflowTransport)
+	if !ok {
+		return nil, ErrNotImplemented
+	}
+	return wt.Workflow(ctx, id)
+}
+
+// WithAfter makes the task wait for the tasks ids (at most MaxParents): it
+// is recorded waiting and enters its queue when every one has completed.
+func WithAfter(ids ...string) SubmitOption {
+	return func(r *SubmitRequest) { r.After = append(r.After, ids...) }
+}
+
+// WithOnParentFailure says what the task does when a parent is
+// dead-lettered or cancelled (OnParentCancel, the default; OnParentRun;
+// OnParentDeadLetter).
+func WithOnParentFailure(p ParentPolicy) SubmitOption {
+	return func(r *SubmitRequest) { r.OnParentFailure = string(p) }
+}
+
+// SubmitWorkflow implements WorkflowTransport: POST /workflows, where 201
+// is created and 200 an existing workflow.
+func (h *HTTPTransport) SubmitWorkflow(ctx context.Context, r WorkflowRequest) (*Workflow, bool, error) {
+	var w Workflow
+	status, err := h.do(ctx, http.MethodPost, "/workflows", nil, r, &w)
+	if err != nil {
+		return nil, false, err
+	}
+	return &w, status == http.StatusCreated, nil
+}
+
+// Workflow implements WorkflowTransport: GET /workflows/{id}.
+func (h *HTTPTransport) Workflow(ctx context.Context, id string) (*Workflow, error) {
+	var w Workflow
+	if _, err := h.do(ctx, http.MethodGet, "/workflows/"+url.PathEscape(id), nil, nil, &w); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
