@@ -55,7 +55,10 @@ func measureFlow(ctx context.Context, cl clients, cnt *counter, tasks, nodes int
 	}
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { _ = consumerapp.New(a, reg, dispatch.Options{Concurrency: 16}, dispatch.Deps{}).Run(cctx); close(done) }()
+	go func() {
+		_ = consumerapp.New(a, reg, dispatch.Options{Concurrency: 16}, dispatch.Deps{}).Run(cctx)
+		close(done)
+	}()
 	defer func() { stop(); <-done }()
 
 	noop := func(after ...string) *task.Task {
