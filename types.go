@@ -98,6 +98,8 @@ const (
 	MaxPayloadBytes       = task.MaxPayloadBytes
 	DefaultMaxAttempts    = task.DefaultMaxAttempts
 	DefaultTimeoutSeconds = task.DefaultTimeoutSeconds
+	// DefaultKey is the fairness key of a task submitted without WithKey.
+	DefaultKey = triagetype.DefaultKey
 )
 
 // TokenHeader is the header WithTokenHeader sends the token in.

@@ -74,8 +74,10 @@ type Event struct {
 	Type Type      `json:"type"`
 	Time time.Time `json:"time"` // when the transition was written
 
-	TaskID            string        `json:"task_id"`
-	TaskType          string        `json:"task_type"`
+	TaskID   string `json:"task_id"`
+	TaskType string `json:"task_type"`
+	// Key is the task's fairness key (absent: the default key).
+	Key               string        `json:"key,omitempty"`
 	Status            task.Status   `json:"status"` // the task's status after the transition
 	Priority          task.Priority `json:"priority"`
 	EffectivePriority task.Priority `json:"effective_priority"`
@@ -136,6 +138,7 @@ func Derive(old, new *task.Task) (ev Event, ok bool) {
 		Time:              new.WaitingSince,
 		TaskID:            new.ID,
 		TaskType:          new.Type,
+		Key:               new.Key,
 		Status:            new.Status,
 		Priority:          new.Priority,
 		EffectivePriority: new.EffectivePriority,

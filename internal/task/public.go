@@ -12,6 +12,7 @@ func (t *Task) Public() *triagetype.Task {
 	return &triagetype.Task{
 		ID:                c.ID,
 		Type:              c.Type,
+		Key:               c.Key,
 		Payload:           c.Payload,
 		Priority:          c.Priority,
 		EffectivePriority: c.EffectivePriority,

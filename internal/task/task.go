@@ -56,6 +56,7 @@ const MaxHistory = 10
 type Task struct {
 	ID                string          `json:"id" dynamodbav:"id"`
 	Type              string          `json:"type" dynamodbav:"type"`
+	Key               string          `json:"key,omitempty" dynamodbav:"key,omitempty"`
 	Payload           json.RawMessage `json:"payload" dynamodbav:"payload,omitempty"`
 	Priority          Priority        `json:"priority" dynamodbav:"priority"`
 	EffectivePriority Priority        `json:"effective_priority" dynamodbav:"effective_priority"`
@@ -119,6 +120,19 @@ type Task struct {
 	// token: the endpoint's per-task rate limit is measured from it.
 	ReportedAt *time.Time `json:"-" dynamodbav:"reported_at,omitempty"`
 	ExpiresAt  int64      `json:"-" dynamodbav:"expires_at,omitempty"`
+}
+
+// DefaultKey is the fairness key of a task submitted without one.
+const DefaultKey = triagetype.DefaultKey
+
+// FairKey is t's fairness key: its own, or DefaultKey when it has none.
+// Every scope that names a key (limits, weights, waits, SQS message
+// groups) uses this, so keyless tasks share one key.
+func (t *Task) FairKey() string {
+	if t.Key == "" {
+		return DefaultKey
+	}
+	return t.Key
 }
 
 // NoMessage is the DispatchVersion of a task with no live message: a
