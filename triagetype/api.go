@@ -108,6 +108,10 @@ type ControlSettings struct {
 	Paused             bool    `json:"paused" dynamodbav:"paused"`
 	RateLimitPerSecond float64 `json:"rate_limit_per_second,omitempty" dynamodbav:"rate_limit_per_second,omitempty"`
 	MaxConcurrency     int     `json:"max_concurrency,omitempty" dynamodbav:"max_concurrency,omitempty"`
+	// Held says the scope has tasks set aside (paused, at a limit): they
+	// wait in the table without a message and are released in submit
+	// order, and its new tasks join the back of them.
+	Held bool `json:"held,omitempty" dynamodbav:"held,omitempty"`
 }
 
 // LimitsRequest is the body of PUT /control/types/{type}. Both limits are

@@ -48,6 +48,11 @@ type Task struct {
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
 	// RetryAt is when a retrying task runs again.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
+	// Held names the scope a queued task is set aside in until it can run
+	// ("type#<type>", "key#<key>", "tk#<type>#<key>"): paused, at a limit
+	// or waiting for a Retry-After. It has no SQS message meanwhile and is
+	// released in submit order.
+	Held string `json:"held,omitempty"`
 }
 
 // Terminal reports whether the task will not change by itself any more.

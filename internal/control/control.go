@@ -48,6 +48,8 @@ type Controls struct {
 	now   func() time.Time
 	ttl   time.Duration
 
+	runnable Runnable // told when a scope may run again (hold.go)
+
 	mu       sync.Mutex
 	cache    map[string]cached
 	inflight map[string]chan struct{} // reads under way, so concurrent misses share one
@@ -121,9 +123,15 @@ func (c *Controls) List(ctx context.Context) ([]Settings, error) {
 	return out, nil
 }
 
-// SetPaused pauses or resumes scope typ ("" for global).
+// SetPaused pauses or resumes scope typ ("" for global). A resumed type's
+// set-aside tasks are released before it returns (the first window of
+// them, in submit order), so the first starts within a consumer's receive.
 func (c *Controls) SetPaused(ctx context.Context, typ string, paused bool) (Settings, error) {
-	return c.update(ctx, typ, expression.Set(expression.Name("paused"), expression.Value(paused)))
+	s, err := c.update(ctx, typ, expression.Set(expression.Name("paused"), expression.Value(paused)))
+	if err == nil && !paused && typ != "" && s.Held {
+		err = c.becameRunnable(ctx, TypeScope(typ).String())
+	}
+	return s, err
 }
 
 // SetLimits sets a type's rate limit (starts per second, 0 for none) and
@@ -138,7 +146,16 @@ func (c *Controls) SetLimits(ctx context.Context, typ string, ratePerSecond floa
 	upd := expression.Set(expression.Name("paused"), expression.IfNotExists(expression.Name("paused"), expression.Value(false)))
 	upd = setOrRemove(upd, "rate_limit_per_second", ratePerSecond)
 	upd = setOrRemove(upd, "max_concurrency", float64(maxConcurrency))
-	return c.update(ctx, typ, upd)
+	s, err := c.update(ctx, typ, upd)
+	if err == nil && !s.Paused && s.Held {
+		err = c.becameRunnable(ctx, TypeScope(typ).String())
+	}
+	return s, err
+}
+
+func isConditionFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
 }
 
 func setOrRemove(u expression.UpdateBuilder, name string, v float64) expression.UpdateBuilder {
@@ -239,32 +256,15 @@ func (c *Controls) Admit(ctx context.Context, t *task.Task) (func(), time.Durati
 // AdmitExplained is Admit that also names the control that refused the
 // start, for the consumer's put-off counts.
 func (c *Controls) AdmitExplained(ctx context.Context, t *task.Task) (func(), time.Duration, metrics.PutOff, error) {
-	global, err := c.cachedGet(ctx, "")
-	if err != nil {
-		return nil, 0, metrics.PutOffControlError, err
-	}
-	typ, err := c.cachedGet(ctx, t.Type)
-	if err != nil {
-		return nil, 0, metrics.PutOffControlError, err
-	}
-	if global.Paused || typ.Paused {
-		return nil, PausedRecheck, metrics.PutOffPaused, nil
-	}
-	if typ.RateLimitPerSecond > 0 {
-		ok, wait, err := c.takeRate(ctx, t.Type, typ.RateLimitPerSecond)
-		if err != nil || !ok {
-			return nil, wait, metrics.PutOffRate, err
+	d, err := c.Decide(ctx, t)
+	if err != nil || d.Release == nil {
+		delay := d.Delay
+		if delay <= 0 {
+			delay = PausedRecheck
 		}
+		return nil, delay, d.Why, err
 	}
-	if typ.MaxConcurrency > 0 {
-		lease := time.Duration(t.TimeoutSeconds)*time.Second + 30*time.Second
-		release, err := c.takeSlot(ctx, t, typ.MaxConcurrency, lease)
-		if err != nil || release == nil {
-			return nil, ConcurrencyRecheck, metrics.PutOffConcurrency, err
-		}
-		return release, 0, "", nil
-	}
-	return func() {}, 0, "", nil
+	return d.Release, 0, "", nil
 }
 
 // rateWindow is the rate-limit item of type typ at perSecond for the

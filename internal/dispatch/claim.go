@@ -156,19 +156,30 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 			}
 			release := func() {}
 			if c.opt.Gate != nil {
-				rel, delay, why, err := c.admit(ctx, t)
+				d, err := c.decide(ctx, t)
 				if err != nil {
 					c.log.Warn("control check failed; the message will come back", "task_id", t.ID, "error", err)
 					c.mx.PutOff(metrics.PutOffControlError)
 					c.putOff(ctx, m, msg, time.Second)
 					return claimed{}, false
 				}
-				if rel == nil {
-					c.mx.PutOff(why)
-					c.putOff(ctx, m, msg, delay)
+				if d.Release == nil {
+					c.mx.PutOff(d.Why)
+					if d.Scope != "" {
+						c.setAside(ctx, m, msg, t, d)
+					} else {
+						c.putOff(ctx, m, msg, d.Delay)
+					}
 					return claimed{}, false
 				}
-				release = rel
+				release = d.Release
+				if d.Scope != "" && d.EndNext {
+					rel := release
+					release = func() { rel(); c.releaseSoon(d.Scope, 1) }
+				}
+				if d.Scope != "" && d.StartNext {
+					c.releaseSoon(d.Scope, 1)
+				}
 			}
 			got, err := c.store.Transition(ctx, t, task.Executing, func(n *task.Task) {
 				n.Attempts++
@@ -177,6 +188,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 				n.LeaseUntil = &until
 				n.StartedAt = &now
 				n.RetryAt = nil
+				n.Held, n.Released = "", false
 				n.ProgressToken = task.NewProgressToken() // this attempt's alone
 			})
 			if err == nil {

@@ -112,6 +112,9 @@ type Options struct {
 	Tracing *tracing.Provider
 	// Gate, if set, is asked before each claim (pause, rate and concurrency controls).
 	Gate Gate
+	// Holds, if set with a Gate that is a Decider, sets aside the tasks the
+	// gate refuses instead of hiding their messages (aside.go).
+	Holds Holder
 	// OrphanAfter is how long after its send a message may wait for its
 	// task's record to appear (or to catch up with the message's version)
 	// before it is moved to the DLQ as belonging to no task (1 min). A new
@@ -236,6 +239,7 @@ type Consumer struct {
 	mx     Metrics
 
 	unhandled typeDirectoryCache // the registry's advertised types (unhandled.go)
+	asideState
 
 	emptyMu    sync.Mutex
 	emptyUntil map[task.Priority]time.Time
@@ -324,6 +328,12 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 		case <-released:
 		case <-ctx.Done():
 		}
+		return
+	}
+	if c.globallyPaused(ctx) {
+		// Everything is paused: receive nothing until it is not.
+		c.waits.pausedSleeps.Add(1)
+		sleep(ctx, pausedPoll)
 		return
 	}
 	if want := min(queue.MaxBatch, c.opt.Concurrency); gen+res < want {
@@ -455,7 +465,10 @@ func (c *Consumer) endPoll(p task.Priority) {
 func (c *Consumer) receive(ctx context.Context, p task.Priority, n int, wait time.Duration) ([]queue.Received, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+receiveSlack)
 	defer cancel()
-	return c.queues.Receive(rctx, p, n, wait, c.lease().receiveVisibility())
+	c.waits.receives.Add(1)
+	msgs, err := c.queues.Receive(rctx, p, n, wait, c.lease().receiveVisibility())
+	c.waits.received.Add(int64(len(msgs)))
+	return msgs, err
 }
 
 // receiveSlack bounds a receive beyond its long-poll wait.

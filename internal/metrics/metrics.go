@@ -259,6 +259,9 @@ const (
 	PutOffControlError PutOff = "control_error" // the controls could not be read
 	PutOffContention   PutOff = "contention"    // the task kept changing under the claim
 	PutOffNoHandler    PutOff = "no_handler"    // no handler here; another worker may run the type (dispatch/unhandled.go)
+	// PutOffBehindHeld: the task's scope has tasks set aside, so it joins
+	// the back of them rather than overtake them (package hold).
+	PutOffBehindHeld PutOff = "behind_held"
 )
 
 // Recovery is how a task was recovered (triage_recoveries_total).

@@ -94,6 +94,15 @@ type Options struct {
 	// Metrics, if set, counts promotions, recoveries and the tasks DLQ
 	// reconciliation dead-letters (nil: nothing is recorded).
 	Metrics Metrics
+	// Held, if set, releases set-aside tasks whose scope can run, each run:
+	// the safety net behind the releases a resume or a freed slot makes
+	// (hold.Sweeper).
+	Held HeldSweeper
+}
+
+// HeldSweeper releases set-aside tasks (hold.Sweeper).
+type HeldSweeper interface {
+	Sweep(ctx context.Context) (int, error)
 }
 
 // Metrics is what the promoter reports (*metrics.Recorder); it must make
@@ -187,6 +196,11 @@ func (p *Promoter) RunOnce(ctx context.Context) (Report, error) {
 	n, err = p.reconcile(ctx)
 	r.Reconciled += n
 	note(err)
+	if p.opt.Held != nil {
+		n, err = p.opt.Held.Sweep(ctx)
+		r.Released += n
+		note(err)
+	}
 	if r.Promoted[task.High]+r.Promoted[task.Medium]+r.Released+r.Reconciled+r.Tracked+r.Errors > 0 {
 		p.log.Info("promoter run", "promoted_to_high", r.Promoted[task.High], "promoted_to_medium", r.Promoted[task.Medium],
 			"released", r.Released, "reconciled", r.Reconciled, "tracked", r.Tracked, "errors", r.Errors)
@@ -260,8 +274,8 @@ func (p *Promoter) age(ctx context.Context, from task.Priority, after time.Durat
 	promote := func(ts []*task.Task) error {
 		var moves []enqueue.Move
 		for _, t := range ts {
-			if t.Status != task.Queued || t.EffectivePriority != from {
-				continue // moved on since it was indexed
+			if t.Status != task.Queued || t.EffectivePriority != from || t.Held != "" {
+				continue // moved on since it was indexed, or set aside (it waits for its scope, not a slot)
 			}
 			if now.Sub(t.AgingFrom()) < after {
 				// Its wait began after its creation (a delay): give it an

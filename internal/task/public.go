@@ -34,6 +34,7 @@ func (t *Task) Public() *triagetype.Task {
 		PayloadSize:       c.PayloadSize,
 		ResultSize:        c.ResultSize,
 		RetryAt:           c.RetryAt,
+		Held:              c.Held,
 		Progress:          c.Progress,
 		Checkpoint:        c.Checkpoint,
 	}

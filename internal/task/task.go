@@ -108,6 +108,15 @@ type Task struct {
 	LeaseUntil   *time.Time `json:"-" dynamodbav:"lease_until,omitempty"`
 	WorkerID     string     `json:"-" dynamodbav:"worker_id,omitempty"`
 	RetryAt      *time.Time `json:"retry_at,omitempty" dynamodbav:"retry_at,omitempty"`
+	// Held names the scope a queued task was set aside in because it
+	// could not start (its type or key paused, at a limit, waiting for a
+	// Retry-After): it has no message (DispatchVersion is NoMessage) until
+	// its scope can run and it is released, in submit order (package hold).
+	Held string `json:"held,omitempty" dynamodbav:"held,omitempty"`
+	// Released marks a task released from a hold whose message has not
+	// been claimed yet: it may start although its scope still holds later
+	// tasks (new arrivals of such a scope join the back of the held set).
+	Released bool `json:"-" dynamodbav:"released,omitempty"`
 	// Tracked marks a queued task whose wait began after its creation
 	// (promoted, re-queued, released): the promoter finds it through its own
 	// by-due index entry rather than by its creation time.

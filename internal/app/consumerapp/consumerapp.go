@@ -65,6 +65,9 @@ func options(a *app.App, opt dispatch.Options) dispatch.Options {
 	if opt.Gate == nil {
 		opt.Gate = a.Controls
 	}
+	if opt.Holds == nil && a.Holds != nil {
+		opt.Holds = a.Holds
+	}
 	if opt.Tracing == nil {
 		opt.Tracing = a.Tracing
 	}

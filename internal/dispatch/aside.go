@@ -1,0 +1,137 @@
+package dispatch
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/triagehq/triage/internal/control"
+	"github.com/triagehq/triage/internal/metrics"
+	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/task"
+)
+
+// This file is waiting that costs nothing: a global pause stops receiving,
+// and a task that cannot start now is set aside in its scope (package
+// hold) instead of being hidden and received again and again.
+
+// Decider is a Gate that can say where to set a refused task aside
+// (*control.Controls).
+type Decider interface {
+	Decide(ctx context.Context, t *task.Task) (control.Decision, error)
+}
+
+// Pauser says whether everything is paused (*control.Controls).
+type Pauser interface {
+	GlobalPaused(ctx context.Context, maxAge time.Duration) (bool, error)
+}
+
+// Holder sets tasks aside and releases them (*hold.Holds).
+type Holder interface {
+	Hold(ctx context.Context, t *task.Task, scope string) (*task.Task, error)
+	Release(ctx context.Context, scope string, n int) (int, error)
+}
+
+// pausedPoll is how often a consumer looks at a global pause while it
+// holds: one read of one small item, with no SQS request. A resume is
+// seen within it.
+const pausedPoll = 500 * time.Millisecond
+
+// globallyPaused reports whether the consumer should not receive now.
+func (c *Consumer) globallyPaused(ctx context.Context) bool {
+	p, ok := c.opt.Gate.(Pauser)
+	if !ok {
+		return false
+	}
+	paused, err := p.GlobalPaused(ctx, pausedPoll)
+	return err == nil && paused
+}
+
+// Waits counts what waiting cost a consumer: its receive requests, the
+// messages they brought, the pauses it slept through instead of receiving,
+// and the tasks it set aside.
+type Waits struct {
+	Receives, Received, PausedSleeps, SetAside int64
+}
+
+type waitCounts struct{ receives, received, pausedSleeps, setAside atomic.Int64 }
+
+// Waits returns the consumer's wait counts so far.
+func (c *Consumer) Waits() Waits {
+	return Waits{Receives: c.waits.receives.Load(), Received: c.waits.received.Load(), PausedSleeps: c.waits.pausedSleeps.Load(), SetAside: c.waits.setAside.Load()}
+}
+
+// decide asks the gate. A gate that cannot set aside answers as before:
+// admitted, or hidden for a delay.
+func (c *Consumer) decide(ctx context.Context, t *task.Task) (control.Decision, error) {
+	if d, ok := c.opt.Gate.(Decider); ok && c.opt.Holds != nil {
+		return d.Decide(ctx, t)
+	}
+	rel, delay, why, err := c.admit(ctx, t)
+	return control.Decision{Release: rel, Delay: delay, Why: why}, err
+}
+
+// setAside holds t in scope and deletes its message; when the hold cannot
+// be written the message is hidden for delay as before. A rate refusal
+// also schedules the scope's release for when its next window opens.
+func (c *Consumer) setAside(ctx context.Context, m queue.Received, msg task.Message, t *task.Task, d control.Decision) {
+	if _, err := c.opt.Holds.Hold(ctx, t, d.Scope); err != nil {
+		if c.current(err) == nil {
+			c.log.Warn("set aside failed; the message will come back", "task_id", t.ID, "scope", d.Scope, "error", err)
+		}
+		c.putOff(ctx, m, msg, max(d.Delay, time.Second))
+		return
+	}
+	c.waits.setAside.Add(1)
+	c.del.add(m.Priority, m.ReceiptHandle)
+	switch {
+	case d.Why == metrics.PutOffRate:
+		c.releaseAfter(d.Scope, d.Delay, c.rateBatch(t))
+	case d.Why == metrics.PutOffBehindHeld:
+		// Held only to keep order: the scope can run, so its head goes
+		// (maybe this very task). Nothing else may be left to release it.
+		c.releaseSoon(d.Scope, 1)
+	}
+}
+
+// rateBatch is how many tasks a rate window releases: a window's worth.
+func (c *Consumer) rateBatch(t *task.Task) int { return 10 }
+
+// releaseSoon releases n of scope's set-aside tasks in the background.
+func (c *Consumer) releaseSoon(scope string, n int) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := c.opt.Holds.Release(ctx, scope, n); err != nil {
+			c.log.Warn("release of set-aside tasks failed; the promoter's sweep will", "scope", scope, "error", err)
+		}
+	}()
+}
+
+// releaseAfter releases n of scope's tasks after d, once per scope however
+// many refusals asked for it meanwhile.
+func (c *Consumer) releaseAfter(scope string, d time.Duration, n int) {
+	c.timersMu.Lock()
+	defer c.timersMu.Unlock()
+	if c.timers == nil {
+		c.timers = map[string]bool{}
+	}
+	if c.timers[scope] {
+		return
+	}
+	c.timers[scope] = true
+	time.AfterFunc(d, func() {
+		c.timersMu.Lock()
+		delete(c.timers, scope)
+		c.timersMu.Unlock()
+		c.releaseSoon(scope, n)
+	})
+}
+
+// asideState is the consumer's set-aside bookkeeping.
+type asideState struct {
+	waits    waitCounts
+	timersMu sync.Mutex
+	timers   map[string]bool // scopes with a release scheduled
+}
