@@ -35,6 +35,8 @@ type (
 	ControlSettings = triagetype.ControlSettings
 	// LimitsRequest is a task type's rate and concurrency limits.
 	LimitsRequest = triagetype.LimitsRequest
+	// KeyControlsRequest changes one fairness key's controls (SetKeyControls).
+	KeyControlsRequest = triagetype.KeyControlsRequest
 	// DLQMessage is a message in a dead-letter queue.
 	DLQMessage = triagetype.DLQMessage
 	// ReplayRequest filters a DLQ replay.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/stats"
 	"github.com/triagehq/triage/internal/task"
@@ -118,4 +119,25 @@ func (d *Transport) ReplayDLQ(ctx context.Context, r triage.ReplayRequest) (*tri
 		return nil, internal("replay DLQ", err)
 	}
 	return &res, nil
+}
+
+// SetKeyControls implements triage.KeyControlsTransport.
+func (d *Transport) SetKeyControls(ctx context.Context, key string, r triage.KeyControlsRequest) (*triage.ControlSettings, error) {
+	if key == "" {
+		return nil, invalid("key", "is required")
+	}
+	if err := task.ValidateKey(key); err != nil {
+		return nil, invalid("key", err.Error())
+	}
+	if err := checkType(r.Type, "type"); err != nil {
+		return nil, err
+	}
+	if fe := control.CheckKeyLimits(r.RateLimitPerSecond, r.MaxConcurrency); fe != nil {
+		return nil, invalid(fe.Field, fe.Message)
+	}
+	s, err := d.controls.SetKeyControls(ctx, r.Type, key, r.Paused, r.RateLimitPerSecond, r.MaxConcurrency)
+	if err != nil {
+		return nil, internal("set key controls", err)
+	}
+	return &s, nil
 }

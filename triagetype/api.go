@@ -104,7 +104,10 @@ type Throughput struct {
 // empty, else one task type. A zero limit means no limit. The dynamodbav
 // names are the stored item's.
 type ControlSettings struct {
-	Type               string  `json:"type,omitempty" dynamodbav:"type,omitempty"`
+	Type string `json:"type,omitempty" dynamodbav:"type,omitempty"`
+	// Key, when set, makes these the controls of one fairness key (of
+	// every type, or of Type's tasks only).
+	Key                string  `json:"key,omitempty" dynamodbav:"key,omitempty"`
 	Paused             bool    `json:"paused" dynamodbav:"paused"`
 	RateLimitPerSecond float64 `json:"rate_limit_per_second,omitempty" dynamodbav:"rate_limit_per_second,omitempty"`
 	MaxConcurrency     int     `json:"max_concurrency,omitempty" dynamodbav:"max_concurrency,omitempty"`
@@ -112,6 +115,16 @@ type ControlSettings struct {
 	// wait in the table without a message and are released in submit
 	// order, and its new tasks join the back of them.
 	Held bool `json:"held,omitempty" dynamodbav:"held,omitempty"`
+}
+
+// KeyControlsRequest is the body of PUT /control/keys/{key}: the controls
+// of one fairness key, of every type or (with Type) of one type's tasks.
+// An absent field keeps its setting; a zero limit removes it.
+type KeyControlsRequest struct {
+	Type               string   `json:"type,omitempty"`
+	Paused             *bool    `json:"paused,omitempty"`
+	RateLimitPerSecond *float64 `json:"rate_limit_per_second,omitempty"`
+	MaxConcurrency     *int     `json:"max_concurrency,omitempty"`
 }
 
 // LimitsRequest is the body of PUT /control/types/{type}. Both limits are

@@ -197,6 +197,7 @@ func (s *Server) register() {
 	s.handle("POST /api/v1/control/pause", auth.Admin, s.pause(true))
 	s.handle("POST /api/v1/control/resume", auth.Admin, s.pause(false))
 	s.handle("PUT /api/v1/control/types/{type}", auth.Admin, s.setLimits)
+	s.handle("PUT /api/v1/control/keys/{key}", auth.Admin, s.setKeyControls)
 	s.handle("GET /api/v1/control", auth.Read, s.listControls)
 	s.handle("GET /api/v1/dlq", auth.Read, s.listDLQ)
 	s.handle("POST /api/v1/dlq/replay", auth.Admin, s.replayDLQ)

@@ -56,8 +56,9 @@ type Controls struct {
 }
 
 type cached struct {
-	s  Settings
-	at time.Time
+	s   Settings
+	set map[string]bool // the keyed registry's entry only (keyed.go)
+	at  time.Time
 }
 
 // DefaultCacheTTL is how long the consumer trusts settings it read.
@@ -120,7 +121,11 @@ func (c *Controls) List(ctx context.Context) ([]Settings, error) {
 			out = append(out, s)
 		}
 	}
-	return out, nil
+	keyed, err := c.listKeyed(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, keyed...), nil
 }
 
 // SetPaused pauses or resumes scope typ ("" for global). A resumed type's
@@ -205,6 +210,12 @@ func (c *Controls) update(ctx context.Context, typ string, upd expression.Update
 // cachedGet reads settings through the cache. When the entry is stale,
 // one caller reads it and concurrent callers wait for that read.
 func (c *Controls) cachedGet(ctx context.Context, typ string) (Settings, error) {
+	return c.cachedLoad(ctx, typ, func(ctx context.Context) (Settings, error) { return c.Get(ctx, typ) })
+}
+
+// cachedLoad reads the settings cached under ck, loading them with load
+// when stale; concurrent misses share one load.
+func (c *Controls) cachedLoad(ctx context.Context, typ string, load func(context.Context) (Settings, error)) (Settings, error) {
 	for {
 		now := c.now()
 		c.mu.Lock()
@@ -218,7 +229,7 @@ func (c *Controls) cachedGet(ctx context.Context, typ string) (Settings, error) 
 			done := make(chan struct{})
 			c.inflight[typ] = done
 			c.mu.Unlock()
-			s, err := c.Get(ctx, typ)
+			s, err := load(ctx)
 			c.mu.Lock()
 			if err == nil {
 				c.cache[typ] = cached{s: s, at: now}
@@ -329,16 +340,22 @@ func (c *Controls) takeRate(ctx context.Context, typ string, perSecond float64) 
 // takeSlot claims one of the type's n concurrency slots for t, trying them
 // in random order. A slot is free when it has no holder or its lease ended.
 func (c *Controls) takeSlot(ctx context.Context, t *task.Task, n int, lease time.Duration) (func(), error) {
+	return c.takeSlotAt(ctx, "CONC#"+t.Type+"#", t.ID, n, n, lease)
+}
+
+// takeSlotAt claims one of the n slot items prefix<i> for holder, trying
+// up to tries of them in random order.
+func (c *Controls) takeSlotAt(ctx context.Context, prefix, holder string, n, tries int, lease time.Duration) (func(), error) {
 	now := c.now()
-	for _, i := range rand.Perm(n) {
-		pk := "CONC#" + t.Type + "#" + strconv.Itoa(i)
+	for _, i := range rand.Perm(n)[:min(n, tries)] {
+		pk := prefix + strconv.Itoa(i)
 		_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: &c.table, Key: key(pk),
 			UpdateExpression:         aws.String("SET #h = :id, #l = :until"),
 			ConditionExpression:      aws.String("attribute_not_exists(#h) OR #l < :now"),
 			ExpressionAttributeNames: map[string]string{"#h": "holder", "#l": "lease_until"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":id":    &types.AttributeValueMemberS{Value: t.ID},
+				":id":    &types.AttributeValueMemberS{Value: holder},
 				":until": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(lease).UnixMilli(), 10)},
 				":now":   &types.AttributeValueMemberN{Value: strconv.FormatInt(now.UnixMilli(), 10)},
 			},
@@ -350,7 +367,7 @@ func (c *Controls) takeSlot(ctx context.Context, t *task.Task, n int, lease time
 		if err != nil {
 			return nil, fmt.Errorf("concurrency slot %s: %w", pk, err)
 		}
-		return func() { c.freeSlot(pk, t.ID) }, nil
+		return func() { c.freeSlot(pk, holder) }, nil
 	}
 	return nil, nil
 }

@@ -72,20 +72,31 @@ type Decision struct {
 	Release func()
 	// Scope, when set on a refusal, is where the task is set aside (held
 	// in the table, in submit order) rather than hidden and received again.
-	// On an admission it names the task's scope when that scope has tasks
-	// set aside: StartNext and EndNext then say when to release the next.
 	Scope string
-	// StartNext: release the scope's next set-aside task now (a scope with
-	// no limit, draining after a resume: one admitted, one released).
-	StartNext bool
-	// EndNext: release the scope's next set-aside task when this one ends
-	// (its concurrency slot frees).
-	EndNext bool
+	// StartNext: scopes whose next set-aside task to release now (a scope
+	// with no limit, draining after a resume: one admitted, one released).
+	StartNext []string
+	// EndNext: scopes whose next set-aside task to release when this one
+	// ends (its concurrency slot frees).
+	EndNext []string
+	// NextWindow: rate-limited scopes with tasks set aside, whose next
+	// window's worth to release when that window opens.
+	NextWindow []WindowRelease
 	// Delay is how long to wait before trying again: the message's hide
 	// time when it is not set aside; for a rate refusal, when the next
 	// window opens and the scope's next tasks can be released.
 	Delay time.Duration
+	// Batch is a rate refusal's window's worth of starts: how many of the
+	// scope's set-aside tasks to release when the next window opens.
+	Batch int
 	Why   metrics.PutOff
+}
+
+// WindowRelease asks for n of scope's set-aside tasks after a wait.
+type WindowRelease struct {
+	Scope string
+	After time.Duration
+	N     int
 }
 
 // Decide is the consumer's gate with set-aside: it refuses a start while
@@ -126,12 +137,12 @@ func (c *Controls) Decide(ctx context.Context, t *task.Task) (Decision, error) {
 			return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
 		}
 		if !ok {
-			return Decision{Scope: scope, Delay: wait, Why: metrics.PutOffRate}, nil
+			return Decision{Scope: scope, Delay: wait, Batch: windowStarts(typ.RateLimitPerSecond), Why: metrics.PutOffRate}, nil
 		}
 	}
 	d := Decision{Release: func() {}}
-	if typ.Held {
-		d.Scope = scope
+	if typ.Held && typ.RateLimitPerSecond > 0 {
+		d.NextWindow = append(d.NextWindow, c.nextWindow(scope, typ.RateLimitPerSecond))
 	}
 	if typ.MaxConcurrency > 0 {
 		lease := time.Duration(t.TimeoutSeconds)*time.Second + 30*time.Second
@@ -142,11 +153,30 @@ func (c *Controls) Decide(ctx context.Context, t *task.Task) (Decision, error) {
 		if release == nil {
 			return Decision{Scope: scope, Delay: ConcurrencyRecheck, Why: metrics.PutOffConcurrency}, nil
 		}
-		d.Release, d.EndNext = release, typ.Held
-		return d, nil
+		d.Release = release
+		if typ.Held {
+			d.EndNext = []string{scope}
+		}
+		return c.decideKeyed(ctx, t, d)
 	}
-	d.StartNext = typ.Held && typ.RateLimitPerSecond == 0
-	return d, nil
+	if typ.Held && typ.RateLimitPerSecond == 0 {
+		d.StartNext = []string{scope}
+	}
+	return c.decideKeyed(ctx, t, d)
+}
+
+// windowStarts is the starts one rate window allows.
+func windowStarts(perSecond float64) int {
+	_, _, _, limit := rateWindow("", perSecond, time.Time{})
+	return limit
+}
+
+// nextWindow releases a window's worth of scope's tasks when the next
+// window opens.
+func (c *Controls) nextWindow(scope string, perSecond float64) WindowRelease {
+	now := c.now()
+	_, slot, window, limit := rateWindow("", perSecond, now)
+	return WindowRelease{Scope: scope, After: slot.Add(window).Sub(now), N: limit}
 }
 
 // GlobalPaused reports whether everything is paused, from a read at most
@@ -192,9 +222,9 @@ func (c *Controls) MarkHeld(ctx context.Context, scope string) error {
 		return fmt.Errorf("mark held: bad scope %q", scope)
 	}
 	c.mu.Lock()
-	e, fresh := c.cache[sc.Type]
+	e, fresh := c.cache[sc.cacheKey()]
 	c.mu.Unlock()
-	if sc.Key == "" && fresh && e.s.Held && c.now().Sub(e.at) < c.ttl {
+	if fresh && e.s.Held && c.now().Sub(e.at) < c.ttl {
 		return nil
 	}
 	_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -206,14 +236,12 @@ func (c *Controls) MarkHeld(ctx context.Context, scope string) error {
 	if err != nil {
 		return fmt.Errorf("mark %s held: %w", scope, err)
 	}
-	if sc.Key == "" {
-		c.mu.Lock()
-		if e, ok := c.cache[sc.Type]; ok {
-			e.s.Held = true
-			c.cache[sc.Type] = e
-		}
-		c.mu.Unlock()
+	c.mu.Lock()
+	if e, ok := c.cache[sc.cacheKey()]; ok {
+		e.s.Held = true
+		c.cache[sc.cacheKey()] = e
 	}
+	c.mu.Unlock()
 	return nil
 }
 
@@ -255,12 +283,13 @@ func (c *Controls) HeldScopes(ctx context.Context, recent time.Duration) (map[st
 	out := map[string]bool{}
 	globalPaused := len(all) > 0 && all[0].Paused
 	for _, s := range all[1:] {
-		cleared, err := c.heldCleared(ctx, TypeScope(s.Type))
+		sc := Scope{Type: s.Type, Key: s.Key}
+		cleared, err := c.heldCleared(ctx, sc)
 		if err != nil {
 			return nil, err
 		}
 		if s.Held || c.now().Sub(cleared) < recent {
-			out[TypeScope(s.Type).String()] = !globalPaused && !s.Paused
+			out[sc.String()] = !globalPaused && !s.Paused
 		}
 	}
 	return out, nil
@@ -280,11 +309,8 @@ func (c *Controls) heldCleared(ctx context.Context, sc Scope) (time.Time, error)
 
 // forget drops the cached settings of sc's item, so the next read is fresh.
 func (c *Controls) forget(sc Scope) {
-	if sc.Key != "" {
-		return
-	}
 	c.mu.Lock()
-	delete(c.cache, sc.Type)
+	delete(c.cache, sc.cacheKey())
 	c.mu.Unlock()
 }
 

@@ -87,16 +87,34 @@ func (c *Consumer) setAside(ctx context.Context, m queue.Received, msg task.Mess
 	c.del.add(m.Priority, m.ReceiptHandle)
 	switch {
 	case d.Why == metrics.PutOffRate:
-		c.releaseAfter(d.Scope, d.Delay, c.rateBatch(t))
+		c.releaseAfter(d.Scope, d.Delay, max(d.Batch, 1))
 	case d.Why == metrics.PutOffBehindHeld:
-		// Held only to keep order: the scope can run, so its head goes
-		// (maybe this very task). Nothing else may be left to release it.
-		c.releaseSoon(d.Scope, 1)
+		// Held only to keep order: the scope may run, so its head goes
+		// (maybe this very task), as nothing else may be left to release
+		// it. A flood of arrivals asks for one release per scope at a time.
+		c.releaseAfter(d.Scope, 0, 1)
 	}
 }
 
-// rateBatch is how many tasks a rate window releases: a window's worth.
-func (c *Consumer) rateBatch(t *task.Task) int { return 10 }
+// chainReleases starts the releases an admission asks for (its scopes'
+// next set-aside tasks, now or when it ends) and returns its release.
+func (c *Consumer) chainReleases(d control.Decision) func() {
+	for _, scope := range d.StartNext {
+		c.releaseSoon(scope, 1)
+	}
+	for _, w := range d.NextWindow {
+		c.releaseAfter(w.Scope, w.After, w.N)
+	}
+	if len(d.EndNext) == 0 {
+		return d.Release
+	}
+	return func() {
+		d.Release()
+		for _, scope := range d.EndNext {
+			c.releaseSoon(scope, 1)
+		}
+	}
+}
 
 // releaseSoon releases n of scope's set-aside tasks in the background.
 func (c *Consumer) releaseSoon(scope string, n int) {

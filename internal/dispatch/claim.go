@@ -172,14 +172,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 					}
 					return claimed{}, false
 				}
-				release = d.Release
-				if d.Scope != "" && d.EndNext {
-					rel := release
-					release = func() { rel(); c.releaseSoon(d.Scope, 1) }
-				}
-				if d.Scope != "" && d.StartNext {
-					c.releaseSoon(d.Scope, 1)
-				}
+				release = c.chainReleases(d)
 			}
 			got, err := c.store.Transition(ctx, t, task.Executing, func(n *task.Task) {
 				n.Attempts++
