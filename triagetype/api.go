@@ -115,6 +115,9 @@ type ControlSettings struct {
 	// wait in the table without a message and are released in submit
 	// order, and its new tasks join the back of them.
 	Held bool `json:"held,omitempty" dynamodbav:"held,omitempty"`
+	// WaitUntil is when a handler's Retry-After for the scope ends: until
+	// then its tasks are set aside and none starts.
+	WaitUntil *time.Time `json:"wait_until,omitempty" dynamodbav:"wait_until,omitempty"`
 }
 
 // KeyControlsRequest is the body of PUT /control/keys/{key}: the controls

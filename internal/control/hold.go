@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -128,6 +129,8 @@ func (c *Controls) Decide(ctx context.Context, t *task.Task) (Decision, error) {
 	switch {
 	case typ.Paused:
 		return Decision{Scope: scope, Why: metrics.PutOffPaused}, nil
+	case waiting(typ, c.now()):
+		return Decision{Scope: scope, Why: metrics.PutOffRetryAfter, Delay: typ.WaitUntil.Sub(c.now())}, nil
 	case typ.Held && !t.Released:
 		return Decision{Scope: scope, Why: metrics.PutOffBehindHeld}, nil
 	}
@@ -163,6 +166,30 @@ func (c *Controls) Decide(ctx context.Context, t *task.Task) (Decision, error) {
 		d.StartNext = []string{scope}
 	}
 	return c.decideKeyed(ctx, t, d)
+}
+
+// waiting reports whether a Retry-After holds s at now.
+func waiting(s Settings, now time.Time) bool { return s.WaitUntil != nil && now.Before(*s.WaitUntil) }
+
+// Wait holds scope until until, as a handler's Retry-After asked: its
+// tasks are set aside meanwhile (Decide). One write of the scope's
+// settings item; a keyed scope is added to the keyed registry so every
+// consumer looks at it.
+func (c *Controls) Wait(ctx context.Context, scope string, until time.Time) error {
+	sc, ok := ParseScope(scope)
+	if !ok {
+		return fmt.Errorf("wait: bad scope %q", scope)
+	}
+	if sc.Key == "" {
+		_, err := c.update(ctx, sc.Type, expression.Set(expression.Name("wait_until"), expression.Value(until.UTC())).
+			Set(expression.Name("paused"), expression.IfNotExists(expression.Name("paused"), expression.Value(false))))
+		return err
+	}
+	t := until.UTC()
+	_, err := c.setKeyed(ctx, sc, func(u expression.UpdateBuilder) expression.UpdateBuilder {
+		return u.Set(expression.Name("wait_until"), expression.Value(t))
+	})
+	return err
 }
 
 // windowStarts is the starts one rate window allows.
@@ -289,7 +316,7 @@ func (c *Controls) HeldScopes(ctx context.Context, recent time.Duration) (map[st
 			return nil, err
 		}
 		if s.Held || c.now().Sub(cleared) < recent {
-			out[sc.String()] = !globalPaused && !s.Paused
+			out[sc.String()] = !globalPaused && !s.Paused && !waiting(s, c.now())
 		}
 	}
 	return out, nil

@@ -102,19 +102,32 @@ func (c *Controls) SetKeyControls(ctx context.Context, typ, k string, paused *bo
 		return Settings{}, errors.New("limits must not be negative")
 	}
 	sc := Scope{Type: typ, Key: k}
-	upd := expression.Set(expression.Name("paused"), expression.IfNotExists(expression.Name("paused"), expression.Value(false)))
-	if paused != nil {
-		upd = expression.Set(expression.Name("paused"), expression.Value(*paused))
+	s, err := c.setKeyed(ctx, sc, func(upd expression.UpdateBuilder) expression.UpdateBuilder {
+		if paused != nil {
+			upd = upd.Set(expression.Name("paused"), expression.Value(*paused))
+		}
+		if rate != nil {
+			upd = setOrRemove(upd, "rate_limit_per_second", *rate)
+		}
+		if conc != nil {
+			upd = setOrRemove(upd, "max_concurrency", float64(*conc))
+		}
+		return upd
+	})
+	if err == nil && !s.Paused && s.Held {
+		err = c.becameRunnable(ctx, sc.String())
 	}
-	if rate != nil {
-		upd = setOrRemove(upd, "rate_limit_per_second", *rate)
-	}
-	if conc != nil {
-		upd = setOrRemove(upd, "max_concurrency", float64(*conc))
-	}
-	upd = upd.Set(expression.Name("key"), expression.Value(k))
-	if typ != "" {
-		upd = upd.Set(expression.Name("type"), expression.Value(typ))
+	return s, err
+}
+
+// setKeyed writes a keyed scope's settings item with edit's changes and
+// registers the scope.
+func (c *Controls) setKeyed(ctx context.Context, sc Scope, edit func(expression.UpdateBuilder) expression.UpdateBuilder) (Settings, error) {
+	var upd expression.UpdateBuilder
+	upd = edit(upd)
+	upd = upd.Set(expression.Name("key"), expression.Value(sc.Key))
+	if sc.Type != "" {
+		upd = upd.Set(expression.Name("type"), expression.Value(sc.Type))
 	}
 	expr, err := expression.NewBuilder().WithUpdate(upd).Build()
 	if err != nil {
@@ -136,7 +149,7 @@ func (c *Controls) SetKeyControls(ctx context.Context, typ, k string, paused *bo
 	}); err != nil {
 		return Settings{}, fmt.Errorf("register controls of %s: %w", sc, err)
 	}
-	s := Settings{Type: typ, Key: k}
+	s := Settings{Type: sc.Type, Key: sc.Key}
 	if err := attributevalue.UnmarshalMap(out.Attributes, &s); err != nil {
 		return Settings{}, err
 	}
@@ -144,10 +157,7 @@ func (c *Controls) SetKeyControls(ctx context.Context, typ, k string, paused *bo
 	delete(c.cache, sc.cacheKey())
 	delete(c.cache, keyRegistry)
 	c.mu.Unlock()
-	if !s.Paused && s.Held {
-		err = c.becameRunnable(ctx, sc.String())
-	}
-	return s, err
+	return s, nil
 }
 
 // keyedScopes reads the registry of scopes with keyed controls.
@@ -242,6 +252,8 @@ func (c *Controls) decideKeyed(ctx context.Context, t *task.Task, d Decision) (D
 		switch {
 		case s.Paused:
 			return refuse(metrics.PutOffPaused, 0)
+		case waiting(s, c.now()):
+			return refuse(metrics.PutOffRetryAfter, s.WaitUntil.Sub(c.now()))
 		case s.Held && !t.Released:
 			return refuse(metrics.PutOffBehindHeld, 0)
 		}

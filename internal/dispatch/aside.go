@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/control"
+	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/hold"
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/task"
@@ -29,7 +31,7 @@ type Pauser interface {
 
 // Holder sets tasks aside and releases them (*hold.Holds).
 type Holder interface {
-	Hold(ctx context.Context, t *task.Task, scope string) (*task.Task, error)
+	Hold(ctx context.Context, t *task.Task, scope string, extra ...func(*task.Task)) (*task.Task, error)
 	Release(ctx context.Context, scope string, n int) (int, error)
 }
 
@@ -86,6 +88,8 @@ func (c *Consumer) setAside(ctx context.Context, m queue.Received, msg task.Mess
 	c.waits.setAside.Add(1)
 	c.del.add(m.Priority, m.ReceiptHandle)
 	switch {
+	case d.Why == metrics.PutOffRetryAfter:
+		c.releaseAfter(d.Scope, d.Delay, hold.Window)
 	case d.Why == metrics.PutOffRate:
 		c.releaseAfter(d.Scope, d.Delay, max(d.Batch, 1))
 	case d.Why == metrics.PutOffBehindHeld:
@@ -152,4 +156,55 @@ type asideState struct {
 	waits    waitCounts
 	timersMu sync.Mutex
 	timers   map[string]bool // scopes with a release scheduled
+}
+
+// Waiter holds a scope until a time (*control.Controls).
+type Waiter interface {
+	Wait(ctx context.Context, scope string, until time.Time) error
+}
+
+// retryScope is the scope a handler's Retry-After names for t.
+func retryScope(s handler.RetryScope, t *task.Task) string {
+	switch s {
+	case handler.ScopeType:
+		return control.TypeScope(t.Type).String()
+	case handler.ScopeTypeKey:
+		return control.TypeKeyScope(t.Type, t.FairKey()).String()
+	}
+	return control.KeyScope(t.FairKey()).String()
+}
+
+// retryAfter answers a handler's Retry-After: its scope waits until then
+// (every consumer sets that scope's tasks aside meanwhile), and the task
+// itself is set aside there with its attempt given back, so no attempt is
+// spent. Without controls that can wait it is a snooze.
+func (c *Consumer) retryAfter(ctx context.Context, j *job, a task.Attempt, ra *handler.RetryAfterError) {
+	w, ok := c.opt.Gate.(Waiter)
+	wait := max(ra.Until.Sub(c.store.Now()), 0)
+	if !ok || c.opt.Holds == nil {
+		c.snooze(ctx, j, a, max(wait, time.Second))
+		return
+	}
+	t := j.snapshot()
+	scope := retryScope(ra.Scope, t)
+	if err := w.Wait(ctx, scope, ra.Until); err != nil {
+		c.log.Warn("recording a Retry-After failed; the task snoozes instead", "task_id", t.ID, "scope", scope, "error", err)
+		c.snooze(ctx, j, a, max(wait, time.Second))
+		return
+	}
+	a.Error = ra.Error()
+	if !c.finishWrite(ctx, j, "retry after", func(cur *task.Task) (*task.Task, error) {
+		return c.opt.Holds.Hold(ctx, cur, scope, func(n *task.Task) {
+			n.Attempts--
+			n.AddAttempt(a)
+			j.rep.apply(n)
+		})
+	}) {
+		return
+	}
+	c.waits.setAside.Add(1)
+	c.mx.Finished(j.snapshot(), metrics.Snoozed)
+	c.del.add(j.msg.Priority, j.msg.ReceiptHandle)
+	c.releaseAfter(scope, wait, hold.Window)
+	c.log.Info("task's scope waits for a Retry-After", "task_id", t.ID, "scope", scope, "until", ra.Until)
 }

@@ -86,11 +86,17 @@ func New(s Store, m Mover, f Flags, log *slog.Logger) *Holds {
 // scope: its flag first, then one conditional write. The caller deletes
 // the message after it succeeds; on a conflict (the task moved on) the
 // message is stale or another receive has it.
-func (h *Holds) Hold(ctx context.Context, t *task.Task, scope string) (*task.Task, error) {
+//
+// An executing task may be set aside too (its handler's Retry-After):
+// extra then records the attempt, which is not spent.
+func (h *Holds) Hold(ctx context.Context, t *task.Task, scope string, extra ...func(*task.Task)) (*task.Task, error) {
 	if err := h.flags.MarkHeld(ctx, scope); err != nil {
 		return nil, err
 	}
 	held, err := h.store.Transition(ctx, t, task.Queued, func(n *task.Task) {
+		for _, f := range extra {
+			f(n)
+		}
 		n.Held, n.Released = scope, false
 		n.DispatchVersion = task.NoMessage
 		n.RetryAt, n.LeaseUntil, n.WorkerID = nil, nil, ""

@@ -262,6 +262,8 @@ const (
 	// PutOffBehindHeld: the task's scope has tasks set aside, so it joins
 	// the back of them rather than overtake them (package hold).
 	PutOffBehindHeld PutOff = "behind_held"
+	// PutOffRetryAfter: the task's scope waits for a handler's Retry-After.
+	PutOffRetryAfter PutOff = "retry_after"
 )
 
 // Recovery is how a task was recovered (triage_recoveries_total).
