@@ -32,6 +32,7 @@ type Results struct {
 	Direct      []DirectRun  `json:"direct_send"`
 	Stats       StatsScaling `json:"stats_vs_retained"`
 	CrossCheck  []CrossCheck `json:"capacity_cross_check"`
+	Waiting     *Waiting     `json:"waiting,omitempty"`
 	Problems    []string     `json:"problems"`
 	Notes       []string     `json:"notes"`
 	WallSeconds float64      `json:"wall_seconds"`
@@ -534,6 +535,9 @@ func printAll(w io.Writer, r *Results) {
 	}
 	if len(r.CrossCheck) > 0 {
 		printCrossCheck(w, r.CrossCheck)
+	}
+	if r.Waiting != nil {
+		printWaiting(w, *r.Waiting)
 	}
 	if len(r.Targets) > 0 {
 		printTargets(w, r)

@@ -132,10 +132,13 @@ func (d *Transport) SetKeyControls(ctx context.Context, key string, r triage.Key
 	if err := checkType(r.Type, "type"); err != nil {
 		return nil, err
 	}
-	if fe := control.CheckKeyLimits(r.RateLimitPerSecond, r.MaxConcurrency); fe != nil {
+	if fe := control.CheckKeyLimits(r.RateLimitPerSecond, r.MaxConcurrency, r.Weight); fe != nil {
 		return nil, invalid(fe.Field, fe.Message)
 	}
-	s, err := d.controls.SetKeyControls(ctx, r.Type, key, r.Paused, r.RateLimitPerSecond, r.MaxConcurrency)
+	if r.Weight != nil && r.Type != "" {
+		return nil, invalid("weight", "is per key; leave type out")
+	}
+	s, err := d.controls.SetKeyControls(ctx, r.Type, key, r.Paused, r.RateLimitPerSecond, r.MaxConcurrency, r.Weight)
 	if err != nil {
 		return nil, internal("set key controls", err)
 	}

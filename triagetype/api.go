@@ -118,6 +118,9 @@ type ControlSettings struct {
 	// WaitUntil is when a handler's Retry-After for the scope ends: until
 	// then its tasks are set aside and none starts.
 	WaitUntil *time.Time `json:"wait_until,omitempty" dynamodbav:"wait_until,omitempty"`
+	// Weight is a key's share of each priority's starts against the other
+	// keys with work waiting there (absent: 1).
+	Weight int `json:"weight,omitempty" dynamodbav:"weight,omitempty"`
 }
 
 // KeyControlsRequest is the body of PUT /control/keys/{key}: the controls
@@ -128,6 +131,9 @@ type KeyControlsRequest struct {
 	Paused             *bool    `json:"paused,omitempty"`
 	RateLimitPerSecond *float64 `json:"rate_limit_per_second,omitempty"`
 	MaxConcurrency     *int     `json:"max_concurrency,omitempty"`
+	// Weight is the key's share of each priority's starts (1 to 1000; 0
+	// resets it to 1). Keyed by the key alone: with Type it is refused.
+	Weight *int `json:"weight,omitempty"`
 }
 
 // LimitsRequest is the body of PUT /control/types/{type}. Both limits are

@@ -13,9 +13,9 @@ func (c *cli) keyCmd() *cobra.Command {
 	var typ string
 	var pause, resume bool
 	var rate float64
-	var conc int
+	var conc, weight int
 	cmd := &cobra.Command{
-		Use:   "key KEY [--type T] [--pause|--resume] [--rate F] [--max-concurrency N]",
+		Use:   "key KEY [--type T] [--pause|--resume] [--rate F] [--max-concurrency N] [--weight W]",
 		Short: "Pause, resume or limit one fairness key (a tenant)",
 		Long: `Set the controls of fairness key KEY: of its tasks of every type, or with
 --type of that type's tasks only. --rate is task starts per second across
@@ -37,6 +37,9 @@ aside without an SQS message and start in submit order when they can.`,
 			if cmd.Flags().Changed("max-concurrency") {
 				r.MaxConcurrency = &conc
 			}
+			if cmd.Flags().Changed("weight") {
+				r.Weight = &weight
+			}
 			s, err := c.client().SetKeyControls(cmd.Context(), args[0], r)
 			if err != nil {
 				return err
@@ -50,5 +53,6 @@ aside without an SQS message and start in submit order when they can.`,
 	f.BoolVar(&resume, "resume", false, "resume the key")
 	f.Float64Var(&rate, "rate", 0, "task starts per second (0: no limit)")
 	f.IntVar(&conc, "max-concurrency", 0, "tasks running at once (0: no limit)")
+	f.IntVar(&weight, "weight", 0, "the key's share of each priority's starts against other keys (0: the default, 1)")
 	return cmd
 }

@@ -175,6 +175,9 @@ func New(d Deps, opt Options) *Server {
 	if d.Queues != nil {
 		so.Pressure = enqueue.NewBackpressure(d.Queues, opt.MaxDepth, opt.MaxDepthHigh, opt.Logger)
 	}
+	if r, ok := d.Controls.(submit.Router); ok {
+		so.Fair = r
+	}
 	srv.submitter = submit.New(d.Enqueuer, so)
 	srv.register()
 	return srv

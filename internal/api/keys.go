@@ -11,7 +11,7 @@ import (
 
 // KeyControls sets the controls of fairness keys (*control.Controls).
 type KeyControls interface {
-	SetKeyControls(ctx context.Context, typ, key string, paused *bool, rate *float64, conc *int) (control.Settings, error)
+	SetKeyControls(ctx context.Context, typ, key string, paused *bool, rate *float64, conc *int, weight ...*int) (control.Settings, error)
 }
 
 // setKeyControls is PUT /control/keys/{key}: pause, resume or limit one
@@ -38,11 +38,15 @@ func (s *Server) setKeyControls(w http.ResponseWriter, r *http.Request) {
 	if !typeParam(w, req.Type, "type") {
 		return
 	}
-	if fe := control.CheckKeyLimits(req.RateLimitPerSecond, req.MaxConcurrency); fe != nil {
+	if fe := control.CheckKeyLimits(req.RateLimitPerSecond, req.MaxConcurrency, req.Weight); fe != nil {
 		writeError(w, http.StatusBadRequest, "invalid_field", fe.Field, fe.Error())
 		return
 	}
-	st, err := kc.SetKeyControls(r.Context(), req.Type, k, req.Paused, req.RateLimitPerSecond, req.MaxConcurrency)
+	if req.Weight != nil && req.Type != "" {
+		writeError(w, http.StatusBadRequest, "invalid_field", "weight", "weight: is per key; leave type out")
+		return
+	}
+	st, err := kc.SetKeyControls(r.Context(), req.Type, k, req.Paused, req.RateLimitPerSecond, req.MaxConcurrency, req.Weight)
 	if err != nil {
 		s.internal(w, r, "set key controls", err)
 		return

@@ -48,7 +48,8 @@ type Controls struct {
 	now   func() time.Time
 	ttl   time.Duration
 
-	runnable Runnable // told when a scope may run again (hold.go)
+	runnable Runnable   // told when a scope may run again (hold.go)
+	fair     fairCounts // this process's sends per fair scope (fair.go)
 
 	mu       sync.Mutex
 	cache    map[string]cached

@@ -23,6 +23,9 @@ import (
 // never contain '#'.
 type Scope struct {
 	Type, Key string
+	// Fair, when set, is a priority: the scope is the key's fair share at
+	// that priority (fair.go), not a control.
+	Fair task.Priority
 }
 
 // TypeScope is the scope of one task type.
@@ -30,6 +33,8 @@ func TypeScope(typ string) Scope { return Scope{Type: typ} }
 
 func (s Scope) String() string {
 	switch {
+	case s.Fair != "":
+		return "fair#" + string(s.Fair) + "#" + s.Key
 	case s.Type != "" && s.Key != "":
 		return "tk#" + s.Type + "#" + s.Key
 	case s.Key != "":
@@ -44,6 +49,9 @@ func (s Scope) String() string {
 func ParseScope(name string) (Scope, bool) {
 	kind, rest, _ := strings.Cut(name, "#")
 	switch kind {
+	case "fair":
+		p, key, ok := strings.Cut(rest, "#")
+		return Scope{Fair: task.Priority(p), Key: key}, ok && p != "" && key != ""
 	case "type":
 		return Scope{Type: rest}, rest != ""
 	case "key":
@@ -58,6 +66,8 @@ func ParseScope(name string) (Scope, bool) {
 // item is the key of the scope's settings item.
 func (s Scope) item() string {
 	switch {
+	case s.Fair != "":
+		return "CTRL#fair#" + string(s.Fair) + "#" + s.Key
 	case s.Type != "" && s.Key != "":
 		return "CTRL#tk#" + s.Type + "#" + s.Key
 	case s.Key != "":
@@ -160,12 +170,32 @@ func (c *Controls) Decide(ctx context.Context, t *task.Task) (Decision, error) {
 		if typ.Held {
 			d.EndNext = []string{scope}
 		}
-		return c.decideKeyed(ctx, t, d)
+		d, err = c.decideKeyed(ctx, t, d)
+		if err != nil || d.Release == nil {
+			return d, err
+		}
+		return c.decideFair(ctx, t, d), nil
 	}
 	if typ.Held && typ.RateLimitPerSecond == 0 {
 		d.StartNext = []string{scope}
 	}
-	return c.decideKeyed(ctx, t, d)
+	d, err = c.decideKeyed(ctx, t, d)
+	if err != nil || d.Release == nil {
+		return d, err
+	}
+	return c.decideFair(ctx, t, d), nil
+}
+
+// decideFair adds, to an admission, the release of the next held task of
+// t's key at its priority when that key is past its window (fair.go): one
+// start, one release, so the key keeps its window on the queue.
+func (c *Controls) decideFair(ctx context.Context, t *task.Task, d Decision) Decision {
+	fs := Scope{Fair: t.EffectivePriority, Key: t.FairKey()}
+	s, err := c.cachedScope(ctx, fs)
+	if err == nil && s.Held {
+		d.StartNext = append(d.StartNext, fs.String())
+	}
+	return d
 }
 
 // waiting reports whether a Retry-After holds s at now.
@@ -190,6 +220,23 @@ func (c *Controls) Wait(ctx context.Context, scope string, until time.Time) erro
 		return u.Set(expression.Name("wait_until"), expression.Value(t))
 	})
 	return err
+}
+
+const fairRegistry = "CTRL#fair"
+
+// fairRegistry adds (op "ADD") or removes ("DELETE") scope in the list of
+// held fair scopes.
+func (c *Controls) fairRegistry(ctx context.Context, op, scope string) error {
+	_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &c.table, Key: key(fairRegistry),
+		UpdateExpression:          aws.String(op + " #s :s"),
+		ExpressionAttributeNames:  map[string]string{"#s": "scopes"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberSS{Value: []string{scope}}},
+	})
+	if err != nil {
+		return fmt.Errorf("fair registry %s %s: %w", op, scope, err)
+	}
+	return nil
 }
 
 // windowStarts is the starts one rate window allows.
@@ -263,6 +310,15 @@ func (c *Controls) MarkHeld(ctx context.Context, scope string) error {
 	if err != nil {
 		return fmt.Errorf("mark %s held: %w", scope, err)
 	}
+	if sc.Fair != "" {
+		// Fair scopes come and go with floods: listed while held, so the
+		// promoter's sweep can find them (at ~150 bytes each, 400 KB lists
+		// 2,000 keys flooding at once; past that MarkHeld fails and the
+		// key's tasks are sent to the queue as before).
+		if err := c.fairRegistry(ctx, "ADD", scope); err != nil {
+			return err
+		}
+	}
 	c.mu.Lock()
 	if e, ok := c.cache[sc.cacheKey()]; ok {
 		e.s.Held = true
@@ -294,6 +350,7 @@ func (c *Controls) ClearHeld(ctx context.Context, scope string) error {
 	if err != nil && !isConditionFailed(err) {
 		return fmt.Errorf("clear %s held: %w", scope, err)
 	}
+
 	c.forget(sc)
 	return nil
 }
@@ -309,6 +366,33 @@ func (c *Controls) HeldScopes(ctx context.Context, recent time.Duration) (map[st
 	}
 	out := map[string]bool{}
 	globalPaused := len(all) > 0 && all[0].Paused
+	reg, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &c.table, Key: key(fairRegistry), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("read fair registry: %w", err)
+	}
+	if ss, ok := reg.Item["scopes"].(*types.AttributeValueMemberSS); ok {
+		for _, name := range ss.Value {
+			sc, ok := ParseScope(name)
+			if !ok {
+				continue
+			}
+			st, err := c.GetScope(ctx, sc)
+			if err != nil {
+				return nil, err
+			}
+			cleared, err := c.heldCleared(ctx, sc)
+			if err != nil {
+				return nil, err
+			}
+			if !st.Held && c.now().Sub(cleared) >= recent {
+				// Drained long enough ago that no stale cache can still
+				// hold a task there: off the list.
+				_ = c.fairRegistry(ctx, "DELETE", name)
+				continue
+			}
+			out[name] = !globalPaused
+		}
+	}
 	for _, s := range all[1:] {
 		sc := Scope{Type: s.Type, Key: s.Key}
 		cleared, err := c.heldCleared(ctx, sc)

@@ -48,6 +48,9 @@ import (
 // Per task with a keyed limit: one write per limit (the rate count, the
 // slot taken) and one more to free a slot; without keyed limits, none.
 
+// MaxWeight is the largest weight a key may have.
+const MaxWeight = 1000
+
 // RateShardStarts is how many starts a second one rate item takes at most.
 const RateShardStarts = 500
 
@@ -67,7 +70,7 @@ func TypeKeyScope(typ, key string) Scope { return Scope{Type: typ, Key: key} }
 // cacheKey is a scope's entry in the settings cache: a type scope's is its
 // type (as before), a keyed scope's its item key, which no type can equal.
 func (s Scope) cacheKey() string {
-	if s.Key == "" {
+	if s.Key == "" && s.Fair == "" {
 		return s.Type
 	}
 	return s.item()
@@ -75,7 +78,7 @@ func (s Scope) cacheKey() string {
 
 // GetScope reads the settings of a keyed or type scope, uncached.
 func (c *Controls) GetScope(ctx context.Context, sc Scope) (Settings, error) {
-	if sc.Key == "" {
+	if sc.Key == "" && sc.Fair == "" {
 		return c.Get(ctx, sc.Type)
 	}
 	out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &c.table, Key: key(sc.item()), ConsistentRead: aws.Bool(true)})
@@ -83,6 +86,9 @@ func (c *Controls) GetScope(ctx context.Context, sc Scope) (Settings, error) {
 		return Settings{}, fmt.Errorf("read controls of %s: %w", sc, err)
 	}
 	s := Settings{Type: sc.Type, Key: sc.Key}
+	if sc.Fair != "" {
+		s.Type = ""
+	}
 	if len(out.Item) > 0 {
 		if err := attributevalue.UnmarshalMap(out.Item, &s); err != nil {
 			return Settings{}, fmt.Errorf("decode controls of %s: %w", sc, err)
@@ -94,9 +100,16 @@ func (c *Controls) GetScope(ctx context.Context, sc Scope) (Settings, error) {
 // SetKeyControls changes the controls of key (of every type, or of typ's
 // tasks only): nil leaves a setting as it is, a zero limit removes it. A
 // scope that may run afterwards and holds tasks has them released.
-func (c *Controls) SetKeyControls(ctx context.Context, typ, k string, paused *bool, rate *float64, conc *int) (Settings, error) {
+func (c *Controls) SetKeyControls(ctx context.Context, typ, k string, paused *bool, rate *float64, conc *int, weight ...*int) (Settings, error) {
 	if k == "" {
 		return Settings{}, errors.New("a key is required")
+	}
+	var w *int
+	if len(weight) > 0 {
+		w = weight[0]
+	}
+	if w != nil && typ != "" {
+		return Settings{}, errors.New("a weight is per key, not per type and key")
 	}
 	if (rate != nil && *rate < 0) || (conc != nil && *conc < 0) {
 		return Settings{}, errors.New("limits must not be negative")
@@ -111,6 +124,9 @@ func (c *Controls) SetKeyControls(ctx context.Context, typ, k string, paused *bo
 		}
 		if conc != nil {
 			upd = setOrRemove(upd, "max_concurrency", float64(*conc))
+		}
+		if w != nil {
+			upd = setOrRemove(upd, "weight", float64(*w))
 		}
 		return upd
 	})
@@ -361,7 +377,10 @@ func (c *Controls) countStart(ctx context.Context, pk string, limit int, slot ti
 
 // CheckKeyLimits checks a keyed controls request's limits by the rules of
 // a type's (both transports use it); nil limits are left as they are.
-func CheckKeyLimits(rate *float64, conc *int) *task.FieldError {
+func CheckKeyLimits(rate *float64, conc *int, weight ...*int) *task.FieldError {
+	if len(weight) > 0 && weight[0] != nil && (*weight[0] < 0 || *weight[0] > MaxWeight) {
+		return &task.FieldError{Field: "weight", Message: fmt.Sprintf("must be from 0 (the default, 1) to %d", MaxWeight)}
+	}
 	if rate != nil && (*rate < 0 || *rate > triagetype.MaxRateLimitPerSecond) {
 		return &task.FieldError{Field: "rate_limit_per_second", Message: fmt.Sprintf("must be from 0 (no limit) to %d", triagetype.MaxRateLimitPerSecond)}
 	}

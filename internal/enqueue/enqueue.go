@@ -123,7 +123,7 @@ func (e *Enqueuer) SubmitBatch(ctx context.Context, ts []*task.Task) []Result {
 	// Send first: a record is written only for a task whose message is out.
 	byPrio := map[task.Priority][]int{}
 	for _, i := range fresh {
-		if t := ts[i]; t.Status == task.Queued {
+		if t := ts[i]; t.Status == task.Queued && t.Held == "" { // a held task waits in the table (package hold)
 			byPrio[t.EffectivePriority] = append(byPrio[t.EffectivePriority], i)
 		}
 	}
