@@ -165,9 +165,12 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 				}
 				if d.Release == nil {
 					c.mx.PutOff(d.Why)
-					if d.Scope != "" {
+					if d.Scope != "" && d.Why != metrics.PutOffRate {
 						c.setAside(ctx, m, msg, t, d)
 					} else {
+						// A rate refusal waits at most a window: its message
+						// is hidden until then, as before (setting it aside
+						// lost releases under load: see aside.go).
 						c.putOff(ctx, m, msg, d.Delay)
 					}
 					return claimed{}, false
