@@ -22,8 +22,9 @@
 // when the scope can run again: at once by the control call that resumed it
 // or raised its limit (the first window), by the consumer when a released
 // task starts in a scope without limits or a held scope's concurrency slot
-// frees (one more each), when the next rate window opens, and by the
-// promoter's sweep as the safety net. Each call keeps at most Window
+// frees (one more each), when a Retry-After ends, and by the promoter's
+// sweep as the safety net. (A rate refusal is not set aside: it waits at
+// most a window, hidden on its queue.) Each call keeps at most Window
 // released tasks per trigger in SQS at once, so SQS's best-effort ordering
 // has little to reorder.
 //
