@@ -90,7 +90,8 @@ func TestSubmitOptions(t *testing.T) {
 		{"every option", nil, []triage.SubmitOption{
 			triage.WithPriority(triage.Low), triage.WithMaxAttempts(7), triage.WithTimeout(1001 * time.Millisecond),
 			triage.WithRunAt(at), triage.WithIdempotencyKey("k"), triage.WithTraceID("tr"),
-		}, `{"type":"echo","priority":"low","max_attempts":7,"timeout_seconds":2,"run_at":"2026-01-02T03:04:05Z","idempotency_key":"k","trace_id":"tr"}`},
+			triage.WithKey("tenant-1"),
+		}, `{"type":"echo","key":"tenant-1","priority":"low","max_attempts":7,"timeout_seconds":2,"run_at":"2026-01-02T03:04:05Z","idempotency_key":"k","trace_id":"tr"}`},
 		{"delay replaces run_at", nil, []triage.SubmitOption{triage.WithRunAt(at), triage.WithDelay(90 * time.Second)}, `{"type":"echo","delay_seconds":90}`},
 		{"run_at replaces delay", nil, []triage.SubmitOption{triage.WithDelay(time.Second), triage.WithRunAt(at)}, `{"type":"echo","run_at":"2026-01-02T03:04:05Z"}`},
 	}

@@ -45,6 +45,13 @@ func WithIdempotencyKey(key string) SubmitOption {
 	return func(r *SubmitRequest) { r.IdempotencyKey = key }
 }
 
+// WithKey sets the task's fairness key, a tenant id say (default
+// DefaultKey): keys share each priority by weight, and keyed limits and
+// Retry-After waits name them. It follows the type's rules.
+func WithKey(key string) SubmitOption {
+	return func(r *SubmitRequest) { r.Key = key }
+}
+
 // WithTraceID ties the task to the caller's trace in triage's logs (default:
 // the task's id).
 func WithTraceID(id string) SubmitOption {

@@ -38,6 +38,8 @@ type (
 	ControlSettings = triagetype.ControlSettings
 	// LimitsRequest is a task type's rate and concurrency limits.
 	LimitsRequest = triagetype.LimitsRequest
+	// KeyControlsRequest changes one fairness key's controls (SetKeyControls).
+	KeyControlsRequest = triagetype.KeyControlsRequest
 	// DLQMessage is a message in a dead-letter queue.
 	DLQMessage = triagetype.DLQMessage
 	// ReplayRequest filters a DLQ replay.
@@ -123,6 +125,8 @@ const (
 	MaxPayloadBytes       = task.MaxPayloadBytes
 	DefaultMaxAttempts    = task.DefaultMaxAttempts
 	DefaultTimeoutSeconds = task.DefaultTimeoutSeconds
+	// DefaultKey is the fairness key of a task submitted without WithKey.
+	DefaultKey = triagetype.DefaultKey
 )
 
 // TokenHeader is the header WithTokenHeader sends the token in.

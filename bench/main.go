@@ -77,6 +77,7 @@ type options struct {
 	Out            string          `json:"-"`
 	MaxRun         time.Duration   `json:"-"`
 	WarmupMax      time.Duration   `json:"-"`
+	Only           string          `json:"only,omitempty"` // run one group alone ("waiting")
 
 	// Readable forms of the fields above, for the JSON.
 	SetupsText string `json:"e2e_setups"`
@@ -122,6 +123,7 @@ func parseOptions(args []string) (options, error) {
 	update := fs.Bool("update", false, "write the committed sample "+sampleOut+" instead of -out (not with -quick)")
 	fs.DurationVar(&o.MaxRun, "max", 24*time.Minute+30*time.Second, "abort the whole run after this long")
 	fs.DurationVar(&o.WarmupMax, "warmup", time.Minute, "warm the emulators up for at most this long (until their rate settles)")
+	fs.StringVar(&o.Only, "only", "", `run one group alone: "waiting" (group 10)`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -344,6 +346,12 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 	if err != nil {
 		return err
 	}
+	if o.Only == "waiting" {
+		progress("12. waiting that costs nothing: paused backlog, global pause, write units of a key")
+		w, err := measureWaiting(ctx, cl, cnt, o, progress)
+		r.Waiting = &w
+		return err
+	}
 	// Group 9 runs first, on the fresh emulators: DynamoDB Local looks up a
 	// table's stream on every write, at a cost that grows with the stream
 	// records the run has left (deleted tables' too: 10,000 tasks took 7 s
@@ -404,6 +412,12 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 		}
 		r.Flow = &f
 	}
+	progress("12. waiting that costs nothing: paused backlog, global pause, write units of a key")
+	w, err := measureWaiting(ctx, cl, cnt, o, progress)
+	if err != nil {
+		return fmt.Errorf("waiting: %w", err)
+	}
+	r.Waiting = &w
 	analyze(r)
 	progress("done")
 	return nil

@@ -34,6 +34,7 @@ type Results struct {
 	Stats       StatsScaling `json:"stats_vs_retained"`
 	CrossCheck  []CrossCheck `json:"capacity_cross_check"`
 	Schedules   ScheduleRun  `json:"schedule_ticks"`
+	Waiting     *Waiting     `json:"waiting,omitempty"`
 	Problems    []string     `json:"problems"`
 	Notes       []string     `json:"notes"`
 	WallSeconds float64      `json:"wall_seconds"`
@@ -540,6 +541,9 @@ func printAll(w io.Writer, r *Results) {
 	}
 	if r.Schedules.Ticks > 0 {
 		printSchedules(w, r.Schedules)
+	}
+	if r.Waiting != nil {
+		printWaiting(w, *r.Waiting)
 	}
 	if len(r.Targets) > 0 {
 		printTargets(w, r)

@@ -5,8 +5,10 @@ import (
 	"fmt"
 
 	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/stats"
+	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -117,4 +119,28 @@ func (d *Transport) ReplayDLQ(ctx context.Context, r triage.ReplayRequest) (*tri
 		return nil, internal("replay DLQ", err)
 	}
 	return &res, nil
+}
+
+// SetKeyControls implements triage.KeyControlsTransport.
+func (d *Transport) SetKeyControls(ctx context.Context, key string, r triage.KeyControlsRequest) (*triage.ControlSettings, error) {
+	if key == "" {
+		return nil, invalid("key", "is required")
+	}
+	if err := task.ValidateKey(key); err != nil {
+		return nil, invalid("key", err.Error())
+	}
+	if err := checkType(r.Type, "type"); err != nil {
+		return nil, err
+	}
+	if fe := control.CheckKeyLimits(r.RateLimitPerSecond, r.MaxConcurrency, r.Weight); fe != nil {
+		return nil, invalid(fe.Field, fe.Message)
+	}
+	if r.Weight != nil && r.Type != "" {
+		return nil, invalid("weight", "is per key; leave type out")
+	}
+	s, err := d.controls.SetKeyControls(ctx, r.Type, key, r.Paused, r.RateLimitPerSecond, r.MaxConcurrency, r.Weight)
+	if err != nil {
+		return nil, internal("set key controls", err)
+	}
+	return &s, nil
 }

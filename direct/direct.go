@@ -116,6 +116,7 @@ func New(ctx context.Context, awsCfg aws.Config, opt Options) (*Transport, error
 			Known:    task.NewKnownTypes(a.Config.Types),
 			Now:      st.Now,
 			Tracing:  a.Tracing, // the program's global provider
+			Fair:     a.Controls,
 		}),
 		controls: a.Controls,
 		counters: a.Counters,

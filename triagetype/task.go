@@ -12,8 +12,11 @@ import (
 // the other field by field, and a test checks that both encode to the same
 // JSON.
 type Task struct {
-	ID                string          `json:"id"`
-	Type              string          `json:"type"`
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	// Key is the task's fairness key (a tenant, say), as submitted; empty
+	// for a task submitted without one, which shares DefaultKey.
+	Key               string          `json:"key,omitempty"`
 	Payload           json.RawMessage `json:"payload"`
 	Priority          Priority        `json:"priority"`
 	EffectivePriority Priority        `json:"effective_priority"`
@@ -59,6 +62,11 @@ type Task struct {
 	BatchID    string `json:"batch_id,omitempty"`
 	// RetryAt is when a retrying task runs again.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
+	// Held names the scope a queued task is set aside in until it can run
+	// ("type#<type>", "key#<key>", "tk#<type>#<key>"): paused, at a limit
+	// or waiting for a Retry-After. It has no SQS message meanwhile and is
+	// released in submit order.
+	Held string `json:"held,omitempty"`
 }
 
 // Terminal reports whether the task will not change by itself any more.
@@ -80,12 +88,21 @@ type Attempt struct {
 	Error      string    `json:"error,omitempty" dynamodbav:"error,omitempty"`
 }
 
+// DefaultKey is the fairness key of every task submitted without one: such
+// tasks share one key's weight, limits and waits.
+const DefaultKey = "default"
+
 // SubmitRequest is a new task: the body of POST /api/v1/tasks, one item of
 // a batch, and the body of a message a producer sends straight to SQS.
 // Absent fields take the server's defaults; the server validates every
 // field and names the one at fault.
 type SubmitRequest struct {
-	Type    string          `json:"type"`
+	Type string `json:"type"`
+	// Key is the fairness key (a tenant id, say): keys share each priority
+	// by weight, and limits and Retry-After waits can name one. Its rules
+	// are the type's (1 to 128 bytes of UTF-8, no '#', NUL or newlines);
+	// empty means DefaultKey.
+	Key     string          `json:"key,omitempty"`
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// Priority names a Priority; empty is medium.
 	Priority       string     `json:"priority,omitempty"`

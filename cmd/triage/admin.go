@@ -198,7 +198,7 @@ the type's settings.`,
 			typ := args[0]
 			cur := triage.ControlSettings{Type: typ}
 			for _, s := range controls {
-				if s.Type == typ {
+				if s.Type == typ && s.Key == "" {
 					cur = s
 				}
 			}
@@ -231,7 +231,12 @@ func (c *cli) printControls(cs []triage.ControlSettings) error {
 	tw := c.table("TYPE", "PAUSED", "RATE/S", "MAX CONCURRENCY")
 	for _, s := range cs {
 		typ, rate, conc := s.Type, "-", "-"
-		if typ == "" {
+		switch {
+		case s.Key != "" && typ != "":
+			typ += " key=" + s.Key
+		case s.Key != "":
+			typ = "key=" + s.Key
+		case typ == "":
 			typ = "(global)"
 		}
 		if s.RateLimitPerSecond > 0 {

@@ -65,7 +65,7 @@ func newRoot(out, errOut io.Writer) (*cli, *cobra.Command) {
 	pf.BoolVar(&c.json, "json", false, "print JSON instead of tables")
 	root.AddCommand(c.devCmd(), c.submitCmd(), c.getCmd(), c.waitCmd(),
 		c.listCmd(), c.cancelCmd(), c.retryCmd(), c.deleteCmd(), c.cleanupCmd(),
-		c.statsCmd(), c.pauseCmd(true), c.pauseCmd(false), c.limitsCmd(), c.dlqCmd(),
+		c.statsCmd(), c.pauseCmd(true), c.pauseCmd(false), c.limitsCmd(), c.keyCmd(), c.dlqCmd(),
 		c.workersCmd(), c.envCmd(), c.workflowCmd())
 	root.AddCommand(c.scheduleCmd())
 	usageArgs(root)

@@ -16,7 +16,7 @@ import (
 )
 
 func (c *cli) submitCmd() *cobra.Command {
-	var typ, prio, key, payload, file string
+	var typ, prio, key, fairKey, payload, file string
 	var maxAttempts, timeout, delay int
 	var ids bool
 	cmd := &cobra.Command{
@@ -41,7 +41,7 @@ Exit status 1 when any task failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file != "" {
-				for _, f := range []string{"type", "payload", "priority", "max-attempts", "timeout", "delay", "idempotency-key"} {
+				for _, f := range []string{"type", "key", "payload", "priority", "max-attempts", "timeout", "delay", "idempotency-key"} {
 					if cmd.Flags().Changed(f) {
 						return usageError{fmt.Errorf("--%s cannot be combined with --file: put it in each line", f)}
 					}
@@ -74,6 +74,9 @@ Exit status 1 when any task failed.`,
 			if key != "" {
 				opts = append(opts, triage.WithIdempotencyKey(key))
 			}
+			if fairKey != "" {
+				opts = append(opts, triage.WithKey(fairKey))
+			}
 			t, created, err := c.client().Submit(cmd.Context(), typ, body, opts...)
 			if err != nil {
 				return err
@@ -95,6 +98,7 @@ Exit status 1 when any task failed.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&typ, "type", "", "task type")
+	f.StringVar(&fairKey, "key", "", "fairness key, e.g. a tenant id (default: the shared default key)")
 	f.StringVar(&payload, "payload", "", "JSON payload")
 	f.StringVar(&prio, "priority", "", "high, medium or low (default medium)")
 	f.IntVar(&maxAttempts, "max-attempts", 3, "attempts before the task is dead-lettered")

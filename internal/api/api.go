@@ -188,6 +188,9 @@ func New(d Deps, opt Options) *Server {
 	if d.Queues != nil {
 		so.Pressure = enqueue.NewBackpressure(d.Queues, opt.MaxDepth, opt.MaxDepthHigh, opt.Logger)
 	}
+	if r, ok := d.Controls.(submit.Router); ok {
+		so.Fair = r
+	}
 	srv.submitter = submit.New(d.Enqueuer, so)
 	srv.register()
 	return srv
@@ -210,6 +213,7 @@ func (s *Server) register() {
 	s.handle("POST /api/v1/control/pause", auth.Admin, s.pause(true))
 	s.handle("POST /api/v1/control/resume", auth.Admin, s.pause(false))
 	s.handle("PUT /api/v1/control/types/{type}", auth.Admin, s.setLimits)
+	s.handle("PUT /api/v1/control/keys/{key}", auth.Admin, s.setKeyControls)
 	s.handle("GET /api/v1/control", auth.Read, s.listControls)
 	s.handle("GET /api/v1/dlq", auth.Read, s.listDLQ)
 	s.handle("POST /api/v1/dlq/replay", auth.Admin, s.replayDLQ)

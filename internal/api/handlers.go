@@ -364,7 +364,7 @@ func (s *Server) listControls(w http.ResponseWriter, r *http.Request) {
 	}
 	out := ControlList{Controls: cs}
 	for _, c := range cs {
-		if c.Type == "" || c.RateLimitPerSecond <= 0 {
+		if c.Type == "" || c.Key != "" || c.RateLimitPerSecond <= 0 {
 			continue
 		}
 		starts, limit, window, err := s.controls.RateUse(r.Context(), c.Type, c.RateLimitPerSecond)

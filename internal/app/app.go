@@ -30,6 +30,7 @@ import (
 	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/flow"
+	"github.com/triagehq/triage/internal/hold"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/schedule"
 	"github.com/triagehq/triage/internal/spec"
@@ -52,6 +53,9 @@ type App struct {
 	Queues   *queue.Queues
 	Enqueuer *enqueue.Enqueuer
 	Controls *control.Controls
+	// Holds sets aside tasks that cannot start and releases them in
+	// submit order (package hold); a resume through Controls releases.
+	Holds    *hold.Holds
 	Counters *counters.Keeper
 	// Tracing is where spans go: the program's global provider, or OTLP
 	// when OTEL_* names an endpoint in the programs that export themselves
@@ -137,6 +141,8 @@ func Assemble(ctx context.Context, cfg triageconfig.Config, log *slog.Logger, aw
 	a.Store.OnFinish(a.Flow.Finished)
 	a.Enqueuer.SetLinker(a.Flow)
 	a.Controls = control.New(a.DynamoDB, cfg.Table, control.DefaultCacheTTL)
+	a.Holds = hold.New(a.Store, a.Enqueuer, a.Controls, log)
+	a.Controls.OnRunnable(a.Holds.ReleaseWindow)
 	a.Workers = workers.New(a.DynamoDB, cfg.Table, a.Store.Shards())
 	a.Schedules = schedule.NewStore(a.DynamoDB, cfg.Table, a.Store.Shards(), a.Store.Now)
 	return a, nil

@@ -48,14 +48,18 @@ type Controls struct {
 	now   func() time.Time
 	ttl   time.Duration
 
+	runnable Runnable   // told when a scope may run again (hold.go)
+	fair     fairCounts // this process's sends per fair scope (fair.go)
+
 	mu       sync.Mutex
 	cache    map[string]cached
 	inflight map[string]chan struct{} // reads under way, so concurrent misses share one
 }
 
 type cached struct {
-	s  Settings
-	at time.Time
+	s   Settings
+	set map[string]bool // the keyed registry's entry only (keyed.go)
+	at  time.Time
 }
 
 // DefaultCacheTTL is how long the consumer trusts settings it read.
@@ -118,12 +122,22 @@ func (c *Controls) List(ctx context.Context) ([]Settings, error) {
 			out = append(out, s)
 		}
 	}
-	return out, nil
+	keyed, err := c.listKeyed(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, keyed...), nil
 }
 
-// SetPaused pauses or resumes scope typ ("" for global).
+// SetPaused pauses or resumes scope typ ("" for global). A resumed type's
+// set-aside tasks are released before it returns (the first window of
+// them, in submit order), so the first starts within a consumer's receive.
 func (c *Controls) SetPaused(ctx context.Context, typ string, paused bool) (Settings, error) {
-	return c.update(ctx, typ, expression.Set(expression.Name("paused"), expression.Value(paused)))
+	s, err := c.update(ctx, typ, expression.Set(expression.Name("paused"), expression.Value(paused)))
+	if err == nil && !paused && typ != "" && s.Held {
+		err = c.becameRunnable(ctx, TypeScope(typ).String())
+	}
+	return s, err
 }
 
 // SetLimits sets a type's rate limit (starts per second, 0 for none) and
@@ -138,7 +152,16 @@ func (c *Controls) SetLimits(ctx context.Context, typ string, ratePerSecond floa
 	upd := expression.Set(expression.Name("paused"), expression.IfNotExists(expression.Name("paused"), expression.Value(false)))
 	upd = setOrRemove(upd, "rate_limit_per_second", ratePerSecond)
 	upd = setOrRemove(upd, "max_concurrency", float64(maxConcurrency))
-	return c.update(ctx, typ, upd)
+	s, err := c.update(ctx, typ, upd)
+	if err == nil && !s.Paused && s.Held {
+		err = c.becameRunnable(ctx, TypeScope(typ).String())
+	}
+	return s, err
+}
+
+func isConditionFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
 }
 
 func setOrRemove(u expression.UpdateBuilder, name string, v float64) expression.UpdateBuilder {
@@ -188,6 +211,12 @@ func (c *Controls) update(ctx context.Context, typ string, upd expression.Update
 // cachedGet reads settings through the cache. When the entry is stale,
 // one caller reads it and concurrent callers wait for that read.
 func (c *Controls) cachedGet(ctx context.Context, typ string) (Settings, error) {
+	return c.cachedLoad(ctx, typ, func(ctx context.Context) (Settings, error) { return c.Get(ctx, typ) })
+}
+
+// cachedLoad reads the settings cached under ck, loading them with load
+// when stale; concurrent misses share one load.
+func (c *Controls) cachedLoad(ctx context.Context, typ string, load func(context.Context) (Settings, error)) (Settings, error) {
 	for {
 		now := c.now()
 		c.mu.Lock()
@@ -201,7 +230,7 @@ func (c *Controls) cachedGet(ctx context.Context, typ string) (Settings, error) 
 			done := make(chan struct{})
 			c.inflight[typ] = done
 			c.mu.Unlock()
-			s, err := c.Get(ctx, typ)
+			s, err := load(ctx)
 			c.mu.Lock()
 			if err == nil {
 				c.cache[typ] = cached{s: s, at: now}
@@ -239,32 +268,15 @@ func (c *Controls) Admit(ctx context.Context, t *task.Task) (func(), time.Durati
 // AdmitExplained is Admit that also names the control that refused the
 // start, for the consumer's put-off counts.
 func (c *Controls) AdmitExplained(ctx context.Context, t *task.Task) (func(), time.Duration, metrics.PutOff, error) {
-	global, err := c.cachedGet(ctx, "")
-	if err != nil {
-		return nil, 0, metrics.PutOffControlError, err
-	}
-	typ, err := c.cachedGet(ctx, t.Type)
-	if err != nil {
-		return nil, 0, metrics.PutOffControlError, err
-	}
-	if global.Paused || typ.Paused {
-		return nil, PausedRecheck, metrics.PutOffPaused, nil
-	}
-	if typ.RateLimitPerSecond > 0 {
-		ok, wait, err := c.takeRate(ctx, t.Type, typ.RateLimitPerSecond)
-		if err != nil || !ok {
-			return nil, wait, metrics.PutOffRate, err
+	d, err := c.Decide(ctx, t)
+	if err != nil || d.Release == nil {
+		delay := d.Delay
+		if delay <= 0 {
+			delay = PausedRecheck
 		}
+		return nil, delay, d.Why, err
 	}
-	if typ.MaxConcurrency > 0 {
-		lease := time.Duration(t.TimeoutSeconds)*time.Second + 30*time.Second
-		release, err := c.takeSlot(ctx, t, typ.MaxConcurrency, lease)
-		if err != nil || release == nil {
-			return nil, ConcurrencyRecheck, metrics.PutOffConcurrency, err
-		}
-		return release, 0, "", nil
-	}
-	return func() {}, 0, "", nil
+	return d.Release, 0, "", nil
 }
 
 // rateWindow is the rate-limit item of type typ at perSecond for the
@@ -329,16 +341,22 @@ func (c *Controls) takeRate(ctx context.Context, typ string, perSecond float64) 
 // takeSlot claims one of the type's n concurrency slots for t, trying them
 // in random order. A slot is free when it has no holder or its lease ended.
 func (c *Controls) takeSlot(ctx context.Context, t *task.Task, n int, lease time.Duration) (func(), error) {
+	return c.takeSlotAt(ctx, "CONC#"+t.Type+"#", t.ID, n, n, lease)
+}
+
+// takeSlotAt claims one of the n slot items prefix<i> for holder, trying
+// up to tries of them in random order.
+func (c *Controls) takeSlotAt(ctx context.Context, prefix, holder string, n, tries int, lease time.Duration) (func(), error) {
 	now := c.now()
-	for _, i := range rand.Perm(n) {
-		pk := "CONC#" + t.Type + "#" + strconv.Itoa(i)
+	for _, i := range rand.Perm(n)[:min(n, tries)] {
+		pk := prefix + strconv.Itoa(i)
 		_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: &c.table, Key: key(pk),
 			UpdateExpression:         aws.String("SET #h = :id, #l = :until"),
 			ConditionExpression:      aws.String("attribute_not_exists(#h) OR #l < :now"),
 			ExpressionAttributeNames: map[string]string{"#h": "holder", "#l": "lease_until"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":id":    &types.AttributeValueMemberS{Value: t.ID},
+				":id":    &types.AttributeValueMemberS{Value: holder},
 				":until": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(lease).UnixMilli(), 10)},
 				":now":   &types.AttributeValueMemberN{Value: strconv.FormatInt(now.UnixMilli(), 10)},
 			},
@@ -350,7 +368,7 @@ func (c *Controls) takeSlot(ctx context.Context, t *task.Task, n int, lease time
 		if err != nil {
 			return nil, fmt.Errorf("concurrency slot %s: %w", pk, err)
 		}
-		return func() { c.freeSlot(pk, t.ID) }, nil
+		return func() { c.freeSlot(pk, holder) }, nil
 	}
 	return nil, nil
 }

@@ -157,19 +157,26 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 			}
 			release := func() {}
 			if c.opt.Gate != nil {
-				rel, delay, why, err := c.admit(ctx, t)
+				d, err := c.decide(ctx, t)
 				if err != nil {
 					c.log.Warn("control check failed; the message will come back", "task_id", t.ID, "error", err)
 					c.mx.PutOff(metrics.PutOffControlError)
 					c.putOff(ctx, m, msg, time.Second)
 					return claimed{}, false
 				}
-				if rel == nil {
-					c.mx.PutOff(why)
-					c.putOff(ctx, m, msg, delay)
+				if d.Release == nil {
+					c.mx.PutOff(d.Why)
+					if d.Scope != "" && d.Why != metrics.PutOffRate {
+						c.setAside(ctx, m, msg, t, d)
+					} else {
+						// A rate refusal waits at most a window: its message
+						// is hidden until then, as before (setting it aside
+						// lost releases under load: see aside.go).
+						c.putOff(ctx, m, msg, d.Delay)
+					}
 					return claimed{}, false
 				}
-				release = rel
+				release = c.chainReleases(d)
 			}
 			got, err := c.store.Transition(ctx, t, triagetype.Executing, func(n *task.Task) {
 				n.Attempts++
@@ -178,6 +185,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 				n.LeaseUntil = &until
 				n.StartedAt = &now
 				n.RetryAt = nil
+				n.Held, n.Released = "", false
 				n.ProgressToken = task.NewProgressToken() // this attempt's alone
 			})
 			if err == nil {

@@ -192,6 +192,9 @@ type Deps struct {
 	Tracing *tracing.Provider
 	// Gate, if set, is asked before each claim (pause, rate and concurrency controls).
 	Gate Gate
+	// Holds, if set with a Gate that is a Decider, sets aside the tasks the
+	// gate refuses instead of hiding their messages (aside.go).
+	Holds Holder
 	// Metrics, if set, is told what the consumer does (nil: nothing is
 	// recorded). It must make no request of AWS.
 	Metrics Metrics
@@ -274,6 +277,7 @@ type Consumer struct {
 	mx     Metrics
 
 	unhandled typeDirectoryCache // the registry's advertised types (unhandled.go)
+	asideState
 
 	emptyMu    sync.Mutex
 	emptyUntil map[triagetype.Priority]time.Time
@@ -362,6 +366,12 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 		case <-released:
 		case <-ctx.Done():
 		}
+		return
+	}
+	if c.globallyPaused(ctx) {
+		// Everything is paused: receive nothing until it is not.
+		c.waits.pausedSleeps.Add(1)
+		sleep(ctx, pausedPoll)
 		return
 	}
 	if want := min(queue.MaxBatch, c.opt.Concurrency); gen+res < want {
@@ -511,7 +521,10 @@ func (c *Consumer) endPoll(p triagetype.Priority) {
 func (c *Consumer) receive(ctx context.Context, p triagetype.Priority, n int, wait time.Duration) ([]queue.Received, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+receiveSlack)
 	defer cancel()
-	return c.queues.Receive(rctx, p, n, wait, c.lease().receiveVisibility())
+	c.waits.receives.Add(1)
+	msgs, err := c.queues.Receive(rctx, p, n, wait, c.lease().receiveVisibility())
+	c.waits.received.Add(int64(len(msgs)))
+	return msgs, err
 }
 
 // receiveSlack bounds a receive beyond its long-poll wait.

@@ -96,6 +96,10 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 		if expired := execution.Expired(runCtx); expired != nil {
 			err, timedOut = expired, true // the timeout, named
 		}
+		if ra, ok := handler.RetryAfterOf(err); ok && !timedOut {
+			c.retryAfter(wctx, j, attempt, ra)
+			return
+		}
 		o := execution.Decide(err, t.Attempts, t.MaxAttempts)
 		if o.Kind == execution.Snooze {
 			c.snooze(wctx, j, attempt, o.Snooze)

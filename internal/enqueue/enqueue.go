@@ -126,14 +126,14 @@ func (e *Enqueuer) SubmitBatch(ctx context.Context, ts []*task.Task) []Result {
 	// Send first: a record is written only for a task whose message is out.
 	byPrio := map[triagetype.Priority][]int{}
 	for _, i := range fresh {
-		if t := ts[i]; t.Status == triagetype.Queued {
+		if t := ts[i]; t.Status == triagetype.Queued && t.Held == "" { // a held task waits in the table (package hold)
 			byPrio[t.EffectivePriority] = append(byPrio[t.EffectivePriority], i)
 		}
 	}
 	for p, idx := range byPrio {
 		msgs := make([]queue.Outgoing, len(idx))
 		for j, i := range idx {
-			msgs[j] = queue.Outgoing{ID: fmt.Sprint(j), Body: Body(ts[i], ts[i].DispatchVersion), Delay: e.delay(ts[i]), Traceparent: ts[i].Traceparent}
+			msgs[j] = queue.Outgoing{ID: fmt.Sprint(j), Body: Body(ts[i], ts[i].DispatchVersion), Delay: e.delay(ts[i]), Traceparent: ts[i].Traceparent, Group: ts[i].FairKey()}
 		}
 		for j, reason := range sendFailures(e.queues.SendBatch(ctx, p, msgs), len(idx)) {
 			res[idx[j]] = Result{Err: fmt.Errorf("%w: %s", ErrNotSent, reason)}
@@ -246,7 +246,7 @@ func (e *Enqueuer) RedispatchBatch(ctx context.Context, to triagetype.Status, p 
 	for i, m := range moves {
 		next := m.Task.Clone()
 		next.EffectivePriority = p
-		msgs[i] = queue.Outgoing{ID: fmt.Sprint(i), Body: Body(next, m.Task.Version+1), Delay: m.Delay}
+		msgs[i] = queue.Outgoing{ID: fmt.Sprint(i), Body: Body(next, m.Task.Version+1), Delay: m.Delay, Group: m.Task.FairKey()}
 	}
 	failed := map[string]string{}
 	if err := e.queues.SendBatch(ctx, p, msgs); err != nil {

@@ -92,8 +92,10 @@ type Event struct {
 
 	// The task fields are always set on task.* events; a batch or
 	// workflow event has only TaskID (its callback, if any).
-	TaskID            string              `json:"task_id,omitempty"`
-	TaskType          string              `json:"task_type,omitempty"`
+	TaskID   string `json:"task_id,omitempty"`
+	TaskType string `json:"task_type,omitempty"`
+	// Key is the task's fairness key (absent: the default key).
+	Key               string              `json:"key,omitempty"`
 	Status            triagetype.Status   `json:"status,omitempty"` // the task's status after the transition
 	Priority          triagetype.Priority `json:"priority,omitempty"`
 	EffectivePriority triagetype.Priority `json:"effective_priority,omitempty"`
@@ -163,6 +165,7 @@ func Derive(old, new *task.Task) (ev Event, ok bool) {
 		Time:              new.WaitingSince,
 		TaskID:            new.ID,
 		TaskType:          new.Type,
+		Key:               new.Key,
 		Status:            new.Status,
 		Priority:          new.Priority,
 		EffectivePriority: new.EffectivePriority,

@@ -28,7 +28,7 @@ import (
 // caller's to set.
 func Request(t *task.Task, payload json.RawMessage) handler.Request {
 	return handler.Request{
-		ID: t.ID, Type: t.Type, Payload: payload,
+		ID: t.ID, Type: t.Type, Key: t.Key, Payload: payload,
 		Priority: t.Priority, EffectivePriority: t.EffectivePriority,
 		Attempt: t.Attempts, MaxAttempts: t.MaxAttempts, TraceID: t.TraceID,
 		Checkpoint: t.Checkpoint, ProgressToken: t.ProgressToken,

@@ -22,8 +22,10 @@ import (
 
 // Request is what a handler gets to run one attempt of a task.
 type Request struct {
-	ID          string              `json:"id"`
-	Type        string              `json:"type"`
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	// Key is the task's fairness key (empty: the default key).
+	Key         string              `json:"key,omitempty"`
 	Payload     json.RawMessage     `json:"payload"`
 	Priority    triagetype.Priority `json:"priority"`
 	Attempt     int                 `json:"attempt"`

@@ -273,6 +273,11 @@ const (
 	PutOffControlError PutOff = "control_error" // the controls could not be read
 	PutOffContention   PutOff = "contention"    // the task kept changing under the claim
 	PutOffNoHandler    PutOff = "no_handler"    // no handler here; another worker may run the type (dispatch/unhandled.go)
+	// PutOffBehindHeld: the task's scope has tasks set aside, so it joins
+	// the back of them rather than overtake them (package hold).
+	PutOffBehindHeld PutOff = "behind_held"
+	// PutOffRetryAfter: the task's scope waits for a handler's Retry-After.
+	PutOffRetryAfter PutOff = "retry_after"
 )
 
 // PutOffReasons lists every PutOff, the reason label values a dashboard

@@ -103,6 +103,10 @@ type Options struct {
 	// Flow, if set, is swept each run: waiting tasks whose parents
 	// finished while a crash kept their walk from releasing them.
 	Flow Sweeper
+	// Held, if set, releases set-aside tasks whose scope can run, each run:
+	// the safety net behind the releases a resume or a freed slot makes
+	// (hold.Sweeper).
+	Held HeldSweeper
 }
 
 // Ticker enqueues the due ticks of the schedules (*schedule.Ticker).
@@ -118,6 +122,11 @@ const FlowSweepEvery = 30 * time.Second
 // Sweeper repairs dependencies a crash left unresolved (*flow.Flow).
 type Sweeper interface {
 	Sweep(ctx context.Context) (flow.SweepReport, error)
+}
+
+// HeldSweeper releases set-aside tasks (hold.Sweeper).
+type HeldSweeper interface {
+	Sweep(ctx context.Context) (int, error)
 }
 
 // Metrics is what the promoter reports (*metrics.Recorder); it must make
@@ -225,6 +234,11 @@ func (p *Promoter) RunOnce(ctx context.Context) (Report, error) {
 		r.Released += sr.Released
 		note(err)
 	}
+	if p.opt.Held != nil {
+		n, err = p.opt.Held.Sweep(ctx)
+		r.Released += n
+		note(err)
+	}
 	if r.Promoted[triagetype.High]+r.Promoted[triagetype.Medium]+r.Released+r.Reconciled+r.Tracked+r.Errors > 0 {
 		p.log.Info("promoter run", "promoted_to_high", r.Promoted[triagetype.High], "promoted_to_medium", r.Promoted[triagetype.Medium],
 			"released", r.Released, "reconciled", r.Reconciled, "tracked", r.Tracked, "errors", r.Errors)
@@ -298,8 +312,8 @@ func (p *Promoter) age(ctx context.Context, from triagetype.Priority, after time
 	promote := func(ts []*task.Task) error {
 		var moves []enqueue.Move
 		for _, t := range ts {
-			if t.Status != triagetype.Queued || t.EffectivePriority != from {
-				continue // moved on since it was indexed
+			if t.Status != triagetype.Queued || t.EffectivePriority != from || t.Held != "" {
+				continue // moved on since it was indexed, or set aside (it waits for its scope, not a slot)
 			}
 			if now.Sub(t.AgingFrom()) < after {
 				// Its wait began after its creation (a delay): give it an

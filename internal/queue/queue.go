@@ -102,6 +102,9 @@ type Outgoing struct {
 	// Traceparent, when set, travels as the message's traceparent
 	// attribute: the task's trace context, for whatever reads the queue.
 	Traceparent string
+	// Group, when set, is the task's fairness key, sent as the message's
+	// MessageGroupId (see GroupID): SQS fair queues on standard queues.
+	Group string
 }
 
 // Send sends one message to priority p's queue and returns its message id.
@@ -134,6 +137,9 @@ func (q *Queues) SendBatch(ctx context.Context, p triagetype.Priority, msgs []Ou
 		for i, m := range chunk {
 			entries[i] = types.SendMessageBatchRequestEntry{
 				Id: aws.String(m.ID), MessageBody: aws.String(m.Body), DelaySeconds: delaySeconds(m.Delay),
+			}
+			if m.Group != "" {
+				entries[i].MessageGroupId = aws.String(GroupID(m.Group))
 			}
 			if m.Traceparent != "" {
 				entries[i].MessageAttributes = map[string]types.MessageAttributeValue{

@@ -125,6 +125,10 @@ func DueOf(t *task.Task) (DueClass, time.Time, bool) {
 		c, _ := DueStatus(t.Status)
 		return c, at, true
 	case triagetype.Queued:
+		if t.Held != "" {
+			// Set aside: found by its scope, in submit order (held.go).
+			return DueHeld(t.Held), t.CreatedAt, true
+		}
 		if c, ok := DueQueued(t.EffectivePriority); ok && t.Tracked {
 			return c, t.AgingFrom(), true
 		}

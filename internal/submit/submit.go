@@ -55,6 +55,7 @@ type Service struct {
 	now      func() time.Time
 	tracer   trace.Tracer
 	mx       Metrics
+	fair     Router
 }
 
 // Metrics counts accepted tasks (*metrics.Recorder); it must make no
@@ -79,6 +80,15 @@ type Options struct {
 	Tracing *tracing.Provider
 	// Metrics, if set, counts each new task (not an idempotent repeat).
 	Metrics Metrics
+	// Fair, if set, routes a key past its window at its priority straight
+	// to its held set, without a send (control.Controls.Route).
+	Fair Router
+}
+
+// Router says where a new task goes: "" to its queue, or the scope whose
+// held set it joins (*control.Controls).
+type Router interface {
+	Route(ctx context.Context, t *task.Task) string
 }
 
 // New returns the service over enq.
@@ -92,7 +102,7 @@ func New(enq Enqueuer, o Options) *Service {
 	if o.Tracing == nil {
 		o.Tracing = tracing.Global()
 	}
-	return &Service{enq: enq, pressure: o.Pressure, known: o.Known, window: o.DirectWindow, now: o.Now, tracer: o.Tracing.Tracer(), mx: o.Metrics}
+	return &Service{enq: enq, pressure: o.Pressure, known: o.Known, window: o.DirectWindow, now: o.Now, tracer: o.Tracing.Tracer(), mx: o.Metrics, fair: o.Fair}
 }
 
 // Outcome is one request's answer: the task when it was accepted, the
@@ -225,6 +235,12 @@ func (s *Service) prepare(ctx context.Context, r *task.Request, now time.Time, p
 		return nil, fieldRefusal(fe, prefix)
 	}
 	t := r.NewTask(now, s.window)
+	if s.fair != nil {
+		if scope := s.fair.Route(ctx, t); scope != "" {
+			t.Held, t.DispatchVersion = scope, task.NoMessage
+			return t, nil // no message: no queue depth to check
+		}
+	}
 	if s.pressure != nil {
 		if err := s.pressure.Check(ctx, t.EffectivePriority); err != nil {
 			return nil, Refusal(err)

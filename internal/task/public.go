@@ -12,6 +12,7 @@ func (t *Task) Public() *triagetype.Task {
 	return &triagetype.Task{
 		ID:                c.ID,
 		Type:              c.Type,
+		Key:               c.Key,
 		Payload:           c.Payload,
 		Priority:          c.Priority,
 		EffectivePriority: c.EffectivePriority,
@@ -33,6 +34,7 @@ func (t *Task) Public() *triagetype.Task {
 		PayloadSize:       c.PayloadSize,
 		ResultSize:        c.ResultSize,
 		RetryAt:           c.RetryAt,
+		Held:              c.Held,
 		Progress:          c.Progress,
 		Checkpoint:        c.Checkpoint,
 		Promotions:        c.Promotions,

@@ -41,7 +41,7 @@ func TestPublicMatchesJSON(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	later := at.Add(time.Minute)
 	tk := &Task{
-		ID: NewID(at), Type: "echo", Payload: json.RawMessage(`{"x":1}`), Priority: triagetype.Low, EffectivePriority: triagetype.Medium,
+		ID: NewID(at), Type: "echo", Key: "tenant-1", Held: "type#echo", Payload: json.RawMessage(`{"x":1}`), Priority: triagetype.Low, EffectivePriority: triagetype.Medium,
 		Status: triagetype.Retrying, Attempts: 2, MaxAttempts: 5, TimeoutSeconds: 30, RunAt: &at, CreatedAt: at,
 		EnqueuedAt: &at, StartedAt: &later, CompletedAt: &later, Result: json.RawMessage(`[1]`),
 		Error: NewError("boom", true), IdempotencyKey: "k", TraceID: "tr",

@@ -63,6 +63,9 @@ func (r *Request) Validate() error {
 	if err := ValidateType(r.Type); err != nil {
 		return &FieldError{Field: "type", Message: err.Error()}
 	}
+	if err := ValidateKey(r.Key); err != nil {
+		return &FieldError{Field: "key", Message: err.Error()}
+	}
 	if r.Priority != "" {
 		if _, err := triagetype.ParsePriority(r.Priority); err != nil {
 			return &FieldError{Field: "priority", Message: err.Error()}
@@ -140,9 +143,29 @@ func (r *Request) validateAfter() error {
 // bytes of valid UTF-8, without '#' (it separates index key parts), NUL,
 // newlines or U+FFFD (what a JSON decoder makes of invalid UTF-8).
 func ValidateType(typ string) error {
-	switch {
-	case strings.TrimSpace(typ) == "":
+	if strings.TrimSpace(typ) == "" {
 		return fmt.Errorf("is required")
+	}
+	return validateName(typ)
+}
+
+// ValidateKey checks a fairness key, wherever one arrives (a submit, a
+// direct send, a control endpoint): empty (DefaultKey) or a name by the
+// type's rules, since a key is a part of index and control item keys just
+// as a type is. A key of blanks only is refused as a type of blanks is.
+func ValidateKey(key string) error {
+	if key == "" {
+		return nil
+	}
+	if strings.TrimSpace(key) == "" {
+		return fmt.Errorf("must not be blank (leave it out for the default key)")
+	}
+	return validateName(key)
+}
+
+// validateName holds the rules a type and a key share.
+func validateName(typ string) error {
+	switch {
 	case len(typ) > MaxTypeLength:
 		return fmt.Errorf("is %d bytes; the limit is %d", len(typ), MaxTypeLength)
 	case !utf8.ValidString(typ) || strings.ContainsRune(typ, utf8.RuneError):
@@ -217,7 +240,7 @@ func (r *Request) NewTask(now time.Time, directWindow time.Duration) *Task {
 		p = triagetype.Priority(r.Priority)
 	}
 	t := &Task{
-		ID: NewID(now), Type: r.Type, Payload: compact(r.Payload),
+		ID: NewID(now), Type: r.Type, Key: r.Key, Payload: compact(r.Payload),
 		Priority: p, EffectivePriority: p, Status: triagetype.Queued,
 		MaxAttempts: DefaultMaxAttempts, TimeoutSeconds: DefaultTimeoutSeconds,
 		CreatedAt: now, WaitingSince: now, Version: 1, DispatchVersion: 1,

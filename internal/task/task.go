@@ -30,6 +30,7 @@ const MaxHistory = 10
 type Task struct {
 	ID                string                `json:"id" dynamodbav:"id"`
 	Type              string                `json:"type" dynamodbav:"type"`
+	Key               string                `json:"key,omitempty" dynamodbav:"key,omitempty"`
 	Payload           json.RawMessage       `json:"payload" dynamodbav:"payload,omitempty"`
 	Priority          triagetype.Priority   `json:"priority" dynamodbav:"priority"`
 	EffectivePriority triagetype.Priority   `json:"effective_priority" dynamodbav:"effective_priority"`
@@ -98,6 +99,15 @@ type Task struct {
 	LeaseUntil   *time.Time `json:"-" dynamodbav:"lease_until,omitempty"`
 	WorkerID     string     `json:"-" dynamodbav:"worker_id,omitempty"`
 	RetryAt      *time.Time `json:"retry_at,omitempty" dynamodbav:"retry_at,omitempty"`
+	// Held names the scope a queued task was set aside in because it
+	// could not start (its type or key paused, at a limit, waiting for a
+	// Retry-After): it has no message (DispatchVersion is NoMessage) until
+	// its scope can run and it is released, in submit order (package hold).
+	Held string `json:"held,omitempty" dynamodbav:"held,omitempty"`
+	// Released marks a task released from a hold whose message has not
+	// been claimed yet: it may start although its scope still holds later
+	// tasks (new arrivals of such a scope join the back of the held set).
+	Released bool `json:"-" dynamodbav:"released,omitempty"`
 	// Tracked marks a queued task whose wait began after its creation
 	// (promoted, re-queued, released): the promoter finds it through its own
 	// by-due index entry rather than by its creation time.
@@ -121,6 +131,19 @@ type Task struct {
 	// BatchShard is the batch counter shard the member is counted on,
 	// fixed when it joins.
 	BatchShard int `json:"-" dynamodbav:"batch_shard,omitempty"`
+}
+
+// DefaultKey is the fairness key of a task submitted without one.
+const DefaultKey = triagetype.DefaultKey
+
+// FairKey is t's fairness key: its own, or DefaultKey when it has none.
+// Every scope that names a key (limits, weights, waits, SQS message
+// groups) uses this, so keyless tasks share one key.
+func (t *Task) FairKey() string {
+	if t.Key == "" {
+		return DefaultKey
+	}
+	return t.Key
 }
 
 // NoMessage is the DispatchVersion of a task with no live message: a

@@ -42,6 +42,9 @@ func New(a *app.App, reg *handler.Registry, opt dispatch.Options, deps dispatch.
 	if deps.Workers == nil && a.Workers != nil {
 		deps.Workers = a.Workers
 	}
+	if deps.Holds == nil && a.Holds != nil {
+		deps.Holds = a.Holds
+	}
 	return dispatch.New(a.Store, a.Queues, a.Enqueuer, reg, opt.Over(dispatch.OptionsFrom(a.Config)), deps)
 }
 

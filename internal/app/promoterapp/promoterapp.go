@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/hold"
 	"github.com/triagehq/triage/internal/promote"
 	"github.com/triagehq/triage/internal/schedule"
 )
@@ -36,6 +37,9 @@ func New(a *app.App, opt promote.Options) *promote.Promoter {
 	}
 	if opt.Flow == nil {
 		opt.Flow = a.Flow
+	}
+	if opt.Held == nil && a.Holds != nil {
+		opt.Held = hold.Sweeper{Holds: a.Holds, Scopes: a.Controls}
 	}
 	return promote.New(a.Store, a.Enqueuer, a.Queues, opt)
 }

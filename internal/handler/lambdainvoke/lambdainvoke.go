@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -105,6 +106,9 @@ func (h *Handler) Handle(ctx context.Context, r handler.Request) (json.RawMessag
 		if fe.Permanent() {
 			return nil, handler.Permanent(err)
 		}
+		return nil, err
+	}
+	if err := handler.LambdaRetryAfter(out.Payload, time.Now()); err != nil {
 		return nil, err
 	}
 	return result(out.Payload), nil

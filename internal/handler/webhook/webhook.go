@@ -186,6 +186,16 @@ func (h *Handler) Handle(ctx context.Context, r handler.Request) (json.RawMessag
 			return nil, handler.Permanent(fmt.Errorf("webhook %s: status %d: response body exceeds %d bytes", h.shown, code, MaxResponseBytes))
 		}
 		return result(data), nil
+	case code == http.StatusTooManyRequests && resp.Header.Get("Retry-After") != "":
+		// The upstream says when: the task's scope waits until then, and
+		// the attempt is not spent.
+		if at, ok := handler.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+			scope, err := handler.ParseRetryScope(resp.Header.Get(handler.HeaderRetryScope))
+			if err == nil {
+				return nil, handler.RetryAfter(at, scope)
+			}
+		}
+		return nil, fmt.Errorf("webhook %s: status %d (retriable): %s", h.shown, code, snippet(data))
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests:
 		return nil, fmt.Errorf("webhook %s: status %d (retriable): %s", h.shown, code, snippet(data))
 	case code >= 300 && code < 500:

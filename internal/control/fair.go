@@ -1,0 +1,100 @@
+package control
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
+)
+
+// Fair dispatch within a priority (issue #22 item 2).
+//
+// Every key keeps at most its window of messages on each priority's queue:
+// FairWindow × its weight (default 1) sent in one second by one API
+// process. Past that, the process raises the key's fair flag for that
+// priority (scope fair#<priority>#<key>) and the key's further submits go
+// straight to its held set (no SQS send) while the flag is up, read
+// through the cache. Each start of one of the key's tasks at that priority
+// releases its next held one, in submit order, so the key keeps about its
+// window on the queue; when its held set is empty the flag drops and its
+// submits are sent again.
+//
+// So a flood cannot bury another key's message: on the queue, ahead of a
+// newcomer B, there are at most (M × TTL + 1) × FairWindow × w_A of key
+// A's messages (M API processes, each sending one window a second before
+// the flag it raised is in every cache, TTL the cache's in seconds, plus
+// the window the releases keep up). With C slots running tasks of T
+// seconds, B starts within about ((M × TTL + 1) × FairWindow × w_A / C + 1) × T
+// plus the receive, whatever A's backlog. With several keys flooding, each
+// keeps window × weight messages on the queue, and since each start puts
+// one of the same key back, starts split by weight.
+//
+// Cost: nothing for a key within its window; for a flooding key, per task
+// one hold index entry (written at creation, in place of the send) and the
+// release's write and send; one cached read of the key's fair flag per
+// consumer and TTL.
+
+// FairWindow is a key's window of messages per priority, at weight 1.
+const FairWindow = 20
+
+// FairScope is the fair scope of key at priority p.
+func FairScope(p triagetype.Priority, key string) string { return "fair#" + string(p) + "#" + key }
+
+// fairCounts counts one API process's sends per fair scope in the current
+// second.
+type fairCounts struct {
+	mu     sync.Mutex
+	second int64
+	n      map[string]int
+}
+
+func (f *fairCounts) add(scope string, now time.Time) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s := now.Unix(); s != f.second || f.n == nil {
+		f.second, f.n = s, map[string]int{}
+	}
+	f.n[scope]++
+	return f.n[scope]
+}
+
+// weight is key's weight: its keyed settings' (default 1).
+func (c *Controls) weight(ctx context.Context, key string) int {
+	reg, err := c.cachedKeyed(ctx)
+	if err != nil || !reg[KeyScope(key).String()] {
+		return 1
+	}
+	s, err := c.cachedScope(ctx, KeyScope(key))
+	if err != nil || s.Weight <= 0 {
+		return 1
+	}
+	return s.Weight
+}
+
+// Route says where a new task goes: "" to its queue, or the fair scope to
+// hold it in (the key is past its window at its priority, or its held set
+// is not empty). It is the submit path's router; errors route to the
+// queue (fairness is best effort, a task is never refused for it).
+func (c *Controls) Route(ctx context.Context, t *task.Task) string {
+	if t.Status != triagetype.Queued || t.RunAt != nil {
+		return ""
+	}
+	scope := FairScope(t.EffectivePriority, t.FairKey())
+	sc, _ := ParseScope(scope)
+	s, err := c.cachedScope(ctx, sc)
+	if err != nil {
+		return ""
+	}
+	if s.Held {
+		return scope
+	}
+	if c.fair.add(scope, c.now()) <= FairWindow*c.weight(ctx, t.FairKey()) {
+		return ""
+	}
+	if err := c.MarkHeld(ctx, scope); err != nil {
+		return ""
+	}
+	return scope
+}

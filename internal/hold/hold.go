@@ -1,0 +1,224 @@
+// Package hold sets aside tasks that cannot start now and releases them in
+// submit order when they can.
+//
+// Without it, a task whose type is paused or at its limit was hidden on
+// its queue and received again and again until it could run: a paused
+// backlog of 1,000 tasks kept a core busy locally and cost a steady stream
+// of SQS receives and DynamoDB reads on AWS, and a resume let the tasks
+// start in whatever order their hide times ran out.
+//
+// Now the consumer sets such a task aside: one conditional write moves it
+// (still queued) to its scope's held set, a by-due index partition per
+// scope and shard sorted by creation (store/held.go), with no live message
+// (DispatchVersion NoMessage); then its message is deleted. A crash
+// between the two leaves a message whose version no longer matches, which
+// the next receive drops as stale: a held task is never lost and never runs
+// twice. While a scope holds tasks, its flag (control.MarkHeld) makes new
+// arrivals join the back of the set, so no later task overtakes an earlier
+// one.
+//
+// Release re-dispatches a scope's first tasks in submit order through the
+// enqueuer's RedispatchBatch (send, then a conditional write). It is called
+// when the scope can run again: at once by the control call that resumed it
+// or raised its limit (the first window), by the consumer when a released
+// task starts in a scope without limits or a held scope's concurrency slot
+// frees (one more each), when a Retry-After ends, and by the promoter's
+// sweep as the safety net. (A rate refusal is not set aside: it waits at
+// most a window, hidden on its queue.) Each call keeps at most Window
+// released tasks per trigger in SQS at once, so SQS's best-effort ordering
+// has little to reorder.
+//
+// Cost per task set aside: one task write (the hold, ~1 WCU plus the
+// by-due entry's index write) and one delete; its release is one send and
+// one write, plus its share of one query per shard of the scope's
+// partitions (eventually consistent, 0.5 RCU each) and a batch read.
+package hold
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
+)
+
+// Window is how many set-aside tasks a resume releases at once: one SQS
+// batch. The rest follow one by one as released tasks start.
+const Window = 10
+
+// Store is the part of the task store holds use.
+type Store interface {
+	Transition(ctx context.Context, cur *task.Task, to triagetype.Status, apply func(*task.Task)) (*task.Task, error)
+	Held(ctx context.Context, scope, after string, n int) ([]*task.Task, string, error)
+}
+
+// Mover re-dispatches tasks (*enqueue.Enqueuer).
+type Mover interface {
+	RedispatchBatch(ctx context.Context, to triagetype.Status, p triagetype.Priority, moves []enqueue.Move) ([]*task.Task, error)
+}
+
+// Flags keeps each scope's "has tasks set aside" flag (*control.Controls).
+type Flags interface {
+	MarkHeld(ctx context.Context, scope string) error
+	ClearHeld(ctx context.Context, scope string) error
+}
+
+// Holds sets tasks aside and releases them.
+type Holds struct {
+	store Store
+	mover Mover
+	flags Flags
+	log   *slog.Logger
+}
+
+// New returns holds over s, m and f.
+func New(s Store, m Mover, f Flags, log *slog.Logger) *Holds {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Holds{store: s, mover: m, flags: f, log: log}
+}
+
+// Hold sets t (queued or retrying, as read with its message) aside in
+// scope: its flag first, then one conditional write. The caller deletes
+// the message after it succeeds; on a conflict (the task moved on) the
+// message is stale or another receive has it.
+//
+// An executing task may be set aside too (its handler's Retry-After):
+// extra then records the attempt, which is not spent.
+func (h *Holds) Hold(ctx context.Context, t *task.Task, scope string, extra ...func(*task.Task)) (*task.Task, error) {
+	if err := h.flags.MarkHeld(ctx, scope); err != nil {
+		return nil, err
+	}
+	held, err := h.store.Transition(ctx, t, triagetype.Queued, func(n *task.Task) {
+		for _, f := range extra {
+			f(n)
+		}
+		n.Held, n.Released = scope, false
+		n.DispatchVersion = task.NoMessage
+		n.RetryAt, n.LeaseUntil, n.WorkerID = nil, nil, ""
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set task %s aside in %s: %w", t.ID, scope, err)
+	}
+	return held, nil
+}
+
+// Release re-dispatches up to n of scope's set-aside tasks, first
+// submitted first, each to its effective priority's queue, and returns how
+// many it released. A task another releaser took first is skipped for the
+// next one. When the scope has none left, its flag is lowered.
+func (h *Holds) Release(ctx context.Context, scope string, n int) (int, error) {
+	released, after := 0, ""
+	for released < n {
+		want := n - released
+		ts, last, err := h.store.Held(ctx, scope, after, want+2)
+		if err != nil {
+			return released, err
+		}
+		if len(ts) == 0 {
+			if after == "" {
+				return released, h.flags.ClearHeld(ctx, scope)
+			}
+			return released, nil
+		}
+		// Go on after the last task tried, not the last read: a task not
+		// tried now must not be skipped, or it would start out of order.
+		after = last
+		var batch []*task.Task
+		for _, t := range ts {
+			if len(batch) == want {
+				after = store.HeldSortKey(batch[len(batch)-1])
+				break
+			}
+			if t.Status == triagetype.Queued && t.Held == scope {
+				batch = append(batch, t)
+			}
+		}
+		got, err := h.release(ctx, batch)
+		released += got
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			return released, err
+		}
+	}
+	return released, nil
+}
+
+// release re-dispatches ts (in order), grouped by priority, and counts the
+// tasks moved.
+func (h *Holds) release(ctx context.Context, ts []*task.Task) (int, error) {
+	var order []triagetype.Priority
+	by := map[triagetype.Priority][]enqueue.Move{}
+	for _, t := range ts {
+		p := t.EffectivePriority
+		if _, ok := by[p]; !ok {
+			order = append(order, p)
+		}
+		by[p] = append(by[p], enqueue.Move{Task: t, Apply: func(n *task.Task) { n.Held, n.Released = "", true }})
+	}
+	moved := 0
+	var errs []error
+	for _, p := range order {
+		done, err := h.mover.RedispatchBatch(ctx, triagetype.Queued, p, by[p])
+		moved += len(done)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return moved, errors.Join(errs...)
+}
+
+// ReleaseWindow releases scope's first Window tasks: what a resume does.
+// It has control.Runnable's shape.
+func (h *Holds) ReleaseWindow(ctx context.Context, scope string) error {
+	_, err := h.Release(ctx, scope, Window)
+	return err
+}
+
+// Scopes lists the scopes to sweep and whether each can run now
+// (*control.Controls).
+type Scopes interface {
+	HeldScopes(ctx context.Context, recent time.Duration) (map[string]bool, error)
+}
+
+// Sweeper is the promoter's safety net: each run it releases a window of
+// every runnable scope that holds tasks, or held them lately. It covers a
+// trigger lost to a crash, and a task set aside by a consumer whose cached
+// flag was up just after a release lowered it.
+type Sweeper struct {
+	Holds  *Holds
+	Scopes Scopes
+	// Recent is how long after its flag was lowered a scope is still
+	// looked at (a minute: far beyond any consumer's cache TTL).
+	Recent time.Duration
+}
+
+// Sweep runs once and returns how many tasks it released.
+func (s Sweeper) Sweep(ctx context.Context) (int, error) {
+	recent := s.Recent
+	if recent <= 0 {
+		recent = time.Minute
+	}
+	scopes, err := s.Scopes.HeldScopes(ctx, recent)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	var errs []error
+	for scope, runnable := range scopes {
+		if !runnable {
+			continue
+		}
+		n, err := s.Holds.Release(ctx, scope, Window)
+		total += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return total, errors.Join(errs...)
+}
