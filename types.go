@@ -58,6 +58,36 @@ type (
 	WorkerState = triagetype.WorkerState
 	// WorkerStats sums the workers: the workers section of Stats.
 	WorkerStats = triagetype.WorkerStats
+
+	// Dependencies, workflows and batches (README "Dependencies, workflows
+	// and batches").
+	// Parent is one parent of a task as its handler sees it.
+	Parent = triagetype.Parent
+	// ParentPolicy says what a waiting task does when a parent ends badly.
+	ParentPolicy = triagetype.ParentPolicy
+	// WorkflowRequest is a workflow to submit; WorkflowNode one node of it.
+	WorkflowRequest = triagetype.WorkflowRequest
+	WorkflowNode    = triagetype.WorkflowNode
+	// Workflow is a submitted workflow with every node's status.
+	Workflow = triagetype.Workflow
+	// WorkflowNodeStatus is one node of a Workflow.
+	WorkflowNodeStatus = triagetype.WorkflowNodeStatus
+	// BatchCreate creates a batch with a completion callback, or adds
+	// members to one.
+	BatchCreate = triagetype.BatchCreate
+	// Batch is a batch and its progress.
+	Batch = triagetype.Batch
+	// BatchProgress counts a batch's (or a workflow's) finished members.
+	BatchProgress = triagetype.BatchProgress
+	// BatchCallback is the payload of a batch's on_complete task.
+	BatchCallback = triagetype.BatchCallback
+
+	// Periodic tasks (README "Periodic tasks").
+	// Schedule is a periodic task: a 5-field cron expression in an IANA time
+	// zone and the task each tick enqueues (exactly once per tick).
+	Schedule = triagetype.Schedule
+	// SchedulePage is one page of a schedule listing.
+	SchedulePage = triagetype.SchedulePage
 )
 
 // The priorities, highest first.
@@ -76,6 +106,8 @@ const (
 	Completed  Status = triagetype.Completed
 	Cancelled  Status = triagetype.Cancelled
 	DeadLetter Status = triagetype.DeadLetter
+	// Waiting: its parents (after) have not all finished.
+	Waiting Status = triagetype.Waiting
 )
 
 // The worker states.
@@ -131,3 +163,24 @@ const (
 
 // TokenHeader is the header WithTokenHeader sends the token in.
 const TokenHeader = auth.TokenHeader
+
+// The parent policies (SubmitRequest.OnParentFailure).
+const (
+	OnParentCancel     ParentPolicy = triagetype.OnParentCancel
+	OnParentRun        ParentPolicy = triagetype.OnParentRun
+	OnParentDeadLetter ParentPolicy = triagetype.OnParentDeadLetter
+)
+
+// Limits of dependencies and workflows.
+const (
+	MaxParents       = triagetype.MaxParents
+	MaxWorkflowNodes = triagetype.MaxWorkflowNodes
+	MaxWorkflowDepth = triagetype.MaxWorkflowDepth
+)
+
+// Workflow states.
+const (
+	WorkflowPending   = triagetype.WorkflowPending
+	WorkflowRunning   = triagetype.WorkflowRunning
+	WorkflowCompleted = triagetype.WorkflowCompleted
+)
