@@ -78,7 +78,10 @@ func (c *Controls) weight(ctx context.Context, key string) int {
 // is not empty). It is the submit path's router; errors route to the
 // queue (fairness is best effort, a task is never refused for it).
 func (c *Controls) Route(ctx context.Context, t *task.Task) string {
-	if t.Status != triagetype.Queued || t.RunAt != nil {
+	if t.Status != triagetype.Queued || t.RunAt != nil || t.Key == "" {
+		// Keyless tasks share the default key and are never windowed: a
+		// single-tenant deployment pays nothing for fairness, and a batch
+		// of them is sent at once, as before keys existed.
 		return ""
 	}
 	scope := FairScope(t.EffectivePriority, t.FairKey())

@@ -6,8 +6,10 @@ import (
 	"testing"
 )
 
-// TestWaitsPromotionsAndDepthHistory runs a low task that waits, paused,
-// until the promoter has moved it to medium and then high, and a few high
+// TestWaitsPromotionsAndDepthHistory runs a low task that waits, under a
+// global pause, until the promoter has moved it to medium and then high
+// (a global pause stops receiving, so the task stays queued and ages; a
+// type's pause would set it aside, and set-aside tasks do not age), and a few high
 // tasks that start at once. The queue cards show each priority's wait
 // p50/p99 from the counters (the low one's at least the 4 s of aging it
 // went through); the task's detail shows its two promotion steps with
@@ -16,8 +18,8 @@ import (
 // page saw since it opened.
 func TestWaitsPromotionsAndDepthHistory(t *testing.T) {
 	d := startDev(t, map[string]string{"TRIAGE_PROMOTE_LOW_AFTER": "2s", "TRIAGE_PROMOTE_MEDIUM_AFTER": "2s", "TRIAGE_PROMOTE_INTERVAL": "1s"})
-	if code := d.call("POST", "/api/v1/control/pause?type=sleep", "", nil); code != 200 {
-		t.Fatalf("pause sleep: %d", code)
+	if code := d.call("POST", "/api/v1/control/pause", "", nil); code != 200 {
+		t.Fatalf("pause: %d", code)
 	}
 	slow := d.submit([]string{`{"type":"sleep","priority":"low","payload":{"ms":10}}`})[0]
 	var promoted struct {
@@ -27,8 +29,8 @@ func TestWaitsPromotionsAndDepthHistory(t *testing.T) {
 		d.call("GET", "/api/v1/tasks/"+slow, "", &promoted)
 		return promoted.EffectivePriority == "high"
 	})
-	if code := d.call("POST", "/api/v1/control/resume?type=sleep", "", nil); code != 200 {
-		t.Fatalf("resume sleep: %d", code)
+	if code := d.call("POST", "/api/v1/control/resume", "", nil); code != 200 {
+		t.Fatalf("resume: %d", code)
 	}
 	fast := d.submit([]string{`{"type":"echo","priority":"high"}`, `{"type":"echo","priority":"high"}`, `{"type":"echo","priority":"high"}`})
 	d.waitTasks("all four tasks", append(fast, slow), func(tv apiTask) bool { return tv.Status == "completed" })
