@@ -118,7 +118,14 @@ func TestOwnWorkerBesideDev(t *testing.T) {
 		// Offline, as a user's CI with a warm cache: everything the worker
 		// needs is in the module cache once this repository's tests built.
 		"GOPROXY=off", "GOSUMDB=off", "GOWORK=off", "GOTOOLCHAIN=local", "GOFLAGS=-mod=mod")
-	_, addr, devOut, _ := startDevWithToken(t, bin, root, env, "tok", "--no-demo-handlers")
+	// The transcript submits, then builds the worker: on a loaded machine
+	// (several agents building at once) that build has taken over the
+	// default TRIAGE_UNHANDLED_AFTER of 5 min, after which the dev
+	// server's consumer rightly dead-letters the tasks. The dev server
+	// here waits longer, so the test checks the hand-over, not the build's
+	// speed; TestUnhandledTypeWaitsForItsWorker covers the dead-lettering.
+	devEnv := append(slices.Clone(env), "TRIAGE_UNHANDLED_AFTER=30m")
+	_, addr, devOut, _ := startDevWithToken(t, bin, root, devEnv, "tok", "--no-demo-handlers")
 	if !strings.Contains(devOut.String(), "eval \"$(triage env)\"") {
 		t.Errorf("the banner does not say how a worker gets its settings:\n%s", devOut.String())
 	}
