@@ -6,16 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-
-	"github.com/triagehq/triage/triagetype"
 )
-
-// Schedule is a periodic task: a 5-field cron expression in an IANA time
-// zone and the task each tick enqueues (exactly once per tick).
-type Schedule = triagetype.Schedule
-
-// SchedulePage is one page of a schedule listing.
-type SchedulePage = triagetype.SchedulePage
 
 // ScheduleTransport is the part of a Transport that manages schedules.
 // Both of triage's transports implement it; a Transport of one's own need

@@ -56,6 +56,13 @@ type (
 	WorkerState = triagetype.WorkerState
 	// WorkerStats sums the workers: the workers section of Stats.
 	WorkerStats = triagetype.WorkerStats
+
+	// Periodic tasks (README "Periodic tasks").
+	// Schedule is a periodic task: a 5-field cron expression in an IANA time
+	// zone and the task each tick enqueues (exactly once per tick).
+	Schedule = triagetype.Schedule
+	// SchedulePage is one page of a schedule listing.
+	SchedulePage = triagetype.SchedulePage
 )
 
 // The priorities, highest first.
