@@ -322,8 +322,30 @@ func (d *DLQ) removeCopies(ctx context.Context, below map[string]int64, first tr
 	if slices.Contains(order, first) {
 		order = append([]triagetype.Priority{first}, slices.DeleteFunc(order, func(p triagetype.Priority) bool { return p == first })...)
 	}
+	for pass := 0; left > 0 && pass <= len(rescanWaits); pass++ {
+		if pass > 0 {
+			// Another reader (the promoter's reconciliation, a listing)
+			// may hold the copy out of sight for the moment it reads:
+			// look again once it has had time to hand it back. What this
+			// call read stays held, so a pass sees only what others freed.
+			time.Sleep(rescanWaits[pass-1])
+		}
+		d.scanCopies(ctx, below, order, &left, &hs)
+	}
+	for id := range below {
+		d.log.Warn("retried task's DLQ copy not found within the scan bound; the next replay removes it", "task_id", id, "max_scan", MaxScan)
+	}
+}
+
+// rescanWaits are the pauses before removeCopies looks again for copies
+// it did not find: a concurrent reader hides what it reads only while it
+// reads (well under a second), so two short looks find what it held.
+var rescanWaits = [...]time.Duration{500 * time.Millisecond, 1500 * time.Millisecond}
+
+// scanCopies is one pass of removeCopies over the DLQs in order.
+func (d *DLQ) scanCopies(ctx context.Context, below map[string]int64, order []triagetype.Priority, left *int, hs *[]held) {
 	for _, p := range order {
-		for read := 0; left > 0 && read < MaxScan; {
+		for read := 0; *left > 0 && read < MaxScan; {
 			msgs, err := d.queues.ReceiveDLQ(ctx, p, queue.MaxBatch, 0, peekVisibility)
 			if err != nil {
 				d.log.Warn("could not scan a DLQ for retried tasks' copies; the next replay removes them", "priority", p, "error", err)
@@ -338,19 +360,16 @@ func (d *DLQ) removeCopies(ctx context.Context, below map[string]int64, first tr
 				if limit, ok := below[id]; ok && v < limit {
 					if err := d.queues.DeleteDLQ(ctx, p, m.ReceiptHandle); err != nil {
 						d.log.Warn("could not delete a retried task's DLQ copy; the next replay removes it", "task_id", id, "error", err)
-						hs = append(hs, heldMsg(p, m))
+						*hs = append(*hs, heldMsg(p, m))
 						continue
 					}
 					delete(below, id)
-					left--
+					*left--
 					continue
 				}
-				hs = append(hs, heldMsg(p, m))
+				*hs = append(*hs, heldMsg(p, m))
 			}
 		}
-	}
-	for id := range below {
-		d.log.Warn("retried task's DLQ copy not found within the scan bound; the next replay removes it", "task_id", id, "max_scan", MaxScan)
 	}
 }
 
