@@ -449,6 +449,22 @@ func (d *DLQ) each(ctx context.Context, f Filter, act func(triagetype.Priority, 
 	defer d.release(ctx, &hs)
 	done := map[string]bool{}
 	acted := 0
+	// A pass that acts on nothing looks again (as removeCopies does): the
+	// promoter's reconciliation or a listing may hold the messages out of
+	// sight while it reads them. What this call read stays held, so a
+	// later pass sees only what others freed.
+	for pass := 0; ; pass++ {
+		if err := d.eachPass(ctx, f, act, skipped, &hs, done, &acted); err != nil || acted > 0 || pass == len(rescanWaits) {
+			return err
+		}
+		time.Sleep(rescanWaits[pass])
+	}
+}
+
+// eachPass is one pass of each over the DLQs of f.
+func (d *DLQ) eachPass(ctx context.Context, f Filter, act func(triagetype.Priority, queue.Received, *task.Task) (bool, error), skipped *int, hsp *[]held, done map[string]bool, actedp *int) error {
+	hs, acted := *hsp, *actedp
+	defer func() { *hsp, *actedp = hs, acted }()
 	for _, p := range f.Priorities {
 		for read := 0; acted < f.Limit && read < MaxScan; {
 			msgs, err := d.queues.ReceiveDLQ(ctx, p, queue.MaxBatch, 0, peekVisibility)
