@@ -449,12 +449,12 @@ func (d *DLQ) each(ctx context.Context, f Filter, act func(triagetype.Priority, 
 	defer d.release(ctx, &hs)
 	done := map[string]bool{}
 	acted := 0
-	// A pass that acts on nothing looks again (as removeCopies does): the
-	// promoter's reconciliation or a listing may hold the messages out of
-	// sight while it reads them. What this call read stays held, so a
-	// later pass sees only what others freed.
+	// Two more passes look again (as removeCopies does): the promoter's
+	// reconciliation or a listing may hold some messages out of sight
+	// while it reads them. What this call read stays held, so a later pass
+	// sees only what others freed. It costs a replay or purge 2 s.
 	for pass := 0; ; pass++ {
-		if err := d.eachPass(ctx, f, act, skipped, &hs, done, &acted); err != nil || acted > 0 || pass == len(rescanWaits) {
+		if err := d.eachPass(ctx, f, act, skipped, &hs, done, &acted); err != nil || acted >= f.Limit || pass == len(rescanWaits) {
 			return err
 		}
 		time.Sleep(rescanWaits[pass])
