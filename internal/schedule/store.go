@@ -471,19 +471,7 @@ func (s *Store) Advance(ctx context.Context, cur *Stored, last time.Time, lastTa
 		Set(expression.Name("version"), expression.Value(cur.Version+1))
 	cond := expression.Name("version").Equal(expression.Value(cur.Version)).
 		And(expression.Name("next_tick").Equal(expression.Value(store.SortableTime(*cur.NextTick))))
-	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
-	if err != nil {
-		return err
-	}
-	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &s.table, Key: key(cur.Name),
-		UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
-		ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
-		// The item comes back (no extra capacity) so a caller counting units
-		// (the bench) can size the write and see the index entry move.
-		ReturnValues: types.ReturnValueAllNew,
-	})
-	return conflict(err, "advance schedule "+cur.Name)
+	return s.updateIf(ctx, cur.Name, upd, cond, "advance schedule")
 }
 
 // Start gives a pending schedule (written at deploy time, see DeployItem)
@@ -498,17 +486,24 @@ func (s *Store) Start(ctx context.Context, cur *Stored, next time.Time) error {
 		Set(expression.Name("version"), expression.Value(cur.Version+1))
 	cond := expression.Name("version").Equal(expression.Value(cur.Version)).
 		And(expression.AttributeNotExists(expression.Name("next_tick")))
+	return s.updateIf(ctx, cur.Name, upd, cond, "start schedule")
+}
+
+// updateIf applies upd to schedule name's item under cond. The item comes
+// back (no extra capacity) so a caller counting units (the bench) can size
+// the write and see the index entry move.
+func (s *Store) updateIf(ctx context.Context, name string, upd expression.UpdateBuilder, cond expression.ConditionBuilder, what string) error {
 	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {
 		return err
 	}
 	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &s.table, Key: key(cur.Name),
+		TableName: &s.table, Key: key(name),
 		UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
 		ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values(),
 		ReturnValues: types.ReturnValueAllNew,
 	})
-	return conflict(err, "start schedule "+cur.Name)
+	return conflict(err, what+" "+name)
 }
 
 func conflict(err error, what string) error {
