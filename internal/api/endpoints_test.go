@@ -49,13 +49,7 @@ func (f *fix2) consume(t *testing.T) (stop func()) {
 	// UnhandledAfter: a type with no handler is dead-lettered at once, as
 	// TestDLQListAndReplay wants (no other worker will come for it).
 	c := consumerapp.New(f.app, reg, dispatch.Options{PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond, Lease: 5 * time.Second, LeaseMargin: time.Second, DrainTimeout: 2 * time.Second, UnhandledAfter: time.Nanosecond}, dispatch.Deps{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = c.Run(ctx); close(done) }()
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done }) }
-	t.Cleanup(stop)
-	return stop
+	return stacktest.Run(t, c)
 }
 
 func (f *fix2) waitStatus(t *testing.T, id, want string) map[string]any {

@@ -51,9 +51,9 @@ func TestAttemptStartIsTheTasksStartedAt(t *testing.T) {
 				return json.RawMessage(`1`), nil
 			})
 			ids := submit(t, a, "start", triagetype.High, 1, `{}`)
-			opt := fastOptions()
+			opt := stacktest.FastDispatch()
 			opt.Concurrency, opt.ReservedHigh = 1, 0
-			run(t, consumerapp.New(a, registry("start", h), opt, dispatch.Deps{Gate: slowGate{200 * time.Millisecond}}))
+			stacktest.Run(t, consumerapp.New(a, stacktest.Registry("start", h), opt, dispatch.Deps{Gate: slowGate{200 * time.Millisecond}}))
 			got := stacktest.WaitStatus(t, a.Store, ids[0], triagetype.Completed, 60*time.Second)
 			if len(got.History) != tt.failures+1 || got.StartedAt == nil {
 				t.Fatalf("history %+v, started_at %v; want %d attempts", got.History, got.StartedAt, tt.failures+1)

@@ -48,9 +48,9 @@ func TestLargeDirectSendAdoptedAndRun(t *testing.T) {
 		}
 		return r.Payload, nil
 	})
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.Backoff = map[triagetype.Priority]triageconfig.Backoff{triagetype.Medium: {Base: time.Second, Max: time.Second}}
-	run(t, consumerapp.New(a, registry("big", l), opt, dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, stacktest.Registry("big", l), opt, dispatch.Deps{}))
 	waitEnds(t, l, 2, 30*time.Second)
 	id, _ := seen.Load().(string)
 	done := stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, 10*time.Second)

@@ -30,9 +30,9 @@ func TestRetriesHonourMaxAttemptsPastRedrive(t *testing.T) {
 		t.Fatalf("the queue redrives after %d receives; the test needs fewer than 10", got)
 	}
 	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "high", Payload: json.RawMessage(`{"times":9}`), MaxAttempts: intp(10)})
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.Backoff = map[triagetype.Priority]triageconfig.Backoff{triagetype.High: {Base: 500 * time.Millisecond, Max: 500 * time.Millisecond}}
-	run(t, consumerapp.New(a, demoRegistry(), opt, dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, demoRegistry(), opt, dispatch.Deps{}))
 	done := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 90*time.Second)
 	if done.Attempts != 10 || string(done.Result) != `{"succeeded_on_attempt":10}` {
 		t.Fatalf("attempts %d result %s error %+v; want completed on attempt 10", done.Attempts, done.Result, done.Error)
@@ -49,8 +49,8 @@ func TestMessageAheadOfItsTaskGoesToDLQ(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	tk := submitOne(t, a, task.Request{Type: "echo", Priority: "high", Payload: json.RawMessage(`{"x":1}`)})
-	c := consumerapp.New(a, demoRegistry(), fastOptions(), dispatch.Deps{})
-	run(t, c)
+	c := consumerapp.New(a, demoRegistry(), stacktest.FastDispatch(), dispatch.Deps{})
+	stacktest.Run(t, c)
 	stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 20*time.Second)
 	sendRaw(t, env, triagetype.High, fmt.Sprintf(`{"id":%q,"v":999}`, tk.ID))
 	msgs := dlqMessages(t, a, triagetype.High, 1)
@@ -68,10 +68,10 @@ func TestMessageAheadOfItsTaskGoesToDLQ(t *testing.T) {
 func TestMessageWithoutTaskGoesToDLQAfterGrace(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.OrphanAfter = 3 * time.Second
 	c := consumerapp.New(a, demoRegistry(), opt, dispatch.Deps{})
-	run(t, c)
+	stacktest.Run(t, c)
 	ghost := task.NewID(time.Now())
 	sent := time.Now()
 	sendRaw(t, env, triagetype.Medium, fmt.Sprintf(`{"id":%q,"v":1,"p":"medium"}`, ghost))
@@ -94,7 +94,7 @@ func TestMessageWithoutTaskGoesToDLQAfterGrace(t *testing.T) {
 func TestMessageWithMalformedIDGoesToDLQ(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
-	run(t, consumerapp.New(a, demoRegistry(), fastOptions(), dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, demoRegistry(), stacktest.FastDispatch(), dispatch.Deps{}))
 	sendRaw(t, env, triagetype.High, fmt.Sprintf(`{"id":%q,"v":1}`, strings.Repeat("x", 3000)))
 	msgs := dlqMessages(t, a, triagetype.High, 1)
 	if len(msgs) != 1 || !strings.Contains(msgs[0].Reason, "is not a task id") {
@@ -108,8 +108,8 @@ func TestStaleCopiesAreCounted(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	tk := submitOne(t, a, task.Request{Type: "echo", Priority: "low"})
-	c := consumerapp.New(a, demoRegistry(), fastOptions(), dispatch.Deps{})
-	run(t, c)
+	c := consumerapp.New(a, demoRegistry(), stacktest.FastDispatch(), dispatch.Deps{})
+	stacktest.Run(t, c)
 	stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 20*time.Second)
 	sendRaw(t, env, triagetype.Low, fmt.Sprintf(`{"id":%q,"v":1,"p":"low"}`, tk.ID))
 	deadline := time.Now().Add(15 * time.Second)
@@ -127,7 +127,7 @@ func TestStaleCopiesAreCounted(t *testing.T) {
 func TestDirectSendWithUnknownFieldIsRejected(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
-	run(t, consumerapp.New(a, demoRegistry(), fastOptions(), dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, demoRegistry(), stacktest.FastDispatch(), dispatch.Deps{}))
 	sendRaw(t, env, triagetype.Low, `{"type":"echo","payload":{},"max_attempt":5}`)
 	msgs := dlqMessages(t, a, triagetype.Low, 1)
 	if len(msgs) != 1 || !strings.Contains(msgs[0].Reason, "max_attempt") {
@@ -146,7 +146,7 @@ func TestOversizedResultFailsOnce(t *testing.T) {
 	tk := submitOne(t, a, task.Request{Type: "huge", Priority: "high", MaxAttempts: intp(3)})
 	huge, _ := json.Marshal(strings.Repeat("x", task.MaxResultBytes))
 	l := newLedger(func(context.Context, handler.Request) (json.RawMessage, error) { return huge, nil })
-	run(t, consumerapp.New(a, registry("huge", l), fastOptions(), dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, stacktest.Registry("huge", l), stacktest.FastDispatch(), dispatch.Deps{}))
 	dead := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.DeadLetter, 30*time.Second)
 	if dead.Attempts != 1 || dead.Error == nil || dead.Error.Retriable || !strings.Contains(dead.Error.Message, "the limit is") {
 		t.Fatalf("attempts %d error %+v; want one attempt and a permanent 'the limit is'", dead.Attempts, dead.Error)
@@ -161,9 +161,9 @@ func TestCancelReachesRunningHandlerQuickly(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	tk := submitOne(t, a, task.Request{Type: "sleep", Priority: "high", Payload: json.RawMessage(`{"ms":20000}`), TimeoutSeconds: intp(60)})
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.Lease = 30 * time.Second // heartbeat every 10 s
-	run(t, consumerapp.New(a, demoRegistry(), opt, dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, demoRegistry(), opt, dispatch.Deps{}))
 	stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Executing, 20*time.Second)
 	asked := time.Now()
 	if _, err := a.Store.Cancel(context.Background(), tk.ID); err != nil {

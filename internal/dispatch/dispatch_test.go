@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,37 +44,6 @@ func submit(t *testing.T, a *app.App, typ string, p triagetype.Priority, n int, 
 	return ids
 }
 
-// run starts a consumer and returns a function that stops it and waits.
-func run(t *testing.T, c *dispatch.Consumer) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = c.Run(ctx); close(done) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				t.Errorf("consumer did not stop within 30 s")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
-func registry(typ string, h handler.Handler) *handler.Registry {
-	r := handler.NewRegistry()
-	r.Register(typ, h)
-	return r
-}
-
-func fastOptions() dispatch.Options {
-	return dispatch.Options{PollWait: time.Second, EmptyBackoff: 200 * time.Millisecond, Lease: 5 * time.Second, LeaseMargin: time.Second}
-}
-
 func TestStrictModeRunsEveryHighBeforeAnyLow(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
@@ -83,9 +51,9 @@ func TestStrictModeRunsEveryHighBeforeAnyLow(t *testing.T) {
 	high := submit(t, a, "rec", triagetype.High, 10, `{}`)
 
 	l := newLedger(nil)
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.Strict, opt.Concurrency, opt.ReservedHigh = new(true), 1, 0
-	stop := run(t, consumerapp.New(a, registry("rec", l), opt, dispatch.Deps{}))
+	stop := stacktest.Run(t, consumerapp.New(a, stacktest.Registry("rec", l), opt, dispatch.Deps{}))
 	waitEnds(t, l, 40, 60*time.Second)
 	stop()
 
@@ -129,9 +97,9 @@ func TestWeightedModeShares(t *testing.T) {
 		}
 	}
 	l := newLedger(nil)
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.Concurrency, opt.ReservedHigh = 1, 0
-	stop := run(t, consumerapp.New(a, registry("rec", l), opt, dispatch.Deps{Rand: rand.New(rand.NewPCG(42, 7))}))
+	stop := stacktest.Run(t, consumerapp.New(a, stacktest.Registry("rec", l), opt, dispatch.Deps{Rand: rand.New(rand.NewPCG(42, 7))}))
 	const draws = 1000
 	waitEnds(t, l, draws, 3*time.Minute)
 	stop()
@@ -182,9 +150,9 @@ func TestDuplicateMessagesRunOnce(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // long enough for the copy to arrive mid-run
 		return json.RawMessage(`1`), nil
 	})
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.Concurrency = 4
-	stop := run(t, consumerapp.New(a, registry("rec", l), opt, dispatch.Deps{}))
+	stop := stacktest.Run(t, consumerapp.New(a, stacktest.Registry("rec", l), opt, dispatch.Deps{}))
 	stacktest.WaitStatus(t, a.Store, ids[0], triagetype.Completed, 20*time.Second)
 	// Give the copy time to be received and dropped.
 	deadline := time.Now().Add(15 * time.Second)
@@ -219,9 +187,9 @@ func TestConcurrentConsumersRunEachTaskOnce(t *testing.T) {
 	}
 	l := newLedger(nil)
 	for range 3 {
-		opt := fastOptions()
+		opt := stacktest.FastDispatch()
 		opt.Concurrency = 4
-		run(t, consumerapp.New(a, registry("rec", l), opt, dispatch.Deps{}))
+		stacktest.Run(t, consumerapp.New(a, stacktest.Registry("rec", l), opt, dispatch.Deps{}))
 	}
 	waitEnds(t, l, len(ids), 3*time.Minute)
 	checkOnce(t, l, ids)

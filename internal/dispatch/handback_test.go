@@ -58,9 +58,9 @@ func TestHandBacksStepAsideForTheWorker(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		return r.Payload, nil
 	})
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.Concurrency, opt.ReservedHigh = 4, 0
-	stopDev := run(t, consumerapp.New(a, registry("echo", echo), opt, dispatch.Deps{Kind: triagetype.WorkerKindDev, Metrics: metrics.New(counted)}))
+	stopDev := stacktest.Run(t, consumerapp.New(a, stacktest.Registry("echo", echo), opt, dispatch.Deps{Kind: triagetype.WorkerKindDev, Metrics: metrics.New(counted)}))
 	defer stopDev()
 	// Every greet message handed back at least once before the worker polls.
 	deadline := time.Now().Add(time.Minute)
@@ -77,10 +77,10 @@ func TestHandBacksStepAsideForTheWorker(t *testing.T) {
 		mu.Unlock()
 		return json.RawMessage(`"hi"`), nil
 	})
-	wopt := fastOptions()
+	wopt := stacktest.FastDispatch()
 	wopt.Concurrency, wopt.ReservedHigh = 1, 0
 	started := time.Now()
-	stopWorker := run(t, consumerapp.New(a, registry("greet", greet), wopt, dispatch.Deps{WorkerID: "user-worker"}))
+	stopWorker := stacktest.Run(t, consumerapp.New(a, stacktest.Registry("greet", greet), wopt, dispatch.Deps{WorkerID: "user-worker"}))
 	defer stopWorker()
 	for _, id := range greets {
 		got := stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, 3*time.Minute)

@@ -48,7 +48,7 @@ func TestSnoozeCancelAndMiddleware(t *testing.T) {
 	_ = reg.Register("quitter", handler.Func(func(context.Context, handler.Request) (json.RawMessage, error) {
 		return nil, handler.Cancel(errors.New("the order is gone"))
 	}))
-	run(t, consumerapp.New(a, reg, fastOptions(), dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, reg, stacktest.FastDispatch(), dispatch.Deps{}))
 
 	done := stacktest.WaitStatus(t, a.Store, snoozy.ID, triagetype.Completed, 30*time.Second)
 	if done.Attempts != 1 || string(done.Result) != `"awake"` || len(done.History) != 3 {

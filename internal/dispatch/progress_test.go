@@ -112,11 +112,11 @@ func TestGoHandlerProgress(t *testing.T) {
 			})
 			db := &countingDB{DynamoDB: a.DynamoDB}
 			st := store.New(db, a.Store.Table(), store.WithBlobs(a.Blobs))
-			opt := fastOptions()
+			opt := stacktest.FastDispatch()
 			opt.Lease, opt.LeaseMargin, opt.ProgressInterval = tc.lease, time.Second, tc.interval
 			id := submit(t, a, "progress", triagetype.High, 1, `{}`)[0]
 			started := time.Now()
-			stop := run(t, dispatch.New(st, a.Queues, a.Enqueuer, registry("progress", h), opt, dispatch.Deps{}))
+			stop := stacktest.Run(t, dispatch.New(st, a.Queues, a.Enqueuer, stacktest.Registry("progress", h), opt, dispatch.Deps{}))
 
 			var midRun []int // percentages GET showed while the task ran
 			deadline := time.Now().Add(30 * time.Second)
@@ -173,10 +173,10 @@ func TestRetrySeesCheckpoint(t *testing.T) {
 		}
 		return r.Checkpoint, nil
 	})
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.Backoff = map[triagetype.Priority]triageconfig.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}
 	id := submit(t, a, "resume", triagetype.High, 1, `{}`)[0]
-	run(t, dispatch.New(a.Store, a.Queues, a.Enqueuer, registry("resume", h), opt, dispatch.Deps{}))
+	stacktest.Run(t, dispatch.New(a.Store, a.Queues, a.Enqueuer, stacktest.Registry("resume", h), opt, dispatch.Deps{}))
 	done := stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, 30*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
@@ -282,7 +282,7 @@ func TestWebhookProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := submit(t, a, "hook", triagetype.High, 1, `{}`)[0]
-	run(t, consumerapp.New(a, reg, fastOptions(), dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, reg, stacktest.FastDispatch(), dispatch.Deps{}))
 	stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, 30*time.Second)
 
 	mu.Lock()

@@ -76,9 +76,9 @@ func TestRetriesBackOffThenComplete(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "high", Payload: json.RawMessage(`{"times":2}`), MaxAttempts: intp(3)})
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.Backoff = map[triagetype.Priority]triageconfig.Backoff{triagetype.High: {Base: 2 * time.Second, Max: time.Minute, Jitter: 0.25}}
-	run(t, consumerapp.New(a, demoRegistry(), opt, dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, demoRegistry(), opt, dispatch.Deps{}))
 	done := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 40*time.Second)
 	if done.Attempts != 3 || len(done.History) != 3 {
 		t.Fatalf("attempts %d, history %d, want 3 and 3", done.Attempts, len(done.History))
@@ -100,7 +100,7 @@ func TestRetryBackoffFromEnvironment(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, map[string]string{"TRIAGE_RETRY_BACKOFF": "medium=3s:3s"})
 	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "medium", Payload: json.RawMessage(`{"times":1}`)})
-	run(t, consumerapp.New(a, demoRegistry(), fastOptions(), dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, demoRegistry(), stacktest.FastDispatch(), dispatch.Deps{}))
 	done := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 30*time.Second)
 	if len(done.History) != 2 {
 		t.Fatalf("history %+v, want 2 attempts", done.History)
@@ -116,7 +116,7 @@ func TestNonRetriableErrorGoesStraightToDLQ(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "medium", Payload: json.RawMessage(`{"times":9,"permanent":true,"message":"card declined"}`), MaxAttempts: intp(5)})
-	run(t, consumerapp.New(a, demoRegistry(), fastOptions(), dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, demoRegistry(), stacktest.FastDispatch(), dispatch.Deps{}))
 	dead := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.DeadLetter, 20*time.Second)
 	if dead.Attempts != 1 || dead.Error == nil || dead.Error.Message != "card declined" || dead.Error.Retriable {
 		t.Fatalf("dead task: attempts %d error %+v", dead.Attempts, dead.Error)
@@ -131,9 +131,9 @@ func TestTimeoutCutsOffAndRetries(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	tk := submitOne(t, a, task.Request{Type: "sleep", Priority: "high", Payload: json.RawMessage(`{"ms":5000}`), MaxAttempts: intp(2), TimeoutSeconds: intp(1)})
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.Backoff = map[triagetype.Priority]triageconfig.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}
-	run(t, consumerapp.New(a, demoRegistry(), opt, dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, demoRegistry(), opt, dispatch.Deps{}))
 	dead := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.DeadLetter, 30*time.Second)
 	if dead.Attempts != 2 || len(dead.History) != 2 {
 		t.Fatalf("attempts %d history %+v", dead.Attempts, dead.History)
@@ -194,9 +194,9 @@ func TestCrashedConsumerTaskIsFinishedByAnother(t *testing.T) {
 	_ = child.Wait()
 
 	l := newLedger(demo.Sleep)
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.Lease, opt.LeaseMargin = 2*time.Second, time.Second
-	run(t, consumerapp.New(a, registry("sleep", l), opt, dispatch.Deps{WorkerID: "rescuer"}))
+	stacktest.Run(t, consumerapp.New(a, stacktest.Registry("sleep", l), opt, dispatch.Deps{WorkerID: "rescuer"}))
 	done := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 40*time.Second)
 	checkOnce(t, l, []string{tk.ID})
 	if done.Attempts != 2 || len(done.History) != 2 || done.History[0].WorkerID != "victim" || !strings.Contains(done.History[0].Error, "lease expired") || done.History[1].WorkerID != "rescuer" {
@@ -221,7 +221,7 @@ func TestCrashRecoveryFollowsLease(t *testing.T) {
 	if r := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Executing, 20*time.Second); r.WorkerID != "victim" {
 		t.Fatalf("claimed by %q", r.WorkerID)
 	}
-	run(t, consumerapp.New(a, demoRegistry(), dispatch.Options{PollWait: time.Second}, dispatch.Deps{WorkerID: "rescuer"}))
+	stacktest.Run(t, consumerapp.New(a, demoRegistry(), dispatch.Options{PollWait: time.Second}, dispatch.Deps{WorkerID: "rescuer"}))
 	killed := time.Now()
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -250,9 +250,9 @@ func TestLostLeaseCannotComplete(t *testing.T) {
 		<-release
 		return json.RawMessage(`"stale result"`), nil
 	})
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.Lease = 30 * time.Second // no heartbeat during the test
-	run(t, consumerapp.New(a, registry("block", h), opt, dispatch.Deps{WorkerID: "worker-a"}))
+	stacktest.Run(t, consumerapp.New(a, stacktest.Registry("block", h), opt, dispatch.Deps{WorkerID: "worker-a"}))
 	select {
 	case <-entered:
 	case <-time.After(20 * time.Second):
@@ -309,10 +309,10 @@ func TestFourConsumersUnderFailures(t *testing.T) {
 		return json.RawMessage(`true`), nil
 	})
 	for range 4 {
-		opt := fastOptions()
+		opt := stacktest.FastDispatch()
 		opt.Concurrency = 8
 		opt.Backoff = map[triagetype.Priority]triageconfig.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}, triagetype.Medium: {Base: time.Second, Max: time.Second}, triagetype.Low: {Base: time.Second, Max: time.Second}}
-		run(t, consumerapp.New(a, registry("work", l), opt, dispatch.Deps{}))
+		stacktest.Run(t, consumerapp.New(a, stacktest.Registry("work", l), opt, dispatch.Deps{}))
 	}
 	wantRuns := 0
 	failing := 0
@@ -355,7 +355,7 @@ func TestPoisonMessagesGoToDLQ(t *testing.T) {
 		}
 	}
 	tk := submitOne(t, a, task.Request{Type: "echo", Priority: "low", Payload: json.RawMessage(`7`)})
-	run(t, consumerapp.New(a, demoRegistry(), fastOptions(), dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, demoRegistry(), stacktest.FastDispatch(), dispatch.Deps{}))
 	stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 20*time.Second)
 	msgs := dlqMessages(t, a, triagetype.Low, 3)
 	if len(msgs) != 3 {
@@ -392,9 +392,9 @@ func TestDirectSendIsAdoptedOnce(t *testing.T) {
 		}
 		return r.Payload, nil
 	})
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.Backoff = map[triagetype.Priority]triageconfig.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}
-	run(t, consumerapp.New(a, registry("flaky", l), opt, dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, stacktest.Registry("flaky", l), opt, dispatch.Deps{}))
 	waitEnds(t, l, 2, 30*time.Second)
 	id, _ := seen.Load().(string)
 	done := stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, 10*time.Second)
@@ -433,9 +433,9 @@ func TestPauseAndResume(t *testing.T) {
 	}
 	ids := submit(t, a, "rec", triagetype.High, 5, `{}`)
 	l := newLedger(nil)
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.MaxReceiveCount = 3 // low, so the test also covers refreshing put-off messages
-	run(t, consumerapp.New(a, registry("rec", l), opt, dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, stacktest.Registry("rec", l), opt, dispatch.Deps{}))
 	time.Sleep(6 * time.Second)
 	started := len(l.Starts())
 	if started != 0 {
@@ -469,7 +469,7 @@ func TestPauseOneType(t *testing.T) {
 	reg := handler.NewRegistry()
 	reg.Register("held", l)
 	reg.Register("free", l)
-	run(t, consumerapp.New(a, reg, fastOptions(), dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, reg, stacktest.FastDispatch(), dispatch.Deps{}))
 	for _, id := range free {
 		stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, 20*time.Second)
 	}
@@ -499,9 +499,9 @@ func TestConcurrencyLimitAcrossInstances(t *testing.T) {
 	})
 	for range 2 { // two instances, each with its own view of the controls
 		b := env.App(t, nil)
-		opt := fastOptions()
+		opt := stacktest.FastDispatch()
 		opt.Concurrency = 4
-		run(t, consumerapp.New(b, registry("limited", l), opt, dispatch.Deps{}))
+		stacktest.Run(t, consumerapp.New(b, stacktest.Registry("limited", l), opt, dispatch.Deps{}))
 	}
 	waitEnds(t, l, len(ids), 60*time.Second)
 	checkOnce(t, l, ids)
@@ -524,9 +524,9 @@ func TestRateLimitAcrossInstances(t *testing.T) {
 	l := newLedger(nil)
 	for range 2 {
 		b := env.App(t, nil)
-		opt := fastOptions()
+		opt := stacktest.FastDispatch()
 		opt.Concurrency = 8
-		run(t, consumerapp.New(b, registry("metered", l), opt, dispatch.Deps{}))
+		stacktest.Run(t, consumerapp.New(b, stacktest.Registry("metered", l), opt, dispatch.Deps{}))
 	}
 	time.Sleep(13 * time.Second)
 	starts := l.Starts()
@@ -558,10 +558,10 @@ func TestReservedSlotStartsHighPromptly(t *testing.T) {
 		}
 		return nil, nil
 	})
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.Concurrency, opt.ReservedHigh = 3, 1
 	opt.DrainTimeout = time.Second
-	run(t, consumerapp.New(a, registry("job", l), opt, dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, stacktest.Registry("job", l), opt, dispatch.Deps{}))
 	lows := submit(t, a, "job", triagetype.Low, 2, `{}`)
 	for _, id := range lows {
 		stacktest.WaitStatus(t, a.Store, id, triagetype.Executing, 20*time.Second)
@@ -603,7 +603,7 @@ func TestUnusableDirectSendsGoToDLQ(t *testing.T) {
 	for _, c := range cases {
 		sendRaw(t, env, triagetype.Medium, c.body)
 	}
-	run(t, consumerapp.New(a, demoRegistry(), fastOptions(), dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, demoRegistry(), stacktest.FastDispatch(), dispatch.Deps{}))
 	msgs := dlqMessages(t, a, triagetype.Medium, len(cases))
 	reasons := map[string]string{}
 	for _, m := range msgs {

@@ -21,13 +21,13 @@ func TestStopMidPollReleasesWhatItReceived(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	ran := make(chan string, 1)
-	reg := registry("late", handler.Func(func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
+	reg := stacktest.Registry("late", handler.Func(func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
 		ran <- r.ID
 		return nil, nil
 	}))
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.PollWait = 4 * time.Second // a long poll in flight when the stop comes
-	first := consumerapp.New(a, registry("late", handler.Func(func(context.Context, handler.Request) (json.RawMessage, error) {
+	first := consumerapp.New(a, stacktest.Registry("late", handler.Func(func(context.Context, handler.Request) (json.RawMessage, error) {
 		t.Error("the stopping consumer ran a task")
 		return nil, nil
 	})), opt, dispatch.Deps{})
@@ -42,7 +42,7 @@ func TestStopMidPollReleasesWhatItReceived(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent := time.Now()
-	run(t, consumerapp.New(a, reg, fastOptions(), dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, reg, stacktest.FastDispatch(), dispatch.Deps{}))
 	select {
 	case id := <-ran:
 		if id != tk.ID {

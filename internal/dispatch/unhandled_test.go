@@ -52,9 +52,9 @@ func TestUnhandledTypeWaitsForItsWorker(t *testing.T) {
 			ids := submit(t, a, "greet", triagetype.High, 5, `{}`)
 
 			echo := handler.Func(func(_ context.Context, r handler.Request) (json.RawMessage, error) { return r.Payload, nil })
-			opt := fastOptions()
+			opt := stacktest.FastDispatch()
 			opt.UnhandledAfter = tt.unhandledAfter
-			stopDev := run(t, consumerapp.New(a, registry("echo", echo), opt, dispatch.Deps{Kind: triagetype.WorkerKindDev}))
+			stopDev := stacktest.Run(t, consumerapp.New(a, stacktest.Registry("echo", echo), opt, dispatch.Deps{Kind: triagetype.WorkerKindDev}))
 			if tt.wantDead {
 				for _, id := range ids {
 					got := stacktest.WaitStatus(t, a.Store, id, triagetype.DeadLetter, 30*time.Second)
@@ -74,8 +74,8 @@ func TestUnhandledTypeWaitsForItsWorker(t *testing.T) {
 			}
 			// The worker that runs the type takes them, each on its first attempt.
 			greet := handler.Func(func(context.Context, handler.Request) (json.RawMessage, error) { return json.RawMessage(`"hi"`), nil })
-			wopt := fastOptions()
-			run(t, consumerapp.New(a, registry("greet", greet), wopt, dispatch.Deps{WorkerID: "user-worker"}))
+			wopt := stacktest.FastDispatch()
+			stacktest.Run(t, consumerapp.New(a, stacktest.Registry("greet", greet), wopt, dispatch.Deps{WorkerID: "user-worker"}))
 			// Each message is a race between the two consumers each time it
 			// shows again; the claim is that the user's worker wins it in the
 			// end, each task on its first attempt, not how soon: the wait is

@@ -58,9 +58,9 @@ func TestWebhookHandler(t *testing.T) {
 	ok := submitOne(t, a, task.Request{Type: "hook", Priority: "high", Payload: json.RawMessage(`{"status":200}`)})
 	rejected := submitOne(t, a, task.Request{Type: "hook", Priority: "high", Payload: json.RawMessage(`{"status":422}`), MaxAttempts: intp(3)})
 	broken := submitOne(t, a, task.Request{Type: "hook", Priority: "high", Payload: json.RawMessage(`{"status":503}`), MaxAttempts: intp(2)})
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.Backoff = map[triagetype.Priority]triageconfig.Backoff{triagetype.High: {Base: time.Second, Max: time.Second}}
-	run(t, consumerapp.New(a, reg, opt, dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, reg, opt, dispatch.Deps{}))
 
 	done := stacktest.WaitStatus(t, a.Store, ok.ID, triagetype.Completed, 20*time.Second)
 	if string(done.Result) != `{"status_was":"OK"}` {

@@ -72,10 +72,7 @@ func runBatchConsumer(t *testing.T, a *app.App, cb *callbacks) {
 	reg.Register("member", handler.Func(members))
 	reg.Register("report", cb)
 	c := consumerapp.New(a, reg, dispatch.Options{Concurrency: 32, PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond, Lease: 30 * time.Second, LeaseMargin: 5 * time.Second}, dispatch.Deps{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = c.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	stacktest.Run(t, c)
 }
 
 func addMembers(t *testing.T, a *app.App, batch string, from, n int) []string {

@@ -63,10 +63,7 @@ func consume(t *testing.T, a *app.App, h handler.Handler) {
 	reg := handler.NewRegistry()
 	reg.Register("node", h)
 	c := consumerapp.New(a, reg, dispatch.Options{PollWait: time.Second, EmptyBackoff: 100 * time.Millisecond, Lease: 10 * time.Second, LeaseMargin: 2 * time.Second}, dispatch.Deps{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = c.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	stacktest.Run(t, c)
 }
 
 // submit submits one "node" task named node after parents, with policy.

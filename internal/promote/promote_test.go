@@ -37,10 +37,7 @@ func submitReq(t *testing.T, a *app.App, r task.Request, window time.Duration) *
 
 func runConsumer(t *testing.T, c *dispatch.Consumer) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = c.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	stacktest.Run(t, c)
 }
 
 func runPromoter(t *testing.T, p *promote.Promoter, every time.Duration) {

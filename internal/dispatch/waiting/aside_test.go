@@ -1,4 +1,4 @@
-package dispatch_test
+package waiting_test
 
 import (
 	"context"
@@ -117,10 +117,10 @@ func TestPausedBacklogIsSetAsideAndStartsInOrder(t *testing.T) {
 	ids := submitOrdered(t, a, typ, n)
 
 	var log startLog
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.Concurrency = 1
-	c := consumerapp.New(a, registry(typ, log.handler()), opt, dispatch.Deps{})
-	run(t, c)
+	c := consumerapp.New(a, stacktest.Registry(typ, log.handler()), opt, dispatch.Deps{})
+	stacktest.Run(t, c)
 	waitFor(t, fmt.Sprintf("%d tasks set aside", n), 5*time.Minute, func() bool { return c.Waits().SetAside >= int64(n) })
 	if w := c.Waits(); w.SetAside != int64(n) {
 		t.Fatalf("set aside %d tasks, want %d", w.SetAside, n)
@@ -169,8 +169,8 @@ func TestGlobalPauseStopsReceiving(t *testing.T) {
 	}
 	ids := submitOrdered(t, a, "g", 20)
 	var log startLog
-	c := consumerapp.New(a, registry("g", log.handler()), fastOptions(), dispatch.Deps{})
-	run(t, c)
+	c := consumerapp.New(a, stacktest.Registry("g", log.handler()), stacktest.FastDispatch(), dispatch.Deps{})
+	stacktest.Run(t, c)
 	waitFor(t, "10 pause checks", 2*time.Minute, func() bool { return c.Waits().PausedSleeps >= 10 })
 	if w := c.Waits(); w.Receives != 0 {
 		t.Fatalf("paused consumer made %d receive requests over %d pause checks, want 0", w.Receives, w.PausedSleeps)

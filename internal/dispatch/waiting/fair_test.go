@@ -1,4 +1,4 @@
-package dispatch_test
+package waiting_test
 
 import (
 	"context"
@@ -80,9 +80,9 @@ func TestFloodDoesNotBuryAnotherKey(t *testing.T) {
 	}
 	const slots = 4
 	var log startLog
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.Concurrency = slots
-	run(t, consumerapp.New(a, registry("fair", log.handler()), opt, dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, stacktest.Registry("fair", log.handler()), opt, dispatch.Deps{}))
 	stacktest.WaitStatus(t, a.Store, b, triagetype.Completed, 3*time.Minute)
 	got, _ := log.snapshot()
 	before := 0
@@ -122,9 +122,9 @@ func TestWeightedSplit(t *testing.T) {
 		isA[id] = true
 	}
 	var log startLog
-	opt := fastOptions()
+	opt := stacktest.FastDispatch()
 	opt.Concurrency = 4
-	run(t, consumerapp.New(a, registry("fair", slowStarts(&log, 100*time.Millisecond)), opt, dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, stacktest.Registry("fair", slowStarts(&log, 100*time.Millisecond)), opt, dispatch.Deps{}))
 	const window = 400 // both keys still have work waiting throughout
 	waitFor(t, "400 starts", 5*time.Minute, func() bool { got, _ := log.snapshot(); return len(got) >= window })
 	got, _ := log.snapshot()

@@ -1,4 +1,4 @@
-package dispatch_test
+package waiting_test
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func TestRetryAfterHoldsTheKey(t *testing.T) {
 		}
 		return nil, nil
 	})
-	run(t, consumerapp.New(a, registry("call", h), fastOptions(), dispatch.Deps{}))
+	stacktest.Run(t, consumerapp.New(a, stacktest.Registry("call", h), stacktest.FastDispatch(), dispatch.Deps{}))
 	asker := submitKeyed(t, a, "call", "partner", 1)[0]
 	waitFor(t, "the Retry-After", time.Minute, func() bool {
 		s, err := a.Controls.GetScope(ctx, control.KeyScope("partner"))

@@ -1,4 +1,4 @@
-package dispatch_test
+package waiting_test
 
 import (
 	"context"
@@ -78,10 +78,10 @@ func twoConsumers(t *testing.T, env *stacktest.Env, h handler.Handler, types ...
 		for _, typ := range types {
 			reg.Register(typ, h)
 		}
-		opt := fastOptions()
+		opt := stacktest.FastDispatch()
 		opt.Concurrency = 6
 		c := consumerapp.New(a, reg, opt, dispatch.Deps{WorkerID: fmt.Sprintf("consumer-%d", i)})
-		run(t, c)
+		stacktest.Run(t, c)
 		cs = append(cs, c)
 	}
 	return first, cs
