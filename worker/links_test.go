@@ -21,7 +21,7 @@ const maxMinimalDeps = 380
 const module = "github.com/triagehq/triage"
 
 // The smallest worker (testdata/minimal: one handler, Run) links at most
-// maxMinimalDeps packages, and neither the Prometheus client nor an OTLP
+// maxMinimalDeps packages from outside the module, and neither the Prometheus client nor an OTLP
 // exporter: those come only with workerprom and otlp.
 func TestMinimalWorkerLinks(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "./testdata/minimal").Output()
