@@ -44,11 +44,6 @@ func Start(ctx context.Context, root string) (*Emulators, error) {
 	}
 	e.SQSEndpoint = strings.TrimSpace(strings.TrimPrefix(line, "LISTENING "))
 
-	port, err := freePort()
-	if err != nil {
-		e.Stop()
-		return nil, err
-	}
 	// A file database, on tmpfs where there is one, instead of -inMemory:
 	// the launcher can then index the stream records (see
 	// DynamoDBLoopback.java and dataDir), and it reports "LISTENING
@@ -57,16 +52,30 @@ func Start(ctx context.Context, root string) (*Emulators, error) {
 		e.Stop()
 		return nil, fmt.Errorf("start DynamoDB Local: %w", err)
 	}
-	ddbCmd := exec.Command("java",
-		"-Djava.library.path="+filepath.Join(dir, dynamoLibDir, "DynamoDBLocal_lib"),
-		"-Xmx512m",
-		"-cp", filepath.Join(dir, "classes")+string(os.PathListSeparator)+classpath(dir),
-		"DynamoDBLoopback",
-		"-dbPath", e.data.path, "-sharedDb", "-disableTelemetry", "-port", fmt.Sprint(port))
-	ddbCmd.Dir = dir
-	if _, err := e.launch(ctx, ddbCmd, "LISTENING INDEXED"); err != nil {
-		e.Stop()
-		return nil, fmt.Errorf("start DynamoDB Local: %w", err)
+	// A port is free when freePort returns, but Java binds it a second or
+	// more later, and another process (a test binary running beside this
+	// one) can take it in between: a bind failure tries a new port.
+	var port int
+	for try := 1; ; try++ {
+		if port, err = freePort(); err != nil {
+			e.Stop()
+			return nil, err
+		}
+		ddbCmd := exec.Command("java",
+			"-Djava.library.path="+filepath.Join(dir, dynamoLibDir, "DynamoDBLocal_lib"),
+			"-Xmx512m",
+			"-cp", filepath.Join(dir, "classes")+string(os.PathListSeparator)+classpath(dir),
+			"DynamoDBLoopback",
+			"-dbPath", e.data.path, "-sharedDb", "-disableTelemetry", "-port", fmt.Sprint(port))
+		ddbCmd.Dir = dir
+		_, err = e.launch(ctx, ddbCmd, "LISTENING INDEXED")
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errPortTaken) || try == bindTries {
+			e.Stop()
+			return nil, fmt.Errorf("start DynamoDB Local: %w", err)
+		}
 	}
 	e.DynamoDBEndpoint = fmt.Sprintf("http://127.0.0.1:%d", port)
 	return e, nil
@@ -138,7 +147,11 @@ func (e *Emulators) launch(ctx context.Context, cmd *exec.Cmd, ready string) (st
 	select {
 	case l, ok := <-lines:
 		if !ok {
-			return "", fmt.Errorf("%s exited before it was ready: %s", cmd.Path, stderr.String())
+			err := errExited
+			if strings.Contains(stderr.String(), "Address already in use") {
+				err = errPortTaken
+			}
+			return "", fmt.Errorf("%s %w: %s", cmd.Path, err, stderr.String())
 		}
 		return l, nil
 	case <-ctx.Done():
@@ -193,7 +206,15 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-var errNoPort = errors.New("no free loopback port")
+var (
+	errNoPort    = errors.New("no free loopback port")
+	errExited    = errors.New("exited before it was ready")
+	errPortTaken = errors.New("exited before it was ready: its port was taken")
+)
+
+// bindTries is how many ports Start offers DynamoDB Local before it gives
+// up; each try that fails on a taken port costs about a second.
+const bindTries = 5
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
