@@ -123,7 +123,7 @@ func New(ctx context.Context, awsCfg aws.Config, opt Options) (*Transport, error
 		dlq:      deadletter.New(qs, st, enq),
 		workers:  a.Workers,
 
-		schedules: schedule.NewService(a.Schedules, a.Config.Types),
+		schedules: schedule.NewService(schedule.StoreOn(a.DynamoDB, a.Config.Table, a.Store), a.Config.Types),
 		flow:      a.Flow,
 		known:     task.NewKnownTypes(a.Config.Types),
 	}, nil

@@ -32,7 +32,6 @@ import (
 	"github.com/triagehq/triage/internal/flow"
 	"github.com/triagehq/triage/internal/hold"
 	"github.com/triagehq/triage/internal/queue"
-	"github.com/triagehq/triage/internal/schedule"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/tracing"
@@ -64,9 +63,6 @@ type App struct {
 	Tracing *tracing.Provider
 	// Workers is the registry of consumer instances (GET /workers).
 	Workers *workers.Registry
-	// Schedules keeps the periodic tasks' schedules (the API writes them,
-	// the promoter ticks them).
-	Schedules *schedule.Store
 	// Flow resolves dependencies, workflows and batches: the store calls
 	// it when a task with children or a batch finishes, the enqueuer when
 	// a task naming parents is submitted, the promoter sweeps with it.
@@ -144,7 +140,6 @@ func Assemble(ctx context.Context, cfg triageconfig.Config, log *slog.Logger, aw
 	a.Holds = hold.New(a.Store, a.Enqueuer, a.Controls, log)
 	a.Controls.OnRunnable(a.Holds.ReleaseWindow)
 	a.Workers = workers.New(a.DynamoDB, cfg.Table, a.Store.Shards())
-	a.Schedules = schedule.NewStore(a.DynamoDB, cfg.Table, a.Store.Shards(), a.Store.Now)
 	return a, nil
 }
 

@@ -75,6 +75,15 @@ func NewStore(db DynamoDB, table string, shards int, now func() time.Time) *Stor
 	return &Store{db: db, table: table, shards: shards, now: now}
 }
 
+// StoreOn is the schedule store beside the tasks of tasks, on their table,
+// shard count and clock: how the API, the promoter and the direct transport
+// make theirs. The shared wiring (package app) holds none, so a worker,
+// which never ticks or edits a schedule, does not link this package or its
+// cron parser.
+func StoreOn(db DynamoDB, table string, tasks *store.Store) *Store {
+	return NewStore(db, table, tasks.Shards(), tasks.Now)
+}
+
 // item is a schedule as stored.
 type item struct {
 	PK           string `dynamodbav:"pk"`

@@ -136,7 +136,7 @@ func TestEveryMinuteTwoPromoters(t *testing.T) {
 	if ticked != 5 {
 		t.Fatalf("promoters reported %d tasks made, want 5", ticked)
 	}
-	sc, err := a1.Schedules.Get(context.Background(), "every-minute")
+	sc, err := storeOn(a1, newClock(time.Now())).Get(context.Background(), "every-minute")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +367,7 @@ func TestDeployedSchedule(t *testing.T) {
 		wg.Wait()
 	}
 	run()
-	sc, err := a1.Schedules.Get(ctx, "deployed")
+	sc, err := storeOn(a1, newClock(time.Now())).Get(ctx, "deployed")
 	if err != nil || sc.NextTick == nil || !sc.NextTick.Equal(time.Date(2026, 6, 1, 10, 5, 0, 0, time.UTC)) {
 		t.Fatalf("after the first run: %+v, %v; want next tick 10:05", sc, err)
 	}

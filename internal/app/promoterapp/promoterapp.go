@@ -17,7 +17,7 @@ import (
 )
 
 // New returns the promoter with the configured thresholds, ticking the
-// schedules in a.Schedules unless opt names a ticker of its own.
+// the table's schedules unless opt names a ticker of its own.
 func New(a *app.App, opt promote.Options) *promote.Promoter {
 	if opt.LowAfter == 0 {
 		opt.LowAfter = a.Config.LowAfter
@@ -31,9 +31,9 @@ func New(a *app.App, opt promote.Options) *promote.Promoter {
 	if opt.Tracing == nil {
 		opt.Tracing = a.Tracing
 	}
-	if opt.Schedules == nil && a.Schedules != nil {
+	if opt.Schedules == nil {
 		mx, _ := opt.Metrics.(schedule.Metrics)
-		opt.Schedules = schedule.NewTicker(a.Schedules, a.Store, a.Enqueuer, schedule.TickerOptions{Now: a.Store.Now, Logger: opt.Logger, Metrics: mx})
+		opt.Schedules = schedule.NewTicker(schedule.StoreOn(a.DynamoDB, a.Config.Table, a.Store), a.Store, a.Enqueuer, schedule.TickerOptions{Now: a.Store.Now, Logger: opt.Logger, Metrics: mx})
 	}
 	if opt.Flow == nil {
 		opt.Flow = a.Flow
