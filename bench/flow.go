@@ -12,14 +12,14 @@ import (
 	"github.com/triagehq/triage/triagetype"
 )
 
-// Group 10: dependencies, batches and workflows (internal/flow). On one
+// Group 11: dependencies, batches and workflows (internal/flow). On one
 // deployment with one consumer: the DynamoDB write units per task of a
 // plain task, a child of one parent and a batch member, each from submit
 // to completion (the consumer's writes included); and a 1,000-node
 // fan-out/fan-in workflow's time against the same 1,000 tasks submitted
 // flat, in the same run.
 
-// FlowRun is group 10's figures.
+// FlowRun is group 11's figures.
 type FlowRun struct {
 	Tasks int `json:"tasks_per_kind"`
 	// Write units per task (computed from the items written, as group 3).
@@ -237,7 +237,7 @@ func printFlow(w io.Writer, f *FlowRun) {
 	if f == nil {
 		return
 	}
-	fmt.Fprintf(w, "\n10. dependencies, batches, workflows (%d tasks per kind, one consumer at 16)\n", f.Tasks)
+	fmt.Fprintf(w, "\n11. dependencies, batches, workflows (%d tasks per kind, one consumer at 16)\n", f.Tasks)
 	fmt.Fprintf(w, "  write units per task: plain %.2f, child of one parent %.2f (+%.2f, +$%.2f per million), batch member %.2f (+%.2f, +$%.2f per million)\n",
 		f.PlainWrites, f.ChildWrites, f.ChildExtra, f.ChildExtraUSD, f.MemberWrites, f.MemberExtra, f.MemberExtraUSD)
 	fmt.Fprintf(w, "  %d-node fan-out/fan-in workflow: %.1f s (submit %.1f s) against the same %d tasks flat: %.1f s (%.2fx)\n",

@@ -11,7 +11,7 @@ import (
 	"github.com/triagehq/triage/internal/emulators"
 )
 
-// TestMeasureFlow runs group 10 alone on its own emulators when
+// TestMeasureFlow runs group 11 alone on its own emulators when
 // TRIAGE_BENCH_FLOW names the tasks per kind (make bench runs it with the
 // rest; this is for a quick look): TRIAGE_BENCH_FLOW=100 go test ./bench -run MeasureFlow -v.
 func TestMeasureFlow(t *testing.T) {

@@ -114,8 +114,8 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.LatencyTimeout, "latency-timeout", 3*time.Minute, "latency: stop and report what finished after this long")
 	fs.IntVar(&o.PayloadTasks, "payload-tasks", 100, "payload sizes: tasks per size (1 KB, 10 KB, 200 KB)")
 	fs.IntVar(&o.DirectTasks, "direct-tasks", 300, "direct send: tasks per path (SQS batch send adopted by the consumer; the direct transport)")
-	fs.IntVar(&o.FlowTasks, "flow-tasks", 300, "group 10: tasks per kind (plain, child, batch member); 0 skips the group")
-	fs.IntVar(&o.FlowNodes, "flow-nodes", 1000, "group 10: nodes of the fan-out/fan-in workflow, and of the flat run it is timed against")
+	fs.IntVar(&o.FlowTasks, "flow-tasks", 300, "group 11: tasks per kind (plain, child, batch member); 0 skips the group")
+	fs.IntVar(&o.FlowNodes, "flow-nodes", 1000, "group 11: nodes of the fan-out/fan-in workflow, and of the flat run it is timed against")
 	retained := fs.String("retained", "1000,10000,100000", "/stats: retained-task counts, comma-separated, smallest first (the last is compared with the first)")
 	fs.IntVar(&o.StatsCalls, "stats-calls", 20, "/stats: timed requests per retained size")
 	fs.DurationVar(&o.StatsFill, "stats-fill", 3*time.Minute, "/stats: at most this long for writing the retained tasks of every size (a size not reached is measured as far as it got, and says so)")
@@ -123,7 +123,7 @@ func parseOptions(args []string) (options, error) {
 	update := fs.Bool("update", false, "write the committed sample "+sampleOut+" instead of -out (not with -quick)")
 	fs.DurationVar(&o.MaxRun, "max", 24*time.Minute+30*time.Second, "abort the whole run after this long")
 	fs.DurationVar(&o.WarmupMax, "warmup", time.Minute, "warm the emulators up for at most this long (until their rate settles)")
-	fs.StringVar(&o.Only, "only", "", `run one group alone: "waiting" (group 10)`)
+	fs.StringVar(&o.Only, "only", "", `run one group alone: "waiting" (group 13)`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

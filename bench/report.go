@@ -529,7 +529,6 @@ func printAll(w io.Writer, r *Results) {
 	if len(r.Payloads) > 0 {
 		printPayloads(w, r.Payloads)
 	}
-	printFlow(w, r.Flow)
 	if len(r.Direct) > 0 {
 		printDirect(w, r.Direct)
 	}
@@ -539,6 +538,7 @@ func printAll(w io.Writer, r *Results) {
 	if len(r.CrossCheck) > 0 {
 		printCrossCheck(w, r.CrossCheck)
 	}
+	printFlow(w, r.Flow)
 	if r.Schedules.Ticks > 0 {
 		printSchedules(w, r.Schedules)
 	}

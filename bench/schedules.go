@@ -12,14 +12,14 @@ import (
 	"github.com/triagehq/triage/triagetype"
 )
 
-// Group 11: periodic tasks. What one schedule tick costs on top of the
+// Group 12: periodic tasks. What one schedule tick costs on top of the
 // task it makes: the ticker reads what is due (one keys-only Query per
 // by-due shard, shared by every schedule due), reads each due schedule,
 // checks its tick's task is not there yet, makes the task (the same
 // conditional put as any submit) and advances the schedule with one
 // conditional UpdateItem that moves its by-due entry.
 
-// ScheduleRun is group 11's result.
+// ScheduleRun is group 12's result.
 type ScheduleRun struct {
 	Schedules int     `json:"schedules"`
 	Minutes   int     `json:"minutes"`
@@ -85,7 +85,7 @@ func measureSchedules(ctx context.Context, cl clients, cnt *counter, n, minutes 
 	r.Seconds = round(time.Since(t0).Seconds(), 2)
 	r.Ticks = n * minutes
 	c := cnt.snapshot().since(before)
-	r.Phase = newPhase("schedule ticks (group 11)", c, r.Ticks)
+	r.Phase = newPhase("schedule ticks (group 12)", c, r.Ticks)
 	var sched, taskCreate opStats
 	for k, v := range c {
 		switch k.Target {
@@ -113,7 +113,7 @@ func measureSchedules(ctx context.Context, cl clients, cnt *counter, n, minutes 
 
 func printSchedules(w io.Writer, s ScheduleRun) {
 	t := &table{
-		title: "11. periodic tasks: what one schedule tick adds to its task",
+		title: "12. periodic tasks: what one schedule tick adds to its task",
 		head:  []string{"schedules", "minutes", "ticks", "tasks made", "tick s", "schedule WCU/tick", "reported", "task create WCU/tick", "RCU/tick", "plain task WCU", "extra WCU/tick", "extra $/M ticks (writes)", "reads $/M"},
 	}
 	t.row(d(s.Schedules), d(s.Minutes), d(s.Ticks), d(s.Tasks), f(s.Seconds, 2), f(s.ScheduleWrite, 3), f(s.ScheduleWriteRep, 3),

@@ -10,7 +10,7 @@ import (
 	"github.com/triagehq/triage/internal/emulators"
 )
 
-// TestScheduleTickCost runs group 11 on its own, small, on fresh
+// TestScheduleTickCost runs group 12 on its own, small, on fresh
 // emulators: each tick makes one task, and adds exactly the schedule
 // item's advance (1 WCU) and its by-due entry's move (2 WCU), computed and
 // as DynamoDB Local reports them.
