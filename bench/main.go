@@ -347,7 +347,7 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 		return err
 	}
 	if o.Only == "waiting" {
-		progress("12. waiting that costs nothing: paused backlog, global pause, write units of a key")
+		progress("13. waiting that costs nothing: paused backlog, global pause, write units of a key")
 		w, err := measureWaiting(ctx, cl, cnt, o, progress)
 		r.Waiting = &w
 		return err
@@ -400,19 +400,19 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 	if o.Quick {
 		schedules = 20
 	}
-	progress("11. periodic tasks: %d schedules every minute, 3 minutes on a test clock", schedules)
+	progress("12. periodic tasks: %d schedules every minute, 3 minutes on a test clock", schedules)
 	if r.Schedules, err = measureSchedules(ctx, cl, cnt, schedules, 3); err != nil {
 		return fmt.Errorf("schedule ticks: %w", err)
 	}
 	if o.FlowTasks > 0 {
-		progress("10. dependencies, batches, workflows: %d tasks per kind, a %d-node workflow", o.FlowTasks, o.FlowNodes)
+		progress("11. dependencies, batches, workflows: %d tasks per kind, a %d-node workflow", o.FlowTasks, o.FlowNodes)
 		f, err := measureFlow(ctx, cl, cnt, o.FlowTasks, o.FlowNodes)
 		if err != nil {
 			return fmt.Errorf("flow: %w", err)
 		}
 		r.Flow = &f
 	}
-	progress("12. waiting that costs nothing: paused backlog, global pause, write units of a key")
+	progress("13. waiting that costs nothing: paused backlog, global pause, write units of a key")
 	w, err := measureWaiting(ctx, cl, cnt, o, progress)
 	if err != nil {
 		return fmt.Errorf("waiting: %w", err)
