@@ -121,15 +121,45 @@ func (c *Consumer) chainReleases(d control.Decision) func() {
 	}
 }
 
-// releaseSoon releases n of scope's set-aside tasks in the background.
+// releaseSoon asks for n more of scope's set-aside tasks to be released in
+// the background. The asks for one scope are gathered: one goroutine per
+// scope releases what was asked meanwhile, hold.Window at a time, so a
+// burst of starts makes one query and one batch, instead of as many
+// releasers racing for the same first task (the losers conflicted, went
+// back for the next, and the scope's window ran dry meanwhile: a 3:1 split
+// measured 4.19:1, with one 80-start stretch of 79 to 1).
 func (c *Consumer) releaseSoon(scope string, n int) {
-	go func() {
+	c.timersMu.Lock()
+	if c.asked == nil {
+		c.asked = map[string]int{}
+	}
+	_, draining := c.asked[scope]
+	c.asked[scope] += n
+	c.timersMu.Unlock()
+	if !draining {
+		go c.drainReleases(scope)
+	}
+}
+
+// drainReleases releases what releaseSoon gathered for scope until none is
+// left asked for.
+func (c *Consumer) drainReleases(scope string) {
+	for {
+		c.timersMu.Lock()
+		n := min(c.asked[scope], hold.Window)
+		if n == 0 {
+			delete(c.asked, scope)
+			c.timersMu.Unlock()
+			return
+		}
+		c.asked[scope] -= n
+		c.timersMu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
 		if _, err := c.opt.Holds.Release(ctx, scope, n); err != nil {
 			c.log.Warn("release of set-aside tasks failed; the promoter's sweep will", "scope", scope, "error", err)
 		}
-	}()
+		cancel()
+	}
 }
 
 // releaseAfter releases n of scope's tasks after d, once per scope however
@@ -157,6 +187,9 @@ type asideState struct {
 	waits    waitCounts
 	timersMu sync.Mutex
 	timers   map[string]bool // scopes with a release scheduled
+	// asked counts the releases asked for per scope and not yet begun; a
+	// scope is in it while its drainReleases runs.
+	asked map[string]int
 }
 
 // Waiter holds a scope until a time (*control.Controls).

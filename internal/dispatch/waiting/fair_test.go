@@ -100,13 +100,12 @@ func TestFloodDoesNotBuryAnotherKey(t *testing.T) {
 }
 
 // TestWeightedSplit: keys weighted 3:1 both flooding one priority: of the
-// first 400 starts, A gets between 2 and 4.5 for each of B's (without the
-// window, A's 400 would all start first: 400:0). The split is biased to
-// the heavier key: measured 3.44, 3.94 and 4.13 to 1 on a machine at load
-// 25-35, with one 80-start cycle in each run where B got only 2 starts
-// (each start releases the next of its key in the background; a release
-// that loses a race with another skips ahead, and B, with the smaller
-// window, runs dry first). Tightening it is open work.
+// first 400 starts, A gets between 2.7 and 3.3 for each of B's (without the
+// window, A's 400 would all start first: 400:0). Measured 3.04 and 3.00 to
+// 1, 60 or 61 of A's in every 80 starts, once each start's release of the
+// next held task of its key was gathered per scope (consumer.releaseSoon);
+// before that, racing releasers let B's window run dry: 3.44 to 4.19 to 1,
+// asserted only between 2 and 4.5.
 func TestWeightedSplit(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
@@ -148,8 +147,8 @@ func TestWeightedSplit(t *testing.T) {
 	t.Logf("A's starts in each 80 (60 expected): %v", cycles)
 	ratio := float64(na) / float64(max(nb, 1))
 	t.Logf("first %d starts: A (weight 3) %d, B (weight 1) %d: %.2f:1", window, na, nb, ratio)
-	if ratio < 2 || ratio > 4.5 {
-		t.Fatalf("split %d:%d = %.2f:1, want 3:1 (between 2 and 4.5)", na, nb, ratio)
+	if ratio < 2.7 || ratio > 3.3 {
+		t.Fatalf("split %d:%d = %.2f:1, want 3:1 (between 2.7 and 3.3)", na, nb, ratio)
 	}
 }
 
