@@ -11,12 +11,12 @@ import (
 	"github.com/triagehq/triage/triagetype"
 )
 
-// Group 10: waiting that costs nothing (issue #22). A paused backlog is set
+// Group 12: waiting that costs nothing (issue #22). A paused backlog is set
 // aside once and then costs no receives; a global pause stops receiving;
 // the key, and a keyed limit, cost write units per task that are measured
 // here against their targets.
 
-// Waiting is group 10's figures.
+// Waiting is group 12's figures.
 type Waiting struct {
 	Backlog int `json:"paused_backlog"`
 	// SetAsideSeconds is how long the consumer took to set the backlog
@@ -264,7 +264,7 @@ func writesPerTask(ctx context.Context, d *deployment, cnt *counter, key string,
 }
 
 func printWaiting(w io.Writer, x Waiting) {
-	tw := &table{title: "10. waiting that costs nothing (issue #22)", head: []string{"figure", "measured", "target"}}
+	tw := &table{title: "12. waiting that costs nothing (issue #22)", head: []string{"figure", "measured", "target"}}
 	tw.row(fmt.Sprintf("paused backlog of %d: CPU (emulators + bench)", x.Backlog), fmt.Sprintf("%.1f%% of a core over %.0f s", 100*x.PausedCPUCores, x.PausedSeconds), "<= 5% of one core")
 	tw.row("  SQS requests per hour while the type is paused", fmt.Sprintf("%.0f (messages received: %d)", x.PausedSQSPerHour, x.PausedReceivedMsgs), "idle long polls only; 0 messages")
 	tw.row("  SQS requests per hour under a global pause", fmt.Sprintf("%.0f", x.GlobalPausedSQSPerHr), "0")
