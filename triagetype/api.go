@@ -96,8 +96,8 @@ const StatsKeys = 10
 // StatsKeys keys it runs most, so a key that is small on every worker may
 // be counted under OtherRunning.
 type KeyStats struct {
-	// Top are the keys with the most running tasks, most first (at most
-	// StatsKeys).
+	// Top are the keys with the most running tasks (then the most starts
+	// a second), most first (at most StatsKeys).
 	Top []KeyRunning `json:"top"`
 	// OtherRunning sums the running tasks of the keys not in Top.
 	OtherRunning int `json:"other_running"`
@@ -115,6 +115,11 @@ type KeyStats struct {
 type KeyRunning struct {
 	Key     string `json:"key"`
 	Running int    `json:"running"`
+	// StartsPerSecond and FinishesPerSecond are its attempts begun and
+	// ended per second over the workers' last heartbeat intervals (each
+	// worker's count over its interval, summed).
+	StartsPerSecond   float64 `json:"starts_per_second"`
+	FinishesPerSecond float64 `json:"finishes_per_second"`
 }
 
 // KeyLimitUse is one keyed scope's controls and their current use: its

@@ -58,6 +58,11 @@ type Worker struct {
 	// TypeKeys are its running tasks per (type, key), named "type#key"
 	// (neither may hold '#'): the StatsKeys pairs it runs most.
 	TypeKeys map[string]int `json:"type_keys,omitempty"`
+	// KeyStarts and KeyFinishes count the attempts of each key that began
+	// and ended in its last heartbeat interval (HeartbeatSeconds): the
+	// StatsKeys keys with the most.
+	KeyStarts   map[string]int `json:"key_starts,omitempty"`
+	KeyFinishes map[string]int `json:"key_finishes,omitempty"`
 }
 
 // WorkerList is the answer of GET /workers: every registered instance that

@@ -157,7 +157,7 @@ func (f *fakeAPI) handler() http.Handler {
 "statuses":{"scheduled":0,"queued":13,"executing":1,"retrying":0,"completed":50,"cancelled":0,"dead_letter":2},
 "types":{"echo":{"queued":13,"completed":50},"fail":{"dead_letter":2,"executing":1}},
 "throughput":{"completed_last_minute":9,"failed_last_minute":1},"workers":{"active":1,"draining":1,"dead":1,"capacity":12,"used":5},
-"keys":{"top":[{"key":"acme","running":2},{"key":"free","running":1}],"other_running":2,
+"keys":{"top":[{"key":"acme","running":2,"starts_per_second":0.5,"finishes_per_second":0.4},{"key":"free","running":1,"starts_per_second":3,"finishes_per_second":3}],"other_running":2,
 "limits":[{"controls":{"key":"acme","paused":false,"max_concurrency":2},"running":2},{"controls":{"type":"call","key":"beta","paused":false,"rate_limit_per_second":0.5},"running":0,"rate_use":{"starts":1,"limit":1,"window_seconds":2}}],
 "other_limits":3,"other_limits_running":1},"generated_at":"2026-01-02T03:04:05Z"}`)
 	})
@@ -382,7 +382,7 @@ func TestCommands(t *testing.T) {
 			out: []string{"QUEUE", "high    3", "1m15s", "250ms", "STATUS", "queued       13", "TYPE", "echo", "fail", "DEAD_LETTER", "last minute: 9 completed, 1 failed"}},
 		{name: "stats json", args: []string{"stats", "--json"}, out: []string{`"dlq_depth": 2`}},
 		{name: "stats workers", args: []string{"stats"}, out: []string{"workers: 1 active, 1 draining, 1 dead; 5 of 12 slots busy"}},
-		{name: "stats keys", args: []string{"stats"}, out: []string{"KEY", "acme", "(other keys)  2", "KEYED LIMIT", "key=acme", "call key=beta",
+		{name: "stats keys", args: []string{"stats"}, out: []string{"KEY", "STARTS/S", "acme          2        0.5       0.4", "(other keys)  2", "KEYED LIMIT", "key=acme", "call key=beta",
 			"1 of 1 in 2s", "(3 more)"}},
 		{name: "workers", args: []string{"workers"}, code: 0, reqs: []string{"GET /api/v1/workers"},
 			out: []string{"ID", "LAST HEARTBEAT", "w-old  worker  dead      2/16", "1m5s ago", "w-mid  lambda  draining  4/4", "4s ago",

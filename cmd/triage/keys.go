@@ -59,7 +59,7 @@ aside without an SQS message and start in submit order when they can.`,
 }
 
 // printKeyStats prints the keys section of `triage stats`: the keys
-// running the most, and the keyed limits with their use (running tasks,
+// running the most (and their starts and finishes a second), and the keyed limits with their use (running tasks,
 // the rate window's starts); nothing when no key runs and none has
 // controls.
 func (c *cli) printKeyStats(k *triage.KeyStats) error {
@@ -67,9 +67,9 @@ func (c *cli) printKeyStats(k *triage.KeyStats) error {
 		return nil
 	}
 	fmt.Fprintln(c.out)
-	tw := c.table("KEY", "RUNNING")
+	tw := c.table("KEY", "RUNNING", "STARTS/S", "FINISHES/S")
 	for _, r := range k.Top {
-		fmt.Fprintf(tw, "%s\t%d\n", r.Key, r.Running)
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\n", r.Key, r.Running, r.StartsPerSecond, r.FinishesPerSecond)
 	}
 	if k.OtherRunning > 0 {
 		fmt.Fprintf(tw, "(other keys)\t%d\n", k.OtherRunning)

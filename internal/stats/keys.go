@@ -49,6 +49,7 @@ func CollectFleet(ctx context.Context, w Workers, k Keyed) (*WorkerStats, *KeySt
 // the scopes not shown cost nothing.
 func CollectKeys(ctx context.Context, ws []triagetype.Worker, k Keyed) (*KeyStats, error) {
 	keys, typeKeys := map[string]int{}, map[string]int{}
+	starts, finishes := map[string]float64{}, map[string]float64{}
 	other := 0
 	for _, w := range ws {
 		if w.State == triagetype.WorkerDead {
@@ -57,15 +58,24 @@ func CollectKeys(ctx context.Context, ws []triagetype.Worker, k Keyed) (*KeyStat
 		for key, n := range w.Keys {
 			keys[key] += n
 		}
+		if w.HeartbeatSeconds > 0 {
+			for key, n := range w.KeyStarts {
+				starts[key] += float64(n) / w.HeartbeatSeconds
+				keys[key] += 0 // a key that started tasks is ranked even if none runs now
+			}
+			for key, n := range w.KeyFinishes {
+				finishes[key] += float64(n) / w.HeartbeatSeconds
+			}
+		}
 		for tk, n := range w.TypeKeys {
 			typeKeys[tk] += n
 		}
 		other += w.KeysOther
 	}
 	out := &KeyStats{Top: []triagetype.KeyRunning{}, Limits: []triagetype.KeyLimitUse{}}
-	for i, key := range ranked(keys) {
+	for i, key := range ranked(keys, starts) {
 		if i < triagetype.StatsKeys {
-			out.Top = append(out.Top, triagetype.KeyRunning{Key: key, Running: keys[key]})
+			out.Top = append(out.Top, triagetype.KeyRunning{Key: key, Running: keys[key], StartsPerSecond: starts[key], FinishesPerSecond: finishes[key]})
 		} else {
 			other += keys[key]
 		}
@@ -97,14 +107,20 @@ func CollectKeys(ctx context.Context, ws []triagetype.Worker, k Keyed) (*KeyStat
 	return out, nil
 }
 
-// ranked is m's names with a positive count, most first (ties by name).
-func ranked(m map[string]int) []string {
+// ranked is the names with a positive count or rate, by count, then rate,
+// most first (ties by name).
+func ranked(m map[string]int, rate map[string]float64) []string {
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if m[k] > 0 {
+		if m[k] > 0 || rate[k] > 0 {
 			out = append(out, k)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b string) int { return cmp.Compare(m[b], m[a]) })
+	slices.SortStableFunc(out, func(a, b string) int {
+		if c := cmp.Compare(m[b], m[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(rate[b], rate[a])
+	})
 	return out
 }

@@ -19,6 +19,16 @@ type Running struct {
 	Keys     map[string]int
 	Other    int
 	TypeKeys map[string]int
+	// Started and Finished count the attempts of the StatsKeys keys with
+	// the most that began and ended since the previous heartbeat (so over
+	// about one interval).
+	Started, Finished map[string]int
+}
+
+// TopCounts bounds per-key counts to the triagetype.StatsKeys largest.
+func TopCounts(m map[string]int) map[string]int {
+	out, _ := top(m, triagetype.StatsKeys)
+	return out
 }
 
 // TopRunning bounds counts of running tasks per key and per "type#key" to

@@ -156,6 +156,8 @@ type record struct {
 	Keys      map[string]int `dynamodbav:"keys,omitempty"`
 	KeysOther int            `dynamodbav:"keys_other,omitempty"`
 	TypeKeys  map[string]int `dynamodbav:"type_keys,omitempty"`
+	Started   map[string]int `dynamodbav:"key_starts,omitempty"`
+	Finished  map[string]int `dynamodbav:"key_finishes,omitempty"`
 }
 
 func key(id string) map[string]types.AttributeValue {
@@ -218,7 +220,9 @@ func (r *Registry) Heartbeat(ctx context.Context, in Instance, busy int, state t
 		ru := in.Running()
 		upd = upd.Set(expression.Name("keys"), expression.Value(nonNil(ru.Keys))).
 			Set(expression.Name("keys_other"), expression.Value(ru.Other)).
-			Set(expression.Name("type_keys"), expression.Value(nonNil(ru.TypeKeys)))
+			Set(expression.Name("type_keys"), expression.Value(nonNil(ru.TypeKeys))).
+			Set(expression.Name("key_starts"), expression.Value(nonNil(ru.Started))).
+			Set(expression.Name("key_finishes"), expression.Value(nonNil(ru.Finished)))
 	}
 	expr, err := expression.NewBuilder().WithUpdate(upd).
 		WithCondition(expression.AttributeExists(expression.Name(spec.AttrPK))).Build()
@@ -291,6 +295,13 @@ func (rec record) worker(now time.Time) triagetype.Worker {
 		StartedAt: rec.StartedAt, LastHeartbeatAt: rec.HeartbeatAt,
 		HeartbeatSeconds: ev.Seconds(), Capacity: rec.Capacity, Busy: rec.Busy,
 		Types: rec.Types, Keys: rec.Keys, KeysOther: rec.KeysOther, TypeKeys: rec.TypeKeys,
+		KeyStarts: rec.Started, KeyFinishes: rec.Finished,
+	}
+	if len(w.KeyStarts) == 0 {
+		w.KeyStarts = nil
+	}
+	if len(w.KeyFinishes) == 0 {
+		w.KeyFinishes = nil
 	}
 	if len(w.Keys) == 0 {
 		w.Keys = nil

@@ -65,7 +65,9 @@ func TestKeyUseInStatsAndMetrics(t *testing.T) {
 	}
 	opt := stacktest.FastDispatch()
 	opt.Concurrency = 12
-	opt.WorkerHeartbeat = 300 * time.Millisecond
+	// Each heartbeat's starts and finishes stand until the next: 1 s is
+	// long enough for the polls below to see every report.
+	opt.WorkerHeartbeat = time.Second
 	stacktest.Run(t, consumerapp.New(a, stacktest.Registry("work", h), opt, dispatch.Deps{Metrics: metrics.New(sink)}))
 
 	ids := append(submitKeyed(t, a, "work", "acme", 5), submitKeyed(t, a, "work", "free", 4)...)
@@ -92,7 +94,7 @@ func TestKeyUseInStatsAndMetrics(t *testing.T) {
 	}
 
 	var last triagetype.Stats
-	seenAcme, seenBeta := false, false
+	seenAcme, seenBeta, seenStarts := false, false, false
 	waitFor(t, "acme at its limit and beta's window start in /stats", 90*time.Second, func() bool {
 		last = getStats()
 		k := last.Keys
@@ -102,6 +104,7 @@ func TestKeyUseInStatsAndMetrics(t *testing.T) {
 		top := map[string]int{}
 		for _, r := range k.Top {
 			top[r.Key] = r.Running
+			seenStarts = seenStarts || r.Key == "free" && r.StartsPerSecond > 0
 		}
 		if top["acme"] > 2 {
 			t.Fatalf("/stats shows acme running %d, over its limit of 2", top["acme"])
@@ -123,7 +126,7 @@ func TestKeyUseInStatsAndMetrics(t *testing.T) {
 				t.Fatalf("unexpected keyed scope %+v", l.Controls)
 			}
 		}
-		return seenAcme && seenBeta && top["free"] == 4 && len(k.Limits) == 2 && k.OtherLimits == 0
+		return seenAcme && seenBeta && seenStarts && top["free"] == 4 && len(k.Limits) == 2 && k.OtherLimits == 0
 	})
 	mu.Lock()
 	t.Logf("keys: %+v; handler saw at most %v at once", *last.Keys, most)
@@ -133,7 +136,14 @@ func TestKeyUseInStatsAndMetrics(t *testing.T) {
 	}
 
 	close(gate)
-	waitFor(t, "every task completed", 2*time.Minute, func() bool {
+	seenFinishes := false
+	waitFor(t, "every task completed, and acme's finishes in /stats", 2*time.Minute, func() bool {
+		for _, r := range getStats().Keys.Top {
+			seenFinishes = seenFinishes || r.Key == "acme" && r.FinishesPerSecond > 0
+		}
+		if !seenFinishes {
+			return false
+		}
 		for _, id := range ids {
 			if tk, err := a.Store.Get(ctx, id); err != nil || tk.Status != triagetype.Completed {
 				if err == nil && time.Now().Second()%10 == 0 {
