@@ -164,7 +164,7 @@ func (f *fakeAPI) handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/workers", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, 200, `{"workers":[
 {"id":"w-old","kind":"worker","state":"dead","started_at":"2026-01-02T02:00:00Z","last_heartbeat_at":"2026-01-02T03:03:00Z","heartbeat_seconds":10,"capacity":16,"busy":2},
-{"id":"w-mid","kind":"lambda","state":"draining","started_at":"2026-01-02T03:00:00Z","last_heartbeat_at":"2026-01-02T03:04:01Z","heartbeat_seconds":10,"capacity":4,"busy":4},
+{"id":"w-mid","kind":"lambda","state":"draining","started_at":"2026-01-02T03:00:00Z","last_heartbeat_at":"2026-01-02T03:04:01Z","heartbeat_seconds":10,"capacity":4,"busy":4,"keys":{"acme":2,"b":1,"c":1,"d":1},"keys_other":2},
 {"id":"w-new","kind":"dev","state":"active","started_at":"2026-01-02T03:04:00Z","last_heartbeat_at":"2026-01-02T03:04:03Z","heartbeat_seconds":10,"capacity":8,"busy":1}],
 "generated_at":"2026-01-02T03:04:05Z"}`)
 	})
@@ -386,7 +386,7 @@ func TestCommands(t *testing.T) {
 			"1 of 1 in 2s", "(3 more)"}},
 		{name: "workers", args: []string{"workers"}, code: 0, reqs: []string{"GET /api/v1/workers"},
 			out: []string{"ID", "LAST HEARTBEAT", "w-old  worker  dead      2/16", "1m5s ago", "w-mid  lambda  draining  4/4", "4s ago",
-				"w-new  dev     active    1/8   2026-01-02 03:04:00  2s ago", "workers: 1 active, 1 draining, 1 dead; 5 of 12 slots busy"}},
+				"w-new  dev     active    1/8   2026-01-02 03:04:00  2s ago", "KEYS", "acme:2 b:1 c:1 +3", "workers: 1 active, 1 draining, 1 dead; 5 of 12 slots busy"}},
 		{name: "workers json", args: []string{"workers", "--json"}, out: []string{`"state": "draining"`, `"heartbeat_seconds": 10`}},
 		{name: "workers args", args: []string{"workers", "extra"}, code: exitUsage, nReqs: -1},
 		{name: "pause", args: []string{"pause"}, exactOut: "paused all task types\n", reqs: []string{"POST /api/v1/control/pause"}},
