@@ -12,9 +12,10 @@ import (
 // fairness key, bounded so that the worker item stays small whatever the
 // number of keys: Keys names at most triagetype.StatsKeys keys (those it
 // runs most) and Other sums the rest; TypeKeys names at most as many
-// (type, key) pairs, as "type#key". At StatsKeys = 10 and keys of up to
-// 128 bytes that is under 3 KB; with short keys a heartbeat stays at 1
-// write unit (the item's size rounds up to 1 KB per unit).
+// (type, key) pairs, as "type#key"; Started and Finished as many keys
+// each. With short keys a heartbeat stays at 1 write unit (an item's size
+// rounds up to 1 KB a unit); at worst, at StatsKeys = 10 with 128-byte
+// keys and types, the four maps take about 6.5 KB: 7 units a heartbeat.
 type Running struct {
 	Keys     map[string]int
 	Other    int
