@@ -8,7 +8,8 @@
 //
 // Each instance is one item in the task table under its own key,
 // WORKER#<id>, so a heartbeat never contends with another instance's: a
-// heartbeat is one UpdateItem of a small item (1 write unit), every
+// heartbeat is one UpdateItem of a small item (1 write unit with short
+// fairness keys; its per-key figures are bounded, see Running), every
 // DefaultHeartbeat (10 s): 360 write units an hour per instance, plus one
 // PutItem to register and one DeleteItem to leave.
 //
