@@ -69,7 +69,7 @@ func (c *Controls) KeyedUse(ctx context.Context, typ, k string) (Settings, *tria
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				first = cmpErr(first, fmt.Errorf("rate use of %s: %w", sc, err))
+				first = firstErr(first, fmt.Errorf("rate use of %s: %w", sc, err))
 				return
 			}
 			if v, ok := out.Item["starts"].(*types.AttributeValueMemberN); ok {
@@ -85,7 +85,7 @@ func (c *Controls) KeyedUse(ctx context.Context, typ, k string) (Settings, *tria
 	return s, &triagetype.RateUse{Starts: total, Limit: limit, WindowSeconds: window.Seconds()}, nil
 }
 
-func cmpErr(first, err error) error {
+func firstErr(first, err error) error {
 	if first != nil {
 		return first
 	}
