@@ -65,9 +65,10 @@ func TestKeyUseInStatsAndMetrics(t *testing.T) {
 	}
 	opt := stacktest.FastDispatch()
 	opt.Concurrency = 12
-	// Each heartbeat's starts and finishes stand until the next: 1 s is
-	// long enough for the polls below to see every report.
-	opt.WorkerHeartbeat = time.Second
+	// Each heartbeat's starts and finishes stand until the next: 2 s is
+	// long enough for the polls below to see every report, even when a
+	// /stats request takes a while on a loaded machine.
+	opt.WorkerHeartbeat = 2 * time.Second
 	stacktest.Run(t, consumerapp.New(a, stacktest.Registry("work", h), opt, dispatch.Deps{Metrics: metrics.New(sink)}))
 
 	ids := append(submitKeyed(t, a, "work", "acme", 5), submitKeyed(t, a, "work", "free", 4)...)
