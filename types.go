@@ -58,6 +58,13 @@ type (
 	WorkerState = triagetype.WorkerState
 	// WorkerStats sums the workers: the workers section of Stats.
 	WorkerStats = triagetype.WorkerStats
+	// KeyStats is the keys section of Stats: the keys running the most,
+	// and the keyed limits with their use; KeyRunning, KeyLimitUse and
+	// RateUse its parts.
+	KeyStats    = triagetype.KeyStats
+	KeyRunning  = triagetype.KeyRunning
+	KeyLimitUse = triagetype.KeyLimitUse
+	RateUse     = triagetype.RateUse
 
 	// Dependencies, workflows and batches (README "Dependencies, workflows
 	// and batches").

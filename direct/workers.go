@@ -19,12 +19,17 @@ func (d *Transport) Workers(ctx context.Context) (*triage.WorkerList, error) {
 	return &triage.WorkerList{Workers: ws, GeneratedAt: d.store.Now().UTC()}, nil
 }
 
-// withWorkers adds the workers section to st, as the API's /stats does.
+// withWorkers adds the workers and keys sections to st, as the API's
+// /stats does.
 func (d *Transport) withWorkers(ctx context.Context, st *triage.Stats) error {
-	ws, err := stats.CollectWorkers(ctx, d.workers)
+	var keyed stats.Keyed
+	if d.controls != nil {
+		keyed = d.controls
+	}
+	ws, ks, err := stats.CollectFleet(ctx, d.workers, keyed)
 	if err != nil {
 		return err
 	}
-	st.Workers = ws
+	st.Workers, st.Keys = ws, ks
 	return nil
 }

@@ -76,8 +76,68 @@ type Stats struct {
 	Throughput     Throughput `json:"throughput"`
 	// Workers sums the registered consumer instances (GET /workers);
 	// absent where no worker registry is wired.
-	Workers     *WorkerStats `json:"workers,omitempty"`
-	GeneratedAt time.Time    `json:"generated_at"`
+	Workers *WorkerStats `json:"workers,omitempty"`
+	// Keys is which fairness keys run the most now and how their keyed
+	// limits are used; absent where no worker registry is wired.
+	Keys        *KeyStats `json:"keys,omitempty"`
+	GeneratedAt time.Time `json:"generated_at"`
+}
+
+// StatsKeys is how many keys, and how many keyed scopes with controls,
+// the keys section of GET /stats names; the rest are summed. A worker's
+// heartbeat names at most as many keys (and (type, key) pairs) too, so
+// neither the registry item nor the answer grows with the number of keys.
+const StatsKeys = 10
+
+// KeyStats is the keys section of GET /stats. Its figures come from the
+// consumers' heartbeats (running tasks per key, as of each live worker's
+// last heartbeat: at most its interval old) and, for the scopes in Limits,
+// from their controls and current rate window. Each worker names the
+// StatsKeys keys it runs most, so a key that is small on every worker may
+// be counted under OtherRunning.
+type KeyStats struct {
+	// Top are the keys with the most running tasks (then the most starts
+	// a second), most first (at most StatsKeys).
+	Top []KeyRunning `json:"top"`
+	// OtherRunning sums the running tasks of the keys not in Top.
+	OtherRunning int `json:"other_running"`
+	// Limits are the keyed scopes with controls (PUT /control/keys/{key})
+	// that run the most tasks now, most first (at most StatsKeys), each
+	// with its settings and current use.
+	Limits []KeyLimitUse `json:"limits"`
+	// OtherLimits counts the keyed scopes with controls not in Limits;
+	// OtherLimitsRunning sums their running tasks.
+	OtherLimits        int `json:"other_limits"`
+	OtherLimitsRunning int `json:"other_limits_running"`
+}
+
+// KeyRunning is one key's running tasks across the live workers.
+type KeyRunning struct {
+	Key     string `json:"key"`
+	Running int    `json:"running"`
+	// StartsPerSecond and FinishesPerSecond are its attempts begun and
+	// ended per second over the workers' last heartbeat intervals (each
+	// worker's count over its interval, summed).
+	StartsPerSecond   float64 `json:"starts_per_second"`
+	FinishesPerSecond float64 `json:"finishes_per_second"`
+}
+
+// KeyLimitUse is one keyed scope's controls and their current use: its
+// running tasks (for a concurrency limit, the slots it holds), and for a
+// rate limit the starts counted in the current window.
+type KeyLimitUse struct {
+	Controls ControlSettings `json:"controls"`
+	Running  int             `json:"running"`
+	RateUse  *RateUse        `json:"rate_use,omitempty"`
+}
+
+// RateUse is how much of a rate limit its current window used: Starts of
+// Limit, in a window of WindowSeconds (1, or longer for a limit below one
+// a second).
+type RateUse struct {
+	Starts        int     `json:"starts"`
+	Limit         int     `json:"limit"`
+	WindowSeconds float64 `json:"window_seconds"`
 }
 
 // QueueStats describes one priority's queue and its DLQ. The counts are

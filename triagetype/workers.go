@@ -51,6 +51,18 @@ type Worker struct {
 	// without a type's handler hands that type's tasks back while a live
 	// worker lists it.
 	Types []string `json:"types,omitempty"`
+	// Keys are its running tasks per fairness key at its last heartbeat:
+	// the StatsKeys keys it runs most; KeysOther sums the rest.
+	Keys      map[string]int `json:"keys,omitempty"`
+	KeysOther int            `json:"keys_other,omitempty"`
+	// TypeKeys are its running tasks per (type, key), named "type#key"
+	// (neither may hold '#'): the StatsKeys pairs it runs most.
+	TypeKeys map[string]int `json:"type_keys,omitempty"`
+	// KeyStarts and KeyFinishes count the attempts of each key that began
+	// and ended in its last heartbeat interval (HeartbeatSeconds): the
+	// StatsKeys keys with the most.
+	KeyStarts   map[string]int `json:"key_starts,omitempty"`
+	KeyFinishes map[string]int `json:"key_finishes,omitempty"`
 }
 
 // WorkerList is the answer of GET /workers: every registered instance that

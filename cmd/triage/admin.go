@@ -77,6 +77,9 @@ func (c *cli) statsCmd() *cobra.Command {
 			if s.Workers != nil {
 				fmt.Fprintf(c.out, "\n%s\n", workersLine(*s.Workers))
 			}
+			if err := c.printKeyStats(s.Keys); err != nil {
+				return err
+			}
 			fmt.Fprintf(c.out, "\nlast minute: %d completed, %d failed\nas of %s\n",
 				s.Throughput.CompletedLastMinute, s.Throughput.FailedLastMinute, fmtTime(s.GeneratedAt))
 			return nil

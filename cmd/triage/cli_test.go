@@ -156,12 +156,15 @@ func (f *fakeAPI) handler() http.Handler {
 		reply(w, 200, `{"queues":{"high":{"depth":3,"in_flight":1,"delayed":0,"dlq_depth":2,"oldest_age_seconds":75.4},"medium":{"depth":0,"in_flight":0,"delayed":0,"dlq_depth":0,"oldest_age_seconds":0},"low":{"depth":10,"in_flight":0,"delayed":4,"dlq_depth":0,"oldest_age_seconds":0.25}},
 "statuses":{"scheduled":0,"queued":13,"executing":1,"retrying":0,"completed":50,"cancelled":0,"dead_letter":2},
 "types":{"echo":{"queued":13,"completed":50},"fail":{"dead_letter":2,"executing":1}},
-"throughput":{"completed_last_minute":9,"failed_last_minute":1},"workers":{"active":1,"draining":1,"dead":1,"capacity":12,"used":5},"generated_at":"2026-01-02T03:04:05Z"}`)
+"throughput":{"completed_last_minute":9,"failed_last_minute":1},"workers":{"active":1,"draining":1,"dead":1,"capacity":12,"used":5},
+"keys":{"top":[{"key":"acme","running":2,"starts_per_second":0.5,"finishes_per_second":0.4},{"key":"free","running":1,"starts_per_second":3,"finishes_per_second":3}],"other_running":2,
+"limits":[{"controls":{"key":"acme","paused":false,"max_concurrency":2},"running":2},{"controls":{"type":"call","key":"beta","paused":false,"rate_limit_per_second":0.5},"running":0,"rate_use":{"starts":1,"limit":1,"window_seconds":2}}],
+"other_limits":3,"other_limits_running":1},"generated_at":"2026-01-02T03:04:05Z"}`)
 	})
 	mux.HandleFunc("GET /api/v1/workers", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, 200, `{"workers":[
 {"id":"w-old","kind":"worker","state":"dead","started_at":"2026-01-02T02:00:00Z","last_heartbeat_at":"2026-01-02T03:03:00Z","heartbeat_seconds":10,"capacity":16,"busy":2},
-{"id":"w-mid","kind":"lambda","state":"draining","started_at":"2026-01-02T03:00:00Z","last_heartbeat_at":"2026-01-02T03:04:01Z","heartbeat_seconds":10,"capacity":4,"busy":4},
+{"id":"w-mid","kind":"lambda","state":"draining","started_at":"2026-01-02T03:00:00Z","last_heartbeat_at":"2026-01-02T03:04:01Z","heartbeat_seconds":10,"capacity":4,"busy":4,"keys":{"acme":2,"b":1,"c":1,"d":1},"keys_other":2},
 {"id":"w-new","kind":"dev","state":"active","started_at":"2026-01-02T03:04:00Z","last_heartbeat_at":"2026-01-02T03:04:03Z","heartbeat_seconds":10,"capacity":8,"busy":1}],
 "generated_at":"2026-01-02T03:04:05Z"}`)
 	})
@@ -379,9 +382,11 @@ func TestCommands(t *testing.T) {
 			out: []string{"QUEUE", "high    3", "1m15s", "250ms", "STATUS", "queued       13", "TYPE", "echo", "fail", "DEAD_LETTER", "last minute: 9 completed, 1 failed"}},
 		{name: "stats json", args: []string{"stats", "--json"}, out: []string{`"dlq_depth": 2`}},
 		{name: "stats workers", args: []string{"stats"}, out: []string{"workers: 1 active, 1 draining, 1 dead; 5 of 12 slots busy"}},
+		{name: "stats keys", args: []string{"stats"}, out: []string{"KEY", "STARTS/S", "acme          2        0.5       0.4", "(other keys)  2", "KEYED LIMIT", "key=acme", "call key=beta",
+			"1 of 1 in 2s", "(3 more)"}},
 		{name: "workers", args: []string{"workers"}, code: 0, reqs: []string{"GET /api/v1/workers"},
 			out: []string{"ID", "LAST HEARTBEAT", "w-old  worker  dead      2/16", "1m5s ago", "w-mid  lambda  draining  4/4", "4s ago",
-				"w-new  dev     active    1/8   2026-01-02 03:04:00  2s ago", "workers: 1 active, 1 draining, 1 dead; 5 of 12 slots busy"}},
+				"w-new  dev     active    1/8   2026-01-02 03:04:00  2s ago", "KEYS", "acme:2 b:1 c:1 +3", "workers: 1 active, 1 draining, 1 dead; 5 of 12 slots busy"}},
 		{name: "workers json", args: []string{"workers", "--json"}, out: []string{`"state": "draining"`, `"heartbeat_seconds": 10`}},
 		{name: "workers args", args: []string{"workers", "extra"}, code: exitUsage, nReqs: -1},
 		{name: "pause", args: []string{"pause"}, exactOut: "paused all task types\n", reqs: []string{"POST /api/v1/control/pause"}},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -55,4 +56,51 @@ aside without an SQS message and start in submit order when they can.`,
 	f.IntVar(&conc, "max-concurrency", 0, "tasks running at once (0: no limit)")
 	f.IntVar(&weight, "weight", 0, "the key's share of each priority's starts against other keys (0: the default, 1)")
 	return cmd
+}
+
+// printKeyStats prints the keys section of `triage stats`: the keys
+// running the most (and their starts and finishes a second), and the keyed limits with their use (running tasks,
+// the rate window's starts); nothing when no key runs and none has
+// controls.
+func (c *cli) printKeyStats(k *triage.KeyStats) error {
+	if k == nil || len(k.Top) == 0 && len(k.Limits) == 0 {
+		return nil
+	}
+	fmt.Fprintln(c.out)
+	tw := c.table("KEY", "RUNNING", "STARTS/S", "FINISHES/S")
+	for _, r := range k.Top {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\n", r.Key, r.Running, r.StartsPerSecond, r.FinishesPerSecond)
+	}
+	if k.OtherRunning > 0 {
+		fmt.Fprintf(tw, "(other keys)\t%d\n", k.OtherRunning)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(k.Limits) == 0 {
+		return nil
+	}
+	fmt.Fprintln(c.out)
+	tw = c.table("KEYED LIMIT", "PAUSED", "RUNNING", "MAX CONCURRENCY", "RATE/S", "STARTS THIS WINDOW")
+	for _, l := range k.Limits {
+		s, conc, rate, starts := l.Controls, "-", "-", "-"
+		name := "key=" + s.Key
+		if s.Type != "" {
+			name = s.Type + " " + name
+		}
+		if s.MaxConcurrency > 0 {
+			conc = strconv.Itoa(s.MaxConcurrency)
+		}
+		if s.RateLimitPerSecond > 0 {
+			rate = strconv.FormatFloat(s.RateLimitPerSecond, 'g', -1, 64)
+		}
+		if u := l.RateUse; u != nil {
+			starts = fmt.Sprintf("%d of %d in %gs", u.Starts, u.Limit, u.WindowSeconds)
+		}
+		fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%s\t%s\n", name, s.Paused, l.Running, conc, rate, starts)
+	}
+	if k.OtherLimits > 0 {
+		fmt.Fprintf(tw, "(%d more)\t\t%d\t\t\t\n", k.OtherLimits, k.OtherLimitsRunning)
+	}
+	return tw.Flush()
 }

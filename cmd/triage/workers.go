@@ -1,7 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,10 +29,10 @@ func (c *cli) workersCmd() *cobra.Command {
 			if c.json {
 				return c.printJSON(l)
 			}
-			tw := c.table("ID", "KIND", "STATE", "BUSY", "STARTED", "LAST HEARTBEAT")
+			tw := c.table("ID", "KIND", "STATE", "BUSY", "STARTED", "LAST HEARTBEAT", "KEYS")
 			for _, w := range l.Workers {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", w.ID, w.Kind, w.State, w.Busy, w.Capacity,
-					fmtTime(w.StartedAt), fmtSince(l.GeneratedAt, w.LastHeartbeatAt))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", w.ID, w.Kind, w.State, w.Busy, w.Capacity,
+					fmtTime(w.StartedAt), fmtSince(l.GeneratedAt, w.LastHeartbeatAt), fmtKeys(w, 3))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -50,4 +54,31 @@ func fmtSince(now, t time.Time) string {
 		return "-"
 	}
 	return fmt.Sprintf("%s ago", max(now.Sub(t), 0).Round(time.Second))
+}
+
+// fmtKeys is a worker's n keys running most, "acme:2 free:1", and "+k" for
+// the running tasks of the rest; "-" when it runs none.
+func fmtKeys(w triage.Worker, n int) string {
+	ks := slices.SortedFunc(maps.Keys(w.Keys), func(a, b string) int {
+		if c := cmp.Compare(w.Keys[b], w.Keys[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	var parts []string
+	rest := w.KeysOther
+	for i, k := range ks {
+		if i < n {
+			parts = append(parts, fmt.Sprintf("%s:%d", k, w.Keys[k]))
+		} else {
+			rest += w.Keys[k]
+		}
+	}
+	if rest > 0 {
+		parts = append(parts, fmt.Sprintf("+%d", rest))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
 }

@@ -341,11 +341,7 @@ func (s *Server) setLimits(w http.ResponseWriter, r *http.Request) {
 }
 
 // RateUse is how much of a type's rate limit its current window used.
-type RateUse struct {
-	Starts        int     `json:"starts"`
-	Limit         int     `json:"limit"`
-	WindowSeconds float64 `json:"window_seconds"`
-}
+type RateUse = triagetype.RateUse
 
 // ControlList is the body of GET /control: the settings, global first,
 // and for each type with a rate limit the use of its current window (one

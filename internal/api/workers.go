@@ -25,15 +25,17 @@ func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, triagetype.WorkerList{Workers: ws, GeneratedAt: s.store.Now().UTC()})
 }
 
-// withWorkers adds the workers section to st when a registry is wired.
+// withWorkers adds the workers and keys sections to st when a registry
+// is wired.
 func (s *Server) withWorkers(r *http.Request, st *stats.Stats) error {
 	if s.workers == nil {
 		return nil
 	}
-	ws, err := stats.CollectWorkers(r.Context(), s.workers)
+	keyed, _ := s.controls.(stats.Keyed)
+	ws, ks, err := stats.CollectFleet(r.Context(), s.workers, keyed)
 	if err != nil {
 		return err
 	}
-	st.Workers = ws
+	st.Workers, st.Keys = ws, ks
 	return nil
 }

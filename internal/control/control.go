@@ -59,7 +59,9 @@ type Controls struct {
 type cached struct {
 	s   Settings
 	set map[string]bool // the keyed registry's entry only (keyed.go)
-	at  time.Time
+	// named: of set, the keys metrics name (keyuse.go), built on first use
+	named map[string]bool
+	at    time.Time
 }
 
 // DefaultCacheTTL is how long the consumer trusts settings it read.

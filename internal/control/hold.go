@@ -91,6 +91,13 @@ type Decision struct {
 	// EndNext: scopes whose next set-aside task to release when this one
 	// ends (its concurrency slot frees).
 	EndNext []string
+	// EndIfHeld: concurrency-limited scopes that held no tasks as this
+	// admission saw them; when the task ends, the scope's next set-aside
+	// task is released if it holds some by then (ScopeHeld). Without it, a
+	// scope whose running tasks were all admitted before its first task was
+	// set aside would free its slots and release nobody, leaving its held
+	// tasks to the promoter's sweep.
+	EndIfHeld []string
 	// NextWindow: rate-limited scopes with tasks set aside, whose next
 	// window's worth to release when that window opens.
 	NextWindow []WindowRelease
@@ -170,6 +177,8 @@ func (c *Controls) Decide(ctx context.Context, t *task.Task) (Decision, error) {
 		d.Release = release
 		if typ.Held {
 			d.EndNext = []string{scope}
+		} else {
+			d.EndIfHeld = []string{scope}
 		}
 		d, err = c.decideKeyed(ctx, t, d)
 		if err != nil || d.Release == nil {
@@ -441,4 +450,16 @@ func (c *Controls) becameRunnable(ctx context.Context, scope string) error {
 		return nil
 	}
 	return c.runnable(ctx, scope)
+}
+
+// ScopeHeld says whether scope holds set-aside tasks, as the cache knows
+// (at most its TTL old): what a task's end asks of a scope in its
+// Decision's EndIfHeld. No read beyond the cache's one per TTL.
+func (c *Controls) ScopeHeld(ctx context.Context, scope string) (bool, error) {
+	sc, ok := ParseScope(scope)
+	if !ok {
+		return false, nil
+	}
+	s, err := c.cachedScope(ctx, sc)
+	return s.Held, err
 }

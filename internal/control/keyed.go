@@ -302,6 +302,8 @@ func (c *Controls) decideKeyed(ctx context.Context, t *task.Task, d Decision) (D
 			d.Release = func() { rel(); prev() }
 			if s.Held {
 				d.EndNext = append(d.EndNext, name)
+			} else {
+				d.EndIfHeld = append(d.EndIfHeld, name)
 			}
 		} else if s.Held && s.RateLimitPerSecond == 0 {
 			d.StartNext = append(d.StartNext, name)

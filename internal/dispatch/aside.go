@@ -110,7 +110,7 @@ func (c *Consumer) chainReleases(d control.Decision) func() {
 	for _, w := range d.NextWindow {
 		c.releaseAfter(w.Scope, w.After, w.N)
 	}
-	if len(d.EndNext) == 0 {
+	if len(d.EndNext) == 0 && len(d.EndIfHeld) == 0 {
 		return d.Release
 	}
 	return func() {
@@ -118,7 +118,23 @@ func (c *Consumer) chainReleases(d control.Decision) func() {
 		for _, scope := range d.EndNext {
 			c.releaseSoon(scope, 1)
 		}
+		if hc, ok := c.opt.Gate.(heldChecker); ok {
+			for _, scope := range d.EndIfHeld {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				held, err := hc.ScopeHeld(ctx, scope)
+				cancel()
+				if err == nil && held {
+					c.releaseSoon(scope, 1)
+				}
+			}
+		}
 	}
+}
+
+// heldChecker says whether a scope holds set-aside tasks now, as its
+// cache knows (*control.Controls).
+type heldChecker interface {
+	ScopeHeld(ctx context.Context, scope string) (bool, error)
 }
 
 // releaseSoon asks for n more of scope's set-aside tasks to be released in

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
@@ -166,6 +167,9 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 				}
 				if d.Release == nil {
 					c.mx.PutOff(d.Why)
+					if control.Keyed(d.Scope) {
+						c.mx.KeyPutOff(t, d.Why)
+					}
 					if d.Scope != "" && d.Why != metrics.PutOffRate {
 						c.setAside(ctx, m, msg, t, d)
 					} else {
@@ -190,7 +194,8 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 			})
 			if err == nil {
 				c.mx.Started(t, now)
-				return claimed{task: got, release: release}, true
+				done, rel := c.keyUse.start(t), release
+				return claimed{task: got, release: func() { rel(); done() }}, true
 			}
 			release()
 			if t = c.current(err); t == nil {

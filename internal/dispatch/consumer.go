@@ -268,6 +268,7 @@ type Consumer struct {
 	log      *slog.Logger
 	tracer   trace.Tracer
 	slots    *slots
+	keyUse   *keyUse // running tasks per key, for heartbeats (keyuse.go)
 	del      *deleter
 
 	rngMu  sync.Mutex
@@ -291,6 +292,7 @@ func New(s Store, q Queues, r Redispatcher, h Handlers, o Options, d Deps) *Cons
 	c := &Consumer{
 		store: s, queues: q, redisp: r, handlers: h, opt: opt, log: opt.Logger, tracer: opt.Tracing.Tracer(),
 		slots:      newSlots(opt.Concurrency, opt.ReservedHigh),
+		keyUse:     newKeyUse(),
 		emptyUntil: map[triagetype.Priority]time.Time{},
 		polling:    map[triagetype.Priority]bool{},
 		pollNews:   make(chan struct{}, 8),

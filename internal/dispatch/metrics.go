@@ -22,6 +22,7 @@ type Metrics interface {
 	Finished(t *task.Task, o metrics.Outcome) // the attempt's outcome was recorded
 	Dropped(why metrics.Drop)
 	PutOff(why metrics.PutOff)
+	KeyPutOff(t *task.Task, why metrics.PutOff) // a keyed control put t off
 	Recovered(how metrics.Recovery)
 	Slots(s metrics.Slots)
 }
@@ -51,6 +52,7 @@ func (noMetrics) Failed(*task.Task, metrics.Failure)   {}
 func (noMetrics) Finished(*task.Task, metrics.Outcome) {}
 func (noMetrics) Dropped(metrics.Drop)                 {}
 func (noMetrics) PutOff(metrics.PutOff)                {}
+func (noMetrics) KeyPutOff(*task.Task, metrics.PutOff) {}
 func (noMetrics) Recovered(metrics.Recovery)           {}
 func (noMetrics) Slots(metrics.Slots)                  {}
 

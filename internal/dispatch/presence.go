@@ -19,7 +19,7 @@ func (c *Consumer) announce(ctx context.Context) *workers.Beacon {
 	if kind == "" {
 		kind = triagetype.WorkerKindWorker
 	}
-	self := workers.Instance{ID: c.opt.WorkerID, Kind: kind, Capacity: c.opt.Concurrency, Every: c.opt.WorkerHeartbeat, Types: c.handledTypes()}
+	self := workers.Instance{ID: c.opt.WorkerID, Kind: kind, Capacity: c.opt.Concurrency, Every: c.opt.WorkerHeartbeat, Types: c.handledTypes(), Running: c.keyUse.running}
 	return workers.Start(ctx, c.opt.Workers, self, c.busy, c.log)
 }
 

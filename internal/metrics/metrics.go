@@ -16,6 +16,7 @@
 package metrics
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/triagehq/triage/internal/task"
@@ -65,6 +66,9 @@ const (
 	QueueOldestAge
 	DLQDepth
 	ScheduleTicks
+	KeyTasksStarted
+	KeyTasksFinished
+	KeyPutOffs
 	numIDs
 )
 
@@ -113,7 +117,15 @@ const (
 	LabelFrom     = "from"
 	LabelTo       = "to"
 	LabelOutcome  = "outcome"
+	// LabelKey is a fairness key: bounded, since only keys with keyed
+	// controls are named (at most control.MetricKeys) and every other key
+	// is OtherKey (see Recorder.LabelKeys).
+	LabelKey = "key"
 )
+
+// OtherKey is the key label of every key not named: no key can be it,
+// since a key may not hold '#'.
+const OtherKey = "#other"
 
 // Name is metric id's name, the same in CloudWatch and Prometheus.
 func Name(id ID) string { return Definitions()[id].Name }
@@ -149,6 +161,9 @@ func Definitions() []Def {
 	d[QueueOldestAge] = Def{Name: "triage_queue_oldest_age_seconds", Help: "How long the oldest queued task of a priority has waited (to the minute, an upper bound; 0 when none), sampled by the promoter.", Kind: Gauge, Labels: []string{LabelPriority}, Unit: "Seconds"}
 	d[DLQDepth] = Def{Name: "triage_dlq_depth", Help: "Messages on a priority's dead-letter queue, sampled by the promoter.", Kind: Gauge, Labels: []string{LabelPriority}, Unit: "Count"}
 	d[ScheduleTicks] = Def{Name: "triage_schedule_ticks_total", Help: "Schedule ticks the promoter handled: enqueued (a task made), skipped (missed and skipped by the schedule's policy).", Kind: Counter, Labels: []string{LabelOutcome}, Unit: "Count"}
+	d[KeyTasksStarted] = Def{Name: "triage_key_tasks_started_total", Help: "Attempts started, by fairness key: keys with keyed controls by name (at most 50), every other key as \"#other\".", Kind: Counter, Labels: []string{LabelKey}, Unit: "Count", Rollups: total}
+	d[KeyTasksFinished] = Def{Name: "triage_key_tasks_finished_total", Help: "Attempts whose outcome was recorded, by fairness key (named as in triage_key_tasks_started_total) and outcome: completed, retried, dead_lettered, cancelled, snoozed, handed_back.", Kind: Counter, Labels: []string{LabelKey, LabelOutcome}, Unit: "Count", Rollups: [][]string{{LabelOutcome}, {}}}
+	d[KeyPutOffs] = Def{Name: "triage_key_putoffs_total", Help: "Tasks a keyed control put off (set aside or hidden), by fairness key (named as in triage_key_tasks_started_total) and reason, as in triage_putoffs_total.", Kind: Counter, Labels: []string{LabelKey, LabelReason}, Unit: "Count", Rollups: [][]string{{LabelReason}, {}}}
 	return d
 }
 
@@ -170,6 +185,27 @@ type Flusher interface {
 // records nothing.
 type Recorder struct {
 	sinks []Sink
+	// keyLabel names a key for the key label (LabelKeys); unset, every
+	// key is OtherKey.
+	keyLabel atomic.Pointer[func(string) string]
+}
+
+// LabelKeys sets how the key label names a fairness key: f must return
+// the key or OtherKey, and name a bounded set of keys (the consumer uses
+// control.Controls.KeyLabel: the keys with keyed controls). f runs on
+// every start and outcome, so it must not block or make requests.
+func (r *Recorder) LabelKeys(f func(key string) string) {
+	if r != nil {
+		r.keyLabel.Store(&f)
+	}
+}
+
+// key is t's key label.
+func (r *Recorder) key(t *task.Task) string {
+	if f := r.keyLabel.Load(); f != nil {
+		return (*f)(t.FairKey())
+	}
+	return OtherKey
 }
 
 // New returns a recorder writing to sinks.
@@ -314,6 +350,7 @@ func (r *Recorder) Started(t *task.Task, at time.Time) {
 		return
 	}
 	r.add(TasksStarted, 1, t.Type, string(t.Priority))
+	r.add(KeyTasksStarted, 1, r.key(t))
 	if t.Status != triagetype.Queued || t.Attempts != 0 {
 		return
 	}
@@ -349,6 +386,19 @@ func (r *Recorder) Finished(t *task.Task, o Outcome) {
 		return
 	}
 	r.add(outcomeIDs[o], 1, t.Type, string(t.Priority))
+	r.add(KeyTasksFinished, 1, r.key(t), outcomeNames[o])
+}
+
+// outcomeNames are the outcome label values of triage_key_tasks_finished_total.
+var outcomeNames = [...]string{Completed: "completed", Retried: "retried", DeadLettered: "dead_lettered", Cancelled: "cancelled", Snoozed: "snoozed", HandedBack: "handed_back"}
+
+// KeyPutOff records a task that a keyed control (its key's, or its type
+// and key's) put off, by the task's key label.
+func (r *Recorder) KeyPutOff(t *task.Task, why PutOff) {
+	if r == nil {
+		return
+	}
+	r.add(KeyPutOffs, 1, r.key(t), string(why))
 }
 
 // Dropped records a message that was not run.

@@ -2,7 +2,6 @@ package stats
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/triagehq/triage/triagetype"
 )
@@ -20,10 +19,6 @@ type WorkerStats = triagetype.WorkerStats
 // cost is the registry's listing, O(workers): one keys-only query per
 // shard and half a read unit per instance, never a read of the tasks.
 func CollectWorkers(ctx context.Context, w Workers) (*WorkerStats, error) {
-	ws, err := w.List(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list workers: %w", err)
-	}
-	s := triagetype.SummarizeWorkers(ws)
-	return &s, nil
+	ws, _, err := CollectFleet(ctx, w, nil)
+	return ws, err
 }

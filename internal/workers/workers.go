@@ -8,7 +8,8 @@
 //
 // Each instance is one item in the task table under its own key,
 // WORKER#<id>, so a heartbeat never contends with another instance's: a
-// heartbeat is one UpdateItem of a small item (1 write unit), every
+// heartbeat is one UpdateItem of a small item (1 write unit with short
+// fairness keys; its per-key figures are bounded, see Running), every
 // DefaultHeartbeat (10 s): 360 write units an hour per instance, plus one
 // PutItem to register and one DeleteItem to leave.
 //
@@ -104,6 +105,9 @@ type Instance struct {
 	// consumer without a handler for a type hands its tasks back, attempt
 	// unspent, while a live instance advertises it.
 	Types []string
+	// Running, when set, reports the tasks it runs per fairness key; each
+	// heartbeat writes it (bounded: see TopRunning).
+	Running func() Running
 }
 
 // Registry reads and writes the worker items of one table.
@@ -149,6 +153,12 @@ type record struct {
 	Busy        int       `dynamodbav:"busy"`
 	ExpiresAt   int64     `dynamodbav:"expires_at"`
 	Types       []string  `dynamodbav:"types,omitempty"` // written at registration only
+	// Written by heartbeats when the instance reports them (Running).
+	Keys      map[string]int `dynamodbav:"keys,omitempty"`
+	KeysOther int            `dynamodbav:"keys_other,omitempty"`
+	TypeKeys  map[string]int `dynamodbav:"type_keys,omitempty"`
+	Started   map[string]int `dynamodbav:"key_starts,omitempty"`
+	Finished  map[string]int `dynamodbav:"key_finishes,omitempty"`
 }
 
 func key(id string) map[string]types.AttributeValue {
@@ -207,6 +217,14 @@ func (r *Registry) Heartbeat(ctx context.Context, in Instance, busy int, state t
 		Set(expression.Name("busy"), expression.Value(busy)).
 		Set(expression.Name("worker_state"), expression.Value(string(state))).
 		Set(expression.Name(spec.AttrTTL), expression.Value(expiry(now, every(in))))
+	if in.Running != nil {
+		ru := in.Running()
+		upd = upd.Set(expression.Name("keys"), expression.Value(nonNil(ru.Keys))).
+			Set(expression.Name("keys_other"), expression.Value(ru.Other)).
+			Set(expression.Name("type_keys"), expression.Value(nonNil(ru.TypeKeys))).
+			Set(expression.Name("key_starts"), expression.Value(nonNil(ru.Started))).
+			Set(expression.Name("key_finishes"), expression.Value(nonNil(ru.Finished)))
+	}
 	expr, err := expression.NewBuilder().WithUpdate(upd).
 		WithCondition(expression.AttributeExists(expression.Name(spec.AttrPK))).Build()
 	if err != nil {
@@ -277,7 +295,20 @@ func (rec record) worker(now time.Time) triagetype.Worker {
 		ID: rec.ID, Kind: rec.Kind, State: triagetype.WorkerState(rec.State),
 		StartedAt: rec.StartedAt, LastHeartbeatAt: rec.HeartbeatAt,
 		HeartbeatSeconds: ev.Seconds(), Capacity: rec.Capacity, Busy: rec.Busy,
-		Types: rec.Types,
+		Types: rec.Types, Keys: rec.Keys, KeysOther: rec.KeysOther, TypeKeys: rec.TypeKeys,
+		KeyStarts: rec.Started, KeyFinishes: rec.Finished,
+	}
+	if len(w.KeyStarts) == 0 {
+		w.KeyStarts = nil
+	}
+	if len(w.KeyFinishes) == 0 {
+		w.KeyFinishes = nil
+	}
+	if len(w.Keys) == 0 {
+		w.Keys = nil
+	}
+	if len(w.TypeKeys) == 0 {
+		w.TypeKeys = nil
 	}
 	if now.Sub(rec.HeartbeatAt) > DeadAfterBeats*ev {
 		w.State = triagetype.WorkerDead

@@ -21,6 +21,7 @@ import (
 	"github.com/triagehq/triage/internal/handler/demo"
 	"github.com/triagehq/triage/internal/handler/lambdainvoke"
 	"github.com/triagehq/triage/internal/handler/webhook"
+	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
 )
@@ -44,6 +45,10 @@ func New(a *app.App, reg *handler.Registry, opt dispatch.Options, deps dispatch.
 	}
 	if deps.Holds == nil && a.Holds != nil {
 		deps.Holds = a.Holds
+	}
+	if rec, ok := deps.Metrics.(*metrics.Recorder); ok && a.Controls != nil {
+		// Keys with keyed controls by name, the rest as one (bounded).
+		rec.LabelKeys(a.Controls.KeyLabel)
 	}
 	return dispatch.New(a.Store, a.Queues, a.Enqueuer, reg, opt.Over(dispatch.OptionsFrom(a.Config)), deps)
 }
