@@ -184,3 +184,10 @@ const (
 	WorkflowRunning   = triagetype.WorkflowRunning
 	WorkflowCompleted = triagetype.WorkflowCompleted
 )
+
+// Batch states.
+const (
+	BatchOpen      = triagetype.BatchOpen
+	BatchSealed    = triagetype.BatchSealed
+	BatchCompleted = triagetype.BatchCompleted
+)
