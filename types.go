@@ -183,6 +183,7 @@ const (
 	WorkflowPending   = triagetype.WorkflowPending
 	WorkflowRunning   = triagetype.WorkflowRunning
 	WorkflowCompleted = triagetype.WorkflowCompleted
+	WorkflowAbandoned = triagetype.WorkflowAbandoned
 )
 
 // Batch states.
