@@ -190,4 +190,12 @@ const (
 	WorkflowPending   = triagetype.WorkflowPending
 	WorkflowRunning   = triagetype.WorkflowRunning
 	WorkflowCompleted = triagetype.WorkflowCompleted
+	WorkflowAbandoned = triagetype.WorkflowAbandoned
+)
+
+// Batch states.
+const (
+	BatchOpen      = triagetype.BatchOpen
+	BatchSealed    = triagetype.BatchSealed
+	BatchCompleted = triagetype.BatchCompleted
 )

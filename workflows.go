@@ -8,15 +8,15 @@ import (
 )
 
 // WorkflowTransport is the part of a Transport that carries workflows
-// (and batches). Both of triage's transports implement it; a Transport
+// (BatchTransport carries batches). Both of triage's transports implement it; a Transport
 // that does not makes the workflow calls fail with ErrNotImplemented.
 type WorkflowTransport interface {
 	SubmitWorkflow(ctx context.Context, r WorkflowRequest) (w *Workflow, created bool, err error)
 	Workflow(ctx context.Context, id string) (*Workflow, error)
 }
 
-// ErrNotImplemented is returned by workflow calls on a Transport that does
-// not carry them.
+// ErrNotImplemented is returned by workflow and batch calls on a
+// Transport that does not carry them.
 var ErrNotImplemented = errors.New("not implemented by this transport")
 
 // SubmitWorkflow submits a workflow: named nodes that wait for each other

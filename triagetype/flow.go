@@ -80,6 +80,11 @@ const (
 	WorkflowPending   = "pending"   // being written; nothing of it runs
 	WorkflowRunning   = "running"   // committed: its roots were released
 	WorkflowCompleted = "completed" // every node is terminal
+	// WorkflowAbandoned: a crash stopped its submit before the commit and
+	// no retry with its idempotency key came within the abandonment grace
+	// (flow.Options.AbandonAfter, 1 hour): its nodes were cancelled, and it
+	// never runs. A retry after that gets it back as it is.
+	WorkflowAbandoned = "abandoned"
 )
 
 // WorkflowNodeStatus is one node of a Workflow.

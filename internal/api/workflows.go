@@ -100,22 +100,15 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req, MaxBatchBody) {
 		return
 	}
-	if len(req.Tasks) > triagetype.MaxBatch {
-		writeError(w, http.StatusBadRequest, "invalid_field", "tasks", fmt.Sprintf("tasks: at most %d per request; add more with POST /batches/{id}/tasks", triagetype.MaxBatch))
-		return
-	}
-	if len(req.Tasks) == 0 && !req.Open {
-		writeError(w, http.StatusBadRequest, "invalid_field", "tasks", "tasks: a batch sealed at once needs members (or give open: true)")
+	if fe := flow.CheckMembers(len(req.Tasks), true, req.Open); fe != nil {
+		writeError(w, http.StatusBadRequest, "invalid_field", fe.Field, fe.Error())
 		return
 	}
 	h, err := bf.CreateBatch(r.Context(), req.OnComplete, task.NewKnownTypes(s.opt.KnownTypes))
 	var fe *task.FieldError
 	if errors.As(err, &fe) {
-		status := http.StatusBadRequest
-		if fe.TooLarge {
-			status = http.StatusRequestEntityTooLarge
-		}
-		writeError(w, status, "invalid_field", fe.Field, fe.Error())
+		e := fe.APIError("")
+		writeError(w, e.Status, e.Code, e.Field, e.Message)
 		return
 	}
 	if err != nil {
@@ -141,8 +134,8 @@ func (s *Server) addToBatch(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req, MaxBatchBody) {
 		return
 	}
-	if len(req.Tasks) == 0 || len(req.Tasks) > triagetype.MaxBatch {
-		writeError(w, http.StatusBadRequest, "invalid_field", "tasks", fmt.Sprintf("tasks: must hold 1 to %d tasks, got %d", triagetype.MaxBatch, len(req.Tasks)))
+	if fe := flow.CheckMembers(len(req.Tasks), false, false); fe != nil {
+		writeError(w, http.StatusBadRequest, "invalid_field", fe.Field, fe.Error())
 		return
 	}
 	s.addMembers(w, r, bf, id, req.Tasks, false, http.StatusOK)

@@ -318,3 +318,20 @@ func (f *Flow) Batch(ctx context.Context, id string) (*triagetype.Batch, error) 
 	}
 	return &triagetype.Batch{ID: h.ID, State: h.State, CreatedAt: h.CreatedAt, Progress: p, CallbackID: h.CallbackID, CompletedAt: h.CompletedAt}, nil
 }
+
+// CheckMembers refuses, before anything is written, a request that
+// creates a batch (create) or adds to one with n members: at most
+// MaxBatch per request, at least one when adding, and at least one when
+// creating a batch sealed at once (not open). The API and the direct
+// transport both ask it, so both refuse alike.
+func CheckMembers(n int, create, open bool) *task.FieldError {
+	switch {
+	case create && n > triagetype.MaxBatch:
+		return &task.FieldError{Field: "tasks", Message: fmt.Sprintf("at most %d per request; add more with POST /batches/{id}/tasks", triagetype.MaxBatch)}
+	case create && n == 0 && !open:
+		return &task.FieldError{Field: "tasks", Message: "a batch sealed at once needs members (or give open: true)"}
+	case !create && (n == 0 || n > triagetype.MaxBatch):
+		return &task.FieldError{Field: "tasks", Message: fmt.Sprintf("must hold 1 to %d tasks, got %d", triagetype.MaxBatch, n)}
+	}
+	return nil
+}

@@ -93,6 +93,7 @@ type Store interface {
 	CompleteBatch(ctx context.Context, id string, final store.BatchShard, callbackID string) (bool, error)
 	OpenBatches(ctx context.Context, shard int, after string, limit int32) ([]string, string, error)
 	PutWorkflowNodes(ctx context.Context, id string, nodes []store.WorkflowNodeRecord) error
+	AbandonHead(ctx context.Context, id string) (bool, error)
 	WorkflowNodes(ctx context.Context, id string, n int) ([]store.WorkflowNodeRecord, error)
 	ClaimWorkflowKey(ctx context.Context, key, id, hash string) (string, string, error)
 }
@@ -115,7 +116,11 @@ type Options struct {
 	// SweepLimit bounds the waiting tasks the sweep reads per shard per
 	// run (500).
 	SweepLimit int
-	Logger     *slog.Logger
+	// AbandonAfter: a workflow still uncommitted (pending) this long after
+	// its submit began is abandoned by the sweep, its nodes cancelled (1
+	// hour; see abandon.go).
+	AbandonAfter time.Duration
+	Logger       *slog.Logger
 	// OnComplete, if set, is called once when a batch or workflow
 	// completes (the completing writer's goroutine).
 	OnComplete func(ctx context.Context, c Completion)
@@ -142,6 +147,9 @@ func New(s Store, m Mover, o Options) *Flow {
 	}
 	if o.SweepLimit <= 0 {
 		o.SweepLimit = 500
+	}
+	if o.AbandonAfter <= 0 {
+		o.AbandonAfter = DefaultAbandonAfter
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

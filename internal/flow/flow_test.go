@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +21,13 @@ import (
 	"github.com/triagehq/triage/triagetype"
 )
 
-func TestMain(m *testing.M) { stacktest.Main(m) }
+func TestMain(m *testing.M) {
+	if role := os.Getenv(childRoleEnv); role != "" {
+		runChild(role) // a crash test's victim process (crash_test.go)
+		return
+	}
+	stacktest.Main(m)
+}
 
 // recorder is a handler that records the order tasks ran in and what
 // parents each saw, and returns {"node": <payload's node>}.

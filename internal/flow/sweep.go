@@ -22,6 +22,9 @@ type SweepReport struct {
 	// Released counts the tasks this Flow released while the sweep ran
 	// (its own releases, and any walk in the same process meanwhile).
 	Released int `json:"released"`
+	// Abandoned counts the workflows abandoned: still uncommitted
+	// Options.AbandonAfter after their submit began (abandon.go).
+	Abandoned int `json:"abandoned"`
 }
 
 // Sweep repairs what a crash left behind: it reads waiting tasks older
@@ -51,6 +54,7 @@ func (f *Flow) Sweep(ctx context.Context) (SweepReport, error) {
 		r.Checked += sr.Checked
 		r.Resolved += sr.Resolved
 		r.Released += sr.Released
+		r.Abandoned += sr.Abandoned
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -73,6 +77,8 @@ func (f *Flow) sweepShard(ctx context.Context, sh int, cut time.Time) (SweepRepo
 			return r, err
 		}
 		r.Checked += len(ts)
+		ts, abandoned := f.committed(ctx, ts)
+		r.Abandoned += abandoned
 		r.Resolved += f.check(ctx, ts)
 		if mark = next; mark == "" {
 			break

@@ -85,7 +85,9 @@ func validate(r *triagetype.WorkflowRequest, known task.KnownTypes) (*plan, erro
 	for i, nd := range r.Nodes {
 		prefix := fmt.Sprintf("nodes[%d].", i)
 		req := task.Request(nd.SubmitRequest)
-		req.After = nil // a node's after names nodes; checked below
+		// A node's after names nodes, and its on_parent_failure goes with
+		// that after: both are checked below, not as a task's.
+		req.After, req.OnParentFailure = nil, ""
 		if err := req.Validate(); err != nil {
 			var fe *task.FieldError
 			if errors.As(err, &fe) {
@@ -98,6 +100,9 @@ func validate(r *triagetype.WorkflowRequest, known task.KnownTypes) (*plan, erro
 		}
 		if _, err := triagetype.ParseParentPolicy(nd.OnParentFailure); err != nil {
 			return nil, &WorkflowError{Field: prefix + "on_parent_failure", Message: err.Error(), Nodes: []string{nd.Name}}
+		}
+		if nd.OnParentFailure != "" && len(nd.After) == 0 {
+			return nil, &WorkflowError{Field: prefix + "on_parent_failure", Message: "needs after", Nodes: []string{nd.Name}}
 		}
 		if len(nd.After) > triagetype.MaxParents {
 			return nil, &WorkflowError{Field: prefix + "after", Message: fmt.Sprintf("names %d parents; the limit is %d", len(nd.After), triagetype.MaxParents), Nodes: []string{nd.Name}}

@@ -35,10 +35,14 @@ import (
 //  5. the roots' gates are resolved, which releases them.
 //
 // A crash before 4 leaves only waiting tasks that nothing releases: the
-// gate is closed, and a node's parents are nodes. A retry with the same
-// idempotency key repeats 2-5, skipping what exists. A crash after 4 is
-// finished by the promoter's sweep, which sees the gate open and resolves
-// it, and seals the shards of a sealed head.
+// gate is closed, a node's parents are nodes, and the sweep leaves the
+// nodes of an uncommitted workflow alone (even one whose parent node was
+// never written). A retry with the same idempotency key repeats 2-5,
+// skipping what exists. One that never comes is cleaned up: the sweep
+// abandons a workflow still pending after Options.AbandonAfter and cancels
+// its nodes (abandon.go). A crash after 4 is finished by the promoter's
+// sweep, which sees the gate open and resolves it, and seals the shards of
+// a sealed head.
 //
 // Write units of a workflow of N nodes and E edges, beyond its nodes' own
 // task writes: 1 per page of 100 nodes (a page is up to ~25 KB, so up to
@@ -185,6 +189,9 @@ func (f *Flow) commit(ctx context.Context, id string, p *plan) error {
 	h, err := f.store.SealHead(ctx, id, triagetype.WorkflowRunning)
 	if err != nil {
 		return err
+	}
+	if h.State == triagetype.WorkflowAbandoned {
+		return nil // the sweep abandoned it first: it never runs (abandon.go)
 	}
 	f.sealShards(ctx, h)
 	parallel(len(p.roots), 16, func(i int) {

@@ -27,6 +27,11 @@ func node(name string, after ...string) triagetype.WorkflowNode {
 		Type: "node", Payload: json.RawMessage(fmt.Sprintf(`{"node":%q}`, name))}}
 }
 
+func withPolicy(n triagetype.WorkflowNode, policy string) triagetype.WorkflowNode {
+	n.OnParentFailure = policy
+	return n
+}
+
 func diamond(key string) *triagetype.WorkflowRequest {
 	return &triagetype.WorkflowRequest{Name: "diamond", IdempotencyKey: key, Nodes: []triagetype.WorkflowNode{
 		node("A"), node("B", "A"), node("C", "A"), node("D", "B", "C")}}
@@ -179,6 +184,7 @@ func TestWorkflowRefusals(t *testing.T) {
 		{"missing", &triagetype.WorkflowRequest{Nodes: []triagetype.WorkflowNode{node("a"), node("b", "nope")}}, "nodes[1].after[0]", []string{"nope", "b"}},
 		{"duplicate", &triagetype.WorkflowRequest{Nodes: []triagetype.WorkflowNode{node("a"), node("a")}}, "nodes", []string{"a"}},
 		{"too deep", chain, "nodes", []string{"c0", "c100"}},
+		{"a root's on_parent_failure", &triagetype.WorkflowRequest{Nodes: []triagetype.WorkflowNode{withPolicy(node("a"), "run")}}, "nodes[0].on_parent_failure", []string{"a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body, _ := json.Marshal(tc.req)

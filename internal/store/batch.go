@@ -238,14 +238,15 @@ func (s *Store) SealHead(ctx context.Context, id string, state string) (*BatchHe
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &s.table, Key: batchKey(id),
 		UpdateExpression:    aws.String("SET #sealed = :t, #st = :st, #dpk = :dpk, #dsk = :dsk ADD #v :one"),
-		ConditionExpression: aws.String("attribute_exists(#pk) AND #st <> :done"),
+		ConditionExpression: aws.String("attribute_exists(#pk) AND #st <> :done AND #st <> :abandoned"),
 		ExpressionAttributeNames: map[string]string{
 			"#pk": spec.AttrPK, "#st": "state", "#dpk": spec.AttrDuePK, "#dsk": spec.AttrDueSK, "#sealed": "sealed", "#v": "version",
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":t":    &types.AttributeValueMemberBOOL{Value: true},
-			":st":   &types.AttributeValueMemberS{Value: state},
-			":done": &types.AttributeValueMemberS{Value: "completed"},
+			":t":         &types.AttributeValueMemberBOOL{Value: true},
+			":st":        &types.AttributeValueMemberS{Value: state},
+			":done":      &types.AttributeValueMemberS{Value: "completed"},
+			":abandoned": &types.AttributeValueMemberS{Value: triagetype.WorkflowAbandoned},
 			":dpk":  &types.AttributeValueMemberS{Value: batchPartition + strconv.Itoa(s.shardOf(id))},
 			":dsk":  &types.AttributeValueMemberS{Value: SortableTime(h.CreatedAt) + "#" + id},
 			":one":  &types.AttributeValueMemberN{Value: "1"},
@@ -254,7 +255,7 @@ func (s *Store) SealHead(ctx context.Context, id string, state string) (*BatchHe
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return s.Batch(ctx, id) // completed already
+		return s.Batch(ctx, id) // completed or abandoned already
 	}
 	if err != nil {
 		return nil, fmt.Errorf("seal batch %s: %w", id, err)
@@ -264,6 +265,33 @@ func (s *Store) SealHead(ctx context.Context, id string, state string) (*BatchHe
 		return nil, err
 	}
 	return &nh, nil
+}
+
+// AbandonHead moves workflow id from pending to abandoned, unless it was
+// sealed (committed) meanwhile: one conditional write, which SealHead's
+// own condition answers, so a workflow is either committed or abandoned,
+// never both. It reports whether this call abandoned it.
+func (s *Store) AbandonHead(ctx context.Context, id string) (bool, error) {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.table, Key: batchKey(id),
+		UpdateExpression:         aws.String("SET #st = :ab ADD #v :one"),
+		ConditionExpression:      aws.String("#st = :pending AND (attribute_not_exists(#sealed) OR #sealed = :f)"),
+		ExpressionAttributeNames: map[string]string{"#st": "state", "#sealed": "sealed", "#v": "version"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":ab":      &types.AttributeValueMemberS{Value: triagetype.WorkflowAbandoned},
+			":pending": &types.AttributeValueMemberS{Value: triagetype.WorkflowPending},
+			":f":       &types.AttributeValueMemberBOOL{Value: false},
+			":one":     &types.AttributeValueMemberN{Value: "1"},
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("abandon workflow %s: %w", id, err)
+	}
+	return true, nil
 }
 
 // SealShard marks shard i of batch id sealed and returns it.
