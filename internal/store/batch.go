@@ -247,9 +247,9 @@ func (s *Store) SealHead(ctx context.Context, id string, state string) (*BatchHe
 			":st":        &types.AttributeValueMemberS{Value: state},
 			":done":      &types.AttributeValueMemberS{Value: "completed"},
 			":abandoned": &types.AttributeValueMemberS{Value: triagetype.WorkflowAbandoned},
-			":dpk":  &types.AttributeValueMemberS{Value: batchPartition + strconv.Itoa(s.shardOf(id))},
-			":dsk":  &types.AttributeValueMemberS{Value: SortableTime(h.CreatedAt) + "#" + id},
-			":one":  &types.AttributeValueMemberN{Value: "1"},
+			":dpk":       &types.AttributeValueMemberS{Value: batchPartition + strconv.Itoa(s.shardOf(id))},
+			":dsk":       &types.AttributeValueMemberS{Value: SortableTime(h.CreatedAt) + "#" + id},
+			":one":       &types.AttributeValueMemberN{Value: "1"},
 		},
 		ReturnValues: types.ReturnValueAllNew,
 	})
