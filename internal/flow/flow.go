@@ -43,7 +43,7 @@
 // transition (waiting -> queued, 1), and, released after its creation,
 // enters and leaves the aging index as a promoted task does (2). So a
 // child of one parent costs 5 + 4 + 5 = 14 write units against a plain
-// task's 5 (the bench's group 11 measured 14.03 against 5.04); each
+// task's 5 (the bench's group 11 measured 14.00 against 5.01); each
 // further parent adds 4.
 package flow
 
