@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -60,10 +61,10 @@ aside without an SQS message and start in submit order when they can.`,
 
 // printKeyStats prints the keys section of `triage stats`: the keys
 // running the most (and their starts and finishes a second), and the keyed limits with their use (running tasks,
-// the rate window's starts); nothing when no key runs and none has
-// controls.
+// the rate window's starts); nothing when only the default key runs and
+// none has controls (a deployment that uses no keys sees no key table).
 func (c *cli) printKeyStats(k *triage.KeyStats) error {
-	if k == nil || len(k.Top) == 0 && len(k.Limits) == 0 {
+	if k == nil || len(k.Limits) == 0 && !slices.ContainsFunc(k.Top, func(r triage.KeyRunning) bool { return r.Key != triage.DefaultKey }) {
 		return nil
 	}
 	fmt.Fprintln(c.out)
