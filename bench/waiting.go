@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
@@ -42,6 +43,8 @@ type Waiting struct {
 	WritesRate    float64 `json:"write_units_key_rate_limit"`
 	WritesConc    float64 `json:"write_units_key_concurrency_limit"`
 	WriteTasksPer int     `json:"write_tasks_per_case"`
+	// Fairness: a flood against another key's task, and a weighted split.
+	Fairness Fairness `json:"fairness"`
 }
 
 func measureWaiting(ctx context.Context, cl clients, cnt *counter, o options, progress func(string, ...any)) (Waiting, error) {
@@ -196,6 +199,9 @@ func measureWaiting(ctx context.Context, cl clients, cnt *counter, o options, pr
 		*cs.into = round(u, 3)
 	}
 	progress("   write units per task: plain %.3f, keyed %.3f, key rate limit %.3f, key concurrency limit %.3f", w.WritesPlain, w.WritesKeyed, w.WritesRate, w.WritesConc)
+	if w.Fairness, err = measureFairness(ctx, cl, o.Quick, progress); err != nil {
+		return w, err
+	}
 	return w, nil
 }
 
@@ -275,6 +281,12 @@ func printWaiting(w io.Writer, x Waiting) {
 	tw.row("  with a key (extra)", fmt.Sprintf("%+.3f", x.WritesKeyed-x.WritesPlain), "0")
 	tw.row("  key with a rate limit (extra)", fmt.Sprintf("%+.3f", x.WritesRate-x.WritesPlain), "<= 1")
 	tw.row("  key with a concurrency limit (extra)", fmt.Sprintf("%+.3f", x.WritesConc-x.WritesPlain), "<= 1")
+	f := x.Fairness
+	if f.FloodTasks > 0 {
+		tw.row(fmt.Sprintf("fairness: A floods %d high tasks, then B submits one: A's starts before B's", f.FloodTasks), fmt.Sprintf("%d (%.0f ms after the consumer started)", f.FloodAhead, f.FloodWaitMS), fmt.Sprintf("<= %d", f.FloodBound))
+		tw.row(fmt.Sprintf("  keys weighted 3:1, %d tasks each: A's starts per B's, first %d", f.SplitTasks, f.SplitWindow), fmt.Sprintf("%.2f (%d:%d)", f.SplitRatio, f.SplitA, f.SplitWindow-f.SplitA), "3 (2.7-3.3)")
+	}
 	tw.note("CPU is the emulators' (from /proc) and the bench process's, which runs the consumer; write units as billed on AWS, from the counted requests")
+	tw.note("fairness: submitted through the submit service with fair routing (the API's path), run by one consumer of %d slots (noop tasks); the bound is 2 windows of A's (%d each) + 2 x the slots", fairSlots, control.FairWindow)
 	tw.write(w)
 }
