@@ -124,8 +124,8 @@ func (e *Emulators) launch(ctx context.Context, cmd *exec.Cmd, ready string) (st
 	if err != nil {
 		return "", err
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &limitedWriter{w: &stderr, n: 8 << 10}
+	stderr := &limitedWriter{n: 8 << 10}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return "", err
 	}
@@ -147,6 +147,16 @@ func (e *Emulators) launch(ctx context.Context, cmd *exec.Cmd, ready string) (st
 	select {
 	case l, ok := <-lines:
 		if !ok {
+			// stdout closed: the process is exiting. Wait for it (a few
+			// seconds at most), which also waits for its stderr to be
+			// copied, before reading stderr.
+			exited := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(exited) }()
+			select {
+			case <-exited:
+				e.procs = e.procs[:len(e.procs)-1] // nothing left for Stop to end
+			case <-time.After(5 * time.Second):
+			}
 			err := errExited
 			if strings.Contains(stderr.String(), "Address already in use") {
 				err = errPortTaken
@@ -189,9 +199,11 @@ func (e *Emulators) Stop() {
 	})
 }
 
+// limitedWriter keeps the first n bytes written to it; safe to read while
+// a process's output is still being copied in.
 type limitedWriter struct {
 	mu sync.Mutex
-	w  io.Writer
+	b  strings.Builder
 	n  int
 }
 
@@ -201,9 +213,16 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 	if l.n > 0 {
 		k := min(len(p), l.n)
 		l.n -= k
-		_, _ = l.w.Write(p[:k])
+		l.b.Write(p[:k])
 	}
 	return len(p), nil
+}
+
+// String is what was kept so far.
+func (l *limitedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 var (
