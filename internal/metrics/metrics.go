@@ -320,7 +320,7 @@ const (
 // graphs.
 func PutOffReasons() []string {
 	return []string{string(PutOffPaused), string(PutOffRate), string(PutOffConcurrency), string(PutOffLeased),
-		string(PutOffControlError), string(PutOffContention), string(PutOffNoHandler)}
+		string(PutOffControlError), string(PutOffContention), string(PutOffNoHandler), string(PutOffBehindHeld), string(PutOffRetryAfter)}
 }
 
 // Recovery is how a task was recovered (triage_recoveries_total).
