@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/triagehq/triage/internal/emulators"
 )
 
 // TestMeasureFlow runs group 11 alone on its own emulators when
@@ -25,22 +23,7 @@ func TestMeasureFlow(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	root, err := emulators.FindRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	emu, err := startEmulators(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emu.Stop()
-	cnt := newCounter(specIndexes())
-	cfg, err := loadAWS(ctx, cnt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := newClients(cfg)
-	cl.cnt = cnt
+	cl, cnt := testStack(t, ctx)
 	f, err := measureFlow(ctx, cl, cnt, n, nodes)
 	if err != nil {
 		t.Fatal(err)

@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/triagehq/triage/internal/emulators"
 )
 
 // TestScheduleTickCost runs group 12 on its own, small, on fresh
@@ -18,29 +15,9 @@ func TestScheduleTickCost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the emulators")
 	}
-	root, err := emulators.FindRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"} {
-		if os.Getenv(k) == "" {
-			t.Setenv(k, v)
-		}
-	}
-	emu, err := startEmulators(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer emu.Stop()
-	cnt := newCounter(specIndexes())
-	cfg, err := loadAWS(ctx, cnt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := newClients(cfg)
-	cl.cnt = cnt
+	cl, cnt := testStack(t, ctx)
 	r, err := measureSchedules(ctx, cl, cnt, 10, 3)
 	if err != nil {
 		t.Fatal(err)
