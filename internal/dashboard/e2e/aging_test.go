@@ -18,9 +18,7 @@ import (
 // page saw since it opened.
 func TestWaitsPromotionsAndDepthHistory(t *testing.T) {
 	d := startDev(t, map[string]string{"TRIAGE_PROMOTE_LOW_AFTER": "2s", "TRIAGE_PROMOTE_MEDIUM_AFTER": "2s", "TRIAGE_PROMOTE_INTERVAL": "1s"})
-	if code := d.call("POST", "/api/v1/control/pause", "", nil); code != 200 {
-		t.Fatalf("pause: %d", code)
-	}
+	d.pause()
 	slow := d.submit([]string{`{"type":"sleep","priority":"low","payload":{"ms":10}}`})[0]
 	var promoted struct {
 		EffectivePriority string `json:"effective_priority"`

@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/chromedp/chromedp"
 
+	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/devserver/devtest"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 )
@@ -346,4 +347,16 @@ func (d *dev) finishedAt(ids ...string) map[string]string {
 		m[id] = d.get(id).CompletedAt
 	}
 	return m
+}
+
+// pause pauses all dispatch and waits until every consumer must have seen
+// it: a consumer trusts the settings it read for control.DefaultCacheTTL,
+// so a task received within that time of the pause may still start (CI
+// once saw one of five "paused" echo tasks complete before its cancel).
+func (d *dev) pause() {
+	d.t.Helper()
+	if code := d.call("POST", "/api/v1/control/pause", "", nil); code != 200 {
+		d.t.Fatalf("pause: %d", code)
+	}
+	time.Sleep(control.DefaultCacheTTL + 250*time.Millisecond)
 }

@@ -21,9 +21,7 @@ func TestFirstPaintAt10000Tasks(t *testing.T) {
 		t.Skip("TRIAGE_SCALE_TESTS=1 runs the 10,000-task first-paint test (about two minutes)")
 	}
 	d := startDev(t, nil)
-	if code := d.call("POST", "/api/v1/control/pause", "", nil); code != 200 {
-		t.Fatalf("pause: %d", code)
-	}
+	d.pause()
 	fill := func(n int) {
 		var bodies []string
 		for i := range n {

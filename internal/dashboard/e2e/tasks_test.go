@@ -17,9 +17,7 @@ import (
 // dropdown, and an id lookup.
 func TestTaskListPages250(t *testing.T) {
 	d := startDev(t, nil)
-	if code := d.call("POST", "/api/v1/control/pause", "", nil); code != 200 {
-		t.Fatalf("pause: %d", code)
-	}
+	d.pause()
 	var bodies []string
 	for i := range 250 {
 		typ := "echo"
