@@ -44,20 +44,30 @@ func TestRunServesMetrics(t *testing.T) {
 	id := submit(t, env, "greet", `{}`)
 	stacktest.WaitStatus(t, env.App(t, nil).Store, id, triagetype.Completed, 30*time.Second)
 
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := metricstest.ParseProm(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
+	// The consumer counts a completion just after it records it, so the
+	// scrape may come between the two: scrape until it is counted (a
+	// loaded CI machine once saw completed 0 here).
+	const completed = `triage_tasks_completed_total{priority="high",type="greet"}`
+	var got map[string]float64
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err = metricstest.ParseProm(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[completed] > 0 || time.Now().After(deadline) {
+			break
+		}
 	}
 	for k, v := range map[string]float64{
-		`triage_tasks_started_total{priority="high",type="greet"}`:   1,
-		`triage_tasks_completed_total{priority="high",type="greet"}`: 1,
-		`triage_task_run_seconds_count{type="greet"}`:                1,
-		`triage_consumer_slots_capacity`:                             8,
+		`triage_tasks_started_total{priority="high",type="greet"}`: 1,
+		completed: 1,
+		`triage_task_run_seconds_count{type="greet"}`: 1,
+		`triage_consumer_slots_capacity`:              8,
 	} {
 		if got[k] != v {
 			t.Errorf("%s = %v, want %v", k, got[k], v)
