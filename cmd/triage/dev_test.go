@@ -146,6 +146,9 @@ func cleanEnv() []string {
 			env = append(env, kv)
 		}
 	}
+	if c := goCache(); c != "" {
+		env = append(env, "GOCACHE="+c)
+	}
 	return env
 }
 

@@ -14,19 +14,6 @@ import (
 	"github.com/triagehq/triage/internal/emulators"
 )
 
-// buildCLI builds the CLI from the checkout at root into a temporary
-// directory and returns the binary's path.
-func buildCLI(t *testing.T, root string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "triage")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/triage")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // Two `triage dev` on one machine (issue 24 item 2): each keeps its own
 // settings file, named by its address, in the shared state directory; the
 // CLI talks to the server --url or TRIAGE_URL names, with that server's own

@@ -97,14 +97,9 @@ func TestReadmeTranscript(t *testing.T) {
 	if len(steps) < 5 {
 		t.Fatalf("README transcript has %d commands", len(steps))
 	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "triage"), "./cmd/triage")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	env := append(cleanEnv(), "XDG_CACHE_HOME="+t.TempDir(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	dev, _, _, exited := startDev(t, filepath.Join(bin, "triage"), root, env)
+	cli := buildCLI(t, root)
+	env := append(cleanEnv(), "XDG_CACHE_HOME="+t.TempDir(), "PATH="+filepath.Dir(cli)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	dev, _, _, exited := startDev(t, cli, root, env)
 	t.Cleanup(func() { // Ctrl-C, so the emulators stop cleanly too
 		_ = syscall.Kill(-dev.Process.Pid, syscall.SIGINT)
 		select {
