@@ -122,7 +122,7 @@ func (f *Flow) cancelNodes(ctx context.Context, h *store.BatchHead) {
 	for _, t := range ts {
 		byID[t.ID] = t
 	}
-	reason := fmt.Sprintf("workflow %s was never committed: its submit stopped and no retry came within %v", h.ID, f.opt.AbandonAfter)
+	reason := fmt.Sprintf("workflow %s was never committed: its submit stopped and was not completed within %v", h.ID, f.opt.AbandonAfter)
 	for _, i := range deepestFirst(recs) {
 		if err := f.cancelNode(ctx, byID[recs[i].TaskID], reason); err != nil {
 			// Stop: the nodes above it wait for the next pass, so none is
