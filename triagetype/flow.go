@@ -94,6 +94,14 @@ type WorkflowNodeStatus struct {
 	Type   string   `json:"type,omitempty"`
 	After  []string `json:"after,omitempty"`
 	Status Status   `json:"status,omitempty"`
+	// Unwritten: the workflow's submit never wrote this node's task (a
+	// crash stopped it before the commit), so TaskID names no task yet.
+	// Its Status is then Waiting while the workflow is pending (a retry
+	// with the idempotency key writes it) and Cancelled once the workflow
+	// is abandoned (it never runs; the progress counts it cancelled).
+	// Status is empty only for a node of a committed workflow whose task,
+	// finished, was deleted by retention.
+	Unwritten bool `json:"unwritten,omitempty"`
 }
 
 // Workflow is a workflow as GET /api/v1/workflows/{id} returns it.

@@ -114,7 +114,7 @@ func workflowTree(nodes []triage.WorkflowNodeStatus) string {
 			return
 		}
 		printed[n.Name] = true
-		fmt.Fprintf(&b, "%s%s%s  %s  %s  %s\n", prefix, branch, n.Name, n.Status, n.Type, n.TaskID)
+		fmt.Fprintf(&b, "%s%s%s  %s  %s  %s\n", prefix, branch, n.Name, nodeStatus(n), n.Type, n.TaskID)
 		kids := children[n.Name]
 		for k, ci := range kids {
 			walk(ci, prefix+next, k == len(kids)-1, n.Name)
@@ -126,4 +126,17 @@ func workflowTree(nodes []triage.WorkflowNodeStatus) string {
 		}
 	}
 	return b.String()
+}
+
+// nodeStatus is a node's status as the tree prints it: a node its
+// workflow's submit never wrote says so, and a node with no status (its
+// finished task was deleted by retention) prints as deleted.
+func nodeStatus(n triage.WorkflowNodeStatus) string {
+	switch {
+	case n.Unwritten:
+		return string(n.Status) + " (never written)"
+	case n.Status == "":
+		return "(deleted)"
+	}
+	return string(n.Status)
 }

@@ -21,11 +21,19 @@ import (
 // began, abandons the workflow (AbandonHead: pending -> abandoned, one
 // conditional write that a late commit's SealHead refuses, so the
 // workflow is committed or abandoned, never both) and cancels its waiting
-// nodes, children before parents: a parent is cancelled only once none
-// of its nodes' children waits, so no child with on_parent_failure run
-// is ever released by it. A pass that fails to cancel a node stops there
-// and the next pass goes on; a node written after the abandonment (a
-// retry racing it) is cancelled when the sweep meets it.
+// nodes, children before parents. No node of an abandoned workflow walks
+// its children (walkNow in workflow.go), so none with on_parent_failure
+// run is released by a cancelled parent. A pass that fails to cancel a
+// node stops there and the next pass goes on.
+//
+// A retry racing the abandonment is decided on the head, both ways: its
+// commit's SealHead either comes first (AbandonHead is then refused: the
+// workflow runs, every node) or finds the head abandoned (the workflow
+// never runs). In the second case the retry may have written nodes after
+// the sweep's cancel pass read them; the refused commit cancels the
+// workflow's waiting nodes itself, after its own writes, so when the
+// retry's submit returns no node of the abandoned workflow is left
+// waiting (TestRetryRacingAbandonment interleaves both ways).
 //
 // Until then the sweep leaves an uncommitted workflow's nodes alone: it
 // neither opens their gate nor treats a parent node that was never
@@ -114,23 +122,39 @@ func (f *Flow) cancelNodes(ctx context.Context, h *store.BatchHead) {
 	for _, t := range ts {
 		byID[t.ID] = t
 	}
-	reason := fmt.Sprintf("workflow %s was never committed: its submit stopped and no retry came within %v", h.ID, f.opt.AbandonAfter)
+	reason := fmt.Sprintf("workflow %s was never committed: its submit stopped and was not completed within %v", h.ID, f.opt.AbandonAfter)
 	for _, i := range deepestFirst(recs) {
-		t := byID[recs[i].TaskID]
-		if t == nil || t.Status != triagetype.Waiting {
-			continue
-		}
-		now := f.store.Now()
-		if _, err := f.store.Transition(ctx, t, triagetype.Cancelled, func(n *task.Task) {
-			n.Error = task.NewError(reason, false)
-			n.CompletedAt = &now
-		}); err != nil {
+		if err := f.cancelNode(ctx, byID[recs[i].TaskID], reason); err != nil {
 			// Stop: the nodes above it wait for the next pass, so none is
 			// cancelled while a node below it still waits.
-			f.log.Warn("could not cancel a node of an abandoned workflow; the next sweep will", "workflow_id", h.ID, "task_id", t.ID, "error", err)
+			f.log.Warn("could not cancel a node of an abandoned workflow; the next sweep will", "workflow_id", h.ID, "task_id", recs[i].TaskID, "error", err)
 			return
 		}
 	}
+}
+
+// cancelNode cancels t, a node of an abandoned workflow, if it waits. A
+// conflict (another pass cancelling it too: the sweep and a late commit
+// both cancel, or a parent resolved meanwhile) reads it again, so two
+// passes at once do not stop each other.
+func (f *Flow) cancelNode(ctx context.Context, t *task.Task, reason string) error {
+	for range 5 {
+		if t == nil || t.Status != triagetype.Waiting {
+			return nil
+		}
+		now := f.store.Now()
+		_, err := f.store.Transition(ctx, t, triagetype.Cancelled, func(n *task.Task) {
+			n.Error = task.NewError(reason, false)
+			n.CompletedAt = &now
+		})
+		if !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+		if t, err = f.store.Get(ctx, t.ID); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("cancel node %s: %w (it kept changing)", t.ID, store.ErrConflict)
 }
 
 // deepestFirst orders workflow nodes so that every node comes before each

@@ -372,8 +372,11 @@ func TestAPIKilledMidWorkflowSubmit(t *testing.T) {
 	promoterRun(t, a)
 	time.Sleep(3 * time.Second)
 	wf, st := nodeStatuses(t, a, id)
-	if wf.State != triagetype.WorkflowPending || st["C"] != triagetype.Waiting || st["D"] != triagetype.Waiting || st["A"] != "" || st["B"] != "" {
-		t.Fatalf("after the kill and a sweep: %s %v; want pending, C and D waiting, A and B never written", wf.State, st)
+	if wf.State != triagetype.WorkflowPending || st["C"] != triagetype.Waiting || st["D"] != triagetype.Waiting || st["A"] != triagetype.Waiting || st["B"] != triagetype.Waiting {
+		t.Fatalf("after the kill and a sweep: %s %v; want pending, every node waiting", wf.State, st)
+	}
+	if u := unwrittenNodes(wf); u != "A,B" {
+		t.Fatalf("unwritten nodes %q; want A,B (C and D were written)", u)
 	}
 	if ran := rec.ran(); len(ran) != 0 {
 		t.Fatalf("nodes of an uncommitted workflow ran: %v", ran)
@@ -424,8 +427,11 @@ func TestAbandonedWorkflowIsCancelled(t *testing.T) {
 		t.Fatalf("sweep past the grace: %+v, %v; want 1 abandoned", r, err)
 	}
 	wf, st := nodeStatuses(t, a, id)
-	if wf.State != triagetype.WorkflowAbandoned || st["C"] != triagetype.Cancelled || st["D"] != triagetype.Cancelled {
-		t.Fatalf("after the abandonment: %s %v; want abandoned, C and D cancelled", wf.State, st)
+	if wf.State != triagetype.WorkflowAbandoned || st["A"] != triagetype.Cancelled || st["B"] != triagetype.Cancelled || st["C"] != triagetype.Cancelled || st["D"] != triagetype.Cancelled {
+		t.Fatalf("after the abandonment: %s %v; want abandoned, every node cancelled", wf.State, st)
+	}
+	if u := unwrittenNodes(wf); u != "A,B" {
+		t.Fatalf("unwritten nodes %q; want A,B", u)
 	}
 	d, err := a.Store.Get(ctx, wf.Nodes[3].TaskID)
 	if err != nil || d.Error == nil || !strings.Contains(d.Error.Message, "never committed") {
@@ -442,7 +448,19 @@ func TestAbandonedWorkflowIsCancelled(t *testing.T) {
 	if ran := rec.ran(); len(ran) != 0 {
 		t.Fatalf("nodes of an abandoned workflow ran: %v", ran)
 	}
-	if p := got.Progress; p.Cancelled != 2 {
-		t.Fatalf("progress %+v; want the 2 written nodes counted cancelled", p)
+	if p := got.Progress; p.Cancelled != 4 || p.Done != 4 || p.Total != 4 {
+		t.Fatalf("progress %+v; want 4 of 4 done, cancelled (2 written, 2 never written)", p)
 	}
+}
+
+// unwrittenNodes lists, comma-separated, the nodes of wf marked unwritten.
+func unwrittenNodes(wf *triagetype.Workflow) string {
+	var out []string
+	for _, n := range wf.Nodes {
+		if n.Unwritten {
+			out = append(out, n.Name)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
 }

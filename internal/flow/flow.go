@@ -94,6 +94,7 @@ type Store interface {
 	OpenBatches(ctx context.Context, shard int, after string, limit int32) ([]string, string, error)
 	PutWorkflowNodes(ctx context.Context, id string, nodes []store.WorkflowNodeRecord) error
 	AbandonHead(ctx context.Context, id string) (bool, error)
+	HoldFinished(ctx context.Context, id, taskID string) (bool, error)
 	WorkflowNodes(ctx context.Context, id string, n int) ([]store.WorkflowNodeRecord, error)
 	ClaimWorkflowKey(ctx context.Context, key, id, hash string) (string, string, error)
 }
@@ -223,7 +224,9 @@ func (f *Flow) Settle(ctx context.Context, ts []*task.Task) {
 
 // Finished is the store's hook (store.OnFinish) for a task that reached a
 // terminal status: it resolves each of its children. Failures are logged;
-// the sweep repairs them.
+// the sweep repairs them. A workflow node that finished without ever
+// being released (cancelled while waiting) resolves its children only if
+// its workflow is committed (see walkNow in workflow.go).
 func (f *Flow) Finished(ctx context.Context, t *task.Task) {
 	if t.BatchID != "" {
 		f.memberFinished(ctx, t)
@@ -231,6 +234,14 @@ func (f *Flow) Finished(ctx context.Context, t *task.Task) {
 	if !t.HasChildren {
 		return
 	}
+	if t.WorkflowID != "" && t.EnqueuedAt == nil && !f.walkNow(ctx, t) {
+		return
+	}
+	f.walk(ctx, t)
+}
+
+// walk resolves each child of finished task t.
+func (f *Flow) walk(ctx context.Context, t *task.Task) {
 	after := ""
 	for {
 		ids, next, err := f.store.Children(ctx, t.ID, after, 100)

@@ -191,13 +191,93 @@ func (f *Flow) commit(ctx context.Context, id string, p *plan) error {
 		return err
 	}
 	if h.State == triagetype.WorkflowAbandoned {
-		return nil // the sweep abandoned it first: it never runs (abandon.go)
+		// The sweep abandoned it first: it never runs. Every node this
+		// submit wrote is written by now, so cancelling them here leaves
+		// none waiting for the next sweep (abandon.go).
+		f.cancelNodes(ctx, h)
+		return nil
 	}
 	f.sealShards(ctx, h)
+	f.walkHeld(ctx, h)
 	parallel(len(p.roots), 16, func(i int) {
 		f.take(ctx, nodeID(id, p.nodes[p.roots[i]].Name), gatePrefix+id)
 	})
 	return nil
+}
+
+// Nodes finished before the commit
+//
+// Nothing of an uncommitted workflow may run, yet a waiting node can be
+// cancelled by hand (or moved by a parent's policy) while its workflow is
+// pending. Its walk would then apply its children's policies early, and a
+// child whose policy is run would be released by a workflow that was never
+// committed. So a workflow node that finishes without ever having been
+// released (EnqueuedAt unset: every node that ran was released, and a node
+// is released only after its workflow's commit) asks its workflow's head
+// first (walkNow):
+//
+//   - sealed (committed): it walks its children now, as any task does;
+//   - abandoned: it does not; the abandonment cancels every waiting node
+//     itself, children before parents, so none of them runs;
+//   - pending: it records itself on the head (HoldFinished: a conditional
+//     ADD to the head's held set, refused once the head is sealed or
+//     abandoned) and does not walk. The commit's SealHead returns the head
+//     with its held set, and the commit walks those nodes (walkHeld): their
+//     children's policies apply then, with the workflow committed. If the
+//     hold is refused, the head changed under it: it reads it again.
+//
+// The head item orders the hold against the commit and the abandonment, so
+// each early finish is walked exactly by the commit, by itself after the
+// commit, or by nobody (abandoned). A crash between a node's finish and its
+// hold is repaired by the sweep once the workflow is committed (it applies
+// every finished parent of a committed workflow's waiting nodes) or by the
+// abandonment. Cost: one strongly consistent head read (1 RCU) per node
+// that finishes unreleased (cancels and their cascades, not completions),
+// plus the hold's write (about 1 unit) before the commit.
+
+// walkNow reports whether t, a node of workflow t.WorkflowID that finished
+// without being released, may walk its children now (see above).
+func (f *Flow) walkNow(ctx context.Context, t *task.Task) bool {
+	for range 5 {
+		h, err := f.store.Batch(ctx, t.WorkflowID)
+		if err != nil {
+			f.log.Warn("could not read a finished node's workflow; the sweep resolves its children once it is committed", "workflow_id", t.WorkflowID, "task_id", t.ID, "error", err)
+			return false
+		}
+		switch {
+		case h.Sealed:
+			return true
+		case h.State == triagetype.WorkflowAbandoned:
+			return false
+		}
+		held, err := f.store.HoldFinished(ctx, t.WorkflowID, t.ID)
+		if err != nil {
+			f.log.Warn("could not hold a node finished before its workflow's commit; the sweep resolves its children once it is committed", "workflow_id", t.WorkflowID, "task_id", t.ID, "error", err)
+			return false
+		}
+		if held {
+			return false // the commit walks it
+		}
+	}
+	return false
+}
+
+// walkHeld walks the children of the nodes of committed workflow h that
+// finished before its commit (h.Held, from its SealHead).
+func (f *Flow) walkHeld(ctx context.Context, h *store.BatchHead) {
+	if len(h.Held) == 0 {
+		return
+	}
+	ts, err := f.store.GetManyConsistent(ctx, h.Held)
+	if err != nil {
+		f.log.Warn("could not read the nodes finished before a workflow's commit; the sweep resolves their children", "workflow_id", h.ID, "error", err)
+		return
+	}
+	for _, t := range ts {
+		if t.Status.Terminal() && t.HasChildren {
+			f.walk(ctx, t)
+		}
+	}
 }
 
 // gateOpen reports whether the workflow gate entry (gatePrefix + workflow
@@ -240,9 +320,31 @@ func (f *Flow) Workflow(ctx context.Context, id string) (*triagetype.Workflow, e
 		status[t.ID] = t.Status
 	}
 	for _, r := range recs {
-		wf.Nodes = append(wf.Nodes, triagetype.WorkflowNodeStatus{Name: r.Name, TaskID: r.TaskID, Type: r.Type, After: r.After, Status: status[r.TaskID]})
+		n := triagetype.WorkflowNodeStatus{Name: r.Name, TaskID: r.TaskID, Type: r.Type, After: r.After, Status: status[r.TaskID]}
+		if n.Status == "" {
+			unwritten(wf, &n)
+		}
+		wf.Nodes = append(wf.Nodes, n)
 	}
 	return wf, nil
+}
+
+// unwritten fills in node n of wf, whose task does not exist. Before the
+// commit (pending, abandoned) that is a node its submit never wrote: it
+// waits for its workflow's commit as the written ones do, or, abandoned,
+// it never runs and counts as cancelled, so an abandoned workflow's
+// progress reaches done = total. In a committed workflow every node was
+// written before the commit, so a missing one finished and was deleted by
+// retention: its status is unknown and stays empty.
+func unwritten(wf *triagetype.Workflow, n *triagetype.WorkflowNodeStatus) {
+	switch wf.State {
+	case triagetype.WorkflowPending:
+		n.Status, n.Unwritten = triagetype.Waiting, true
+	case triagetype.WorkflowAbandoned:
+		n.Status, n.Unwritten = triagetype.Cancelled, true
+		wf.Progress.Done++
+		wf.Progress.Cancelled++
+	}
 }
 
 // derivedID is a deterministic task id for what batch id makes once (its

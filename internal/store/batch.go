@@ -74,6 +74,10 @@ type BatchHead struct {
 	Name        string `dynamodbav:"name,omitempty"`
 	Nodes       int    `dynamodbav:"nodes,omitempty"`
 	RequestHash string `dynamodbav:"request_hash,omitempty"`
+	// Held lists the nodes (task ids) that finished while the workflow
+	// was pending (cancelled by hand before its commit): their children
+	// are resolved by the commit, not by their own walk (HoldFinished).
+	Held []string `dynamodbav:"held,stringset,omitempty"`
 	// Version goes up on every state change of the head.
 	Version int64 `dynamodbav:"version"`
 }

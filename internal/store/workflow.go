@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/triagehq/triage/internal/spec"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // A workflow is a batch head (kind "workflow", see batch.go) plus its
@@ -128,4 +129,37 @@ func (s *Store) ClaimWorkflowKey(ctx context.Context, key, id, hash string) (own
 		return "", "", fmt.Errorf("read workflow idempotency key: %w", err)
 	}
 	return attrString(out.Item["workflow_id"]), attrString(out.Item["request_hash"]), nil
+}
+
+// HoldFinished records on pending workflow id's head that its node taskID
+// finished before the commit, unless the head was sealed (committed) or
+// abandoned meanwhile: one conditional write (ADD to the held string set,
+// about 1 write unit), on the same item and with the same condition as
+// AbandonHead, so it is ordered against SealHead and AbandonHead. It
+// reports whether this call held the node: then the commit, whose
+// SealHead returns the head with Held, resolves the node's children; if
+// not, the caller reads the head again (sealed: it walks them itself).
+// The set holds at most one id per node: 1,000 × 26 bytes, 26 KB at worst
+// (every node cancelled before the commit), which the head's later writes
+// (at most 16 shard reports and the completion) are billed by.
+func (s *Store) HoldFinished(ctx context.Context, id, taskID string) (bool, error) {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.table, Key: batchKey(id),
+		UpdateExpression:         aws.String("ADD #held :ids"),
+		ConditionExpression:      aws.String("#st = :pending AND (attribute_not_exists(#sealed) OR #sealed = :f)"),
+		ExpressionAttributeNames: map[string]string{"#held": "held", "#st": "state", "#sealed": "sealed"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":ids":     &types.AttributeValueMemberSS{Value: []string{taskID}},
+			":pending": &types.AttributeValueMemberS{Value: triagetype.WorkflowPending},
+			":f":       &types.AttributeValueMemberBOOL{Value: false},
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("hold finished node %s of workflow %s: %w", taskID, id, err)
+	}
+	return true, nil
 }
