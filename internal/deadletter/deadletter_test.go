@@ -56,6 +56,10 @@ func (q *fakeDLQ) ChangeVisibilityDLQ(_ context.Context, _ triagetype.Priority, 
 	return nil
 }
 
+func (q *fakeDLQ) DLQCount(_ context.Context, p triagetype.Priority) (int, error) {
+	return len(q.msgs[p]), nil
+}
+
 // instantFailure retries a task, and the task fails again at once: it is
 // dead-lettered anew and a fresh copy lands in the DLQ, while the replay
 // that retried it is still reading.
