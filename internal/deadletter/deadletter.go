@@ -82,8 +82,9 @@ type DLQ struct {
 	store  Store
 	retry  Retrier
 	log    *slog.Logger
-	// rescans counts the passes replays and purges made again because a
-	// DLQ held messages they could not see (for tests; see each).
+	// rescans counts the passes replays, purges and retries' searches for
+	// their copies made again because a DLQ held messages they could not
+	// see (for tests; see each).
 	rescans atomic.Int64
 }
 
@@ -328,30 +329,43 @@ func (d *DLQ) removeCopies(ctx context.Context, below map[string]int64, first tr
 	if slices.Contains(order, first) {
 		order = append([]triagetype.Priority{first}, slices.DeleteFunc(order, func(p triagetype.Priority) bool { return p == first })...)
 	}
+	cut := map[triagetype.Priority]bool{}
 	for pass := 0; left > 0 && pass <= len(rescanWaits); pass++ {
 		if pass > 0 {
-			// Another reader (the promoter's reconciliation, a listing)
-			// may hold the copy out of sight for the moment it reads:
-			// look again once it has had time to hand it back. What this
-			// call read stays held, so a pass sees only what others freed.
+			// Another reader (a listing, a replay, the promoter's
+			// reconciliation between a receive and its hand-back) may
+			// hold the copy out of sight for the moment it reads: when
+			// the DLQs hold messages this call has not seen, look again
+			// once it has had time to hand them back. What this call read
+			// stays held, so a pass sees only what others freed.
+			if d.unseen(ctx, order, hs, cut) == 0 {
+				break // nothing out of sight: the copy is not there
+			}
+			d.rescans.Add(1)
 			time.Sleep(rescanWaits[pass-1])
 		}
-		d.scanCopies(ctx, below, order, &left, &hs)
+		d.scanCopies(ctx, below, order, &left, &hs, cut)
 	}
 	for id := range below {
-		d.log.Warn("retried task's DLQ copy not found within the scan bound; the next replay removes it", "task_id", id, "max_scan", MaxScan)
+		d.log.Warn("retried task's DLQ copy not found (within the scan bound); if it is there, the next replay removes it", "task_id", id, "max_scan", MaxScan)
 	}
 }
 
-// rescanWaits are the pauses before removeCopies looks again for copies
-// it did not find: a concurrent reader hides what it reads only while it
-// reads (well under a second), so two short looks find what it held.
+// rescanWaits are the pauses before a scan looks again for messages a DLQ
+// held out of its sight: a concurrent reader hides what it reads only
+// while it reads (well under a second), so two short looks find what it
+// held.
 var rescanWaits = [...]time.Duration{500 * time.Millisecond, 1500 * time.Millisecond}
 
 // scanCopies is one pass of removeCopies over the DLQs in order.
-func (d *DLQ) scanCopies(ctx context.Context, below map[string]int64, order []triagetype.Priority, left *int, hs *[]held) {
+// Priorities whose scan stopped at MaxScan are set in cut.
+func (d *DLQ) scanCopies(ctx context.Context, below map[string]int64, order []triagetype.Priority, left *int, hs *[]held, cut map[triagetype.Priority]bool) {
 	for _, p := range order {
-		for read := 0; *left > 0 && read < MaxScan; {
+		for read := 0; *left > 0; {
+			if read >= MaxScan {
+				cut[p] = true
+				break
+			}
 			msgs, err := d.queues.ReceiveDLQ(ctx, p, queue.MaxBatch, 0, peekVisibility)
 			if err != nil {
 				d.log.Warn("could not scan a DLQ for retried tasks' copies; the next replay removes them", "priority", p, "error", err)
