@@ -468,14 +468,15 @@ const ReasonMaxReceives = "max receives exceeded"
 // first receive that brings none it has not seen (or an empty one, or
 // DLQLimit messages read).
 //
-// Cost per run, for a priority whose DLQ holds n messages: ⌈n/10⌉ + 1
-// receives (one when empty) and as many ChangeMessageVisibilityBatch
-// requests (none when empty), at most 10 + 10 at DLQLimit's 100; plus,
-// per redriven message, a GetItem, an UpdateItem, a SendMessage and a
-// DeleteMessage. Holding every message until the run ended, as it did
-// before, took the same receives and n single ChangeMessageVisibility
-// requests (100 messages: 111 requests, now 20), and every replay or purge
-// paid 2 s of rescans for what it might have hidden. With fauxqs, which
+// Cost per run, for a priority whose DLQ holds n messages, all with a
+// reason: ⌈n/10⌉ + 1 receives and as many ChangeMessageVisibilityBatch
+// requests (one receive and none when empty); from n = 100 on, DLQLimit
+// stops it at 10 + 10. Plus, per redriven message, a GetItem, an
+// UpdateItem, a SendMessage and a DeleteMessage. Holding every message
+// until the run ended, as it did before, took the same receives and n
+// single ChangeMessageVisibility requests: n = 5 cost 7 requests (now 4),
+// n = 50 cost 56 (now 12), n >= 100 cost 110 (now 20); and every replay or
+// purge paid 2 s of rescans for what it might have hidden. With fauxqs, which
 // puts a handed-back message at the end of the line, a run reads each
 // message once; SQS's receives sample its servers, so a run may meet some
 // messages twice and miss others, which a later run meets.
