@@ -38,16 +38,11 @@ func (c *cli) statsCmd() *cobra.Command {
 			if c.json {
 				return c.printJSON(s)
 			}
-			tw := c.table("QUEUE", "DEPTH", "IN FLIGHT", "DELAYED", "DLQ", "OLDEST")
-			for _, p := range ordered(priorityOrder(), keys(s.Queues)) {
-				q := s.Queues[triage.Priority(p)]
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", p, q.Depth, q.InFlight, q.Delayed, q.DLQDepth, fmtAge(q.OldestAgeSeconds))
-			}
-			if err := tw.Flush(); err != nil {
+			if err := c.printQueues(s.Queues); err != nil {
 				return err
 			}
 			fmt.Fprintln(c.out)
-			tw = c.table("STATUS", "TASKS")
+			tw := c.table("STATUS", "TASKS")
 			for _, st := range ordered(statusOrder(), keys(s.Statuses)) {
 				fmt.Fprintf(tw, "%s\t%d\n", st, s.Statuses[triage.Status(st)])
 			}
@@ -85,6 +80,21 @@ func (c *cli) statsCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// printQueues prints the queue table of `triage stats`: per priority the
+// SQS counts, the oldest waiting task's age, and the median and 99th
+// percentile wait of the tasks that started in the last 5 minutes (each an
+// upper bound within a factor of 2; see triage.QueueStats). An age or wait
+// with nothing to measure (no task waiting, none started) shows "-".
+func (c *cli) printQueues(qs map[triage.Priority]triage.QueueStats) error {
+	tw := c.table("QUEUE", "DEPTH", "IN FLIGHT", "DELAYED", "DLQ", "OLDEST", "WAIT P50", "WAIT P99")
+	for _, p := range ordered(priorityOrder(), keys(qs)) {
+		q := qs[triage.Priority(p)]
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", p, q.Depth, q.InFlight, q.Delayed, q.DLQDepth,
+			fmtAge(q.OldestAgeSeconds), fmtAge(q.WaitP50Seconds), fmtAge(q.WaitP99Seconds))
+	}
+	return tw.Flush()
 }
 
 // keys returns m's keys (order unspecified; callers order them).

@@ -59,10 +59,13 @@ var (
 	// Busy slots are as of each worker's last heartbeat (every 10 s): the
 	// count depends on when that fell during the run.
 	reBusy = regexp.MustCompile(`\d+ of (\d+) slots busy`)
+	// A queue row's wait p50 and p99 (`triage stats`) depend on the
+	// machine's speed; matched after column padding is collapsed.
+	reWaits = regexp.MustCompile(`^((?:high|medium|low)(?:  \d+){4}  \S+)  \S+  \S+$`)
 )
 
 // normalize masks what differs between runs (ids, message ids, times,
-// receive counts, the last minute's throughput, busy slots, column padding) and sorts the lines, so the comparison is
+// receive counts, the last minute's throughput, busy slots, waits, column padding) and sorts the lines, so the comparison is
 // about content, not the order SQS delivered things in.
 func normalize(lines []string) []string {
 	var out []string
@@ -74,6 +77,7 @@ func normalize(lines []string) []string {
 		l = reMinute.ReplaceAllString(l, "last minute: <N> completed, <N> failed")
 		l = reBusy.ReplaceAllString(l, "<N> of ${1} slots busy")
 		l = reSpan.ReplaceAllString(strings.TrimRight(l, " "), "  ")
+		l = reWaits.ReplaceAllString(l, "${1}  <WAIT>  <WAIT>")
 		if l = strings.TrimSpace(l); l != "" {
 			out = append(out, l)
 		}

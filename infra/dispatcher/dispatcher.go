@@ -481,9 +481,11 @@ func (d *Dispatcher) grant() {
 	}
 
 	// API: enqueue and report depths; read, replay and purge-by-receive the
-	// DLQs; read its tokens.
+	// DLQs, handing back at once what it read and did not delete
+	// (ChangeMessageVisibility: without it a listing hid the DLQ's
+	// messages from every replay for 5 s); read its tokens.
 	allow(d.API, queues, "sqs:SendMessage", "sqs:GetQueueAttributes")
-	allow(d.API, dlqs, "sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:SendMessage", "sqs:DeleteMessage")
+	allow(d.API, dlqs, "sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:SendMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility")
 	allow(d.API, []string{secretPolicyARN(d.TokensSecret)}, "secretsmanager:GetSecretValue")
 	if key := d.TokensSecret.EncryptionKey(); key != nil {
 		key.GrantDecrypt(d.API)

@@ -471,7 +471,7 @@ func TestLeastPrivilege(t *testing.T) {
 		mustNot = append(mustNot, grant{consumer, "sqs:ReceiveMessage", dlq}, grant{consumer, "sqs:DeleteMessage", dlq})
 
 		must = append(must, grant{api, "sqs:SendMessage", queue}, grant{api, "sqs:GetQueueAttributes", queue})
-		for _, a := range []string{"sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:SendMessage", "sqs:DeleteMessage"} {
+		for _, a := range []string{"sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:SendMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"} {
 			must = append(must, grant{api, a, dlq})
 		}
 		mustNot = append(mustNot, grant{api, "sqs:ReceiveMessage", queue}, grant{api, "sqs:DeleteMessage", queue})

@@ -38,6 +38,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/triagehq/triage/internal/queue"
@@ -51,6 +52,8 @@ type Queues interface {
 	ReceiveDLQ(ctx context.Context, p triagetype.Priority, n int, wait, visibility time.Duration) ([]queue.Received, error)
 	DeleteDLQ(ctx context.Context, p triagetype.Priority, receipt string) error
 	ChangeVisibilityDLQ(ctx context.Context, p triagetype.Priority, receipt string, d time.Duration) error
+	// DLQCount is how many messages p's DLQ holds, visible or not.
+	DLQCount(ctx context.Context, p triagetype.Priority) (int, error)
 }
 
 // Store reads and deletes tasks.
@@ -79,6 +82,10 @@ type DLQ struct {
 	store  Store
 	retry  Retrier
 	log    *slog.Logger
+	// rescans counts the passes replays, purges and retries' searches for
+	// their copies made again because a DLQ held messages they could not
+	// see (for tests; see each).
+	rescans atomic.Int64
 }
 
 // Option configures the DLQ tools.
@@ -322,30 +329,43 @@ func (d *DLQ) removeCopies(ctx context.Context, below map[string]int64, first tr
 	if slices.Contains(order, first) {
 		order = append([]triagetype.Priority{first}, slices.DeleteFunc(order, func(p triagetype.Priority) bool { return p == first })...)
 	}
+	cut := map[triagetype.Priority]bool{}
 	for pass := 0; left > 0 && pass <= len(rescanWaits); pass++ {
 		if pass > 0 {
-			// Another reader (the promoter's reconciliation, a listing)
-			// may hold the copy out of sight for the moment it reads:
-			// look again once it has had time to hand it back. What this
-			// call read stays held, so a pass sees only what others freed.
+			// Another reader (a listing, a replay, the promoter's
+			// reconciliation between a receive and its hand-back) may
+			// hold the copy out of sight for the moment it reads: when
+			// the DLQs hold messages this call has not seen, look again
+			// once it has had time to hand them back. What this call read
+			// stays held, so a pass sees only what others freed.
+			if d.unseen(ctx, order, hs, cut) == 0 {
+				break // nothing out of sight: the copy is not there
+			}
+			d.rescans.Add(1)
 			time.Sleep(rescanWaits[pass-1])
 		}
-		d.scanCopies(ctx, below, order, &left, &hs)
+		d.scanCopies(ctx, below, order, &left, &hs, cut)
 	}
 	for id := range below {
-		d.log.Warn("retried task's DLQ copy not found within the scan bound; the next replay removes it", "task_id", id, "max_scan", MaxScan)
+		d.log.Warn("retried task's DLQ copy not found (within the scan bound); if it is there, the next replay removes it", "task_id", id, "max_scan", MaxScan)
 	}
 }
 
-// rescanWaits are the pauses before removeCopies looks again for copies
-// it did not find: a concurrent reader hides what it reads only while it
-// reads (well under a second), so two short looks find what it held.
+// rescanWaits are the pauses before a scan looks again for messages a DLQ
+// held out of its sight: a concurrent reader hides what it reads only
+// while it reads (well under a second), so two short looks find what it
+// held.
 var rescanWaits = [...]time.Duration{500 * time.Millisecond, 1500 * time.Millisecond}
 
 // scanCopies is one pass of removeCopies over the DLQs in order.
-func (d *DLQ) scanCopies(ctx context.Context, below map[string]int64, order []triagetype.Priority, left *int, hs *[]held) {
+// Priorities whose scan stopped at MaxScan are set in cut.
+func (d *DLQ) scanCopies(ctx context.Context, below map[string]int64, order []triagetype.Priority, left *int, hs *[]held, cut map[triagetype.Priority]bool) {
 	for _, p := range order {
-		for read := 0; *left > 0 && read < MaxScan; {
+		for read := 0; *left > 0; {
+			if read >= MaxScan {
+				cut[p] = true
+				break
+			}
 			msgs, err := d.queues.ReceiveDLQ(ctx, p, queue.MaxBatch, 0, peekVisibility)
 			if err != nil {
 				d.log.Warn("could not scan a DLQ for retried tasks' copies; the next replay removes them", "priority", p, "error", err)
@@ -444,29 +464,78 @@ func (d *DLQ) Purge(ctx context.Context, f Filter) (PurgeResult, error) {
 // read consistently) or a poison body (t nil), until act has acted
 // (returned true) f.Limit times. Stale copies of tasks are deleted on the
 // way; messages act declined are counted in *skipped and handed back.
+//
+// Another reader (a listing, another replay, the promoter's
+// reconciliation for the moment between a receive and its hand-back) may
+// hold some messages out of sight while a pass reads. So after a pass
+// that did not reach f.Limit, each compares what every DLQ it read to its
+// end holds, visible or not (one GetQueueAttributes per priority), with
+// what this call holds: more means messages it has not seen, and it looks
+// again after 0.5 s and once more after 1.5 s (what this call read stays
+// held, so a later pass sees only what others freed). When nothing was
+// out of sight, which is the rule now that the reconciliation hands back
+// what it reads at once, a replay or purge makes one pass and pays
+// nothing more; before, every one paid 2 s. A failure to read a count
+// looks again, as before. In SQS the counts are approximate and may lag:
+// a needless look costs the 2 s; a look not taken leaves a message for the
+// next replay, as a scan cut at MaxScan does.
 func (d *DLQ) each(ctx context.Context, f Filter, act func(triagetype.Priority, queue.Received, *task.Task) (bool, error), skipped *int) error {
 	var hs []held
 	defer d.release(ctx, &hs)
 	done := map[string]bool{}
 	acted := 0
-	// Two more passes look again (as removeCopies does): the promoter's
-	// reconciliation or a listing may hold some messages out of sight
-	// while it reads them. What this call read stays held, so a later pass
-	// sees only what others freed. It costs a replay or purge 2 s.
 	for pass := 0; ; pass++ {
-		if err := d.eachPass(ctx, f, act, skipped, &hs, done, &acted); err != nil || acted >= f.Limit || pass == len(rescanWaits) {
+		cut := map[triagetype.Priority]bool{}
+		if err := d.eachPass(ctx, f, act, skipped, &hs, done, &acted, cut); err != nil || acted >= f.Limit || pass == len(rescanWaits) {
 			return err
 		}
+		unseen := d.unseen(ctx, f.Priorities, hs, cut)
+		if unseen == 0 {
+			return nil
+		}
+		d.rescans.Add(1)
+		d.log.Debug("a DLQ holds messages a replay or purge could not see; looking again", "unseen", unseen, "pass", pass+1)
 		time.Sleep(rescanWaits[pass])
 	}
 }
 
+// unseen counts the messages the DLQs of prios (but those in cut, read
+// only up to MaxScan) hold beyond the hs this call holds: messages another
+// reader held while this call read, or that arrived since. A count that
+// cannot be read counts as one.
+func (d *DLQ) unseen(ctx context.Context, prios []triagetype.Priority, hs []held, cut map[triagetype.Priority]bool) int {
+	n := 0
+	for _, p := range prios {
+		if cut[p] {
+			continue
+		}
+		total, err := d.queues.DLQCount(ctx, p)
+		if err != nil {
+			d.log.Warn("could not count a DLQ's messages; looking again", "priority", p, "error", err)
+			n++
+			continue
+		}
+		for _, h := range hs {
+			if h.p == p {
+				total--
+			}
+		}
+		n += max(total, 0)
+	}
+	return n
+}
+
 // eachPass is one pass of each over the DLQs of f.
-func (d *DLQ) eachPass(ctx context.Context, f Filter, act func(triagetype.Priority, queue.Received, *task.Task) (bool, error), skipped *int, hsp *[]held, done map[string]bool, actedp *int) error {
+// Priorities whose scan stopped at MaxScan are set in cut.
+func (d *DLQ) eachPass(ctx context.Context, f Filter, act func(triagetype.Priority, queue.Received, *task.Task) (bool, error), skipped *int, hsp *[]held, done map[string]bool, actedp *int, cut map[triagetype.Priority]bool) error {
 	hs, acted := *hsp, *actedp
 	defer func() { *hsp, *actedp = hs, acted }()
 	for _, p := range f.Priorities {
-		for read := 0; acted < f.Limit && read < MaxScan; {
+		for read := 0; acted < f.Limit; {
+			if read >= MaxScan {
+				cut[p] = true
+				break
+			}
 			msgs, err := d.queues.ReceiveDLQ(ctx, p, queue.MaxBatch, 0, peekVisibility)
 			if err != nil {
 				return err

@@ -20,6 +20,9 @@ type fakeDLQ struct {
 	msgs   map[triagetype.Priority][]queue.Received
 	hidden map[string]bool
 	seq    int
+	// onCount, if set, runs before each DLQCount (another reader handing
+	// back what it held).
+	onCount func()
 }
 
 func (q *fakeDLQ) put(p triagetype.Priority, body string) {
@@ -54,6 +57,13 @@ func (q *fakeDLQ) DeleteDLQ(_ context.Context, p triagetype.Priority, receipt st
 func (q *fakeDLQ) ChangeVisibilityDLQ(_ context.Context, _ triagetype.Priority, receipt string, _ time.Duration) error {
 	delete(q.hidden, receipt)
 	return nil
+}
+
+func (q *fakeDLQ) DLQCount(_ context.Context, p triagetype.Priority) (int, error) {
+	if q.onCount != nil {
+		q.onCount()
+	}
+	return len(q.msgs[p]), nil
 }
 
 // instantFailure retries a task, and the task fails again at once: it is
@@ -247,5 +257,83 @@ func TestRetryRemovesItsCopy(t *testing.T) {
 	}
 	if _, err := New(dlq, f, f).Retry(context.Background(), other+"X"); err == nil {
 		t.Error("retry of a missing task succeeded")
+	}
+}
+
+// TestRescanOnlyWhatWasOutOfSight: a replay, a purge or a retry's search
+// for its copy looks again only when a DLQ holds messages it could not
+// see (held by another reader during its pass), and then finds them; with
+// nothing out of sight it makes one pass (it used to pay 2 s of rescans
+// every time).
+func TestRescanOnlyWhatWasOutOfSight(t *testing.T) {
+	const id = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+	tests := []struct {
+		name    string
+		held    int // of the 3 dead tasks' copies, held by another reader during the first pass
+		op      string
+		acted   int
+		rescans int64
+	}{
+		{"replay, nothing held", 0, "replay", 3, 0},
+		{"replay, two held then handed back", 2, "replay", 3, 1},
+		{"purge, nothing held", 0, "purge", 3, 0},
+		{"purge, one held then handed back", 1, "purge", 3, 1},
+		{"retry whose copy is gone", 0, "retry gone", 1, 0},
+		{"retry whose copy was held", 3, "retry", 1, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dlq := &fakeDLQ{msgs: map[triagetype.Priority][]queue.Received{}, hidden: map[string]bool{}}
+			f := &instantFailure{tasks: map[string]*task.Task{}, dlq: dlq, retries: map[string]int{}}
+			for i := range 3 {
+				tid := id[:25] + fmt.Sprint(i)
+				f.tasks[tid] = &task.Task{ID: tid, Type: "fail", Priority: triagetype.Medium, EffectivePriority: triagetype.Medium, Status: triagetype.DeadLetter, Version: 5}
+				if tc.op == "retry gone" && i == 0 {
+					continue
+				}
+				body, _ := json.Marshal(task.Message{ID: tid, Version: 5})
+				dlq.put(triagetype.Medium, string(body))
+			}
+			for _, m := range dlq.msgs[triagetype.Medium][:tc.held] {
+				dlq.hidden[m.ReceiptHandle] = true
+			}
+			dlq.onCount = func() { // the other reader hands back after the first pass
+				for _, m := range dlq.msgs[triagetype.Medium][:min(tc.held, len(dlq.msgs[triagetype.Medium]))] {
+					delete(dlq.hidden, m.ReceiptHandle)
+				}
+				dlq.onCount = nil
+			}
+			d := New(dlq, f, f)
+			all := Filter{Priorities: triagetype.Priorities(), Limit: 10}
+			acted := 0
+			switch tc.op {
+			case "replay":
+				r, err := d.Replay(context.Background(), all)
+				if err != nil {
+					t.Fatal(err)
+				}
+				acted = r.Replayed
+			case "purge":
+				r, err := d.Purge(context.Background(), all)
+				if err != nil {
+					t.Fatal(err)
+				}
+				acted = r.Purged
+			default:
+				if _, err := d.Retry(context.Background(), id[:25]+"0"); err != nil {
+					t.Fatal(err)
+				}
+				acted = f.retries[id[:25]+"0"]
+			}
+			if acted != tc.acted || d.rescans.Load() != tc.rescans {
+				t.Errorf("acted on %d, rescans %d; want %d and %d", acted, d.rescans.Load(), tc.acted, tc.rescans)
+			}
+			// A retry's copy (v5) is gone; the fake's instant failure adds a v7.
+			for _, m := range dlq.msgs[triagetype.Medium] {
+				if tid, v := taskIDOf(m); tid == id[:25]+"0" && v == 5 {
+					t.Errorf("the retried task's copy is still there")
+				}
+			}
+		})
 	}
 }

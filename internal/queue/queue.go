@@ -30,6 +30,7 @@ type SQS interface {
 	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
 	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
 	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, opts ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 }
 
@@ -301,6 +302,62 @@ func (q *Queues) changeVisibility(ctx context.Context, url, receipt string, d ti
 		return fmt.Errorf("change visibility on %s: %w", url, err)
 	}
 	return nil
+}
+
+// ChangeVisibilityBatchDLQ hides messages received from priority p's DLQ
+// for d from now (0 hands them back at once), ten per
+// ChangeMessageVisibilityBatch request (which IAM authorizes as
+// sqs:ChangeMessageVisibility), and returns a *BatchError naming the
+// receipt handles that failed.
+func (q *Queues) ChangeVisibilityBatchDLQ(ctx context.Context, p triagetype.Priority, receipts []string, d time.Duration) error {
+	failed := map[string]string{}
+	for start := 0; start < len(receipts); start += MaxBatch {
+		chunk := receipts[start:min(start+MaxBatch, len(receipts))]
+		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
+		for i, r := range chunk {
+			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
+				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(r), VisibilityTimeout: wholeSeconds(min(max(d, 0), MaxVisibility)),
+			}
+		}
+		out, err := q.sqs.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(q.dlqs[p]), Entries: entries})
+		if err != nil {
+			for _, r := range chunk {
+				failed[r] = err.Error()
+			}
+			continue
+		}
+		for _, f := range out.Failed {
+			if i, err := strconv.Atoi(aws.ToString(f.Id)); err == nil && i < len(chunk) {
+				failed[chunk[i]] = aws.ToString(f.Message)
+			}
+		}
+	}
+	if len(failed) > 0 {
+		return &BatchError{Failed: failed}
+	}
+	return nil
+}
+
+// DLQCount is how many messages priority p's DLQ holds, visible or not
+// (received by someone and not yet deleted or handed back): SQS's
+// ApproximateNumberOfMessages plus ApproximateNumberOfMessagesNotVisible,
+// one GetQueueAttributes. In SQS both are approximate and may lag changes
+// by a little (fauxqs counts exactly).
+func (q *Queues) DLQCount(ctx context.Context, p triagetype.Priority) (int, error) {
+	names := []types.QueueAttributeName{
+		types.QueueAttributeNameApproximateNumberOfMessages,
+		types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+	}
+	out, err := q.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q.dlqs[p]), AttributeNames: names})
+	if err != nil {
+		return 0, fmt.Errorf("attributes of %s DLQ: %w", p, err)
+	}
+	n := 0
+	for _, name := range names {
+		v, _ := strconv.Atoi(out.Attributes[string(name)])
+		n += v
+	}
+	return n, nil
 }
 
 // SendDLQ puts body on priority p's dead-letter queue with reason attached.
