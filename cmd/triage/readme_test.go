@@ -120,6 +120,9 @@ func TestReadmeTranscript(t *testing.T) {
 		sh := exec.Command("bash", "-c", "{ "+st.cmd+"\n} 2>&1")
 		sh.Dir, sh.Env = work, env // the CLI finds the server through its settings file
 		got, _ := sh.Output()
+		if os.Getenv("TRIAGE_SHOW_TRANSCRIPT") != "" {
+			t.Logf("$ %s\n%s", st.cmd, got)
+		}
 		want, have := normalize(st.want), normalize(strings.Split(string(got), "\n"))
 		if !slices.Equal(want, have) {
 			t.Errorf("$ %s\nprinted:\n%s\nthe README shows (normalized, sorted):\n  %s\ngot:\n  %s", st.cmd, got, strings.Join(want, "\n  "), strings.Join(have, "\n  "))
