@@ -24,6 +24,7 @@ func TestMain(m *testing.M) { stacktest.Main(m) }
 // TestDevServer runs what `make run` runs and checks issue #2's promise: a
 // submitted echo task is completed, with its payload as result, within 2 s.
 func TestDevServer(t *testing.T) {
+	t.Parallel() // mostly waiting; its own prefix on the shared emulators
 	env := stacktest.New(t)
 	root, err := emulators.FindRoot(".")
 	if err != nil {

@@ -98,6 +98,7 @@ func readSSE(body io.Reader, c *collector) {
 // permanently, and are cancelled while running or while waiting, every
 // event with its fields, in each task's order.
 func TestLifecycleEvents(t *testing.T) {
+	t.Parallel() // mostly waiting; its own prefix on the shared emulators
 	env := stacktest.New(t)
 	secret := "whsec-test"
 	hooked := newCollector()

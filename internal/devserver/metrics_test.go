@@ -16,6 +16,7 @@ import (
 // permanent failure, a cancel of a running task), waits for every task to
 // finish, and scrapes /metrics: every count is exact.
 func TestMetricsAfterWorkload(t *testing.T) {
+	t.Parallel() // mostly waiting; its own prefix on the shared emulators
 	env := stacktest.New(t)
 	vars := map[string]string{"TRIAGE_ADDR": "127.0.0.1:0", "TRIAGE_TOKEN": "dev-test", "TRIAGE_PREFIX": env.Prefix, "TRIAGE_PROMOTE_INTERVAL": "1s"}
 	base := startDev(t, vars)

@@ -13,6 +13,7 @@ import (
 // (of the schedule, named on the task) at the next minute, which the dev
 // consumer runs; never more than one per tick.
 func TestDevRunsSchedules(t *testing.T) {
+	t.Parallel() // waits for a minute's tick; its own prefix on the shared emulators
 	env := stacktest.New(t)
 	base := startDev(t, map[string]string{"TRIAGE_ADDR": "127.0.0.1:0", "TRIAGE_TOKEN": "dev-test", "TRIAGE_PREFIX": env.Prefix})
 	code, sc := apiCall(t, base, "POST", "/api/v1/schedules", `{"name":"dev-minutely","cron":"* * * * *","task":{"type":"echo","payload":{"from":"schedule"}}}`)
