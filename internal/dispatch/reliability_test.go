@@ -286,7 +286,7 @@ func TestLostLeaseCannotComplete(t *testing.T) {
 func TestFourConsumersUnderFailures(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
-	const n = 2000
+	const n = 1000
 	var ids []string
 	for i, p := range triagetype.Priorities() {
 		k := n / 3
