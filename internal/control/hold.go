@@ -98,8 +98,9 @@ type Decision struct {
 	// set aside would free its slots and release nobody, leaving its held
 	// tasks to the promoter's sweep.
 	EndIfHeld []string
-	// NextWindow: rate-limited scopes with tasks set aside, whose next
-	// window's worth to release when that window opens.
+	// NextWindow: rate-limited scopes with tasks set aside, whose window
+	// releaser must run (the consumer uses Scope; After and N say when the
+	// next window opens and what it allows).
 	NextWindow []WindowRelease
 	// Delay is how long to wait before trying again: the message's hide
 	// time when it is not set aside; for a rate refusal, when the next
@@ -125,7 +126,8 @@ type WindowRelease struct {
 // everything is paused (hide and look again: the consumer stops receiving
 // meanwhile), and sets the task aside in its type's scope while the type
 // is paused, at its rate or concurrency limit, or has earlier tasks set
-// aside that t must not overtake (unless t was released from them).
+// aside that t must not overtake (unless t was released from them, or the
+// scope's only limit is its rate: rateOnly).
 func (c *Controls) Decide(ctx context.Context, t *task.Task) (Decision, error) {
 	global, err := c.cachedGet(ctx, "")
 	if err != nil {

@@ -77,7 +77,7 @@ func (c *Consumer) decide(ctx context.Context, t *task.Task) (control.Decision, 
 
 // setAside holds t in scope and deletes its message; when the hold cannot
 // be written the message is hidden for delay as before. A rate refusal
-// also schedules the scope's release for when its next window opens.
+// also makes sure the scope's window releaser runs here.
 func (c *Consumer) setAside(ctx context.Context, m queue.Received, msg task.Message, t *task.Task, d control.Decision) {
 	if _, err := c.opt.Holds.Hold(ctx, t, d.Scope); err != nil {
 		if c.current(err) == nil {
@@ -219,29 +219,41 @@ type asideState struct {
 // Rate-limited scopes: window releases.
 //
 // A task refused by a rate limit (type, key, or type and key) is set aside
-// like any other refusal, and so is every later task of its scope while it
-// holds some. They are released by windows: each consumer that set one of
-// a scope's tasks aside runs one releaser for that scope, which, once per
-// window, claims the next window (control.ClaimWindow: one conditional
-// write, one winner among all consumers) and, if it won, releases that
-// window's starts (N: the rate's per-window limit), first submitted first,
-// with an SQS delay that makes them visible when the window opens. So the
-// release's own latency (a query, a batch read, a send, a write per task)
-// is hidden behind the window before, and a window releases N, not N per
-// consumer.
+// like any other refusal; so is a later task of its scope while it holds
+// some, if the scope has a concurrency limit too (then it joins the back;
+// a scope whose only limit is the rate lets it take a window with room,
+// control.Decide). They are released by windows: each consumer that set
+// one of a scope's tasks aside runs one releaser for that scope, which,
+// once per window, claims the windows up to rateLead ahead that it has not
+// claimed yet (control.ClaimWindow: one conditional write, one winner
+// among all consumers) and, for each it won, releases that window's starts
+// (N: the rate's per-window limit), first submitted first, with an SQS
+// delay that makes them visible when the window opens. So the release's
+// own latency (a query, a batch read, a send, the writes) is hidden behind
+// the windows before, and a window releases N, not N per consumer.
+//
+// Why a release per refusal lost starts (the attempt reverted in 8bda8f0,
+// traced on TestRateLimitAcrossInstances: 21-39 starts in 10 s where 45-55
+// are due): a behind_held arrival set the scope's one timer to "release the
+// head now", so the rate refusal's window release was dropped; the heads
+// released mid-window were refused by the spent window and set aside again
+// (72 of about 100 released); a release made when the window opened took
+// 3-10 s on a loaded store and arrived windows late; and with every arrival
+// behind the held tasks, nothing started until the whole backlog had been
+// received once.
 //
 // Invariant: while a rate-limited scope that can run holds set-aside tasks,
 // some consumer's releaser claims each window, and that claim is made after
-// every hold older than a window. A releaser stops only when the scope
-// cannot run (a pause or a Retry-After: a resume or the wait's end releases
-// it), or when the scope's flag says nothing is held AND this consumer set
-// nothing aside in the scope since a window before the last window it
-// claimed (won or lost): the winner of that window claimed it after those
-// holds, so its release query saw them. A task released and refused again
-// (the window spent by tasks that were never held) is set aside again and
-// keeps its consumer's releaser going. Loops end with the consumer's run.
-// What this leaves to the promoter's sweep: a consumer that stops or
-// crashes with a window claimed and not released, a failed release, and
+// every hold older than rateLead windows. A releaser stops only when the
+// scope cannot run (a pause or a Retry-After: a resume or the wait's end
+// releases it), or when the scope's flag says nothing is held AND this
+// consumer set nothing aside in the scope since rateLead windows before
+// the last window it claimed (won or lost): that window's winner claimed it
+// after those holds, so its release query saw them. A task released and
+// refused again (its window spent by arrivals that were never held) is set
+// aside again and keeps its consumer's releaser going. Releasers end with
+// their consumer's run. Left to the promoter's sweep: a consumer that stops
+// or crashes with a window claimed and not released, a failed release, and
 // on AWS a hold not yet in the by-due index (eventually consistent) when
 // the window's query ran.
 type rateState struct {
