@@ -20,11 +20,15 @@ import (
 
 // RateHeld is what a rate-limited scope's releaser needs to know.
 type RateHeld struct {
-	// Runnable: the scope has a rate limit and nothing stops it (no pause,
-	// global or its own, and no Retry-After). When it is not, whoever
-	// makes it runnable releases its tasks (a resume, a Retry-After's
-	// end), not its window releaser.
+	// Runnable: the scope has a rate limit and nothing of its own stops
+	// it (no pause, no Retry-After). When it is not, whoever makes it
+	// runnable releases its tasks (a resume, a Retry-After's end, a limit
+	// changed), not its window releaser.
 	Runnable bool
+	// GlobalPaused: everything is paused. Nothing is received meanwhile,
+	// and a global resume releases nothing, so the releaser waits it out
+	// (releasing nothing) rather than stopping.
+	GlobalPaused bool
 	// Held: the scope's flag says it has tasks set aside (cached, at most
 	// a TTL old).
 	Held bool
@@ -52,11 +56,11 @@ func (c *Controls) RateHeld(ctx context.Context, scope string) (RateHeld, error)
 		return RateHeld{}, err
 	}
 	now := c.now()
-	r := RateHeld{Held: s.Held}
+	r := RateHeld{Held: s.Held, GlobalPaused: global.Paused}
 	if s.RateLimitPerSecond <= 0 {
 		return r, nil
 	}
-	r.Runnable = !global.Paused && !s.Paused && !waiting(s, now)
+	r.Runnable = !s.Paused && !waiting(s, now)
 	_, slot, window, limit := rateWindow("", s.RateLimitPerSecond, now)
 	r.Next, r.Window, r.N = slot.Add(window), window, limit
 	return r, nil

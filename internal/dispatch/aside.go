@@ -245,8 +245,9 @@ type asideState struct {
 // Invariant: while a rate-limited scope that can run holds set-aside tasks,
 // some consumer's releaser claims each window, and that claim is made after
 // every hold older than rateLead windows. A releaser stops only when the
-// scope cannot run (a pause or a Retry-After: a resume or the wait's end
-// releases it), or when the scope's flag says nothing is held AND this
+// scope cannot run (its pause or Retry-After: a resume or the wait's end
+// releases it; a global pause it waits out, as a global resume releases
+// nothing), or when the scope's flag says nothing is held AND this
 // consumer set nothing aside in the scope since rateLead windows before
 // the last window it claimed (won or lost): that window's winner claimed it
 // after those holds, so its release query saw them. A task released and
@@ -318,6 +319,13 @@ func (c *Consumer) releaseWindows(ctx context.Context, done <-chan struct{}, rh 
 		}
 		if c.rateDone(scope, st, w, claimed) {
 			return
+		}
+		if w.GlobalPaused {
+			if !sleepOr(done, pausedPoll) {
+				c.rateStop(scope)
+				return
+			}
+			continue
 		}
 		// The next rateLead windows, those not claimed by this releaser
 		// yet: all of them at first, then the one that came into reach.

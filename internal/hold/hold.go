@@ -27,8 +27,8 @@
 // with a delay, by the one consumer that claimed that window: package
 // dispatch's window releaser), and by the promoter's sweep as the safety
 // net. Each call keeps at most Window released tasks per trigger in SQS at
-// once (a rate window's worth for a rate), so SQS's best-effort ordering
-// has little to reorder.
+// once (for a rate, a window's worth per window claimed, up to two ahead),
+// so SQS's best-effort ordering has little to reorder.
 //
 // Cost per task set aside: one task write (the hold, ~1 WCU plus the
 // by-due entry's index write) and one delete; its release is one send and
