@@ -379,8 +379,8 @@ func (c *Consumer) releaseWindow(ctx context.Context, rh rateHolds, scope string
 // rateDone says whether scope's releaser may stop, having last claimed
 // the window that opened at claimed (zero when it claimed none yet): the
 // scope cannot run now, or its flag is down and this consumer's last hold
-// there is older than a window before the claimed one (that window's
-// winner claimed it after the hold). It removes the releaser under the
+// there is older than rateLead windows before the claimed one (that
+// window's winner claimed it after the hold). It removes the releaser under the
 // lock heldForRate takes, so a hold is never left without one.
 func (c *Consumer) rateDone(scope string, st *rateState, w control.RateHeld, claimed time.Time) bool {
 	c.timersMu.Lock()
