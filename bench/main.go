@@ -123,7 +123,7 @@ func parseOptions(args []string) (options, error) {
 	update := fs.Bool("update", false, "write the committed sample "+sampleOut+" instead of -out (not with -quick)")
 	fs.DurationVar(&o.MaxRun, "max", 24*time.Minute+30*time.Second, "abort the whole run after this long")
 	fs.DurationVar(&o.WarmupMax, "warmup", time.Minute, "warm the emulators up for at most this long (until their rate settles)")
-	fs.StringVar(&o.Only, "only", "", `run one group alone: "waiting" (group 13)`)
+	fs.StringVar(&o.Only, "only", "", `run one group alone: "waiting" (group 13), or "waiting-rate" (its rate-limited backlog only)`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -346,7 +346,7 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 	if err != nil {
 		return err
 	}
-	if o.Only == "waiting" {
+	if o.Only == "waiting" || o.Only == "waiting-rate" {
 		progress("13. waiting that costs nothing: paused backlog, global pause, write units of a key")
 		w, err := measureWaiting(ctx, cl, cnt, o, progress)
 		r.Waiting = &w

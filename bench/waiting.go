@@ -45,12 +45,22 @@ type Waiting struct {
 	WriteTasksPer int     `json:"write_tasks_per_case"`
 	// Fairness: a flood against another key's task, and a weighted split.
 	Fairness Fairness `json:"fairness"`
+	// Rate: a rate-limited backlog's receives (waitrate.go).
+	Rate RateBacklog `json:"rate_backlog"`
 }
 
 func measureWaiting(ctx context.Context, cl clients, cnt *counter, o options, progress func(string, ...any)) (Waiting, error) {
 	w := Waiting{Backlog: 10000, WriteTasksPer: 300}
 	if o.Quick {
 		w.Backlog, w.WriteTasksPer = 1000, 100
+	}
+	var err error
+	if w.Rate, err = measureRateBacklog(ctx, cl, o.Quick); err != nil {
+		return w, fmt.Errorf("rate-limited backlog: %w", err)
+	}
+	progress("   rate-limited backlog: %d tasks at %.0f/s: %.2f receives a task while waiting (%.2f received), %d set aside, most %d starts in a sliding second", w.Rate.Tasks, w.Rate.PerSecond, w.Rate.WaitingPerTask, w.Rate.ReceivedPerTask, w.Rate.SetAside, w.Rate.MaxSliding)
+	if o.Only == "waiting-rate" {
+		return Waiting{Rate: w.Rate}, nil
 	}
 	d, err := deploy(ctx, cl, fmt.Sprintf("bw%d", time.Now().UnixNano()%1e6))
 	if err != nil {
@@ -271,6 +281,13 @@ func writesPerTask(ctx context.Context, d *deployment, cnt *counter, key string,
 
 func printWaiting(w io.Writer, x Waiting) {
 	tw := &table{title: "13. waiting that costs nothing (issue #22)", head: []string{"figure", "measured", "target"}}
+	if x.Rate.Tasks > 0 {
+		x.Rate.rows(tw)
+	}
+	if x.Backlog == 0 {
+		tw.write(w) // -only waiting-rate
+		return
+	}
 	tw.row(fmt.Sprintf("paused backlog of %d: CPU (emulators + bench)", x.Backlog), fmt.Sprintf("%.1f%% of a core over %.0f s", 100*x.PausedCPUCores, x.PausedSeconds), "<= 5% of one core")
 	tw.row("  SQS requests per hour while the type is paused", fmt.Sprintf("%.0f (messages received: %d)", x.PausedSQSPerHour, x.PausedReceivedMsgs), "idle long polls only; 0 messages")
 	tw.row("  SQS requests per hour under a global pause", fmt.Sprintf("%.0f", x.GlobalPausedSQSPerHr), "0")

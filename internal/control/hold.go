@@ -98,15 +98,19 @@ type Decision struct {
 	// set aside would free its slots and release nobody, leaving its held
 	// tasks to the promoter's sweep.
 	EndIfHeld []string
-	// NextWindow: rate-limited scopes with tasks set aside, whose next
-	// window's worth to release when that window opens.
+	// NextWindow: rate-limited scopes with tasks set aside, whose window
+	// releaser must run (the consumer uses Scope; After and N say when the
+	// next window opens and what it allows).
 	NextWindow []WindowRelease
 	// Delay is how long to wait before trying again: the message's hide
 	// time when it is not set aside; for a rate refusal, when the next
 	// window opens and the scope's next tasks can be released.
 	Delay time.Duration
-	// Batch is a rate refusal's window's worth of starts: how many of the
-	// scope's set-aside tasks to release when the next window opens.
+	// Batch, on a rate refusal or a refusal behind the set-aside tasks of
+	// a rate-limited scope, is the scope's window's worth of starts; the
+	// consumer's window releaser releases that many when the next window
+	// opens. Zero on other refusals, and behind_held in a scope without a
+	// rate (its head is released at once).
 	Batch int
 	Why   metrics.PutOff
 }
@@ -122,7 +126,8 @@ type WindowRelease struct {
 // everything is paused (hide and look again: the consumer stops receiving
 // meanwhile), and sets the task aside in its type's scope while the type
 // is paused, at its rate or concurrency limit, or has earlier tasks set
-// aside that t must not overtake (unless t was released from them).
+// aside that t must not overtake (unless t was released from them, or the
+// scope's only limit is its rate: rateOnly).
 func (c *Controls) Decide(ctx context.Context, t *task.Task) (Decision, error) {
 	global, err := c.cachedGet(ctx, "")
 	if err != nil {
@@ -149,8 +154,8 @@ func (c *Controls) Decide(ctx context.Context, t *task.Task) (Decision, error) {
 		return Decision{Scope: scope, Why: metrics.PutOffPaused}, nil
 	case waiting(typ, c.now()):
 		return Decision{Scope: scope, Why: metrics.PutOffRetryAfter, Delay: typ.WaitUntil.Sub(c.now())}, nil
-	case typ.Held && !t.Released:
-		return Decision{Scope: scope, Why: metrics.PutOffBehindHeld}, nil
+	case typ.Held && !t.Released && !rateOnly(typ):
+		return Decision{Scope: scope, Why: metrics.PutOffBehindHeld, Batch: rateBatch(typ.RateLimitPerSecond)}, nil
 	}
 	if typ.RateLimitPerSecond > 0 {
 		ok, wait, err := c.takeRate(ctx, t.Type, typ.RateLimitPerSecond)
@@ -247,6 +252,25 @@ func (c *Controls) fairRegistry(ctx context.Context, op, scope string) error {
 		return fmt.Errorf("fair registry %s %s: %w", op, scope, err)
 	}
 	return nil
+}
+
+// rateOnly says whether s's only limit is its rate (nothing pauses it):
+// then a task arriving while s holds tasks is not set aside behind them
+// but takes the rate like any other, and is set aside only when the
+// window is spent. Order yields to throughput there: a backlog's first
+// receives (each set aside) sit in SQS ahead of the windows released
+// meanwhile, and with every arrival behind the held tasks the scope would
+// start nothing until the whole backlog had been received once (seconds
+// at a thousand tasks). The set-aside tasks still go first when their
+// window opens: they are released to arrive as it does.
+func rateOnly(s Settings) bool { return s.RateLimitPerSecond > 0 && s.MaxConcurrency == 0 }
+
+// rateBatch is windowStarts for a scope with a rate, and 0 without one.
+func rateBatch(perSecond float64) int {
+	if perSecond <= 0 {
+		return 0
+	}
+	return windowStarts(perSecond)
 }
 
 // windowStarts is the starts one rate window allows.

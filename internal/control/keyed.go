@@ -270,8 +270,10 @@ func (c *Controls) decideKeyed(ctx context.Context, t *task.Task, d Decision) (D
 			return refuse(metrics.PutOffPaused, 0)
 		case waiting(s, c.now()):
 			return refuse(metrics.PutOffRetryAfter, s.WaitUntil.Sub(c.now()))
-		case s.Held && !t.Released:
-			return refuse(metrics.PutOffBehindHeld, 0)
+		case s.Held && !t.Released && !rateOnly(s):
+			d, err := refuse(metrics.PutOffBehindHeld, 0)
+			d.Batch = rateBatch(s.RateLimitPerSecond)
+			return d, err
 		}
 		if s.RateLimitPerSecond > 0 {
 			ok, wait, err := c.takeRateScope(ctx, sc, s.RateLimitPerSecond)

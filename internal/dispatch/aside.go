@@ -77,7 +77,7 @@ func (c *Consumer) decide(ctx context.Context, t *task.Task) (control.Decision, 
 
 // setAside holds t in scope and deletes its message; when the hold cannot
 // be written the message is hidden for delay as before. A rate refusal
-// also schedules the scope's release for when its next window opens.
+// also makes sure the scope's window releaser runs here.
 func (c *Consumer) setAside(ctx context.Context, m queue.Received, msg task.Message, t *task.Task, d control.Decision) {
 	if _, err := c.opt.Holds.Hold(ctx, t, d.Scope); err != nil {
 		if c.current(err) == nil {
@@ -91,8 +91,12 @@ func (c *Consumer) setAside(ctx context.Context, m queue.Received, msg task.Mess
 	switch {
 	case d.Why == metrics.PutOffRetryAfter:
 		c.releaseAfter(d.Scope, d.Delay, hold.Window)
-	case d.Why == metrics.PutOffRate:
-		c.releaseAfter(d.Scope, d.Delay, max(d.Batch, 1))
+	case d.Why == metrics.PutOffRate, d.Why == metrics.PutOffBehindHeld && d.Batch > 0:
+		// Refused by the rate, or behind the set-aside tasks of a
+		// rate-limited scope: released with the scope's windows, one
+		// window's worth each (releaser below). Releasing the head at once
+		// instead would only see it refused by the spent window again.
+		c.heldForRate(ctx, d.Scope, true)
 	case d.Why == metrics.PutOffBehindHeld:
 		// Held only to keep order: the scope may run, so its head goes
 		// (maybe this very task), as nothing else may be left to release
@@ -103,12 +107,14 @@ func (c *Consumer) setAside(ctx context.Context, m queue.Received, msg task.Mess
 
 // chainReleases starts the releases an admission asks for (its scopes'
 // next set-aside tasks, now or when it ends) and returns its release.
-func (c *Consumer) chainReleases(d control.Decision) func() {
+func (c *Consumer) chainReleases(ctx context.Context, d control.Decision) func() {
 	for _, scope := range d.StartNext {
 		c.releaseSoon(scope, 1)
 	}
 	for _, w := range d.NextWindow {
-		c.releaseAfter(w.Scope, w.After, w.N)
+		// A start in a rate-limited scope that holds tasks: its windows
+		// go on being released (by this consumer or another).
+		c.heldForRate(ctx, w.Scope, false)
 	}
 	if len(d.EndNext) == 0 && len(d.EndIfHeld) == 0 {
 		return d.Release
@@ -206,6 +212,203 @@ type asideState struct {
 	// asked counts the releases asked for per scope and not yet begun; a
 	// scope is in it while its drainReleases runs.
 	asked map[string]int
+	// rates are the rate-limited scopes whose window releaser runs here.
+	rates map[string]*rateState
+}
+
+// Rate-limited scopes: window releases.
+//
+// A task refused by a rate limit (type, key, or type and key) is set aside
+// like any other refusal; so is a later task of its scope while it holds
+// some, if the scope has a concurrency limit too (then it joins the back;
+// a scope whose only limit is the rate lets it take a window with room,
+// control.Decide). They are released by windows: each consumer that set
+// one of a scope's tasks aside runs one releaser for that scope, which,
+// once per window, claims the windows up to rateLead ahead that it has not
+// claimed yet (control.ClaimWindow: one conditional write, one winner
+// among all consumers) and, for each it won, releases that window's starts
+// (N: the rate's per-window limit), first submitted first, with an SQS
+// delay that makes them visible when the window opens. So the release's
+// own latency (a query, a batch read, a send, the writes) is hidden behind
+// the windows before, and a window releases N, not N per consumer.
+//
+// Why a release per refusal lost starts (the attempt reverted in 8bda8f0,
+// traced on TestRateLimitAcrossInstances: 21-39 starts in 10 s where 45-55
+// are due): a behind_held arrival set the scope's one timer to "release the
+// head now", so the rate refusal's window release was dropped; the heads
+// released mid-window were refused by the spent window and set aside again
+// (72 of about 100 released); a release made when the window opened took
+// 3-10 s on a loaded store and arrived windows late; and with every arrival
+// behind the held tasks, nothing started until the whole backlog had been
+// received once.
+//
+// Invariant: while a rate-limited scope that can run holds set-aside tasks,
+// some consumer's releaser claims each window, and that claim is made after
+// every hold older than rateLead windows. A releaser stops only when the
+// scope cannot run (its pause or Retry-After: a resume or the wait's end
+// releases it; a global pause it waits out, as a global resume releases
+// nothing), or when the scope's flag says nothing is held AND this
+// consumer set nothing aside in the scope since rateLead windows before
+// the last window it claimed (won or lost): that window's winner claimed it
+// after those holds, so its release query saw them. A task released and
+// refused again (its window spent by arrivals that were never held) is set
+// aside again and keeps its consumer's releaser going. Releasers end with
+// their consumer's run. Left to the promoter's sweep: a consumer that stops
+// or crashes with a window claimed and not released, a failed release, and
+// on AWS a hold not yet in the by-due index (eventually consistent) when
+// the window's query ran.
+type rateState struct {
+	lastHold time.Time // this consumer's last set-aside in the scope
+}
+
+// rateHolds is the part of the gate a window releaser reads
+// (*control.Controls).
+type rateHolds interface {
+	RateHeld(ctx context.Context, scope string) (control.RateHeld, error)
+	ClaimWindow(ctx context.Context, scope string, next time.Time) (bool, error)
+}
+
+// timedReleaser releases set-aside tasks with their messages made visible
+// at a time (*hold.Holds).
+type timedReleaser interface {
+	ReleaseAt(ctx context.Context, scope string, n int, at time.Time) (int, error)
+}
+
+// rateLead is how many windows ahead a window releaser releases: a
+// window's tasks are released while the windows before it run, so a
+// release slower than a window (a loaded store) still lands in time.
+const rateLead = 2
+
+// heldForRate makes sure scope's window releaser runs in this consumer;
+// held says this consumer has just set one of its tasks aside.
+func (c *Consumer) heldForRate(ctx context.Context, scope string, held bool) {
+	rh, ok := c.opt.Gate.(rateHolds)
+	if !ok {
+		return
+	}
+	c.timersMu.Lock()
+	defer c.timersMu.Unlock()
+	if c.rates == nil {
+		c.rates = map[string]*rateState{}
+	}
+	st, running := c.rates[scope]
+	if !running {
+		st = &rateState{}
+		c.rates[scope] = st
+		go c.releaseWindows(context.WithoutCancel(ctx), ctx.Done(), rh, scope, st)
+	}
+	if held {
+		st.lastHold = time.Now()
+	}
+}
+
+// releaseWindows is scope's window releaser (see rateState).
+func (c *Consumer) releaseWindows(ctx context.Context, done <-chan struct{}, rh rateHolds, scope string, st *rateState) {
+	var claimed time.Time // the opening of the last window this releaser claimed
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		w, err := rh.RateHeld(rctx, scope)
+		cancel()
+		if err != nil {
+			c.log.Warn("reading a rate-limited scope failed; its releaser tries again", "scope", scope, "error", err)
+			if !sleepOr(done, time.Second) {
+				c.rateStop(scope)
+				return
+			}
+			continue
+		}
+		if c.rateDone(scope, st, w, claimed) {
+			return
+		}
+		if w.GlobalPaused {
+			if !sleepOr(done, pausedPoll) {
+				c.rateStop(scope)
+				return
+			}
+			continue
+		}
+		// The next rateLead windows, those not claimed by this releaser
+		// yet: all of them at first, then the one that came into reach.
+		for k := range rateLead {
+			open := w.Next.Add(time.Duration(k) * w.Window)
+			if open.After(claimed) {
+				c.releaseWindow(ctx, rh, scope, open, w.N)
+				claimed = open
+			}
+		}
+		// Wake just after the next window opens.
+		if !sleepOr(done, time.Until(w.Next)+10*time.Millisecond) {
+			c.rateStop(scope)
+			return
+		}
+	}
+}
+
+// releaseWindow claims scope's window opening at open and, if this
+// consumer won it, releases its n starts, visible when it opens.
+func (c *Consumer) releaseWindow(ctx context.Context, rh rateHolds, scope string, open time.Time, n int) {
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	won, err := rh.ClaimWindow(rctx, scope, open)
+	if err != nil {
+		c.log.Warn("claiming a rate window failed; the next window is claimed as usual", "scope", scope, "error", err)
+		return
+	}
+	if !won {
+		return
+	}
+	for left := n; left > 0; {
+		k := min(left, hold.Window)
+		var got int
+		if tr, ok := c.opt.Holds.(timedReleaser); ok {
+			got, err = tr.ReleaseAt(rctx, scope, k, open)
+		} else {
+			got, err = c.opt.Holds.Release(rctx, scope, k)
+		}
+		if err != nil {
+			c.log.Warn("release of a rate window failed; the promoter's sweep will", "scope", scope, "error", err)
+			return
+		}
+		if got < k {
+			return // none left set aside
+		}
+		left -= k
+	}
+}
+
+// rateDone says whether scope's releaser may stop, having last claimed
+// the window that opened at claimed (zero when it claimed none yet): the
+// scope cannot run now, or its flag is down and this consumer's last hold
+// there is older than rateLead windows before the claimed one (that
+// window's winner claimed it after the hold). It removes the releaser under the
+// lock heldForRate takes, so a hold is never left without one.
+func (c *Consumer) rateDone(scope string, st *rateState, w control.RateHeld, claimed time.Time) bool {
+	c.timersMu.Lock()
+	defer c.timersMu.Unlock()
+	if w.Runnable && (w.Held || claimed.IsZero() || !st.lastHold.Before(claimed.Add(-rateLead*w.Window))) {
+		return false
+	}
+	delete(c.rates, scope)
+	return true
+}
+
+// rateStop removes scope's releaser as its consumer stops.
+func (c *Consumer) rateStop(scope string) {
+	c.timersMu.Lock()
+	delete(c.rates, scope)
+	c.timersMu.Unlock()
+}
+
+// sleepOr sleeps d, or less when done closes; it reports whether d passed.
+func sleepOr(done <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-done:
+		return false
+	}
 }
 
 // Waiter holds a scope until a time (*control.Controls).

@@ -170,17 +170,14 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 					if control.Keyed(d.Scope) {
 						c.mx.KeyPutOff(t, d.Why)
 					}
-					if d.Scope != "" && d.Why != metrics.PutOffRate {
+					if d.Scope != "" {
 						c.setAside(ctx, m, msg, t, d)
 					} else {
-						// A rate refusal waits at most a window: its message
-						// is hidden until then, as before (setting it aside
-						// lost releases under load: see aside.go).
 						c.putOff(ctx, m, msg, d.Delay)
 					}
 					return claimed{}, false
 				}
-				release = c.chainReleases(d)
+				release = c.chainReleases(ctx, d)
 			}
 			got, err := c.store.Transition(ctx, t, triagetype.Executing, func(n *task.Task) {
 				n.Attempts++

@@ -227,6 +227,10 @@ func (e *Enqueuer) Redispatch(ctx context.Context, cur *task.Task, to triagetype
 	return moved[0], nil
 }
 
+// redispatchWrites is how many of a batch re-dispatch's writes are made at
+// once: one SQS batch's worth.
+const redispatchWrites = 10
+
 // Move is one task of a batch re-dispatch.
 type Move struct {
 	Task  *task.Task
@@ -256,31 +260,46 @@ func (e *Enqueuer) RedispatchBatch(ctx context.Context, to triagetype.Status, p 
 		}
 		failed = be.Failed
 	}
-	var moved []*task.Task
-	var firstErr error
+	// The writes are independent conditional writes: made side by side (at
+	// most redispatchWrites at once), so a batch's messages, sent first,
+	// find their records written after about one write's latency, not
+	// len(moves) of them.
 	now := e.store.Now()
+	done := make([]*task.Task, len(moves))
+	errs := make([]error, len(moves))
+	sem := make(chan struct{}, redispatchWrites)
+	var wg sync.WaitGroup
 	for i, m := range moves {
 		if _, bad := failed[fmt.Sprint(i)]; bad {
 			continue
 		}
-		v := m.Task.Version + 1
-		t, err := e.store.Transition(ctx, m.Task, to, func(n *task.Task) {
-			n.EffectivePriority = p
-			n.DispatchVersion = v
-			if to == triagetype.Queued && m.Task.Status != triagetype.Queued {
-				n.EnqueuedAt = &now
-			}
-			if m.Apply != nil {
-				m.Apply(n)
-			}
-		})
-		if err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
-			continue
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			v := m.Task.Version + 1
+			done[i], errs[i] = e.store.Transition(ctx, m.Task, to, func(n *task.Task) {
+				n.EffectivePriority = p
+				n.DispatchVersion = v
+				if to == triagetype.Queued && m.Task.Status != triagetype.Queued {
+					n.EnqueuedAt = &now
+				}
+				if m.Apply != nil {
+					m.Apply(n)
+				}
+			})
+		}()
+	}
+	wg.Wait()
+	var moved []*task.Task
+	var firstErr error
+	for i := range moves {
+		if errs[i] != nil && firstErr == nil {
+			firstErr = errs[i]
 		}
-		moved = append(moved, t)
+		if done[i] != nil && errs[i] == nil {
+			moved = append(moved, done[i])
+		}
 	}
 	if len(failed) > 0 && firstErr == nil {
 		firstErr = fmt.Errorf("redispatch batch to %s: %d sends failed", p, len(failed))

@@ -22,11 +22,13 @@
 // when the scope can run again: at once by the control call that resumed it
 // or raised its limit (the first window), by the consumer when a released
 // task starts in a scope without limits or a held scope's concurrency slot
-// frees (one more each), when a Retry-After ends, and by the promoter's
-// sweep as the safety net. (A rate refusal is not set aside: it waits at
-// most a window, hidden on its queue.) Each call keeps at most Window
-// released tasks per trigger in SQS at once, so SQS's best-effort ordering
-// has little to reorder.
+// frees (one more each), when a Retry-After ends, one window's worth per
+// window of a rate-limited scope (released just before the window opens,
+// with a delay, by the one consumer that claimed that window: package
+// dispatch's window releaser), and by the promoter's sweep as the safety
+// net. Each call keeps at most Window released tasks per trigger in SQS at
+// once (for a rate, a window's worth per window claimed, up to two ahead),
+// so SQS's best-effort ordering has little to reorder.
 //
 // Cost per task set aside: one task write (the hold, ~1 WCU plus the
 // by-due entry's index write) and one delete; its release is one send and
@@ -114,6 +116,14 @@ func (h *Holds) Hold(ctx context.Context, t *task.Task, scope string, extra ...f
 // many it released. A task another releaser took first is skipped for the
 // next one. When the scope has none left, its flag is lowered.
 func (h *Holds) Release(ctx context.Context, scope string, n int) (int, error) {
+	return h.ReleaseAt(ctx, scope, n, time.Time{})
+}
+
+// ReleaseAt is Release with each message made visible at at (SQS's delay,
+// in whole seconds rounded up and counted from the send, at most 15
+// minutes; none once at has passed): a rate-limited scope's next windows
+// are released before they open, so their tasks arrive as they do.
+func (h *Holds) ReleaseAt(ctx context.Context, scope string, n int, at time.Time) (int, error) {
 	released, after := 0, ""
 	for released < n {
 		want := n - released
@@ -140,7 +150,7 @@ func (h *Holds) Release(ctx context.Context, scope string, n int) (int, error) {
 				batch = append(batch, t)
 			}
 		}
-		got, err := h.release(ctx, batch)
+		got, err := h.release(ctx, batch, at)
 		released += got
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			return released, err
@@ -151,7 +161,11 @@ func (h *Holds) Release(ctx context.Context, scope string, n int) (int, error) {
 
 // release re-dispatches ts (in order), grouped by priority, and counts the
 // tasks moved.
-func (h *Holds) release(ctx context.Context, ts []*task.Task) (int, error) {
+func (h *Holds) release(ctx context.Context, ts []*task.Task, at time.Time) (int, error) {
+	var delay time.Duration
+	if !at.IsZero() {
+		delay = max(time.Until(at), 0) // at the send, after the query
+	}
 	var order []triagetype.Priority
 	by := map[triagetype.Priority][]enqueue.Move{}
 	for _, t := range ts {
@@ -159,7 +173,7 @@ func (h *Holds) release(ctx context.Context, ts []*task.Task) (int, error) {
 		if _, ok := by[p]; !ok {
 			order = append(order, p)
 		}
-		by[p] = append(by[p], enqueue.Move{Task: t, Apply: func(n *task.Task) { n.Held, n.Released = "", true }})
+		by[p] = append(by[p], enqueue.Move{Task: t, Delay: delay, Apply: func(n *task.Task) { n.Held, n.Released = "", true }})
 	}
 	moved := 0
 	var errs []error
