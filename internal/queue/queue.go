@@ -257,21 +257,35 @@ func (q *Queues) delete(ctx context.Context, url, receipt string) error {
 // DeleteBatch removes received messages from priority p's queue, ten per
 // request, and returns a *BatchError naming the receipt handles that failed.
 func (q *Queues) DeleteBatch(ctx context.Context, p triagetype.Priority, receipts []string) error {
-	failed := map[string]string{}
-	for start := 0; start < len(receipts); start += MaxBatch {
-		chunk := receipts[start:min(start+MaxBatch, len(receipts))]
+	return inBatches(receipts, func(chunk []string) ([]types.BatchResultErrorEntry, error) {
 		entries := make([]types.DeleteMessageBatchRequestEntry, len(chunk))
 		for i, r := range chunk {
 			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(r)}
 		}
 		out, err := q.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(q.urls[p]), Entries: entries})
 		if err != nil {
+			return nil, err
+		}
+		return out.Failed, nil
+	})
+}
+
+// inBatches sends receipts MaxBatch at a time through send, which names
+// each entry by its index in the chunk and returns the entries that
+// failed, and returns a *BatchError naming the receipt handles that
+// failed (all of a chunk whose request failed).
+func inBatches(receipts []string, send func(chunk []string) ([]types.BatchResultErrorEntry, error)) error {
+	failed := map[string]string{}
+	for start := 0; start < len(receipts); start += MaxBatch {
+		chunk := receipts[start:min(start+MaxBatch, len(receipts))]
+		bad, err := send(chunk)
+		if err != nil {
 			for _, r := range chunk {
 				failed[r] = err.Error()
 			}
 			continue
 		}
-		for _, f := range out.Failed {
+		for _, f := range bad {
 			if i, err := strconv.Atoi(aws.ToString(f.Id)); err == nil && i < len(chunk) {
 				failed[chunk[i]] = aws.ToString(f.Message)
 			}
@@ -310,9 +324,7 @@ func (q *Queues) changeVisibility(ctx context.Context, url, receipt string, d ti
 // sqs:ChangeMessageVisibility), and returns a *BatchError naming the
 // receipt handles that failed.
 func (q *Queues) ChangeVisibilityBatchDLQ(ctx context.Context, p triagetype.Priority, receipts []string, d time.Duration) error {
-	failed := map[string]string{}
-	for start := 0; start < len(receipts); start += MaxBatch {
-		chunk := receipts[start:min(start+MaxBatch, len(receipts))]
+	return inBatches(receipts, func(chunk []string) ([]types.BatchResultErrorEntry, error) {
 		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
 		for i, r := range chunk {
 			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
@@ -321,21 +333,10 @@ func (q *Queues) ChangeVisibilityBatchDLQ(ctx context.Context, p triagetype.Prio
 		}
 		out, err := q.sqs.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(q.dlqs[p]), Entries: entries})
 		if err != nil {
-			for _, r := range chunk {
-				failed[r] = err.Error()
-			}
-			continue
+			return nil, err
 		}
-		for _, f := range out.Failed {
-			if i, err := strconv.Atoi(aws.ToString(f.Id)); err == nil && i < len(chunk) {
-				failed[chunk[i]] = aws.ToString(f.Message)
-			}
-		}
-	}
-	if len(failed) > 0 {
-		return &BatchError{Failed: failed}
-	}
-	return nil
+		return out.Failed, nil
+	})
 }
 
 // DLQCount is how many messages priority p's DLQ holds, visible or not
