@@ -23,7 +23,8 @@ func (c *cli) keyCmd() *cobra.Command {
 --type of that type's tasks only. --rate is task starts per second across
 all consumers, --max-concurrency its tasks running at once; 0 removes a
 limit, and a setting not given is kept. Tasks that cannot start are set
-aside without an SQS message and start in submit order when they can.`,
+aside without an SQS message and start in submit order when they can (with
+only a rate limit, a new task may take a window's room before them).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if pause && resume {
