@@ -256,7 +256,8 @@ type asideState struct {
 // their consumer's run. Left to the promoter's sweep: a consumer that stops
 // or crashes with a window claimed and not released, a failed release, and
 // on AWS a hold not yet in the by-due index (eventually consistent) when
-// the window's query ran.
+// the window's query ran. The sweep claims windows the same way (hold.
+// Sweeper), so it never releases a window a live releaser has.
 type rateState struct {
 	lastHold time.Time // this consumer's last set-aside in the scope
 }
