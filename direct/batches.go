@@ -52,12 +52,7 @@ func (d *Transport) AddToBatch(ctx context.Context, id string, rs []triage.Submi
 func (d *Transport) addMembers(ctx context.Context, id string, rs []triage.SubmitRequest, seal bool) (*triage.Batch, error) {
 	var items []triage.BatchResult
 	if len(rs) > 0 {
-		reqs := make([]task.Request, len(rs))
-		for i, m := range rs {
-			m.BatchID = id
-			reqs[i] = task.Request(m)
-		}
-		outs, e := d.submit.SubmitBatch(ctx, reqs)
+		outs, e := d.submit.SubmitBatch(ctx, flow.MemberRequests(id, rs))
 		if e != nil {
 			return nil, answer.Error(e)
 		}

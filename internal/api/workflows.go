@@ -144,12 +144,7 @@ func (s *Server) addToBatch(w http.ResponseWriter, r *http.Request) {
 func (s *Server) addMembers(w http.ResponseWriter, r *http.Request, bf batchFlow, id string, rs []triagetype.SubmitRequest, seal bool, status int) {
 	var items []triagetype.BatchResult
 	if len(rs) > 0 {
-		reqs := make([]task.Request, len(rs))
-		for i, m := range rs {
-			m.BatchID = id
-			reqs[i] = task.Request(m)
-		}
-		outs, e := s.submitter.SubmitBatch(r.Context(), reqs)
+		outs, e := s.submitter.SubmitBatch(r.Context(), flow.MemberRequests(id, rs))
 		if e != nil {
 			s.refuse(w, r, e)
 			return

@@ -319,6 +319,17 @@ func (f *Flow) Batch(ctx context.Context, id string) (*triagetype.Batch, error) 
 	return &triagetype.Batch{ID: h.ID, State: h.State, CreatedAt: h.CreatedAt, Progress: p, CallbackID: h.CallbackID, CompletedAt: h.CompletedAt}, nil
 }
 
+// MemberRequests turns submitted members into task requests of batch id,
+// as the API and the direct transport both add them.
+func MemberRequests(id string, rs []triagetype.SubmitRequest) []task.Request {
+	reqs := make([]task.Request, len(rs))
+	for i, m := range rs {
+		m.BatchID = id
+		reqs[i] = task.Request(m)
+	}
+	return reqs
+}
+
 // CheckMembers refuses, before anything is written, a request that
 // creates a batch (create) or adds to one with n members: at most
 // MaxBatch per request, at least one when adding, and at least one when

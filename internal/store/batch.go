@@ -271,6 +271,11 @@ func (s *Store) SealHead(ctx context.Context, id string, state string) (*BatchHe
 	return &nh, nil
 }
 
+// pendingUnsealed is the condition of a workflow head still pending and
+// not sealed (committed): what AbandonHead and HoldFinished both require,
+// so neither acts on a committed workflow.
+const pendingUnsealed = "#st = :pending AND (attribute_not_exists(#sealed) OR #sealed = :f)"
+
 // AbandonHead moves workflow id from pending to abandoned, unless it was
 // sealed (committed) meanwhile: one conditional write, which SealHead's
 // own condition answers, so a workflow is either committed or abandoned,
@@ -279,7 +284,7 @@ func (s *Store) AbandonHead(ctx context.Context, id string) (bool, error) {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &s.table, Key: batchKey(id),
 		UpdateExpression:         aws.String("SET #st = :ab ADD #v :one"),
-		ConditionExpression:      aws.String("#st = :pending AND (attribute_not_exists(#sealed) OR #sealed = :f)"),
+		ConditionExpression:      aws.String(pendingUnsealed),
 		ExpressionAttributeNames: map[string]string{"#st": "state", "#sealed": "sealed", "#v": "version"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":ab":      &types.AttributeValueMemberS{Value: triagetype.WorkflowAbandoned},

@@ -146,7 +146,7 @@ func (s *Store) HoldFinished(ctx context.Context, id, taskID string) (bool, erro
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &s.table, Key: batchKey(id),
 		UpdateExpression:         aws.String("ADD #held :ids"),
-		ConditionExpression:      aws.String("#st = :pending AND (attribute_not_exists(#sealed) OR #sealed = :f)"),
+		ConditionExpression:      aws.String(pendingUnsealed),
 		ExpressionAttributeNames: map[string]string{"#held": "held", "#st": "state", "#sealed": "sealed"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":ids":     &types.AttributeValueMemberSS{Value: []string{taskID}},
