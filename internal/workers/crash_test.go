@@ -122,8 +122,11 @@ func startChild(t *testing.T, env *stacktest.Env, id string, every time.Duration
 func TestKilledWorkerShowsDead(t *testing.T) {
 	// Short enough for a quick test, long enough that DynamoDB Local on a
 	// busy machine (a listing can take 500 ms) never misses a live
-	// worker's heartbeat window.
-	const every = 500 * time.Millisecond
+	// worker's heartbeat window. At 500 ms a CI run saw the survivor child
+	// write no heartbeat after its registration for 1.5 s (a 2-core
+	// machine running the suite's packages side by side), so it showed
+	// dead; 1 s gives it 3 s.
+	const every = time.Second
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	stacktest.RunCounters(t, a)
