@@ -16,7 +16,7 @@ SHELL := /bin/bash
 GO    ?= go
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: run test unit vet lint bench cli deps java chromium emulators cdk-cli lambda synth deploy deploy-local infra-test fuzz clean screenshots
+.PHONY: run test unit vet sizes lint bench cli deps java chromium emulators cdk-cli lambda synth deploy deploy-local infra-test fuzz clean screenshots
 
 # `make bench -- -quick` would make "-quick" a goal: refuse it before a
 # full bench starts, and say how to pass flags.
@@ -63,12 +63,16 @@ run: java emulators cli
 	@echo "==> run: bin/triage dev (starts the emulators, creates the table and queues, then the API, consumer and promoter)"
 	./bin/triage dev
 
-test: deps vet
+test: deps vet sizes
 	$(GO) test -count=1 -timeout 12m ./...
 	$(MAKE) infra-test
 
 vet:
 	$(GO) vet ./...
+
+## sizes: fail when a tracked file is over 5 MB (built binaries belong in .gitignore).
+sizes:
+	@bash .ci/check-sizes
 
 ## lint: staticcheck, pinned (module v0.8.2 is its release 2026.2.2), fetched
 ## and built by `go run` (the module cache keeps it), on this module; infra/
