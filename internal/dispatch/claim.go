@@ -251,11 +251,11 @@ func (c *Consumer) load(ctx context.Context, m queue.Received, msg task.Message)
 	if !errors.Is(err, store.ErrNotFound) {
 		return t, err
 	}
-	if c.waitOrGiveUp(ctx, m) {
+	if c.waitOrGiveUp(ctx, m, msg) {
 		c.counts.noTask.Add(1)
 		c.mx.Dropped(metrics.DropNoTask)
 		c.log.Warn("message names a task that does not exist; moved to the DLQ", "task_id", msg.ID, "message_id", m.MessageID, "sent_at", m.SentAt)
-		c.poison(ctx, m, fmt.Sprintf("no task %s: its submit sent this message but never recorded the task (it failed or was interrupted), or the task was deleted", msg.ID))
+		c.poison(ctx, m, fmt.Sprintf("%s %s: its submit sent this message but never recorded the task (it failed or was interrupted), or the task was deleted", queue.ReasonNoTask, msg.ID))
 		c.store.DropPayload(ctx, msg.ID) // a large payload written before the record that never came
 	}
 	return nil, nil
@@ -290,39 +290,44 @@ func (c *Consumer) awaitWrite(ctx context.Context, msg task.Message, t *task.Tas
 // completed or cancelled task) goes to the DLQ at once.
 func (c *Consumer) ahead(ctx context.Context, m queue.Received, msg task.Message, t *task.Task) {
 	reachable := msg.Version == t.Version+1 && t.Status != triagetype.Completed && t.Status != triagetype.Cancelled
-	if reachable && !c.waitOrGiveUp(ctx, m) {
+	if reachable && !c.waitOrGiveUp(ctx, m, msg) {
 		return
 	}
 	c.counts.ahead.Add(1)
 	c.mx.Dropped(metrics.DropVersionAhead)
 	c.log.Warn("message version is ahead of its task; moved to the DLQ", "task_id", t.ID, "message_version", msg.Version, "task_version", t.Version, "status", t.Status)
-	c.poison(ctx, m, fmt.Sprintf("message version %d is ahead of task %s (version %d, %s) and no write will reach it", msg.Version, t.ID, t.Version, t.Status))
+	c.poison(ctx, m, fmt.Sprintf("%s: message version %d, task %s at version %d (%s), and no write will reach it", queue.ReasonAhead, msg.Version, t.ID, t.Version, t.Status))
 }
 
-// waitOrGiveUp hides a message that is waiting for its task's record to
-// appear or catch up, and reports true once it has waited long enough:
-// OrphanAfter since it was sent, or its last receive before SQS would
-// redrive it.
-func (c *Consumer) waitOrGiveUp(ctx context.Context, m queue.Received) bool {
-	age := c.store.Now().Sub(m.SentAt)
-	if m.SentAt.IsZero() || age >= c.opt.OrphanAfter || c.lastReceive(m) {
+// waitOrGiveUp puts off a message that is waiting for its task's record
+// to appear or catch up, and reports true once it has waited long enough:
+// OrphanAfter since its first send (queue.Received.Origin). Only age
+// decides: a message received often early (by consumers with no free
+// slot, or ones that died) is still young, and when it nears SQS's
+// redrive threshold it is replaced by a fresh copy that keeps its origin
+// (putOff), so it is never given up before OrphanAfter.
+func (c *Consumer) waitOrGiveUp(ctx context.Context, m queue.Received, msg task.Message) bool {
+	origin := m.Origin()
+	age := c.store.Now().Sub(origin)
+	if origin.IsZero() || age >= c.opt.OrphanAfter {
 		return true
 	}
-	// The first wait is short: a record that is merely slow (a loaded
-	// table, a throttled write retried by the SDK) lands within a second or
-	// two, and a quarter of OrphanAfter (15 s) is a long time for a task
-	// that is ready, high-priority ones included. Later waits are longer,
-	// so an orphan still uses at most four receives before it is given up.
-	wait := max(c.opt.OrphanAfter/4, time.Second)
-	if m.ReceiveCount <= 1 {
-		wait = min(wait, firstRecordWait)
-	}
-	c.hide(ctx, m, min(c.opt.OrphanAfter-age, wait))
+	c.putOff(ctx, m, msg, min(c.opt.OrphanAfter-age, recordWait(age, c.opt.OrphanAfter)))
 	return false
 }
 
-// firstRecordWait is how long a message first received before its task's
-// record (or the record's catch-up write) is hidden before the next look.
+// recordWait is how long a message whose record is missing, or behind,
+// at age is put off before the next look: about its age again, at least
+// firstRecordWait and at most a quarter of orphanAfter. A record that is
+// merely slow (a loaded table, a throttled write the SDK retries) lands
+// within a second or two, so the first looks come soon; an orphan is
+// looked at about eight times before it is given up.
+func recordWait(age, orphanAfter time.Duration) time.Duration {
+	return max(min(age, orphanAfter/4), firstRecordWait)
+}
+
+// firstRecordWait is the shortest wait of a message whose task's record
+// (or the record's catch-up write) is not there yet.
 const firstRecordWait = 2 * time.Second
 
 // lastReceive reports whether m has been received as often as SQS allows
@@ -335,15 +340,16 @@ func (c *Consumer) lastReceive(m queue.Received) bool {
 
 // putOff hides a message it cannot act on yet for d. A message that is one
 // receive short of the redrive threshold is replaced by a fresh copy
-// instead, so pauses, throttles and busy tasks never push a task to the DLQ.
+// (queue.Replace, which keeps its origin) instead, so pauses, throttles,
+// busy tasks and slow records never push a task's message to the DLQ.
 func (c *Consumer) putOff(ctx context.Context, m queue.Received, msg task.Message, d time.Duration) {
 	if !c.lastReceive(m) {
 		c.hide(ctx, m, d)
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	body, _ := json.Marshal(msg)
-	if _, err := c.queues.Send(ctx, m.Priority, string(body), min(d, queue.MaxDelay)); err != nil {
+	body, _ := json.Marshal(msg) // a direct send's copy names its adopted task
+	if err := c.queues.Replace(ctx, m, string(body), min(d, queue.MaxDelay)); err != nil {
 		c.log.Warn("refresh of a put-off message failed; hiding it instead", "task_id", msg.ID, "error", err)
 		c.hide(ctx, m, d)
 		return

@@ -52,6 +52,7 @@ type Queues interface {
 	DeleteBatch(ctx context.Context, p triagetype.Priority, receipts []string) error
 	ChangeVisibility(ctx context.Context, p triagetype.Priority, receipt string, d time.Duration) error
 	Send(ctx context.Context, p triagetype.Priority, body string, delay time.Duration) (string, error)
+	Replace(ctx context.Context, m queue.Received, body string, delay time.Duration) error
 	SendDLQ(ctx context.Context, p triagetype.Priority, body, reason string) error
 }
 

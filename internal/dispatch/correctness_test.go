@@ -14,7 +14,9 @@ import (
 	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
+	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
@@ -54,7 +56,7 @@ func TestMessageAheadOfItsTaskGoesToDLQ(t *testing.T) {
 	stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 20*time.Second)
 	sendRaw(t, env, triagetype.High, fmt.Sprintf(`{"id":%q,"v":999}`, tk.ID))
 	msgs := dlqMessages(t, a, triagetype.High, 1)
-	if len(msgs) != 1 || !strings.Contains(msgs[0].Reason, "ahead of task") || !strings.Contains(msgs[0].Body, `"v":999`) {
+	if len(msgs) != 1 || !strings.HasPrefix(msgs[0].Reason, queue.ReasonAhead) || !strings.Contains(msgs[0].Body, `"v":999`) {
 		t.Fatalf("DLQ holds %+v; want the v=999 message with a reason", msgs)
 	}
 	if got := c.Counts(); got.Ahead != 1 {
@@ -64,17 +66,19 @@ func TestMessageAheadOfItsTaskGoesToDLQ(t *testing.T) {
 
 // A message naming a task that never existed (its submit crashed between
 // the send and the record write, or it was forged) waits OrphanAfter for
-// the record, then goes to the DLQ with a reason, and is counted.
+// the record, then goes to the DLQ with a reason, and is counted. Early
+// receives (consumers with no free slot) do not shorten the wait.
 func TestMessageWithoutTaskGoesToDLQAfterGrace(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	opt := stacktest.FastDispatch()
 	opt.OrphanAfter = 3 * time.Second
-	c := consumerapp.New(a, demoRegistry(), opt, dispatch.Deps{})
-	stacktest.Run(t, c)
 	ghost := task.NewID(time.Now())
 	sent := time.Now()
 	sendRaw(t, env, triagetype.Medium, fmt.Sprintf(`{"id":%q,"v":1,"p":"medium"}`, ghost))
+	receiveIdly(t, env, triagetype.Medium, env.Spec.Queues[0].MaxReceiveCount-2)
+	c := consumerapp.New(a, demoRegistry(), opt, dispatch.Deps{})
+	stacktest.Run(t, c)
 	msgs := dlqMessages(t, a, triagetype.Medium, 1)
 	took := time.Since(sent)
 	if len(msgs) != 1 || !strings.Contains(msgs[0].Reason, "no task "+ghost) {
@@ -181,5 +185,75 @@ func sendRaw(t *testing.T, env *stacktest.Env, p triagetype.Priority, body strin
 	t.Helper()
 	if _, err := env.SQS.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(env.QueueURLs[p]), MessageBody: aws.String(body)}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// receiveIdly receives p's messages n times and hands each back at once,
+// as consumers with no free slot (or ones killed before they acted) do:
+// each receive counts toward SQS's redrive threshold.
+func receiveIdly(t *testing.T, env *stacktest.Env, p triagetype.Priority, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for got := 0; got < n; {
+		out, err := env.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(env.QueueURLs[p]), MaxNumberOfMessages: 1, WaitTimeSeconds: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.Messages {
+			if _, err := env.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(env.QueueURLs[p]), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got += len(out.Messages)
+	}
+}
+
+// The stranded task of issue #31: a task's message is sent, received a
+// few times before anything acts on it, and its record lands seconds
+// later (a slow batch write). The first consumer to look sees a message
+// one receive short of SQS's redrive threshold with no record. An orphan
+// is judged by its age since the first send, so the consumer puts the
+// message off (replacing it by a copy that keeps its origin) instead of
+// giving it up, and the task runs once its record is there.
+func TestSlowRecordAfterEarlyReceivesRuns(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	ctx := context.Background()
+	req := task.Request{Type: "echo", Priority: "medium"}
+	tk := req.NewTask(time.Now().UTC(), 15*time.Minute)
+	sendRaw(t, env, triagetype.Medium, enqueue.Body(tk, tk.DispatchVersion))
+	maxRecv := env.Spec.Queues[0].MaxReceiveCount
+	receiveIdly(t, env, triagetype.Medium, maxRecv-2) // the consumer's receive is the last before the redrive
+	opt := stacktest.FastDispatch()
+	opt.OrphanAfter = 30 * time.Second
+	c := consumerapp.New(a, demoRegistry(), opt, dispatch.Deps{})
+	stacktest.Run(t, c)
+	// The record lands only after the consumer has seen the message (the
+	// old rule gave it up on that receive, 3 s after the send).
+	// The message stops being visible when the consumer receives it.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		d, err := a.Queues.Depth(ctx, triagetype.Medium)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Visible == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the consumer never received the message: %+v", d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	if _, _, err := a.Store.Create(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 30*time.Second)
+	if got := c.Counts(); got.NoTask != 0 || got.Poison != 0 {
+		t.Fatalf("counts %+v: the message was given up as an orphan", got)
+	}
+	if d, err := a.Queues.Depth(ctx, triagetype.Medium); err != nil || d.DLQ != 0 {
+		t.Fatalf("medium DLQ %+v %v; want empty", d, err)
 	}
 }

@@ -330,6 +330,9 @@ type Recovery string
 const (
 	RecoveredLease   Recovery = "lease_expired" // reclaimed after its worker stopped renewing the lease
 	RecoveredMessage Recovery = "message_lost"  // its message was gone; a new one was sent
+	// RecoveredOrphan: a consumer had dead-lettered its message before its
+	// record landed; the promoter sent the message again.
+	RecoveredOrphan Recovery = "orphan_rescued"
 )
 
 // Submitted records a new task accepted.

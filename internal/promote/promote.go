@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,6 +74,7 @@ type DLQs interface {
 	ReceiveDLQ(ctx context.Context, p triagetype.Priority, n int, wait, visibility time.Duration) ([]queue.Received, error)
 	DeleteDLQ(ctx context.Context, p triagetype.Priority, receipt string) error
 	SendDLQ(ctx context.Context, p triagetype.Priority, body, reason string) error
+	Send(ctx context.Context, p triagetype.Priority, body string, delay time.Duration) (string, error)
 	ChangeVisibilityBatchDLQ(ctx context.Context, p triagetype.Priority, receipts []string, d time.Duration) error
 }
 
@@ -90,7 +92,14 @@ type Options struct {
 	Limit int
 	// DLQLimit bounds the DLQ messages read per priority per run (100).
 	DLQLimit int
-	Logger   *slog.Logger
+	// RescueWithin is how long after a consumer dead-lettered a message
+	// because its task's record was missing or behind (queue.ReasonNoTask,
+	// queue.ReasonAhead) the reconciliation still looks the task up, and
+	// re-sends the message if the task now waits for it (15 min). A
+	// record lands within its submit's request or never, so this is far
+	// longer than needed; it bounds the reads such messages cost.
+	RescueWithin time.Duration
+	Logger       *slog.Logger
 	// Tracing records each promotion as a span in its task's trace
 	// (tracing.Global()).
 	Tracing *tracing.Provider
@@ -157,6 +166,9 @@ func (o *Options) defaults() {
 	if o.DLQLimit <= 0 {
 		o.DLQLimit = 100
 	}
+	if o.RescueWithin <= 0 {
+		o.RescueWithin = 15 * time.Minute
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -190,6 +202,9 @@ type Report struct {
 	Promoted   map[triagetype.Priority]int `json:"promoted"` // by the priority promoted to
 	Released   int                         `json:"released"`
 	Reconciled int                         `json:"reconciled"`
+	// Rescued counts tasks whose message a consumer had given up as an
+	// orphan before their record landed, sent again.
+	Rescued int `json:"rescued"`
 	// Tracked counts delayed tasks the sweep found not yet due and gave a
 	// by-due entry of their own.
 	Tracked int `json:"tracked"`
@@ -220,8 +235,9 @@ func (p *Promoter) RunOnce(ctx context.Context) (Report, error) {
 	n, err := p.release(ctx)
 	r.Released += n
 	note(err)
-	n, err = p.reconcile(ctx)
+	n, rescued, err := p.reconcile(ctx)
 	r.Reconciled += n
+	r.Rescued += rescued
 	note(err)
 	if p.opt.Schedules != nil {
 		tr, err := p.opt.Schedules.Tick(ctx)
@@ -239,9 +255,9 @@ func (p *Promoter) RunOnce(ctx context.Context) (Report, error) {
 		r.Released += n
 		note(err)
 	}
-	if r.Promoted[triagetype.High]+r.Promoted[triagetype.Medium]+r.Released+r.Reconciled+r.Tracked+r.Errors > 0 {
+	if r.Promoted[triagetype.High]+r.Promoted[triagetype.Medium]+r.Released+r.Reconciled+r.Rescued+r.Tracked+r.Errors > 0 {
 		p.log.Info("promoter run", "promoted_to_high", r.Promoted[triagetype.High], "promoted_to_medium", r.Promoted[triagetype.Medium],
-			"released", r.Released, "reconciled", r.Reconciled, "tracked", r.Tracked, "errors", r.Errors)
+			"released", r.Released, "reconciled", r.Reconciled, "rescued", r.Rescued, "tracked", r.Tracked, "errors", r.Errors)
 	}
 	return r, errors.Join(errs...)
 }
@@ -480,8 +496,8 @@ const ReasonMaxReceives = "max receives exceeded"
 // puts a handed-back message at the end of the line, a run reads each
 // message once; SQS's receives sample its servers, so a run may meet some
 // messages twice and miss others, which a later run meets.
-func (p *Promoter) reconcile(ctx context.Context) (int, error) {
-	n := 0
+func (p *Promoter) reconcile(ctx context.Context) (int, int, error) {
+	n, rescued := 0, 0
 	var firstErr error
 	fail := func(err error) {
 		if err != nil && firstErr == nil {
@@ -508,9 +524,18 @@ func (p *Promoter) reconcile(ctx context.Context) (int, error) {
 					seen[m.MessageID] = true
 					fresh++
 				}
-				if m.Reason != "" {
+				switch {
+				case p.rescuable(m):
+					ok, err := p.rescue(ctx, prio, m)
+					fail(err)
+					if ok {
+						rescued++
+					} else {
+						back = append(back, m.ReceiptHandle)
+					}
+				case m.Reason != "":
 					back = append(back, m.ReceiptHandle)
-				} else {
+				default:
 					redriven = append(redriven, m)
 				}
 			}
@@ -533,7 +558,47 @@ func (p *Promoter) reconcile(ctx context.Context) (int, error) {
 			}
 		}
 	}
-	return n, firstErr
+	return n, rescued, firstErr
+}
+
+// rescuable reports whether m is a message a consumer dead-lettered
+// because its task's record was missing or behind, recently enough
+// (RescueWithin) that the record may have landed since.
+func (p *Promoter) rescuable(m queue.Received) bool {
+	if !strings.HasPrefix(m.Reason, queue.ReasonNoTask) && !strings.HasPrefix(m.Reason, queue.ReasonAhead) {
+		return false
+	}
+	return !m.SentAt.IsZero() && p.store.Now().Sub(m.SentAt) < p.opt.RescueWithin
+}
+
+// rescue sends m back to its queue and removes it from the DLQ when its
+// task now waits for exactly this message (claimable, at the message's
+// version): the task was accepted, and without its message it would stay
+// queued forever. It reports false, leaving m alone, otherwise: the
+// record is still missing (a genuine orphan stays dead-lettered with its
+// reason) or the task has moved on. A duplicate of a live message is
+// harmless: a claim is conditional on the version, so one copy runs it.
+func (p *Promoter) rescue(ctx context.Context, prio triagetype.Priority, m queue.Received) (bool, error) {
+	var msg task.Message
+	if err := json.Unmarshal([]byte(m.Body), &msg); err != nil || msg.ID == "" {
+		return false, nil
+	}
+	t, err := p.store.Get(ctx, msg.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up task %s of a dead-lettered orphan: %w", msg.ID, err)
+	}
+	if !t.Status.Claimable() || t.DispatchVersion != msg.Version {
+		return false, nil
+	}
+	if _, err := p.dlqs.Send(ctx, prio, m.Body, 0); err != nil {
+		return false, fmt.Errorf("re-send task %s: %w", t.ID, err)
+	}
+	p.opt.Metrics.Recovered(metrics.RecoveredOrphan)
+	p.log.Warn("task re-sent: a consumer had dead-lettered its message before its record landed", "task_id", t.ID, "priority", prio, "reason", m.Reason)
+	return true, p.dlqs.DeleteDLQ(ctx, prio, m.ReceiptHandle)
 }
 
 func (p *Promoter) reconcileOne(ctx context.Context, prio triagetype.Priority, m queue.Received) (bool, error) {

@@ -18,8 +18,10 @@ import (
 	"github.com/triagehq/triage/internal/app/promoterapp"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
+	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/promote"
+	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
@@ -467,5 +469,60 @@ func TestTerminalTasksExpireByTTL(t *testing.T) {
 	want := time.Now().Add(48 * time.Hour).Unix()
 	if cancelled.ExpiresAt < want-60 || cancelled.ExpiresAt > want+60 {
 		t.Fatalf("expires_at %d, want about %d (now + 48 h)", cancelled.ExpiresAt, want)
+	}
+}
+
+// A message a consumer dead-lettered as an orphan (its record was not
+// there yet) is sent back by the reconciliation once the record has
+// landed and waits for it, and the task runs; a genuine orphan's message
+// (no record) and one whose task has moved on stay in the DLQ, and an
+// orphan verdict older than RescueWithin is not looked up again.
+func TestOrphanWhoseRecordLandedIsRescued(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	ctx := context.Background()
+	newTask := func() *task.Task {
+		r := task.Request{Type: "echo", Priority: "high"}
+		return r.NewTask(time.Now().UTC(), time.Minute)
+	}
+	landed, ghost, moved := newTask(), newTask(), newTask()
+	for _, tk := range []*task.Task{landed, ghost, moved} {
+		reason := fmt.Sprintf("%s %s: its submit sent this message but never recorded the task", queue.ReasonNoTask, tk.ID)
+		if err := a.Queues.SendDLQ(ctx, triagetype.High, enqueue.Body(tk, tk.DispatchVersion), reason); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The late records: landed waits for its message; moved was cancelled.
+	for _, tk := range []*task.Task{landed, moved} {
+		if _, _, err := a.Store.Create(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Store.Transition(ctx, moved, triagetype.Cancelled, func(*task.Task) {}); err != nil {
+		t.Fatal(err)
+	}
+	old := promoterapp.New(a, promote.Options{RescueWithin: time.Nanosecond})
+	if rep, err := old.RunOnce(ctx); err != nil || rep.Rescued != 0 {
+		t.Fatalf("a reconciliation past RescueWithin: %+v %v; want nothing rescued", rep, err)
+	}
+	time.Sleep(1100 * time.Millisecond) // the messages it handed back are visible again
+	rep, err := promoterapp.New(a, promote.Options{}).RunOnce(ctx)
+	if err != nil || rep.Rescued != 1 {
+		t.Fatalf("reconcile: %+v %v; want one task rescued", rep, err)
+	}
+	runConsumer(t, consumerapp.New(a, stacktest.Registry("echo", handler.Func(func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
+		return r.Payload, nil
+	})), stacktest.FastDispatch(), dispatch.Deps{}))
+	stacktest.WaitStatus(t, a.Store, landed.ID, triagetype.Completed, 30*time.Second)
+	msgs, err := a.Queues.ReceiveDLQ(ctx, triagetype.High, 10, time.Second, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := map[string]bool{}
+	for _, m := range msgs {
+		left[m.Body] = true
+	}
+	if len(msgs) != 2 || !left[enqueue.Body(ghost, ghost.DispatchVersion)] || !left[enqueue.Body(moved, moved.DispatchVersion)] {
+		t.Fatalf("DLQ holds %d messages %v; want the ghost's and the cancelled task's", len(msgs), left)
 	}
 }

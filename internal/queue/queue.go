@@ -49,6 +49,23 @@ const MaxWait = 20 * time.Second
 // ReasonAttribute is the message attribute that says why a message is in a DLQ.
 const ReasonAttribute = "triage-reason"
 
+// Reasons a consumer gives when it moves a message to the DLQ because its
+// task's record was still missing, or behind, OrphanAfter after the first
+// send. Such a record can land later (a write slower than that), so the
+// promoter's reconciliation looks these messages up again for a while and
+// re-sends each whose task now waits for it. A reason starts with its
+// constant.
+const (
+	ReasonNoTask = "no task"
+	ReasonAhead  = "message version ahead of its task"
+)
+
+// FirstSentAttribute is the message attribute of a fresh copy that
+// replaced a message (see Replace): the first send's time, in Unix
+// milliseconds. SQS's SentTimestamp is the copy's own, so without it a
+// replaced message would look newly sent.
+const FirstSentAttribute = "triage-first-sent"
+
 // TraceparentAttribute is the message attribute carrying a W3C
 // traceparent: set on the messages of tasks that have one, and read from
 // direct sends, whose producer may set it.
@@ -119,6 +136,31 @@ func (q *Queues) Send(ctx context.Context, p triagetype.Priority, body string, d
 	return aws.ToString(out.MessageId), nil
 }
 
+// Replace sends a fresh copy of m, with body, to m's queue after delay,
+// carrying m's origin (FirstSentAttribute) and trace parent, so the copy
+// starts a new count of receives but not a new age. The caller deletes m
+// once the copy is sent.
+func (q *Queues) Replace(ctx context.Context, m Received, body string, delay time.Duration) error {
+	var attrs map[string]types.MessageAttributeValue
+	if m.Traceparent != "" || !m.Origin().IsZero() {
+		attrs = map[string]types.MessageAttributeValue{}
+	}
+	if o := m.Origin(); !o.IsZero() {
+		attrs[FirstSentAttribute] = types.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(strconv.FormatInt(o.UnixMilli(), 10))}
+	}
+	if m.Traceparent != "" {
+		attrs[TraceparentAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.Traceparent)}
+	}
+	_, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: aws.String(q.urls[m.Priority]), MessageBody: aws.String(body), DelaySeconds: delaySeconds(delay),
+		MessageAttributes: attrs,
+	})
+	if err != nil {
+		return fmt.Errorf("send a copy to %s queue: %w", m.Priority, err)
+	}
+	return nil
+}
+
 // BatchError lists the entries a batch request could not handle.
 type BatchError struct {
 	Failed map[string]string // entry id -> reason
@@ -184,10 +226,22 @@ type Received struct {
 	Body          string
 	ReceiveCount  int
 	SentAt        time.Time
-	Reason        string // set on DLQ messages triage moved there
+	// FirstSentAt is when the first of the copies that replaced one
+	// another was sent (FirstSentAttribute); zero for an original.
+	FirstSentAt time.Time
+	Reason      string // set on DLQ messages triage moved there
 	// Traceparent is the message's W3C traceparent attribute: a direct
 	// send's producer may set it to put the task in its trace.
 	Traceparent string
+}
+
+// Origin is when the message was first sent: FirstSentAt for a copy made
+// by Replace, SentAt otherwise (zero when SQS did not say).
+func (r Received) Origin() time.Time {
+	if !r.FirstSentAt.IsZero() {
+		return r.FirstSentAt
+	}
+	return r.SentAt
 }
 
 // Receive takes up to n messages (at most ten) from priority p's queue,
@@ -208,7 +262,7 @@ func (q *Queues) receive(ctx context.Context, p triagetype.Priority, url string,
 		MaxNumberOfMessages:         int32(min(max(n, 1), MaxBatch)),
 		WaitTimeSeconds:             int32(min(max(wait, 0), MaxWait) / time.Second),
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount, types.MessageSystemAttributeNameSentTimestamp},
-		MessageAttributeNames:       []string{ReasonAttribute, TraceparentAttribute},
+		MessageAttributeNames:       []string{ReasonAttribute, TraceparentAttribute, FirstSentAttribute},
 	}
 	if visibility > 0 {
 		in.VisibilityTimeout = wholeSeconds(min(visibility, MaxVisibility))
@@ -231,6 +285,11 @@ func (q *Queues) receive(ctx context.Context, p triagetype.Priority, url string,
 		}
 		if a, ok := m.MessageAttributes[TraceparentAttribute]; ok {
 			r.Traceparent = aws.ToString(a.StringValue)
+		}
+		if a, ok := m.MessageAttributes[FirstSentAttribute]; ok {
+			if ms, err := strconv.ParseInt(aws.ToString(a.StringValue), 10, 64); err == nil {
+				r.FirstSentAt = time.UnixMilli(ms)
+			}
 		}
 		msgs = append(msgs, r)
 	}
