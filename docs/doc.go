@@ -1,6 +1,6 @@
 // Package docs holds no code: it is the folder of triage's manual, and its
 // tests hold the pages to the repository. Every relative link and #anchor
-// in README.md and docs/*.md resolves to a file, a folder or a heading
-// (TestLinksResolve), and layout.md lists every package of both modules
+// in README.md, docs/*.md and the READMEs of infra/ and localstack/
+// resolves to a file, a folder or a heading (TestLinksResolve), and layout.md lists every package of both modules
 // once, with nothing listed that no longer exists (TestLayoutListsEveryPackage).
 package docs

@@ -23,8 +23,9 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// pages are the markdown files whose links are checked: README.md and
-// every page in docs/.
+// pages are the markdown files whose links are checked: README.md, every
+// page in docs/, and the READMEs of infra/ and localstack/, which link
+// into them.
 func pages(t *testing.T, root string) []string {
 	t.Helper()
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
@@ -34,7 +35,14 @@ func pages(t *testing.T, root string) []string {
 	if len(docs) == 0 {
 		t.Fatal("no pages in docs/")
 	}
-	return append([]string{filepath.Join(root, "README.md")}, docs...)
+	out := []string{filepath.Join(root, "README.md")}
+	out = append(out, docs...)
+	for _, p := range []string{"infra/README.md", "localstack/README.md"} {
+		if _, err := os.Stat(filepath.Join(root, p)); err == nil {
+			out = append(out, filepath.Join(root, p))
+		}
+	}
+	return out
 }
 
 var (
