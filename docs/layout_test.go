@@ -31,15 +31,15 @@ func layoutPackages(t *testing.T, root string) []string {
 	return out
 }
 
+// goCommand is the go command: go test puts its toolchain's bin first on
+// the tests' PATH.
+func goCommand() string { return "go" }
+
 // rootPackages is `go list ./...` of the root module, as folders relative
 // to the root ("." for the root package).
 func rootPackages(t *testing.T, root string) []string {
 	t.Helper()
-	gobin := filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-	if _, err := os.Stat(gobin); os.Getenv("GOROOT") == "" || err != nil {
-		gobin = "go"
-	}
-	cmd := exec.Command(gobin, "list", "-f", "{{.Dir}}", "./...")
+	cmd := exec.Command(goCommand(), "list", "-f", "{{.Dir}}", "./...")
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
