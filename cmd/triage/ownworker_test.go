@@ -20,6 +20,9 @@ import (
 // test runs.
 const ownWorkerPage = "docs/client-and-workers.md"
 
+// schedulesPage is the page whose schedule transcript the test runs too.
+const schedulesPage = "docs/schedules.md"
+
 // ownWorkerSection is ownWorkerPage's "Your own worker locally" section: the
 // worker's source (its Go block) and the transcript (the fenced block after
 // "In a second terminal").
@@ -167,6 +170,23 @@ func TestOwnWorkerBesideDev(t *testing.T) {
 	if log, err := os.ReadFile(filepath.Join(work, "worker.log")); err == nil && t.Failed() {
 		t.Logf("worker.log:\n%s", log)
 	}
+
+	// The periodic tasks page's transcript needs a server that accepts its
+	// type, as this one does: run it here rather than start another.
+	t.Run("schedules page", func(t *testing.T) {
+		steps := readmeTranscript(t, root, schedulesPage, "A schedule enqueues one task each time")
+		if len(steps) < 3 {
+			t.Fatalf("%s: the transcript has %d commands", schedulesPage, len(steps))
+		}
+		for _, st := range steps {
+			sh := exec.Command("bash", "-c", "{ "+st.cmd+"\n} 2>&1")
+			sh.Dir, sh.Env = work, env
+			got, _ := sh.Output()
+			if want, have := normalize(st.want), normalize(strings.Split(string(got), "\n")); !slices.Equal(want, have) {
+				t.Errorf("%s: $ %s\nprinted:\n%s\nthe page shows (normalized, sorted):\n  %s\ngot:\n  %s", schedulesPage, st.cmd, got, strings.Join(want, "\n  "), strings.Join(have, "\n  "))
+			}
+		}
+	})
 
 	// Every task, from the API: completed by the user's handler, on the
 	// first attempt.
