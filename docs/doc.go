@@ -3,7 +3,9 @@
 // in README.md, docs/*.md and the READMEs of infra/ and localstack/
 // resolves to a file, a folder or a heading (TestLinksResolve), the
 // README's Go blocks compile together against this module
-// (TestReadmeGoCompiles), and layout.md lists every package of both modules
+// (TestReadmeGoCompiles), the README stays a start (at most 300 lines,
+// the first curl within 60, a link to every page: TestReadmeIsAStart), and
+// layout.md lists every package of both modules
 // once, with nothing listed that no longer exists (TestLayoutListsEveryPackage).
 // The transcripts the pages show run against a real `triage dev` in
 // cmd/triage: TestReadmeTranscript (docs/cli.md's and the README's) and

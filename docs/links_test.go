@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -191,6 +192,31 @@ func TestSlug(t *testing.T) {
 	} {
 		if got := slug(heading); got != want {
 			t.Errorf("slug(%q) = %q, want %q", heading, got, want)
+		}
+	}
+}
+
+// The README stays a five-minute read: at most 300 lines, the first task
+// submitted (a curl) within its first 60, and a link to every page in
+// docs/, so the rest of the manual is one click away.
+func TestReadmeIsAStart(t *testing.T) {
+	root := repoRoot(t)
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 300 {
+		t.Errorf("README.md has %d lines, more than 300: move the detail into a page of docs/", len(lines))
+	}
+	first := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "curl ") })
+	if first < 0 || first+1 > 60 {
+		t.Errorf("README.md's first curl is at line %d, not within the first 60", first+1)
+	}
+	docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	for _, d := range docs {
+		if link := "(docs/" + filepath.Base(d) + ")"; !strings.Contains(string(b), link) {
+			t.Errorf("README.md does not link docs/%s in its pages", filepath.Base(d))
 		}
 	}
 }
