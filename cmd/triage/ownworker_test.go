@@ -16,18 +16,25 @@ import (
 	"github.com/triagehq/triage/internal/emulators"
 )
 
-// ownWorkerSection is the README's "Your own worker locally" section: the
+// ownWorkerPage is the page whose "Your own worker locally" section the
+// test runs.
+const ownWorkerPage = "docs/client-and-workers.md"
+
+// schedulesPage is the page whose schedule transcript the test runs too.
+const schedulesPage = "docs/schedules.md"
+
+// ownWorkerSection is ownWorkerPage's "Your own worker locally" section: the
 // worker's source (its Go block) and the transcript (the fenced block after
 // "In a second terminal").
 func ownWorkerSection(t *testing.T, root string) (src string, steps []transcript) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(ownWorkerPage)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, sec, ok := strings.Cut(string(b), "### Your own worker locally\n")
+	_, sec, ok := strings.Cut(string(b), "## Your own worker locally\n")
 	if !ok {
-		t.Fatal(`README has no "Your own worker locally" section`)
+		t.Fatalf(`%s has no "Your own worker locally" section`, ownWorkerPage)
 	}
 	sec, _, _ = strings.Cut(sec, "\n## ")
 	_, rest, _ := strings.Cut(sec, "```go\n")
@@ -44,13 +51,13 @@ func ownWorkerSection(t *testing.T, root string) (src string, steps []transcript
 		}
 	}
 	if src == "" || len(steps) < 5 {
-		t.Fatalf("README section: worker source %d bytes, %d transcript steps", len(src), len(steps))
+		t.Fatalf("%s: worker source %d bytes, %d transcript steps", ownWorkerPage, len(src), len(steps))
 	}
 	return src, steps
 }
 
 // writeWorkerModule lays out the module example.com/greeter in dir, with
-// the README's worker in myworker/, and a go.mod requiring triage through a replace with
+// the page's worker in myworker/, and a go.mod requiring triage through a replace with
 // root, with the repository's own requirements and go.sum (what `go mod
 // tidy` would settle), as worker/usermodule_test.go does.
 func writeWorkerModule(t *testing.T, root, dir, src string) {
@@ -95,7 +102,7 @@ func writeWorkerModule(t *testing.T, root, dir, src string) {
 
 // The done-when test of issue 24 item 1: a user's own worker, in a module
 // outside the repository, beside `triage dev --no-demo-handlers` on the
-// emulators. The README's transcript runs literally, in one bash (the
+// emulators. The page's transcript runs literally, in one bash (the
 // exports of `eval "$(triage env)"` carry from step to step), in the
 // directory holding the module: it submits 20 tasks of the worker's own
 // type BEFORE the worker starts, then starts it, and waits. Every task must
@@ -157,12 +164,29 @@ func TestOwnWorkerBesideDev(t *testing.T) {
 			got = strings.Split(body, "\n")
 		}
 		if want, have := normalize(st.want), normalize(got); !slices.Equal(want, have) {
-			t.Errorf("$ %s\nprinted:\n%s\nthe README shows (normalized, sorted):\n  %s\ngot:\n  %s", st.cmd, strings.Join(got, "\n"), strings.Join(want, "\n  "), strings.Join(have, "\n  "))
+			t.Errorf("$ %s\nprinted:\n%s\nthe page shows (normalized, sorted):\n  %s\ngot:\n  %s", st.cmd, strings.Join(got, "\n"), strings.Join(want, "\n  "), strings.Join(have, "\n  "))
 		}
 	}
 	if log, err := os.ReadFile(filepath.Join(work, "worker.log")); err == nil && t.Failed() {
 		t.Logf("worker.log:\n%s", log)
 	}
+
+	// The periodic tasks page's transcript needs a server that accepts its
+	// type, as this one does: run it here rather than start another.
+	t.Run("schedules page", func(t *testing.T) {
+		steps := readmeTranscript(t, root, schedulesPage, "A schedule enqueues one task each time")
+		if len(steps) < 3 {
+			t.Fatalf("%s: the transcript has %d commands", schedulesPage, len(steps))
+		}
+		for _, st := range steps {
+			sh := exec.Command("bash", "-c", "{ "+st.cmd+"\n} 2>&1")
+			sh.Dir, sh.Env = work, env
+			got, _ := sh.Output()
+			if want, have := normalize(st.want), normalize(strings.Split(string(got), "\n")); !slices.Equal(want, have) {
+				t.Errorf("%s: $ %s\nprinted:\n%s\nthe page shows (normalized, sorted):\n  %s\ngot:\n  %s", schedulesPage, st.cmd, got, strings.Join(want, "\n  "), strings.Join(have, "\n  "))
+			}
+		}
+	})
 
 	// Every task, from the API: completed by the user's handler, on the
 	// first attempt.

@@ -14,23 +14,31 @@ import (
 	"github.com/triagehq/triage/internal/emulators"
 )
 
-// transcript is one "$ command" of the README and the output it shows.
+// transcript is one "$ command" of a page and the output it shows.
 type transcript struct {
 	cmd  string
 	want []string
 }
 
-// readmeTranscript reads the CLI transcript from README.md: the first
-// fenced block after the line that introduces it.
-func readmeTranscript(t *testing.T, root string) []transcript {
+// The transcripts the docs show, each the first fenced block after the text
+// that introduces it, run in this order against one `triage dev`: the 1,000
+// tasks of the CLI's page, then the README's few commands.
+var cliTranscripts = []struct{ page, intro string }{
+	{"docs/cli.md", "A real run against `make run`"},
+	{"README.md", "\n## The CLI\n"},
+}
+
+// readmeTranscript reads a CLI transcript from page (a path from the
+// repository's root): the first fenced block after intro.
+func readmeTranscript(t *testing.T, root, page, intro string) []transcript {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(page)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(b), "A real run against `make run`")
+	_, rest, ok := strings.Cut(string(b), intro)
 	if !ok {
-		t.Fatal("README has no CLI transcript")
+		t.Fatalf("%s has no CLI transcript after %q", page, intro)
 	}
 	_, rest, _ = strings.Cut(rest, "```\n")
 	block, _, _ := strings.Cut(rest, "```")
@@ -86,9 +94,9 @@ func normalize(lines []string) []string {
 	return out
 }
 
-// The README's CLI transcript, run literally (in bash) against a fresh
-// `triage dev`, prints what the README shows, but for ids, times and
-// receive counts.
+// The CLI transcripts of the docs (docs/cli.md's, then the README's), run
+// literally (in bash) against a fresh `triage dev`, print what the pages
+// show, but for ids, times and receive counts.
 func TestReadmeTranscript(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts triage dev")
@@ -97,9 +105,17 @@ func TestReadmeTranscript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps := readmeTranscript(t, root)
-	if len(steps) < 5 {
-		t.Fatalf("README transcript has %d commands", len(steps))
+	type pageSteps struct {
+		page  string
+		steps []transcript
+	}
+	var pages []pageSteps
+	for _, tr := range cliTranscripts {
+		steps := readmeTranscript(t, root, tr.page, tr.intro)
+		if len(steps) < 3 {
+			t.Fatalf("%s: the transcript has %d commands", tr.page, len(steps))
+		}
+		pages = append(pages, pageSteps{tr.page, steps})
 	}
 	cli := buildCLI(t, root)
 	env := append(cleanEnv(), "XDG_CACHE_HOME="+t.TempDir(), "PATH="+filepath.Dir(cli)+string(os.PathListSeparator)+os.Getenv("PATH"))
@@ -112,23 +128,25 @@ func TestReadmeTranscript(t *testing.T) {
 		}
 	})
 
-	work := t.TempDir()
-	for _, st := range steps {
-		if strings.HasPrefix(st.cmd, "make cli") {
-			continue // built above, on PATH
-		}
-		sh := exec.Command("bash", "-c", "{ "+st.cmd+"\n} 2>&1")
-		sh.Dir, sh.Env = work, env // the CLI finds the server through its settings file
-		got, _ := sh.Output()
-		if os.Getenv("TRIAGE_SHOW_TRANSCRIPT") != "" {
-			t.Logf("$ %s\n%s", st.cmd, got)
-		}
-		want, have := normalize(st.want), normalize(strings.Split(string(got), "\n"))
-		if !slices.Equal(want, have) {
-			t.Errorf("$ %s\nprinted:\n%s\nthe README shows (normalized, sorted):\n  %s\ngot:\n  %s", st.cmd, got, strings.Join(want, "\n  "), strings.Join(have, "\n  "))
-		}
-		if strings.HasPrefix(st.cmd, "triage wait") {
-			time.Sleep(2 * time.Second) // let the stream-kept counters catch up before `triage stats`
+	for _, p := range pages {
+		work := t.TempDir()
+		for _, st := range p.steps {
+			if strings.HasPrefix(st.cmd, "make cli") {
+				continue // built above, on PATH
+			}
+			sh := exec.Command("bash", "-c", "{ "+st.cmd+"\n} 2>&1")
+			sh.Dir, sh.Env = work, env // the CLI finds the server through its settings file
+			got, _ := sh.Output()
+			if os.Getenv("TRIAGE_SHOW_TRANSCRIPT") != "" {
+				t.Logf("%s: $ %s\n%s", p.page, st.cmd, got)
+			}
+			want, have := normalize(st.want), normalize(strings.Split(string(got), "\n"))
+			if !slices.Equal(want, have) {
+				t.Errorf("%s: $ %s\nprinted:\n%s\nthe page shows (normalized, sorted):\n  %s\ngot:\n  %s", p.page, st.cmd, got, strings.Join(want, "\n  "), strings.Join(have, "\n  "))
+			}
+			if strings.HasPrefix(st.cmd, "triage wait") {
+				time.Sleep(2 * time.Second) // let the stream-kept counters catch up before `triage stats`
+			}
 		}
 	}
 }

@@ -5,7 +5,7 @@
 // task as fields, an attempt timeline and JSON viewers; lists, replays and
 // purges dead letters; sets per-type pause, rate and concurrency limits;
 // and shows the worker registry. Every request it makes is O(page) or
-// O(1) in the number of tasks (see the README's Dashboard section).
+// O(1) in the number of tasks (see docs/operating.md, Dashboard).
 //
 // Why it is a static page and nothing more: the dashboard has no API, no
 // state and no credentials of its own. Everything it shows or does goes

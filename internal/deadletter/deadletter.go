@@ -16,8 +16,8 @@
 //   - Retry (the API's POST /tasks/{id}/retry) re-queues the task and then
 //     deletes its copy, which SQS can only do with a receive: a bounded scan
 //     of the DLQ (MaxScan messages per priority, the dead priority first).
-//     Without it the copy stayed while the retried task failed again and
-//     added a second: 11 messages for 10 dead tasks.
+//     A copy left behind would be joined by a second when the retried task
+//     failed again: 11 messages for 10 dead tasks.
 //   - Replay acts only on a task's own copy and deletes stale ones, so a
 //     copy the scan missed can never re-queue its task a second time.
 //   - Purge deletes the dead task's record with its copy, never one alone.

@@ -1,21 +1,26 @@
 // Package hold sets aside tasks that cannot start now and releases them in
 // submit order when they can.
 //
-// Without it, a task whose type is paused or at its limit was hidden on
-// its queue and received again and again until it could run: a paused
-// backlog of 1,000 tasks kept a core busy locally and cost a steady stream
-// of SQS receives and DynamoDB reads on AWS, and a resume let the tasks
-// start in whatever order their hide times ran out.
+// A task whose type or key is paused, at its concurrency or rate limit, or
+// waiting out a Retry-After is not left on its queue, where it would be
+// received again and again until it could run (a paused backlog of 1,000
+// tasks hidden on its queues keeps a core busy locally and SQS receives and
+// DynamoDB reads flowing on AWS, and a resume starts such tasks in whatever
+// order their hide times run out). The consumer sets it aside: one conditional
+// write moves it (still queued) to its scope's held set, a by-due index
+// partition per scope and shard sorted by creation (store/held.go), with no
+// live message (DispatchVersion NoMessage); then its message is deleted.
 //
-// Now the consumer sets such a task aside: one conditional write moves it
-// (still queued) to its scope's held set, a by-due index partition per
-// scope and shard sorted by creation (store/held.go), with no live message
-// (DispatchVersion NoMessage); then its message is deleted. A crash
-// between the two leaves a message whose version no longer matches, which
-// the next receive drops as stale: a held task is never lost and never runs
-// twice. While a scope holds tasks, its flag (control.MarkHeld) makes new
-// arrivals join the back of the set, so no later task overtakes an earlier
-// one.
+// Invariants:
+//   - A held task is never lost and never runs twice: a crash between the
+//     hold and the delete leaves a message whose version no longer matches,
+//     which the next receive drops as stale.
+//   - While a scope holds tasks, its flag (control.MarkHeld) makes new
+//     arrivals join the back of the set, so no later task overtakes an
+//     earlier one (a scope whose only limit is a rate excepted: there an
+//     arrival may take a window that has room).
+//   - A held task costs nothing while it waits: it has no message, so
+//     nothing receives it.
 //
 // Release re-dispatches a scope's first tasks in submit order through the
 // enqueuer's RedispatchBatch (send, then a conditional write). It is called
