@@ -11,9 +11,11 @@
 //     so a runner that lost the job stops at its next save.
 //   - A page is one index query and one batch read of at most Page tasks
 //     (store.CleanupPage): no step reads O(all tasks).
-//   - Every delete is conditional on the task's status and version as
-//     read, so a task retried or changed since is left alone; a page done
-//     twice (after a crash) deletes nothing twice.
+//   - A dead letter or a cancelled task is deleted conditionally on its
+//     status and version as read, so one retried or changed since is
+//     left alone; completed tasks, which never change again, go 25 to a
+//     BatchWriteItem. A page done twice (after a crash) finds the tasks
+//     it deleted gone.
 //   - The DLQ copies of the dead letters a page deleted are removed with
 //     it (deadletter.DLQ.RemoveCopies), as a single delete removes them.
 package cleanup
@@ -41,6 +43,7 @@ type Store interface {
 	SaveCleanup(ctx context.Context, j *store.CleanupJob) error
 	CleanupPage(ctx context.Context, olderThan time.Time, at store.CleanupCursor, limit int32) ([]*task.Task, int, store.CleanupCursor, bool, error)
 	Delete(ctx context.Context, cur *task.Task) error
+	DeleteCompleted(ctx context.Context, ts []*task.Task) (int, error)
 	Now() time.Time
 }
 
@@ -158,8 +161,19 @@ func (r *Runner) page(ctx context.Context, j *store.CleanupJob) (int, bool, erro
 	if err == nil {
 		var g errgroup.Group
 		g.SetLimit(r.opt.Parallel)
+		for i := 0; i < len(eligible); i += 25 {
+			chunk := eligible[i:min(i+25, len(eligible))]
+			g.Go(func() error {
+				n, err := r.store.DeleteCompleted(ctx, chunk)
+				deleted.Add(int64(n))
+				return err
+			})
+		}
 		gone := make([]bool, len(eligible))
 		for i, t := range eligible {
+			if t.Status == triagetype.Completed {
+				continue
+			}
 			g.Go(func() error {
 				err := r.store.Delete(ctx, t)
 				switch {

@@ -37,6 +37,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/triagehq/triage/internal/cleanup"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/flow"
 	"github.com/triagehq/triage/internal/metrics"
@@ -112,11 +113,29 @@ type Options struct {
 	// Flow, if set, is swept each run: waiting tasks whose parents
 	// finished while a crash kept their walk from releasing them.
 	Flow Sweeper
+	// Cleanup, if set, works on the running cleanup job (*cleanup.Runner):
+	// in RunOnce after the sweeps, for at most CleanupBudget and ending
+	// 10 s before ctx's deadline (a Lambda invocation's); under Run, in a
+	// loop of its own beside the sweeps, so it never delays an aging.
+	Cleanup CleanupRunner
+	// CleanupBudget bounds the time RunOnce gives a cleanup (45 s, so a
+	// cleanup fits a minute's tick with the sweeps).
+	CleanupBudget time.Duration
 	// Held, if set, releases set-aside tasks whose scope can run, each run:
 	// the safety net behind the releases a resume or a freed slot makes
 	// (hold.Sweeper).
 	Held HeldSweeper
 }
+
+// CleanupRunner works on the running cleanup job for up to budget
+// (*cleanup.Runner).
+type CleanupRunner interface {
+	Run(ctx context.Context, budget time.Duration) (cleanup.Report, error)
+}
+
+// cleanupMargin is the time RunOnce leaves before its context's deadline
+// when it works on a cleanup: a page and its save take well under it.
+const cleanupMargin = 10 * time.Second
 
 // Ticker enqueues the due ticks of the schedules (*schedule.Ticker).
 type Ticker interface {
@@ -166,6 +185,9 @@ func (o *Options) defaults() {
 	if o.DLQLimit <= 0 {
 		o.DLQLimit = 100
 	}
+	if o.CleanupBudget <= 0 {
+		o.CleanupBudget = 45 * time.Second
+	}
 	if o.RescueWithin <= 0 {
 		o.RescueWithin = 15 * time.Minute
 	}
@@ -183,6 +205,9 @@ func (o *Options) defaults() {
 // Promoter runs the sweeps.
 type Promoter struct {
 	swept  time.Time // the last flow sweep (RunOnce runs one at a time)
+	// cleanupApart: Run works on cleanups in a loop of its own, so its
+	// RunOnce calls leave them alone.
+	cleanupApart bool
 	store  Store
 	mover  Mover
 	dlqs   DLQs
@@ -213,6 +238,8 @@ type Report struct {
 	Errors           int `json:"errors"`
 	// Ticked counts the tasks schedules' ticks made.
 	Ticked int `json:"ticked"`
+	// Cleaned counts the tasks a cleanup job deleted in this run.
+	Cleaned int `json:"cleaned"`
 }
 
 // RunOnce does one sweep. It keeps going past individual failures, counts
@@ -255,15 +282,34 @@ func (p *Promoter) RunOnce(ctx context.Context) (Report, error) {
 		r.Released += n
 		note(err)
 	}
-	if r.Promoted[triagetype.High]+r.Promoted[triagetype.Medium]+r.Released+r.Reconciled+r.Rescued+r.Tracked+r.Errors > 0 {
+	if p.opt.Cleanup != nil && !p.cleanupApart {
+		budget := p.opt.CleanupBudget
+		if d, ok := ctx.Deadline(); ok {
+			budget = min(budget, time.Until(d)-cleanupMargin)
+		}
+		if budget > 0 {
+			cr, err := p.opt.Cleanup.Run(ctx, budget)
+			r.Cleaned = cr.Deleted
+			note(err)
+		}
+	}
+	if r.Promoted[triagetype.High]+r.Promoted[triagetype.Medium]+r.Released+r.Reconciled+r.Rescued+r.Tracked+r.Cleaned+r.Errors > 0 {
 		p.log.Info("promoter run", "promoted_to_high", r.Promoted[triagetype.High], "promoted_to_medium", r.Promoted[triagetype.Medium],
-			"released", r.Released, "reconciled", r.Reconciled, "rescued", r.Rescued, "tracked", r.Tracked, "errors", r.Errors)
+			"released", r.Released, "reconciled", r.Reconciled, "rescued", r.Rescued, "tracked", r.Tracked, "cleaned", r.Cleaned, "errors", r.Errors)
 	}
 	return r, errors.Join(errs...)
 }
 
-// Run sweeps every interval until ctx ends.
+// Run sweeps every interval until ctx ends, and works on cleanup jobs
+// beside the sweeps (looking for one every interval while none runs).
 func (p *Promoter) Run(ctx context.Context, interval time.Duration) error {
+	if p.opt.Cleanup != nil {
+		p.cleanupApart = true
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); p.cleanLoop(ctx, interval) }()
+		defer wg.Wait()
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -274,6 +320,24 @@ func (p *Promoter) Run(ctx context.Context, interval time.Duration) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		}
+	}
+}
+
+// cleanLoop works on cleanup jobs until ctx ends: without a pause while
+// one makes progress, and looking again every interval otherwise.
+func (p *Promoter) cleanLoop(ctx context.Context, interval time.Duration) {
+	for ctx.Err() == nil {
+		rep, err := p.opt.Cleanup.Run(ctx, p.opt.CleanupBudget)
+		if err != nil && ctx.Err() == nil {
+			p.log.Warn("cleanup run failed", "cleanup", rep.Job, "error", err)
+		}
+		if err == nil && rep.Pages > 0 && !rep.Done {
+			continue // more to do, and this runner holds the job
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(interval):
 		}
 	}
 }

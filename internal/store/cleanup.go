@@ -267,3 +267,42 @@ func (s *Store) CleanupPage(ctx context.Context, olderThan time.Time, at Cleanup
 	}
 	return eligible, len(ts), next, next.Phase >= cleanupPhases, nil
 }
+
+// DeleteCompleted deletes completed tasks with BatchWriteItem, 25 a
+// request, and returns how many it deleted. The deletes are not
+// conditional: a completed task never changes again (no retry, cancel or
+// run reaches it), so the status read is still true. Items DynamoDB
+// leaves unprocessed are sent again with a growing pause. Tasks in other
+// states are skipped: they need Delete's condition.
+func (s *Store) DeleteCompleted(ctx context.Context, ts []*task.Task) (int, error) {
+	var reqs []types.WriteRequest
+	for _, t := range ts {
+		if t.Status == triagetype.Completed {
+			reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: taskKey(t.ID)}})
+		}
+	}
+	n := 0
+	for start := 0; start < len(reqs); start += 25 {
+		chunk := reqs[start:min(start+25, len(reqs))]
+		items := map[string][]types.WriteRequest{s.table: chunk}
+		for attempt := 0; len(items[s.table]) > 0; attempt++ {
+			if attempt > 0 {
+				if attempt > 8 {
+					return n + len(chunk) - len(items[s.table]), fmt.Errorf("delete completed tasks: %d left unprocessed", len(items[s.table]))
+				}
+				select {
+				case <-ctx.Done():
+					return n + len(chunk) - len(items[s.table]), ctx.Err()
+				case <-time.After(time.Duration(attempt*attempt) * 25 * time.Millisecond):
+				}
+			}
+			out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: items})
+			if err != nil {
+				return n + len(chunk) - len(items[s.table]), fmt.Errorf("delete completed tasks: %w", err)
+			}
+			items = out.UnprocessedItems
+		}
+		n += len(chunk)
+	}
+	return n, nil
+}

@@ -5,19 +5,23 @@ package promoterapp
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
 	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/cleanup"
+	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/hold"
 	"github.com/triagehq/triage/internal/promote"
 	"github.com/triagehq/triage/internal/schedule"
 )
 
 // New returns the promoter with the configured thresholds, ticking the
-// the table's schedules unless opt names a ticker of its own.
+// table's schedules and working on cleanup jobs unless opt names its own.
 func New(a *app.App, opt promote.Options) *promote.Promoter {
 	if opt.LowAfter == 0 {
 		opt.LowAfter = a.Config.LowAfter
@@ -40,6 +44,14 @@ func New(a *app.App, opt promote.Options) *promote.Promoter {
 	}
 	if opt.Held == nil && a.Holds != nil {
 		opt.Held = hold.Sweeper{Holds: a.Holds, Scopes: a.Controls}
+	}
+	if opt.Cleanup == nil {
+		host, _ := os.Hostname()
+		opt.Cleanup = cleanup.NewRunner(a.Store, cleanup.Options{
+			Owner:  fmt.Sprintf("promoter-%s-%d", host, os.Getpid()),
+			Copies: deadletter.New(a.Queues, a.Store, a.Enqueuer, deadletter.WithLogger(opt.Logger)),
+			Logger: opt.Logger,
+		})
 	}
 	return promote.New(a.Store, a.Enqueuer, a.Queues, opt)
 }
