@@ -204,16 +204,16 @@ func (o *Options) defaults() {
 
 // Promoter runs the sweeps.
 type Promoter struct {
-	swept  time.Time // the last flow sweep (RunOnce runs one at a time)
+	swept time.Time // the last flow sweep (RunOnce runs one at a time)
 	// cleanupApart: Run works on cleanups in a loop of its own, so its
 	// RunOnce calls leave them alone.
 	cleanupApart bool
-	store  Store
-	mover  Mover
-	dlqs   DLQs
-	opt    Options
-	log    *slog.Logger
-	tracer trace.Tracer
+	store        Store
+	mover        Mover
+	dlqs         DLQs
+	opt          Options
+	log          *slog.Logger
+	tracer       trace.Tracer
 }
 
 // New returns a promoter.
