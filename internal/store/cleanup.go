@@ -29,10 +29,10 @@ const (
 	CleanupKeep = 7 * 24 * time.Hour
 )
 
-// The states of a cleanup job.
+// The states of a cleanup job (triagetype's).
 const (
-	CleanupRunning = "running"
-	CleanupDone    = "done"
+	CleanupRunning = triagetype.CleanupRunning
+	CleanupDone    = triagetype.CleanupDone
 )
 
 // ErrCleanupRunning means a cleanup job is already running: one runs at a
@@ -85,6 +85,12 @@ type CleanupJob struct {
 	// Version goes up with every save; each save is conditional on it.
 	Version   int64 `dynamodbav:"version"`
 	ExpiresAt int64 `dynamodbav:"expires_at,omitempty"`
+}
+
+// Public is the job as the API shows it.
+func (j *CleanupJob) Public() *triagetype.Cleanup {
+	return &triagetype.Cleanup{ID: j.ID, OlderThan: j.OlderThan, State: j.State, Deleted: j.Deleted, Read: j.Read,
+		Errors: j.Errors, LastError: j.LastError, CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, DoneAt: j.DoneAt}
 }
 
 func cleanupKey(id string) map[string]types.AttributeValue {
