@@ -665,6 +665,12 @@ func (p *Promoter) rescue(ctx context.Context, prio triagetype.Priority, m queue
 	return true, p.dlqs.DeleteDLQ(ctx, prio, m.ReceiptHandle)
 }
 
+// reconcileOne settles a message SQS redrove to prio's DLQ (it has no
+// reason of triage's): a stale copy is deleted; the current message of an
+// executing task with attempts left goes back to its queue (its worker was
+// lost; attempts bound a task that kills its workers); any other task
+// whose current message it is is dead-lettered with ReasonMaxReceives,
+// and the message is kept with that reason.
 func (p *Promoter) reconcileOne(ctx context.Context, prio triagetype.Priority, m queue.Received) (bool, error) {
 	var msg task.Message
 	if err := json.Unmarshal([]byte(m.Body), &msg); err != nil || msg.ID == "" {
@@ -683,6 +689,28 @@ func (p *Promoter) reconcileOne(ctx context.Context, prio triagetype.Priority, m
 		return false, p.dlqs.DeleteDLQ(ctx, prio, m.ReceiptHandle)
 	}
 	now := p.store.Now()
+	if t.Status == triagetype.Executing && t.Attempts < t.MaxAttempts {
+		// Its worker claimed it on the message's last receive and was lost
+		// (the receives before were consumers killed holding it, or ones
+		// with no free slot): its attempts, counted at each claim, bound
+		// it, not SQS's receives. It goes back to its queue once its lease
+		// has passed, as a reclaim would have taken it.
+		if t.LeaseUntil != nil && now.Before(*t.LeaseUntil) {
+			return false, nil // its worker may still be running it: look again next run
+		}
+		moved, err := p.mover.RedispatchBatch(ctx, triagetype.Queued, t.EffectivePriority, []enqueue.Move{{Task: t, Apply: func(n *task.Task) {
+			n.WorkerID, n.LeaseUntil = "", nil
+		}}})
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			return false, fmt.Errorf("re-send task %s whose message SQS redrove: %w", t.ID, err)
+		}
+		if len(moved) == 0 {
+			return false, nil // it changed meanwhile; the next run looks again
+		}
+		p.opt.Metrics.Recovered(metrics.RecoveredMessage)
+		p.log.Warn("task re-sent: SQS redrove its message after its worker was lost, with attempts left", "task_id", t.ID, "attempts", t.Attempts, "max_attempts", t.MaxAttempts)
+		return true, p.dlqs.DeleteDLQ(ctx, prio, m.ReceiptHandle)
+	}
 	dead, err := p.store.Transition(ctx, t, triagetype.DeadLetter, func(n *task.Task) {
 		n.Error = &triagetype.TaskError{Message: ReasonMaxReceives, Retriable: false}
 		n.CompletedAt = &now

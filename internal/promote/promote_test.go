@@ -526,3 +526,69 @@ func TestOrphanWhoseRecordLandedIsRescued(t *testing.T) {
 		t.Fatalf("DLQ holds %d messages %v; want the ghost's and the cancelled task's", len(msgs), left)
 	}
 }
+
+// A task claimed on its message's last receive whose worker is then lost
+// (the receives before were consumers killed holding it, or with no free
+// slot) has its message redriven to the DLQ by SQS when it reappears. It
+// has attempts left, so the reconciliation sends it back to its queue
+// instead of dead-lettering it, and it runs.
+func TestRedrivenMessageOfALostClaimIsResent(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	ctx := context.Background()
+	tk := submitReq(t, a, task.Request{Type: "echo", Priority: "high", MaxAttempts: intp(3)}, time.Minute)
+	maxRecv := env.Spec.Queues[0].MaxReceiveCount
+	receiveAndRelease := func(n int) {
+		for got := 0; got < n; {
+			msgs, err := a.Queues.Receive(ctx, triagetype.High, 1, time.Second, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range msgs {
+				if err := a.Queues.ChangeVisibility(ctx, triagetype.High, m.ReceiptHandle, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got += len(msgs)
+		}
+	}
+	receiveAndRelease(maxRecv)
+	// The claim on the last receive, by a worker that is then lost: its
+	// lease has passed.
+	cur, err := a.Store.Get(ctx, tk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := time.Now().Add(-time.Second)
+	if _, err := a.Store.Transition(ctx, cur, triagetype.Executing, func(n *task.Task) {
+		n.Attempts, n.WorkerID, n.LeaseUntil = 1, "lost", &expired
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The next receive finds the message over the limit: SQS redrives it.
+	if msgs, err := a.Queues.Receive(ctx, triagetype.High, 1, time.Second, time.Minute); err != nil || len(msgs) != 0 {
+		t.Fatalf("a receive past maxReceiveCount got %d messages (%v); want the message redriven", len(msgs), err)
+	}
+	if d, _ := a.Queues.Depth(ctx, triagetype.High); d.DLQ != 1 {
+		t.Fatalf("queues %+v; want the message in the DLQ", d)
+	}
+	rep, err := promoterapp.New(a, promote.Options{}).RunOnce(ctx)
+	if err != nil || rep.Reconciled != 1 {
+		t.Fatalf("reconcile: %+v %v", rep, err)
+	}
+	back, err := a.Store.Get(ctx, tk.ID)
+	if err != nil || back.Status != triagetype.Queued || back.Attempts != 1 {
+		t.Fatalf("task after the reconciliation: %+v %v; want queued with its one attempt", back, err)
+	}
+	runConsumer(t, consumerapp.New(a, stacktest.Registry("echo", handler.Func(func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
+		return r.Payload, nil
+	})), stacktest.FastDispatch(), dispatch.Deps{}))
+	done := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 30*time.Second)
+	if done.Attempts != 2 {
+		t.Fatalf("completed after %d attempts; want 2 (the lost claim and the run)", done.Attempts)
+	}
+	if d, _ := a.Queues.Depth(ctx, triagetype.High); d.DLQ != 0 {
+		t.Fatalf("queues %+v; want the DLQ empty", d)
+	}
+}
+func intp(n int) *int { return &n }
