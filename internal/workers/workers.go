@@ -54,6 +54,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
@@ -322,24 +323,21 @@ func (r *Registry) keys(ctx context.Context) ([]string, error) {
 	var (
 		mu   sync.Mutex
 		pks  []string
-		errs = make([]error, r.shards)
-		wg   sync.WaitGroup
+		errs = make([]error, r.shards) // every shard's, joined
+		g    errgroup.Group
 	)
-	sem := make(chan struct{}, 16)
+	g.SetLimit(16)
 	for s := range r.shards {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
+		g.Go(func() error {
 			got, err := r.shardKeys(ctx, s)
 			mu.Lock()
 			pks = append(pks, got...)
 			mu.Unlock()
 			errs[s] = err
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
