@@ -68,7 +68,7 @@ func newWorker(t *testing.T) (*worker.Worker, func() []string) {
 		case "unencodable":
 			return make(chan int), nil
 		case "priority":
-			return []string{j.Priority, j.EffectivePriority}, nil
+			return []triage.Priority{j.Priority, j.EffectivePriority}, nil
 		case "progress":
 			for row := from.Row; row < 3; row++ {
 				if err := j.Progress(ctx, (row+1)*100/3, fmt.Sprintf("row %d", row+1)); err != nil {
