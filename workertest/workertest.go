@@ -1,7 +1,7 @@
 // Package workertest runs the handlers registered on a worker.Worker in a
 // test, one attempt at a time, with no AWS and no emulators, as River's
-// rivertest.Worker does for River workers; its Runner is named apart from
-// the worker.Worker it runs:
+// rivertest.Worker does for River workers (here a Runner: the name
+// Worker is the runtime's):
 //
 //	w := worker.New(worker.Options{})
 //	if err := register(w); err != nil { // the same registration main uses
@@ -17,14 +17,15 @@
 // submit as the API builds it (defaults and validation included), the
 // handler is the one registered for the task's type wrapped in the
 // worker's middleware, it runs under the task's timeout with panics
-// recovered, and what it returns is read by the consumer's own rules
-// (execution.Decide, the one function that decides an attempt's outcome
-// for both): a result that cannot be stored, Permanent, Cancel, Snooze,
-// RetryAfter for each scope, a retriable error with or without attempts
-// left, a timeout, a panic. Progress reports and checkpoints go through the same
-// validation and are recorded in the Result. What needs a deployment is
-// left out: the claim and lease, heartbeats, cancel requests, the writes,
-// and the Lambda and webhook routes of TRIAGE_ROUTES.
+// recovered, and what it returns is read by the consumer's own rule
+// (internal/execution.Decide, the one function that decides an attempt's
+// outcome for both): a result that cannot be stored, Permanent, Cancel,
+// Snooze, RetryAfter for each scope, a retriable error with or without
+// attempts left, a timeout, a panic. Progress reports and checkpoints go
+// through the same validation and are recorded in the Result. What needs
+// a deployment is left out: the claim and lease, heartbeats, cancel
+// requests, the writes, and the Lambda and webhook routes of
+// TRIAGE_ROUTES.
 package workertest
 
 import (
