@@ -91,7 +91,8 @@ const (
 	// Held: the handler asked (worker.RetryAfter) for its scope to wait
 	// until Result.Until: the task, and every task of Result.Scope (its
 	// key, type, or type and key), is set aside until then, without
-	// spending the attempt.
+	// spending the attempt. (Should the consumer fail to record the
+	// scope's wait, it snoozes the task until then instead.)
 	Held Outcome = "held"
 	// Cancelled: the handler cancelled the task (worker.Cancel).
 	Cancelled Outcome = "cancelled"
