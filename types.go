@@ -50,8 +50,13 @@ type (
 	Error = triagetype.Error
 	// ErrorDetail is the body of an API error, and of a failed batch item.
 	ErrorDetail = triagetype.ErrorDetail
-	// Worker is one consumer instance: its kind, state, heartbeat and slots.
-	Worker = triagetype.Worker
+	// WorkerInfo is one consumer instance: its kind, state, heartbeat and slots.
+	WorkerInfo = triagetype.WorkerInfo
+	// Worker is the former name of WorkerInfo.
+	//
+	// Deprecated: use WorkerInfo; the name Worker is the runtime's
+	// (worker.Worker). Kept only until direct switches.
+	Worker = triagetype.WorkerInfo
 	// WorkerList is every registered consumer instance.
 	WorkerList = triagetype.WorkerList
 	// WorkerState is active, draining or dead.
@@ -129,7 +134,7 @@ const (
 const DeadAfterBeats = triagetype.DeadAfterBeats
 
 // SummarizeWorkers sums ws as the workers section of Stats does.
-func SummarizeWorkers(ws []Worker) WorkerStats { return triagetype.SummarizeWorkers(ws) }
+func SummarizeWorkers(ws []WorkerInfo) WorkerStats { return triagetype.SummarizeWorkers(ws) }
 
 // Priorities lists every priority, highest first.
 func Priorities() []Priority { return triagetype.Priorities() }

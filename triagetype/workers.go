@@ -30,8 +30,10 @@ const (
 	WorkerKindDev    = "dev"    // the consumer inside `triage dev`
 )
 
-// Worker is one consumer instance, as GET /workers lists it.
-type Worker struct {
+// WorkerInfo is one consumer instance, as GET /workers lists it: a row of
+// the worker registry, describing a running worker.Worker, `triage dev`'s
+// consumer or one invocation of the consumer function (Kind).
+type WorkerInfo struct {
 	ID    string      `json:"id"`
 	Kind  string      `json:"kind"`
 	State WorkerState `json:"state"`
@@ -65,11 +67,17 @@ type Worker struct {
 	KeyFinishes map[string]int `json:"key_finishes,omitempty"`
 }
 
+// Worker is the former name of WorkerInfo.
+//
+// Deprecated: use WorkerInfo; the name Worker is the runtime's
+// (worker.Worker). Kept only until internal/api and direct switch.
+type Worker = WorkerInfo
+
 // WorkerList is the answer of GET /workers: every registered instance that
 // is alive or died within the last few minutes, oldest first.
 type WorkerList struct {
-	Workers     []Worker  `json:"workers"`
-	GeneratedAt time.Time `json:"generated_at"`
+	Workers     []WorkerInfo `json:"workers"`
+	GeneratedAt time.Time    `json:"generated_at"`
 }
 
 // WorkerStats sums the workers of a WorkerList: the workers section of
@@ -84,7 +92,7 @@ type WorkerStats struct {
 }
 
 // SummarizeWorkers sums ws into the /stats workers section.
-func SummarizeWorkers(ws []Worker) WorkerStats {
+func SummarizeWorkers(ws []WorkerInfo) WorkerStats {
 	var s WorkerStats
 	for _, w := range ws {
 		switch w.State {

@@ -72,7 +72,7 @@ func TestHandlersSeePromotion(t *testing.T) {
 	w := worker.New(worker.Options{Config: &cfg, Logger: quiet})
 	if err := w.Handle("go", func(_ context.Context, tk *worker.Task) (any, error) {
 		mu.Lock()
-		seen["go"] = [2]string{tk.Priority, tk.EffectivePriority}
+		seen["go"] = [2]string{string(tk.Priority), string(tk.EffectivePriority)}
 		mu.Unlock()
 		return nil, nil
 	}); err != nil {

@@ -23,10 +23,11 @@
 //	w.StartLambda() // or: err := w.Run(ctx)
 //
 // A handler's error is retried with backoff while attempts remain, unless
-// it is Permanent (dead letter now), Cancel (the task is cancelled) or
-// Snooze (run again later). Middleware added with Use wraps every attempt.
-// Package workertest runs a Worker's handlers in a test, without AWS, the
-// way the consumer runs them.
+// it is Permanent (dead letter now), Cancel (the task is cancelled),
+// Snooze (run again later) or RetryAfter (its key or type waits, as an
+// upstream's 429 asks). Middleware added with Use wraps every attempt.
+// Package workertest runs a Worker's handlers in a test, without AWS, and
+// reads each attempt's outcome with the consumer's own decision.
 package worker
 
 import (
@@ -43,7 +44,7 @@ import (
 
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/app"
-	"github.com/triagehq/triage/internal/app/consumerapp"
+	"github.com/triagehq/triage/internal/app/consumer"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/gohandlers"
 	"github.com/triagehq/triage/internal/handler"
@@ -54,11 +55,15 @@ import (
 
 // Task is one attempt of a task, as a handler sees it.
 type Task struct {
-	ID          string
-	Type        string
+	ID   string
+	Type string
+	// Key is the task's fairness key as submitted ("" for none: such tasks
+	// share the key "default"): the key its limits and weights apply to,
+	// and the scope RetryAfter(d, ScopeKey) holds.
+	Key         string
 	Payload     json.RawMessage
-	Priority    string // the priority it was submitted with
-	Attempt     int    // 1 on the first run
+	Priority    triage.Priority // the priority it was submitted with
+	Attempt     int             // 1 on the first run
 	MaxAttempts int
 	TraceID     string
 	// EffectivePriority is the priority the attempt runs at: higher than
@@ -66,7 +71,7 @@ type Task struct {
 	// (Config.LowAfter, MediumAfter), never lower. Log or meter by
 	// Priority, what the submitter asked for; size the work for urgency
 	// by EffectivePriority.
-	EffectivePriority string
+	EffectivePriority triage.Priority
 	// Parents are the tasks this one waited for (its after list, or its
 	// workflow node's), with their status and result or error.
 	Parents []triage.Parent
@@ -291,7 +296,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}()
 		deps.Metrics = metrics.New(sink)
 	}
-	return consumerapp.New(a, reg, dispatch.Options{}, deps).Run(ctx)
+	return consumer.New(a, reg, dispatch.Options{}, deps).Run(ctx)
 }
 
 // LambdaSummary is what one invocation of the Lambda handler returns: the
@@ -303,14 +308,14 @@ type LambdaSummary struct {
 
 // LambdaHandler returns the handler of a consumer Lambda function, for
 // lambda.Start: each invocation (the consumer's EventBridge schedule)
-// polls until consumerapp.LambdaReserve (40 s) before its deadline, then
+// polls until consumer.LambdaReserve (40 s) before its deadline, then
 // drains. Build it once, at cold start.
 func (w *Worker) LambdaHandler(ctx context.Context) (func(context.Context, events.EventBridgeEvent) (LambdaSummary, error), error) {
 	a, reg, err := w.assemble(ctx)
 	if err != nil {
 		return nil, err
 	}
-	h := consumerapp.Lambda(a, reg, dispatch.Options{}, dispatch.Deps{})
+	h := consumer.Lambda(a, reg, dispatch.Options{}, dispatch.Deps{})
 	return func(ctx context.Context, e events.EventBridgeEvent) (LambdaSummary, error) {
 		s, err := h(ctx, e)
 		return LambdaSummary(s), err
@@ -341,7 +346,7 @@ func (w *Worker) assemble(ctx context.Context) (*app.App, *handler.Registry, err
 		return nil, nil, fmt.Errorf("worker: %w", err)
 	}
 	reg := w.handlers.Registry()
-	if err := consumerapp.AddRoutes(a, reg, false); err != nil {
+	if err := consumer.AddRoutes(a, reg, false); err != nil {
 		return nil, nil, fmt.Errorf("worker: %w", err)
 	}
 	if len(reg.Types()) == 0 {
@@ -359,7 +364,7 @@ func (w *Worker) logger(level string) *slog.Logger {
 
 func taskOf(r handler.Request) *Task {
 	return &Task{
-		ID: r.ID, Type: r.Type, Payload: r.Payload, Priority: string(r.Priority), EffectivePriority: string(r.EffectivePriority),
+		ID: r.ID, Type: r.Type, Key: r.Key, Payload: r.Payload, Priority: r.Priority, EffectivePriority: r.EffectivePriority,
 		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, TraceID: r.TraceID,
 		Parents: r.Parents,
 		req:     r,

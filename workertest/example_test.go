@@ -62,7 +62,7 @@ func Example() {
 
 	// The last of three attempts, of a task submitted at low priority and
 	// promoted to high while it waited.
-	res, err = tw.Work(ctx, t, Invoice{Amount: 5}, &workertest.Opts{
+	res, err = tw.Work(ctx, t, Invoice{Amount: 5}, &workertest.WorkOptions{
 		Submit:            []triage.SubmitOption{triage.WithPriority(triage.Low), triage.WithMaxAttempts(3)},
 		Attempt:           3,
 		EffectivePriority: triage.High,

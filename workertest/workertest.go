@@ -1,12 +1,13 @@
 // Package workertest runs the handlers registered on a worker.Worker in a
 // test, one attempt at a time, with no AWS and no emulators, as River's
-// rivertest.Worker does for River workers:
+// rivertest.Worker does for River workers (here a Runner: the name
+// Worker is the runtime's):
 //
 //	w := worker.New(worker.Options{})
 //	if err := register(w); err != nil { // the same registration main uses
 //		t.Fatal(err)
 //	}
-//	res, err := workertest.New(w).Work(ctx, t, Thumbnail{URL: u}, nil)
+//	res, err := workertest.New(w).Work(ctx, t, Thumbnail{URL: u}, nil) // a *Runner
 //	if err != nil {
 //		t.Fatal(err) // the attempt failed: it would be retried or dead-lettered
 //	}
@@ -16,13 +17,15 @@
 // submit as the API builds it (defaults and validation included), the
 // handler is the one registered for the task's type wrapped in the
 // worker's middleware, it runs under the task's timeout with panics
-// recovered, and what it returns is read by the consumer's own rules
-// (internal/execution): a result that cannot be stored, Permanent,
-// Cancel, Snooze, a retriable error with or without attempts left, a
-// timeout. Progress reports and checkpoints go through the same
-// validation and are recorded in the Result. What needs a deployment is
-// left out: the claim and lease, heartbeats, cancel requests, the writes,
-// and the Lambda and webhook routes of TRIAGE_ROUTES.
+// recovered, and what it returns is read by the consumer's own rule
+// (internal/execution.Decide, the one function that decides an attempt's
+// outcome for both): a result that cannot be stored, Permanent, Cancel,
+// Snooze, RetryAfter for each scope, a retriable error with or without
+// attempts left, a timeout, a panic. Progress reports and checkpoints go
+// through the same validation and are recorded in the Result. What needs
+// a deployment is left out: the claim and lease, heartbeats, cancel
+// requests, the writes, and the Lambda and webhook routes of
+// TRIAGE_ROUTES.
 package workertest
 
 import (
@@ -39,25 +42,25 @@ import (
 	"github.com/triagehq/triage/worker"
 )
 
-// Worker runs one worker.Worker's Go handlers in tests. It is safe for
+// Runner runs one worker.Worker's Go handlers in tests. It is safe for
 // concurrent use (parallel subtests) once the handlers are registered.
-type Worker struct {
+type Runner struct {
 	handlers *gohandlers.Set
 }
 
 // New returns the test runner of w's handlers and middleware. Each Work
 // runs what is registered on w at the time.
-func New(w *worker.Worker) *Worker {
+func New(w *worker.Worker) *Runner {
 	s, _ := gohandlers.Of(w) // every *worker.Worker from worker.New has one
 	if s == nil {
 		s = &gohandlers.Set{} // a zero Worker: no handlers
 	}
-	return &Worker{handlers: s}
+	return &Runner{handlers: s}
 }
 
-// Opts describes the attempt to run. The zero value (or nil) is the first
-// attempt of a task submitted with no options.
-type Opts struct {
+// WorkOptions describes the attempt Work and WorkTask run. The zero value
+// (or nil) is the first attempt of a task submitted with no options.
+type WorkOptions struct {
 	// Submit are the options the task was submitted with (priority, max
 	// attempts, timeout, ...), as for triage.Client.Submit.
 	Submit []triage.SubmitOption
@@ -85,6 +88,12 @@ const (
 	// Snoozed: the handler asked (worker.Snooze) to run again after
 	// Result.Snooze, without spending the attempt.
 	Snoozed Outcome = "snoozed"
+	// Held: the handler asked (worker.RetryAfter) for its scope to wait
+	// until Result.Until: the task, and every task of Result.Scope (its
+	// key, type, or type and key), is set aside until then, without
+	// spending the attempt. (Should the consumer fail to record the
+	// scope's wait, it snoozes the task until then instead.)
+	Held Outcome = "held"
 	// Cancelled: the handler cancelled the task (worker.Cancel).
 	Cancelled Outcome = "cancelled"
 	// DeadLettered: a permanent error (worker.Permanent, a panic, a result
@@ -109,6 +118,10 @@ type Result struct {
 	Message string
 	// Snooze is how long a snoozed task waits.
 	Snooze time.Duration
+	// Until and Scope are, for Held, when the scope the handler named
+	// may run again, and which scope it is.
+	Until time.Time
+	Scope worker.RetryScope
 	// Progress is every progress report the attempt made, in order.
 	Progress []Progress
 	// Checkpoint is the last checkpoint the attempt saved (nil: none);
@@ -119,28 +132,28 @@ type Result struct {
 // Work runs one attempt of a task whose type is args.Kind() and whose
 // payload is args, as triage.Client.SubmitArgs would submit it. See
 // WorkTask.
-func (w *Worker) Work(ctx context.Context, tb testing.TB, args triage.Args, opts *Opts) (*Result, error) {
+func (rn *Runner) Work(ctx context.Context, tb testing.TB, args triage.Args, opts *WorkOptions) (*Result, error) {
 	tb.Helper()
 	if args == nil {
 		tb.Fatalf("workertest: Work with nil args")
 	}
-	return w.WorkTask(ctx, tb, args.Kind(), args, opts)
+	return rn.WorkTask(ctx, tb, args.Kind(), args, opts)
 }
 
 // WorkTask runs one attempt of a task of type typ with payload (taken as
 // triage.Client.Submit takes it). The error is the attempt's failure when
 // the outcome is Retried or DeadLettered, as the consumer reads it (the
 // timeout named, a panic as a permanent error), and nil otherwise: like
-// rivertest, a snooze or cancel the handler asked for is an outcome, not
-// an error. A test that cannot run (no handler for typ, a submit the API
-// would refuse, bad Opts) fails tb.
-func (w *Worker) WorkTask(ctx context.Context, tb testing.TB, typ string, payload any, opts *Opts) (*Result, error) {
+// rivertest, a snooze, Retry-After or cancel the handler asked for is an
+// outcome, not an error. A test that cannot run (no handler for typ, a
+// submit the API would refuse, bad WorkOptions) fails tb.
+func (rn *Runner) WorkTask(ctx context.Context, tb testing.TB, typ string, payload any, opts *WorkOptions) (*Result, error) {
 	tb.Helper()
 	if opts == nil {
-		opts = &Opts{}
+		opts = &WorkOptions{}
 	}
-	t := w.task(tb, typ, payload, opts)
-	h, err := w.handlers.Registry().Lookup(t.Type)
+	t := rn.task(tb, typ, payload, opts)
+	h, err := rn.handlers.Registry().Lookup(t.Type)
 	if err != nil {
 		tb.Fatalf("workertest: %v (register it on the worker.Worker before New)", err)
 	}
@@ -151,33 +164,29 @@ func (w *Worker) WorkTask(ctx context.Context, tb testing.TB, typ string, payloa
 	runCtx, cancel := execution.WithTimeout(ctx, t.TimeoutSeconds)
 	defer cancel()
 	result, err := execution.Run(runCtx, h, r)
-	res := &Result{}
-	if err == nil {
-		if err = execution.CheckResult(result); err == nil {
-			res.Outcome, res.Result = Completed, result
-		}
-	}
-	if err != nil {
-		if expired := execution.Expired(runCtx); expired != nil {
-			err = expired // the timeout, named
-		}
-		o := execution.Decide(err, t.Attempts, t.MaxAttempts)
-		res.Outcome, res.Message, res.Snooze = outcomeOf(o.Kind), o.Message, o.Snooze
+	o := execution.Decide(runCtx, result, err, t.Attempts, t.MaxAttempts)
+	res := &Result{Outcome: outcomeOf(o.Kind), Result: o.Result, Message: o.Message, Snooze: o.Snooze}
+	if o.RetryAfter != nil {
+		res.Until, res.Scope = o.RetryAfter.Until, o.RetryAfter.Scope
 	}
 	res.Progress, res.Checkpoint = rec.reports()
-	if res.Outcome == Retried || res.Outcome == DeadLettered {
-		return res, err
+	if o.Kind == execution.Retry || o.Kind == execution.DeadLetter {
+		return res, o.Err
 	}
 	return res, nil
 }
 
-// outcomeOf names the consumer's decision about a failed attempt.
+// outcomeOf names the consumer's decision about an attempt.
 func outcomeOf(k execution.Kind) Outcome {
 	switch k {
+	case execution.Complete:
+		return Completed
 	case execution.Retry:
 		return Retried
 	case execution.Snooze:
 		return Snoozed
+	case execution.Hold:
+		return Held
 	case execution.Cancel:
 		return Cancelled
 	}
@@ -186,7 +195,7 @@ func outcomeOf(k execution.Kind) Outcome {
 
 // task builds the task as the API would for the submit, at the attempt
 // opts describes.
-func (w *Worker) task(tb testing.TB, typ string, payload any, opts *Opts) *task.Task {
+func (rn *Runner) task(tb testing.TB, typ string, payload any, opts *WorkOptions) *task.Task {
 	tb.Helper()
 	sr, err := triage.NewRequest(typ, payload, opts.Submit...)
 	if err != nil {
@@ -197,7 +206,7 @@ func (w *Worker) task(tb testing.TB, typ string, payload any, opts *Opts) *task.
 	t := tr.NewTask(time.Now(), 0)
 	t.Attempts = max(opts.Attempt, 1)
 	if t.Attempts > t.MaxAttempts {
-		tb.Fatalf("workertest: attempt %d of a task allowed %d (set triage.WithMaxAttempts in Opts.Submit)", t.Attempts, t.MaxAttempts)
+		tb.Fatalf("workertest: attempt %d of a task allowed %d (set triage.WithMaxAttempts in WorkOptions.Submit)", t.Attempts, t.MaxAttempts)
 	}
 	if p := opts.EffectivePriority; p != "" {
 		if _, err := triage.ParsePriority(string(p)); err != nil || p.Rank() > t.Priority.Rank() {

@@ -60,6 +60,8 @@ func newWorker(t *testing.T) (*worker.Worker, func() []string) {
 			return nil, worker.Snooze(30 * time.Second)
 		case "cancel":
 			return nil, worker.Cancel(errors.New("the album was deleted"))
+		case "retry-after":
+			return nil, worker.RetryAfter(time.Minute, worker.ScopeType)
 		case "panic":
 			panic("nil map")
 		case "slow":
@@ -68,7 +70,7 @@ func newWorker(t *testing.T) (*worker.Worker, func() []string) {
 		case "unencodable":
 			return make(chan int), nil
 		case "priority":
-			return []string{j.Priority, j.EffectivePriority}, nil
+			return []triage.Priority{j.Priority, j.EffectivePriority}, nil
 		case "progress":
 			for row := from.Row; row < 3; row++ {
 				if err := j.Progress(ctx, (row+1)*100/3, fmt.Sprintf("row %d", row+1)); err != nil {
@@ -102,33 +104,37 @@ func TestWork(t *testing.T) {
 	tests := []struct {
 		name     string
 		mode     string
-		opts     *workertest.Opts
+		opts     *workertest.WorkOptions
 		outcome  workertest.Outcome
 		result   string // Completed: the result
 		message  string // the recorded error contains it
 		wantErr  error  // Work's error matches it (nil: no error)
 		snooze   time.Duration
+		scope    worker.RetryScope // Held: the scope it holds
 		progress []workertest.Progress
 		cp       string
 	}{
 		{name: "completed", mode: "", outcome: workertest.Completed, result: `{"thumbnail":"s3://b/cat.png?w=64"}`},
 		{name: "retriable error, attempts left", mode: "flaky", outcome: workertest.Retried, message: "upstream flaked", wantErr: errFlaky},
 		{name: "retriable error, last attempt", mode: "flaky",
-			opts:    &workertest.Opts{Submit: []triage.SubmitOption{triage.WithMaxAttempts(3)}, Attempt: 3},
+			opts:    &workertest.WorkOptions{Submit: []triage.SubmitOption{triage.WithMaxAttempts(3)}, Attempt: 3},
 			outcome: workertest.DeadLettered, message: "upstream flaked (attempt 3 of 3, none left)", wantErr: errFlaky},
 		{name: "permanent", mode: "permanent", outcome: workertest.DeadLettered, message: "not an image", wantErr: worker.ErrPermanent},
 		{name: "snooze", mode: "snooze", outcome: workertest.Snoozed, message: "snoozed for 30s", snooze: 30 * time.Second},
 		{name: "cancel", mode: "cancel", outcome: workertest.Cancelled, message: "the album was deleted"},
+		{name: "retry after, on the last attempt", mode: "retry-after",
+			opts:    &workertest.WorkOptions{Submit: []triage.SubmitOption{triage.WithMaxAttempts(1)}},
+			outcome: workertest.Held, message: "(type)", scope: worker.ScopeType},
 		{name: "panic", mode: "panic", outcome: workertest.DeadLettered, message: "handler panicked: nil map", wantErr: worker.ErrPermanent},
-		{name: "timeout", mode: "slow", opts: &workertest.Opts{Submit: []triage.SubmitOption{triage.WithTimeout(time.Second)}},
+		{name: "timeout", mode: "slow", opts: &workertest.WorkOptions{Submit: []triage.SubmitOption{triage.WithTimeout(time.Second)}},
 			outcome: workertest.Retried, message: "timeout: the handler ran longer than timeout_seconds=1"},
 		{name: "result that cannot be stored", mode: "unencodable", outcome: workertest.DeadLettered, message: "marshal result", wantErr: worker.ErrPermanent},
 		{name: "promoted", mode: "priority",
-			opts:    &workertest.Opts{Submit: []triage.SubmitOption{triage.WithPriority(triage.Low)}, EffectivePriority: triage.High},
+			opts:    &workertest.WorkOptions{Submit: []triage.SubmitOption{triage.WithPriority(triage.Low)}, EffectivePriority: triage.High},
 			outcome: workertest.Completed, result: `["low","high"]`},
 		{name: "progress and checkpoints", mode: "progress", outcome: workertest.Completed, result: `{"from":0}`,
 			progress: []workertest.Progress{{33, "row 1"}, {66, "row 2"}, {100, "row 3"}}, cp: `{"row":3}`},
-		{name: "resumed from a checkpoint", mode: "progress", opts: &workertest.Opts{Attempt: 2, Checkpoint: position{Row: 2}},
+		{name: "resumed from a checkpoint", mode: "progress", opts: &workertest.WorkOptions{Attempt: 2, Checkpoint: position{Row: 2}},
 			outcome: workertest.Completed, result: `{"from":2}`, progress: []workertest.Progress{{100, "row 3"}}, cp: `{"row":3}`},
 	}
 	for _, tt := range tests {
@@ -146,6 +152,9 @@ func TestWork(t *testing.T) {
 			}
 			if res.Snooze != tt.snooze {
 				t.Errorf("snooze %s, want %s", res.Snooze, tt.snooze)
+			}
+			if res.Scope != tt.scope || (tt.scope != "") != res.Until.After(time.Now()) {
+				t.Errorf("held %q until %v, want %q (and a time to come)", res.Scope, res.Until, tt.scope)
 			}
 			if fmt.Sprint(res.Progress) != fmt.Sprint(tt.progress) || string(res.Checkpoint) != tt.cp {
 				t.Errorf("progress %v checkpoint %s, want %v %s", res.Progress, res.Checkpoint, tt.progress, tt.cp)
@@ -203,14 +212,14 @@ func TestWorkRefusesWhatCannotRun(t *testing.T) {
 	tests := []struct {
 		name string
 		typ  string
-		opts *workertest.Opts
+		opts *workertest.WorkOptions
 		says string
 	}{
 		{"no handler", "resize", nil, "no handler registered"},
-		{"submit the API refuses", "thumb", &workertest.Opts{Submit: []triage.SubmitOption{triage.WithPriority("urgent")}}, "would refuse"},
-		{"attempt past the last", "thumb", &workertest.Opts{Attempt: 4}, "attempt 4 of a task allowed 3"},
-		{"demoted", "thumb", &workertest.Opts{EffectivePriority: triage.Low}, "submitted priority (medium) or higher"},
-		{"checkpoint too large", "thumb", &workertest.Opts{Checkpoint: strings.Repeat("x", 4<<10)}, "checkpoint"},
+		{"submit the API refuses", "thumb", &workertest.WorkOptions{Submit: []triage.SubmitOption{triage.WithPriority("urgent")}}, "would refuse"},
+		{"attempt past the last", "thumb", &workertest.WorkOptions{Attempt: 4}, "attempt 4 of a task allowed 3"},
+		{"demoted", "thumb", &workertest.WorkOptions{EffectivePriority: triage.Low}, "submitted priority (medium) or higher"},
+		{"checkpoint too large", "thumb", &workertest.WorkOptions{Checkpoint: strings.Repeat("x", 4<<10)}, "checkpoint"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

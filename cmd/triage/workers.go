@@ -58,7 +58,7 @@ func fmtSince(now, t time.Time) string {
 
 // fmtKeys is a worker's n keys running most, "acme:2 free:1", and "+k" for
 // the running tasks of the rest; "-" when it runs none.
-func fmtKeys(w triage.Worker, n int) string {
+func fmtKeys(w triage.WorkerInfo, n int) string {
 	ks := slices.SortedFunc(maps.Keys(w.Keys), func(a, b string) int {
 		if c := cmp.Compare(w.Keys[b], w.Keys[a]); c != 0 {
 			return c

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/triagetype"
@@ -55,41 +56,29 @@ func (c *Controls) KeyedUse(ctx context.Context, typ, k string) (Settings, *tria
 	var (
 		mu    sync.Mutex
 		total int
-		first error
-		wg    sync.WaitGroup
-		sem   = make(chan struct{}, 16)
+		g     errgroup.Group // every read runs; the first error is returned
 	)
+	g.SetLimit(16)
 	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			pk := "RATE#" + sc.String() + "#" + strconv.Itoa(i) + "#" + strconv.FormatInt(slot.UnixNano(), 10)
 			out, err := c.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &c.table, Key: key(pk)})
-			mu.Lock()
-			defer mu.Unlock()
 			if err != nil {
-				first = firstErr(first, fmt.Errorf("rate use of %s: %w", sc, err))
-				return
+				return fmt.Errorf("rate use of %s: %w", sc, err)
 			}
 			if v, ok := out.Item["starts"].(*types.AttributeValueMemberN); ok {
 				m, _ := strconv.Atoi(v.Value)
+				mu.Lock()
 				total += m
+				mu.Unlock()
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	if first != nil {
-		return s, nil, first
+	if err := g.Wait(); err != nil {
+		return s, nil, err
 	}
 	return s, &triagetype.RateUse{Starts: total, Limit: limit, WindowSeconds: window.Seconds()}, nil
-}
-
-func firstErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
 }
 
 // KeyLabel is the value of a key's metric label: the key itself when it

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/execution"
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
@@ -18,6 +19,32 @@ import (
 
 // This file is the outcome phase: the conditional write that records how
 // an attempt ended, and what happens to its message.
+
+// finish records o, the outcome execution.Decide read from the attempt
+// (the one decision the consumer and package workertest share), on the
+// task and its message. stage is where the attempt's error arose, for the
+// failures metric.
+func (c *Consumer) finish(ctx context.Context, j *job, a triagetype.Attempt, o execution.Outcome, stage failStage) {
+	switch o.Kind {
+	case execution.Complete:
+		c.complete(ctx, j, a, o.Result)
+	case execution.Hold:
+		c.retryAfter(ctx, j, a, o.RetryAfter)
+	case execution.Snooze:
+		c.snooze(ctx, j, a, o.Snooze)
+	case execution.Cancel:
+		a.Error = o.Err.Error()
+		c.finishCancelled(ctx, j, a, task.NewError(o.Message, false))
+	case execution.Retry:
+		a.Error = o.Err.Error()
+		c.mx.Failed(j.snapshot(), failure(o.Err, o.TimedOut, stage))
+		c.retry(ctx, j, a, o.Message)
+	default: // execution.DeadLetter
+		a.Error = o.Err.Error()
+		c.mx.Failed(j.snapshot(), failure(o.Err, o.TimedOut, stage))
+		c.deadLetter(ctx, j, a, task.NewError(o.Message, o.Retriable))
+	}
+}
 
 // finishWrite runs w through write and logs a lost lease.
 func (c *Consumer) finishWrite(ctx context.Context, j *job, what string, w func(cur *task.Task) (*task.Task, error)) bool {

@@ -77,46 +77,23 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 	attempt := triagetype.Attempt{Attempt: t.Attempts, WorkerID: c.opt.WorkerID, StartedAt: attemptStart(t, started), FinishedAt: c.store.Now()}
 	wctx := context.WithoutCancel(ctx)
 	if err == nil {
+		stage = stageResult // the one error left is a result that cannot be stored
+	}
+	o := execution.Decide(runCtx, result, err, t.Attempts, t.MaxAttempts)
+	if o.Kind != execution.Complete {
 		// A result that arrived wins over a cancel request or shutdown.
-		stage = stageResult
-		if err = execution.CheckResult(result); err == nil {
-			c.complete(wctx, j, attempt, result)
+		switch {
+		case errors.Is(cause, errCancelRequested):
+			attempt.Error = "cancelled on request"
+			c.finishCancelled(wctx, j, attempt, nil)
+			return
+		case errors.Is(cause, errShutdown):
+			attempt.Error = "interrupted: consumer shut down"
+			c.handBack(wctx, j, attempt)
 			return
 		}
 	}
-	switch {
-	case errors.Is(cause, errCancelRequested):
-		attempt.Error = "cancelled on request"
-		c.finishCancelled(wctx, j, attempt, nil)
-	case errors.Is(cause, errShutdown):
-		attempt.Error = "interrupted: consumer shut down"
-		c.handBack(wctx, j, attempt)
-	default:
-		timedOut := false
-		if expired := execution.Expired(runCtx); expired != nil {
-			err, timedOut = expired, true // the timeout, named
-		}
-		if ra, ok := handler.RetryAfterOf(err); ok && !timedOut {
-			c.retryAfter(wctx, j, attempt, ra)
-			return
-		}
-		o := execution.Decide(err, t.Attempts, t.MaxAttempts)
-		if o.Kind == execution.Snooze {
-			c.snooze(wctx, j, attempt, o.Snooze)
-			return
-		}
-		attempt.Error = err.Error()
-		if o.Kind == execution.Cancel {
-			c.finishCancelled(wctx, j, attempt, task.NewError(o.Message, false))
-			return
-		}
-		c.mx.Failed(t, failure(err, timedOut, stage))
-		if o.Kind == execution.Retry {
-			c.retry(wctx, j, attempt, o.Message)
-			return
-		}
-		c.deadLetter(wctx, j, attempt, task.NewError(o.Message, o.Retriable))
-	}
+	c.finish(wctx, j, attempt, o, stage)
 }
 
 // safeHandle runs h through execution.Run, which turns a panic into a

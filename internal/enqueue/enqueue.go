@@ -22,8 +22,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
@@ -172,17 +173,12 @@ const createConcurrency = 16
 // returns when all have returned. fn must write only its own element's
 // state.
 func parallel(idx []int, limit int, fn func(int)) {
-	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(limit)
 	for _, i := range idx {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			fn(i)
-		}()
+		g.Go(func() error { fn(i); return nil })
 	}
-	wg.Wait()
+	_ = g.Wait() // every call returns nil
 }
 
 // sendFailures maps a batch send's error to the reason each failed entry
@@ -266,17 +262,14 @@ func (e *Enqueuer) RedispatchBatch(ctx context.Context, to triagetype.Status, p 
 	// len(moves) of them.
 	now := e.store.Now()
 	done := make([]*task.Task, len(moves))
-	errs := make([]error, len(moves))
-	sem := make(chan struct{}, redispatchWrites)
-	var wg sync.WaitGroup
+	errs := make([]error, len(moves)) // by move: the first by position is returned
+	var g errgroup.Group
+	g.SetLimit(redispatchWrites)
 	for i, m := range moves {
 		if _, bad := failed[fmt.Sprint(i)]; bad {
 			continue
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			v := m.Task.Version + 1
 			done[i], errs[i] = e.store.Transition(ctx, m.Task, to, func(n *task.Task) {
 				n.EffectivePriority = p
@@ -288,9 +281,10 @@ func (e *Enqueuer) RedispatchBatch(ctx context.Context, to triagetype.Status, p 
 					m.Apply(n)
 				}
 			})
-		}()
+			return nil // kept in errs[i]
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	var moved []*task.Task
 	var firstErr error
 	for i := range moves {

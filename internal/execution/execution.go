@@ -1,7 +1,8 @@
 // Package execution is how one attempt of a task is put to its handler
 // and how what the handler did is read: the request it gets, the timeout
-// it runs under, a panic, a result that cannot be stored, and whether its
-// error completes, retries, snoozes, cancels or dead-letters the task.
+// it runs under, a panic, a result that cannot be stored, and whether the
+// attempt completes, retries, snoozes, holds its scope (a Retry-After),
+// cancels or dead-letters the task (Decide).
 //
 // It is the single statement of those rules, shared by the consumer
 // (internal/dispatch), which then writes the outcome to the task, and by
@@ -88,54 +89,118 @@ func CheckResult(result json.RawMessage) error {
 	return nil
 }
 
-// Kind is what becomes of a task after an attempt that failed.
+// Kind is what becomes of a task after an attempt.
 type Kind int
 
 const (
+	// Complete: the handler succeeded with a result that can be stored;
+	// Outcome.Result is the task's result.
+	Complete Kind = iota + 1
 	// Retry: a retriable error with attempts left; the task runs again
 	// after its backoff.
-	Retry Kind = iota + 1
+	Retry
 	// Snooze: the handler asked (handler.Snooze) to run again after
 	// Outcome.Snooze, without spending the attempt.
 	Snooze
+	// Hold: the handler asked (handler.RetryAfter) for the task's scope
+	// (Outcome.RetryAfter.Scope: its key, type, or type and key) to wait
+	// until Outcome.RetryAfter.Until; the task is set aside there without
+	// spending the attempt.
+	Hold
 	// Cancel: the handler cancelled the task (handler.Cancel); it is not
 	// retried and Outcome.Message is the reason.
 	Cancel
-	// DeadLetter: a permanent error, or a retriable one on the last
-	// attempt; the task fails for good.
+	// DeadLetter: a permanent error (handler.Permanent, a panic, a result
+	// that cannot be stored), or a retriable one on the last attempt; the
+	// task fails for good.
 	DeadLetter
 )
 
-// Outcome is what Decide makes of a failed attempt.
+// String names the kind as the task's history and logs do.
+func (k Kind) String() string {
+	switch k {
+	case Complete:
+		return "complete"
+	case Retry:
+		return "retry"
+	case Snooze:
+		return "snooze"
+	case Hold:
+		return "hold"
+	case Cancel:
+		return "cancel"
+	case DeadLetter:
+		return "dead_letter"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Outcome is what Decide makes of an attempt.
 type Outcome struct {
 	Kind Kind
-	// Message is the error the task records: the handler's, and for a
-	// dead letter after a retriable error, the attempts it ran out of.
+	// Result is the task's result, for Complete (nil: none).
+	Result json.RawMessage
+	// Err is the attempt's error as read, nil for Complete: the handler's,
+	// the timeout (named) in its place when the attempt ran out of time,
+	// or the permanent error of a result that cannot be stored.
+	Err error
+	// Message is what the task records: the error, the cancel's reason,
+	// "snoozed for 30s", and for a dead letter after a retriable error the
+	// attempts it ran out of.
 	Message string
 	// Retriable reports, for DeadLetter, that the error itself was
 	// retriable and the attempts ran out.
 	Retriable bool
+	// TimedOut reports that the attempt's timeout passed (Err names it).
+	TimedOut bool
 	// Snooze is how long a snoozed task waits.
 	Snooze time.Duration
+	// RetryAfter is, for Hold, the scope that waits and until when.
+	RetryAfter *handler.RetryAfterError
 }
 
-// Decide reads err, the non-nil error of attempt attempt (from 1) of a
-// task allowed maxAttempts: a snooze, a cancel, a retry while attempts
-// remain, and a dead letter otherwise.
-func Decide(err error, attempt, maxAttempts int) Outcome {
+// Decide reads what attempt attempt (from 1) of a task allowed
+// maxAttempts did: result and err are what Run returned, under ctx, the
+// attempt's context from WithTimeout. It is the one statement of the
+// rules, in this order:
+//
+//   - no error and a result that can be stored (CheckResult): Complete;
+//   - the attempt's timeout passed: the timeout is the error, whatever
+//     the handler returned (a RetryAfter or Snooze that arrives too late
+//     is not honoured), then read as below;
+//   - a RetryAfter: Hold; a Snooze: Snooze; a Cancel: Cancel;
+//   - a retriable error while attempts remain: Retry;
+//   - anything else (Permanent, a panic, a result that cannot be stored,
+//     a retriable error on the last attempt): DeadLetter.
+//
+// What needs a deployment is the caller's: the consumer answers a cancel
+// request or a shutdown before it applies the outcome.
+func Decide(ctx context.Context, result json.RawMessage, err error, attempt, maxAttempts int) Outcome {
+	if err == nil {
+		if err = CheckResult(result); err == nil {
+			return Outcome{Kind: Complete, Result: result}
+		}
+	}
+	timedOut := false
+	if expired := Expired(ctx); expired != nil {
+		err, timedOut = expired, true // the timeout, named
+	}
+	if ra, ok := handler.RetryAfterOf(err); ok {
+		return Outcome{Kind: Hold, Err: err, Message: ra.Error(), RetryAfter: ra}
+	}
 	if d, ok := handler.SnoozeOf(err); ok {
-		return Outcome{Kind: Snooze, Message: fmt.Sprintf("snoozed for %s", d), Snooze: d}
+		return Outcome{Kind: Snooze, Err: err, Message: fmt.Sprintf("snoozed for %s", d), Snooze: d}
 	}
 	if errors.Is(err, handler.ErrCancel) {
-		return Outcome{Kind: Cancel, Message: err.Error()}
+		return Outcome{Kind: Cancel, Err: err, Message: err.Error()}
 	}
 	retriable := handler.Retriable(err)
 	if retriable && attempt < maxAttempts {
-		return Outcome{Kind: Retry, Message: err.Error(), Retriable: true}
+		return Outcome{Kind: Retry, Err: err, Message: err.Error(), Retriable: true, TimedOut: timedOut}
 	}
 	msg := err.Error()
 	if retriable {
 		msg = fmt.Sprintf("%s (attempt %d of %d, none left)", msg, attempt, maxAttempts)
 	}
-	return Outcome{Kind: DeadLetter, Message: msg, Retriable: retriable}
+	return Outcome{Kind: DeadLetter, Err: err, Message: msg, Retriable: retriable, TimedOut: timedOut}
 }

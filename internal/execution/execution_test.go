@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,28 +15,56 @@ import (
 
 func TestDecide(t *testing.T) {
 	boom := errors.New("boom")
+	until := time.Now().Add(time.Minute)
+	expired, cancel := WithTimeout(context.Background(), 0)
+	defer cancel()
+	<-expired.Done()
 	tests := []struct {
 		name         string
+		ctx          context.Context // default: a live one
+		result       json.RawMessage
 		err          error
 		attempt, max int
 		want         Kind
 		msg          string
 		retriable    bool
 		snooze       time.Duration
+		scope        handler.RetryScope
 	}{
-		{"retriable, attempts left", boom, 1, 3, Retry, "boom", true, 0},
-		{"retriable, last attempt", boom, 3, 3, DeadLetter, "boom (attempt 3 of 3, none left)", true, 0},
-		{"permanent on the first", handler.Permanent(boom), 1, 3, DeadLetter, "boom", false, 0},
-		{"cancel", handler.Cancel(boom), 3, 3, Cancel, "boom", false, 0},
-		{"snooze on the last", handler.Snooze(time.Minute), 3, 3, Snooze, "snoozed for 1m0s", false, time.Minute},
-		{"wrapped snooze", errors.Join(errors.New("ctx"), handler.Snooze(time.Second)), 1, 1, Snooze, "snoozed for 1s", false, time.Second},
-		{"panic", handler.Permanent(&Panic{Value: "x"}), 1, 3, DeadLetter, "handler panicked: x", false, 0},
+		{name: "success", result: json.RawMessage(`{"ok":true}`), attempt: 1, max: 3, want: Complete},
+		{name: "success, no result", attempt: 3, max: 3, want: Complete},
+		{name: "a result that is not JSON", result: json.RawMessage(`{`), attempt: 1, max: 3, want: DeadLetter, msg: "handler returned a result that is not valid JSON"},
+		{name: "retriable, attempts left", err: boom, attempt: 1, max: 3, want: Retry, msg: "boom", retriable: true},
+		{name: "retriable, last attempt", err: boom, attempt: 3, max: 3, want: DeadLetter, msg: "boom (attempt 3 of 3, none left)", retriable: true},
+		{name: "permanent on the first", err: handler.Permanent(boom), attempt: 1, max: 3, want: DeadLetter, msg: "boom"},
+		{name: "cancel", err: handler.Cancel(boom), attempt: 3, max: 3, want: Cancel, msg: "boom"},
+		{name: "snooze on the last", err: handler.Snooze(time.Minute), attempt: 3, max: 3, want: Snooze, msg: "snoozed for 1m0s", snooze: time.Minute},
+		{name: "wrapped snooze", err: errors.Join(errors.New("ctx"), handler.Snooze(time.Second)), attempt: 1, max: 1, want: Snooze, msg: "snoozed for 1s", snooze: time.Second},
+		{name: "retry after, key, on the last", err: handler.RetryAfter(until, handler.ScopeKey), attempt: 1, max: 1, want: Hold, msg: (&handler.RetryAfterError{Until: until, Scope: handler.ScopeKey}).Error(), scope: handler.ScopeKey},
+		{name: "retry after, type", err: handler.RetryAfter(until, handler.ScopeType), attempt: 1, max: 3, want: Hold, msg: (&handler.RetryAfterError{Until: until, Scope: handler.ScopeType}).Error(), scope: handler.ScopeType},
+		{name: "retry after, type and key", err: fmt.Errorf("upstream: %w", handler.RetryAfter(until, handler.ScopeTypeKey)), attempt: 2, max: 3, want: Hold, msg: (&handler.RetryAfterError{Until: until, Scope: handler.ScopeTypeKey}).Error(), scope: handler.ScopeTypeKey},
+		{name: "retry after past the timeout", ctx: expired, err: handler.RetryAfter(until, handler.ScopeKey), attempt: 1, max: 3, want: Retry, msg: "timeout: the handler ran longer than timeout_seconds=0", retriable: true},
+		{name: "timeout on the last", ctx: expired, err: context.DeadlineExceeded, attempt: 2, max: 2, want: DeadLetter, msg: "timeout: the handler ran longer than timeout_seconds=0 (attempt 2 of 2, none left)", retriable: true},
+		{name: "panic", err: handler.Permanent(&Panic{Value: "x"}), attempt: 1, max: 3, want: DeadLetter, msg: "handler panicked: x"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := Decide(tt.err, tt.attempt, tt.max)
+			ctx := tt.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			o := Decide(ctx, tt.result, tt.err, tt.attempt, tt.max)
 			if o.Kind != tt.want || o.Message != tt.msg || o.Retriable != tt.retriable || o.Snooze != tt.snooze {
-				t.Errorf("Decide = %+v, want kind %d %q retriable %v snooze %s", o, tt.want, tt.msg, tt.retriable, tt.snooze)
+				t.Errorf("Decide = %+v, want %s %q retriable %v snooze %s", o, tt.want, tt.msg, tt.retriable, tt.snooze)
+			}
+			if (o.Kind == Complete) != (o.Err == nil) {
+				t.Errorf("Decide = %s with error %v: only Complete has none", o.Kind, o.Err)
+			}
+			if o.Kind == Complete && string(o.Result) != string(tt.result) {
+				t.Errorf("result %s, want %s", o.Result, tt.result)
+			}
+			if got := o.RetryAfter; (got != nil) != (tt.scope != "") || got != nil && (got.Scope != tt.scope || !got.Until.Equal(until)) {
+				t.Errorf("RetryAfter = %+v, want scope %q until %v", got, tt.scope, until)
 			}
 		})
 	}

@@ -57,6 +57,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/store"
@@ -363,17 +365,13 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// parallel runs fn(0..n-1), at most limit at a time.
+// parallel runs fn(0..n-1), at most limit at a time, and returns when all
+// have returned. fn reports its own failures (each call's are its own).
 func parallel(n, limit int, fn func(int)) {
-	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(limit)
 	for i := range n {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			fn(i)
-		}()
+		g.Go(func() error { fn(i); return nil })
 	}
-	wg.Wait()
+	_ = g.Wait() // every call returns nil
 }

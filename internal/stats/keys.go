@@ -47,7 +47,7 @@ func CollectFleet(ctx context.Context, w Workers, k Keyed) (*WorkerStats, *KeySt
 // scopes shown, one read of the settings and one per rate item of the
 // current window. Scopes are ranked by running tasks with no read, so
 // the scopes not shown cost nothing.
-func CollectKeys(ctx context.Context, ws []triagetype.Worker, k Keyed) (*KeyStats, error) {
+func CollectKeys(ctx context.Context, ws []triagetype.WorkerInfo, k Keyed) (*KeyStats, error) {
 	keys, typeKeys := map[string]int{}, map[string]int{}
 	starts, finishes := map[string]float64{}, map[string]float64{}
 	other := 0

@@ -28,9 +28,9 @@ func (f *fakeKeyed) KeyedUse(_ context.Context, typ, key string) (triagetype.Con
 // keys and keyed scopes (the ones running most), sums the rest, skips dead
 // workers, and reads the controls of the shown scopes only.
 func TestCollectKeysIsBounded(t *testing.T) {
-	w1 := triagetype.Worker{State: triagetype.WorkerActive, Keys: map[string]int{}, TypeKeys: map[string]int{}, KeysOther: 7}
-	w2 := triagetype.Worker{State: triagetype.WorkerDraining, Keys: map[string]int{"k00": 100}, TypeKeys: map[string]int{"mail#k01": 4}}
-	dead := triagetype.Worker{State: triagetype.WorkerDead, Keys: map[string]int{"k00": 1000}}
+	w1 := triagetype.WorkerInfo{State: triagetype.WorkerActive, Keys: map[string]int{}, TypeKeys: map[string]int{}, KeysOther: 7}
+	w2 := triagetype.WorkerInfo{State: triagetype.WorkerDraining, Keys: map[string]int{"k00": 100}, TypeKeys: map[string]int{"mail#k01": 4}}
+	dead := triagetype.WorkerInfo{State: triagetype.WorkerDead, Keys: map[string]int{"k00": 1000}}
 	k := &fakeKeyed{}
 	total := 7 + 100
 	for i := range 20 {
@@ -40,7 +40,7 @@ func TestCollectKeysIsBounded(t *testing.T) {
 		k.scopes = append(k.scopes, triagetype.ControlSettings{Key: key})
 	}
 	k.scopes = append(k.scopes, triagetype.ControlSettings{Type: "mail", Key: "k01"})
-	ks, err := stats.CollectKeys(context.Background(), []triagetype.Worker{w1, w2, dead}, k)
+	ks, err := stats.CollectKeys(context.Background(), []triagetype.WorkerInfo{w1, w2, dead}, k)
 	if err != nil {
 		t.Fatal(err)
 	}

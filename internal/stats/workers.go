@@ -8,7 +8,7 @@ import (
 
 // Workers lists the registered consumer instances (workers.Registry).
 type Workers interface {
-	List(ctx context.Context) ([]triagetype.Worker, error)
+	List(ctx context.Context) ([]triagetype.WorkerInfo, error)
 }
 
 // WorkerStats is the workers section of GET /stats (the public type).

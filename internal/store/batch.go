@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
@@ -147,14 +147,11 @@ func (s *Store) CreateBatch(ctx context.Context, h *BatchHead, added []int) erro
 
 // putShards writes a batch's shards that do not exist yet, side by side.
 func (s *Store) putShards(ctx context.Context, id string, n int, added []int) error {
-	errs := make([]error, n)
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
+	errs := make([]error, n) // every shard's, joined
+	var g errgroup.Group
+	g.SetLimit(16)
 	for i := range n {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			a := 0
 			if i < len(added) {
 				a = added[i]
@@ -162,7 +159,7 @@ func (s *Store) putShards(ctx context.Context, id string, n int, added []int) er
 			av, err := attributevalue.MarshalMap(BatchShard{Added: a})
 			if err != nil {
 				errs[i] = err
-				return
+				return nil
 			}
 			av[spec.AttrPK] = shardKey(id, i)[spec.AttrPK]
 			_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
@@ -174,9 +171,10 @@ func (s *Store) putShards(ctx context.Context, id string, n int, added []int) er
 			if err != nil && !errors.As(err, &ccf) {
 				errs[i] = fmt.Errorf("create shard %d of batch %s: %w", i, id, err)
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	return errors.Join(errs...)
 }
 

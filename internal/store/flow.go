@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
@@ -56,14 +56,11 @@ func (s *Store) OnFinish(fn func(ctx context.Context, t *task.Task)) { s.finishe
 // harmless).
 func (s *Store) PutEdges(ctx context.Context, child string, parents []string) error {
 	exp := strconv.FormatInt(s.now().Add(EdgeTTL).Unix(), 10)
-	errs := make([]error, len(parents))
-	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
+	errs := make([]error, len(parents)) // every edge's, joined
+	var g errgroup.Group
+	g.SetLimit(16)
 	for i, p := range parents {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.table, Item: map[string]types.AttributeValue{
 				spec.AttrPK:    &types.AttributeValueMemberS{Value: edgePrefix + p + "#" + child},
 				spec.AttrDuePK: &types.AttributeValueMemberS{Value: edgePartition + p},
@@ -73,9 +70,10 @@ func (s *Store) PutEdges(ctx context.Context, child string, parents []string) er
 			if err != nil {
 				errs[i] = fmt.Errorf("record edge %s -> %s: %w", p, child, err)
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	return errors.Join(errs...)
 }
 

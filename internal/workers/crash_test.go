@@ -141,7 +141,7 @@ func TestKilledWorkerShowsDead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	list := func() map[string]triage.Worker {
+	list := func() map[string]triage.WorkerInfo {
 		t.Helper()
 		l, err := c.Workers(ctx)
 		if err != nil {
@@ -151,7 +151,7 @@ func TestKilledWorkerShowsDead(t *testing.T) {
 	}
 	// await polls GET /workers until ok holds, failing after within; it
 	// returns the list that satisfied it.
-	await := func(what string, within time.Duration, ok func(map[string]triage.Worker) bool) map[string]triage.Worker {
+	await := func(what string, within time.Duration, ok func(map[string]triage.WorkerInfo) bool) map[string]triage.WorkerInfo {
 		t.Helper()
 		end := time.Now().Add(within)
 		for {
@@ -168,7 +168,7 @@ func TestKilledWorkerShowsDead(t *testing.T) {
 
 	victim := startChild(t, env, "victim", every)
 	survivor := startChild(t, env, "survivor", every)
-	await("both registered and active", time.Minute, func(ws map[string]triage.Worker) bool {
+	await("both registered and active", time.Minute, func(ws map[string]triage.WorkerInfo) bool {
 		return ws["victim"].State == triage.WorkerActive && ws["survivor"].State == triage.WorkerActive
 	})
 	for id, w := range list() {
@@ -185,7 +185,7 @@ func TestKilledWorkerShowsDead(t *testing.T) {
 	}
 	killed := time.Now()
 	bound := killed.Add(triage.DeadAfterBeats * every)
-	var after map[string]triage.Worker
+	var after map[string]triage.WorkerInfo
 	for {
 		asked := time.Now()
 		ws := list()
@@ -231,17 +231,17 @@ func TestKilledWorkerShowsDead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	await("the survivor busy", 30*time.Second, func(ws map[string]triage.Worker) bool { return ws["survivor"].Busy == 1 })
+	await("the survivor busy", 30*time.Second, func(ws map[string]triage.WorkerInfo) bool { return ws["survivor"].Busy == 1 })
 	if st, err := c.Stats(ctx); err != nil || st.Workers == nil || st.Workers.Used != 1 {
 		t.Errorf("/stats workers with the survivor busy = %+v (%v), want 1 slot used", st.Workers, err)
 	}
 	if err := survivor.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	await("the survivor draining", 5*every, func(ws map[string]triage.Worker) bool {
+	await("the survivor draining", 5*every, func(ws map[string]triage.WorkerInfo) bool {
 		return ws["survivor"].State == triage.WorkerDraining && ws["survivor"].Busy == 1
 	})
-	await("the survivor gone once its task is done", 30*time.Second, func(ws map[string]triage.Worker) bool {
+	await("the survivor gone once its task is done", 30*time.Second, func(ws map[string]triage.WorkerInfo) bool {
 		_, listed := ws["survivor"]
 		return !listed
 	})
@@ -277,7 +277,7 @@ func TestLambdaInvocationRegisters(t *testing.T) {
 		sum, err := fn(ctx, events.EventBridgeEvent{})
 		done <- result{sum, err}
 	}()
-	var seen []triagetype.Worker
+	var seen []triagetype.WorkerInfo
 	for len(seen) == 0 {
 		select {
 		case r := <-done:

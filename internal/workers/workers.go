@@ -54,6 +54,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
@@ -260,13 +261,13 @@ const batchGetMax = 100
 // List returns every registered instance that is alive or died within
 // DeadRetention, oldest first, each with the state it has now: dead once
 // DeadAfterBeats heartbeat intervals passed without a heartbeat.
-func (r *Registry) List(ctx context.Context) ([]triagetype.Worker, error) {
+func (r *Registry) List(ctx context.Context) ([]triagetype.WorkerInfo, error) {
 	pks, err := r.keys(ctx)
 	if err != nil {
 		return nil, err
 	}
 	now := r.now()
-	out := make([]triagetype.Worker, 0, len(pks))
+	out := make([]triagetype.WorkerInfo, 0, len(pks))
 	for chunk := range slices.Chunk(pks, batchGetMax) {
 		recs, err := r.batchGet(ctx, chunk)
 		if err != nil {
@@ -279,7 +280,7 @@ func (r *Registry) List(ctx context.Context) ([]triagetype.Worker, error) {
 			out = append(out, rec.worker(now))
 		}
 	}
-	slices.SortFunc(out, func(a, b triagetype.Worker) int {
+	slices.SortFunc(out, func(a, b triagetype.WorkerInfo) int {
 		if c := a.StartedAt.Compare(b.StartedAt); c != 0 {
 			return c
 		}
@@ -289,9 +290,9 @@ func (r *Registry) List(ctx context.Context) ([]triagetype.Worker, error) {
 }
 
 // worker is rec as GET /workers shows it at now.
-func (rec record) worker(now time.Time) triagetype.Worker {
+func (rec record) worker(now time.Time) triagetype.WorkerInfo {
 	ev := time.Duration(rec.EveryMS) * time.Millisecond
-	w := triagetype.Worker{
+	w := triagetype.WorkerInfo{
 		ID: rec.ID, Kind: rec.Kind, State: triagetype.WorkerState(rec.State),
 		StartedAt: rec.StartedAt, LastHeartbeatAt: rec.HeartbeatAt,
 		HeartbeatSeconds: ev.Seconds(), Capacity: rec.Capacity, Busy: rec.Busy,
@@ -322,24 +323,21 @@ func (r *Registry) keys(ctx context.Context) ([]string, error) {
 	var (
 		mu   sync.Mutex
 		pks  []string
-		errs = make([]error, r.shards)
-		wg   sync.WaitGroup
+		errs = make([]error, r.shards) // every shard's, joined
+		g    errgroup.Group
 	)
-	sem := make(chan struct{}, 16)
+	g.SetLimit(16)
 	for s := range r.shards {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
+		g.Go(func() error {
 			got, err := r.shardKeys(ctx, s)
 			mu.Lock()
 			pks = append(pks, got...)
 			mu.Unlock()
 			errs[s] = err
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

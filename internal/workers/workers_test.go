@@ -47,8 +47,8 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-func byID(ws []triagetype.Worker) map[string]triagetype.Worker {
-	m := map[string]triagetype.Worker{}
+func byID(ws []triagetype.WorkerInfo) map[string]triagetype.WorkerInfo {
+	m := map[string]triagetype.WorkerInfo{}
 	for _, w := range ws {
 		m[w.ID] = w
 	}
@@ -194,18 +194,18 @@ func TestWorkersAndTasksShareNoIndexKey(t *testing.T) {
 // SummarizeWorkers counts every state and sums slots over live workers
 // only: a dead worker runs nothing.
 func TestSummarizeWorkers(t *testing.T) {
-	w := func(st triagetype.WorkerState, capacity, busy int) triagetype.Worker {
-		return triagetype.Worker{State: st, Capacity: capacity, Busy: busy}
+	w := func(st triagetype.WorkerState, capacity, busy int) triagetype.WorkerInfo {
+		return triagetype.WorkerInfo{State: st, Capacity: capacity, Busy: busy}
 	}
 	tests := []struct {
 		name string
-		ws   []triagetype.Worker
+		ws   []triagetype.WorkerInfo
 		want triagetype.WorkerStats
 	}{
 		{"none", nil, triagetype.WorkerStats{}},
-		{"active and draining", []triagetype.Worker{w(triagetype.WorkerActive, 8, 3), w(triagetype.WorkerDraining, 4, 4)},
+		{"active and draining", []triagetype.WorkerInfo{w(triagetype.WorkerActive, 8, 3), w(triagetype.WorkerDraining, 4, 4)},
 			triagetype.WorkerStats{Active: 1, Draining: 1, Capacity: 12, Used: 7}},
-		{"dead excluded from slots", []triagetype.Worker{w(triagetype.WorkerActive, 8, 1), w(triagetype.WorkerDead, 16, 16)},
+		{"dead excluded from slots", []triagetype.WorkerInfo{w(triagetype.WorkerActive, 8, 1), w(triagetype.WorkerDead, 16, 16)},
 			triagetype.WorkerStats{Active: 1, Dead: 1, Capacity: 8, Used: 1}},
 	}
 	for _, tt := range tests {

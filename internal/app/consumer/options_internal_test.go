@@ -1,4 +1,4 @@
-package consumerapp
+package consumer
 
 import (
 	"testing"
