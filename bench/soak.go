@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage/internal/api"
+	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
@@ -74,6 +75,13 @@ type Soak struct {
 	Completed  int `json:"completed"`
 	DeadLetter int `json:"dead_letter"`
 	Cancelled  int `json:"cancelled"`
+	// DeadLetterTasks are the dead-lettered tasks, "id attempts=N runs=R
+	// error": the handler never fails, so each was dead-lettered by
+	// triage itself (kills, receives) and is a finding.
+	DeadLetterTasks []string `json:"dead_letter_tasks,omitempty"`
+	// DLQ counts the messages in the DLQs at the end by reason (the
+	// reason triage gave, or "redriven by SQS" when none).
+	DLQ map[string]int `json:"dlq_messages_by_reason,omitempty"`
 	// Stranded are accepted tasks not terminal at the end, as "id status
 	// attempts=N priority=P" (or "id missing" with no record).
 	Stranded      int      `json:"stranded"`
@@ -88,7 +96,11 @@ type Soak struct {
 	// LiveLeaseExpiries counts reclaims (consumer log "reclaiming task
 	// whose lease expired") whose previous worker was still alive then:
 	// the only way two runs of a task may overlap.
-	LiveLeaseExpiries   int `json:"lease_expiries_of_live_workers"`
+	LiveLeaseExpiries int `json:"lease_expiries_of_live_workers"`
+	// Reclaims counts all of them (a killed worker's claims, mostly), and
+	// RunsCut the handler runs a SIGKILL ended (no done or abort line).
+	Reclaims            int `json:"reclaims"`
+	RunsCut             int `json:"runs_cut_by_a_kill"`
 	RanNotAccepted      int `json:"ran_not_accepted"`
 	CompletedWithoutRun int `json:"completed_without_a_run"`
 
@@ -178,7 +190,7 @@ func measureSoak(ctx context.Context, cl clients, root string, tasks int, quick 
 		triageconfig.EnvConcurrency+"="+strconv.Itoa(soakSlots),
 		triageconfig.EnvLease+"="+soakLease.String(),
 		triageconfig.EnvPromoteInterval+"="+soakPromote.String(),
-		triageconfig.EnvLogLevel+"=info",
+		triageconfig.EnvLogLevel+"=debug", // every task transition, for the evidence
 		soakRunsEnv+"="+filepath.Join(dir, "runs"),
 	)
 	fl := newFleet(exe, env, dir)
@@ -248,6 +260,11 @@ func measureSoak(ctx context.Context, cl clients, root string, tasks int, quick 
 			s.Completed++
 		case t.Status == triagetype.DeadLetter:
 			s.DeadLetter++
+			why := ""
+			if t.Error != nil {
+				why = t.Error.Message
+			}
+			s.DeadLetterTasks = append(s.DeadLetterTasks, fmt.Sprintf("%s attempts=%d priority=%s: %s", id, t.Attempts, t.Priority, why))
 		case t.Status == triagetype.Cancelled:
 			s.Cancelled++
 		default:
@@ -260,22 +277,38 @@ func measureSoak(ctx context.Context, cl clients, root string, tasks int, quick 
 		return s, err
 	}
 	tr.judge(&s, accepted, final, fl.exits())
+	for i, x := range s.DeadLetterTasks {
+		id, rest, _ := strings.Cut(x, " ")
+		s.DeadLetterTasks[i] = fmt.Sprintf("%s runs=%d %s", id, len(tr.runs[id]), rest)
+	}
+	dlq, err := dlqCensus(ctx, d.app.Queues)
+	if err != nil {
+		probs.note("soak: reading the DLQs: %v", err)
+	}
+	s.DLQ = map[string]int{}
+	for _, m := range dlq {
+		s.DLQ[dlqReason(m)]++
+	}
 	logs := readChildLogs(fl)
-	s.LiveLeaseExpiries = logs.liveLeaseExpiries
+	s.LiveLeaseExpiries, s.Reclaims = logs.liveLeaseExpiries, logs.reclaims
+	if err := fl.writeProcs(filepath.Join(dir, "procs.txt")); err != nil {
+		probs.note("soak: writing the children's list: %v", err)
+	}
 	s.PromoterReleased, s.PromoterReconciled, s.PromoterRescued = logs.released, logs.reconciled, logs.rescued
 	s.ChildWarnings = logs.top(12)
-	if s.Stranded > 0 {
-		if err := writeStranded(filepath.Join(dir, "stranded.txt"), s.StrandedTasks, final, fl, tr); err != nil {
-			probs.note("soak: writing the stranded tasks' evidence: %v", err)
+	if s.Stranded+s.DeadLetter > 0 {
+		if err := writeEvidence(filepath.Join(dir, "evidence.txt"), append(slices.Clone(s.StrandedTasks), s.DeadLetterTasks...), final, fl, tr, dlq); err != nil {
+			probs.note("soak: writing the evidence: %v", err)
 		}
 	}
 	s.Targets = []Target{
 		newTarget("soak: accepted tasks not terminal at the end (stranded)", float64(s.Stranded), 0, "tasks", true, "issue #31: every accepted task terminal"),
 		newTarget("soak: tasks with two overlapping runs", float64(s.Overlapping), 0, "tasks", true, "a claim's lease; 0 unless a live worker's lease expired"),
 		newTarget("soak: completed tasks whose handler never started", float64(s.CompletedWithoutRun), 0, "tasks", true, "every completion is a run"),
+		newTarget("soak: tasks dead-lettered although their handler never failed", float64(s.DeadLetter), 0, "tasks", true, "the soak's handler always succeeds"),
 	}
 	if s.Stranded > 0 {
-		probs.add("soak: %d of %d accepted tasks not terminal after %.0f s of drain: %s (evidence in %s/stranded.txt)",
+		probs.add("soak: %d of %d accepted tasks not terminal after %.0f s of drain: %s (evidence in %s/evidence.txt)",
 			s.Stranded, s.Accepted, set.drain.Seconds(), strings.Join(s.StrandedTasks[:min(5, s.Stranded)], "; "), s.Logs)
 	}
 	if s.Overlapping > 0 {
@@ -284,6 +317,10 @@ func measureSoak(ctx context.Context, cl clients, root string, tasks int, quick 
 	}
 	if s.CompletedWithoutRun > 0 {
 		probs.add("soak: %d tasks completed without a handler start in the traces", s.CompletedWithoutRun)
+	}
+	if s.DeadLetter > 0 {
+		probs.note("soak: %d accepted tasks dead-lettered although the handler never fails: %s (evidence in %s/evidence.txt)",
+			s.DeadLetter, strings.Join(s.DeadLetterTasks[:min(5, s.DeadLetter)], "; "), s.Logs)
 	}
 	if s.NotAccepted > 0 {
 		probs.note("soak: %d of %d tasks never accepted (every submit of them failed): %s", s.NotAccepted, s.Planned, strings.Join(s.SubmitErrors, "; "))
@@ -670,8 +707,8 @@ func soakDrain(ctx context.Context, getMany func(context.Context, []string) ([]*
 // fleet is the soak's child processes: every one it started, by role and
 // slot, each SIGKILLed by its pid only. Children run in process groups of
 // their own (so a Ctrl-C reaches the bench, which kills them) and get
-// SIGKILL if the bench dies first (Pdeathsig, set from one locked thread
-// that lives as long as the fleet).
+// SIGKILL if the bench dies first (Pdeathsig; they are started from one
+// locked thread, which the Go runtime does not end while it is locked).
 type fleet struct {
 	exe string
 	env []string
@@ -703,8 +740,13 @@ func newFleet(exe string, env []string, dir string) *fleet {
 	f := &fleet{exe: exe, env: env, dir: dir, spawn: make(chan func())}
 	go func() {
 		// Pdeathsig fires when the thread that started a child ends: all
-		// children are started here, on a thread that ends with the fleet.
+		// children are started here, on one thread that no other goroutine
+		// uses meanwhile. It is unlocked at the end, not left to exit with
+		// the goroutine: a locked goroutine's exit ends its thread, and
+		// that thread may have started the emulators, whose own Pdeathsig
+		// would then kill them (a first version did, mid-run).
 		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 		for fn := range f.spawn {
 			fn()
 		}
@@ -822,6 +864,26 @@ func (f *fleet) exits() map[string]time.Time {
 	return m
 }
 
+// writeProcs lists every child: role, slot, pid, what its ready line
+// said, its log file, when it started and exited, and whether the soak
+// killed it.
+func (f *fleet) writeProcs(path string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var b strings.Builder
+	for _, c := range f.procs {
+		exit := "running"
+		select {
+		case <-c.exited:
+			exit = c.exitAt.UTC().Format(time.RFC3339Nano)
+		default:
+		}
+		fmt.Fprintf(&b, "%s%d pid=%d ready=%q log=%s started=%s exited=%s killed=%v\n",
+			c.role, c.slot, c.pid, c.ready, c.log, c.started.UTC().Format(time.RFC3339Nano), exit, c.killed)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
 // firstLine is a child's stdout: its first line goes to ch, the rest is
 // dropped.
 type firstLine struct {
@@ -915,6 +977,7 @@ func (tr *traces) judge(s *Soak, accepted []string, final map[string]*task.Task,
 		}
 		for _, r := range rs {
 			if r.ended == "" {
+				s.RunsCut++
 				r.ended = "killed"
 				r.end = exits[r.pid]
 				if r.end.IsZero() {
@@ -949,7 +1012,7 @@ func (tr *traces) judge(s *Soak, accepted []string, final map[string]*task.Task,
 // childLogs is what the children's logs say, summed.
 type childLogs struct {
 	warnings                      map[string]int // "role: level message"
-	liveLeaseExpiries             int
+	liveLeaseExpiries, reclaims   int
 	released, reconciled, rescued int
 }
 
@@ -993,7 +1056,10 @@ func readChildLogs(fl *fleet) childLogs {
 				out.reconciled += e.Reconciled
 				out.rescued += e.Rescued
 			case e.Msg == "reclaiming task whose lease expired":
-				if p := byWorker[e.PreviousWorker]; p != nil && (p.exitAt.IsZero() || p.exitAt.After(e.Time)) {
+				// A previous worker not among the soak's consumers counts
+				// as alive: nothing says it was dead.
+				out.reclaims++
+				if p := byWorker[e.PreviousWorker]; p == nil || p.exitAt.IsZero() || p.exitAt.After(e.Time) {
 					out.liveLeaseExpiries++
 				}
 			}
@@ -1025,9 +1091,43 @@ func (l childLogs) top(n int) []string {
 	return out
 }
 
-// writeStranded writes, for each stranded task, its record, its runs and
-// every child log line naming it, for whoever investigates.
-func writeStranded(path string, stranded []string, final map[string]*task.Task, fl *fleet, tr *traces) error {
+// dlqCensus reads every message left in the DLQs (each hidden for a
+// minute, so each is read once).
+func dlqCensus(ctx context.Context, qs *queue.Queues) ([]queue.Received, error) {
+	var all []queue.Received
+	for _, p := range []triagetype.Priority{triagetype.High, triagetype.Medium, triagetype.Low} {
+		for range 200 {
+			ms, err := qs.ReceiveDLQ(ctx, p, 10, time.Second, time.Minute)
+			if err != nil {
+				return all, err
+			}
+			if len(ms) == 0 {
+				break
+			}
+			all = append(all, ms...)
+		}
+	}
+	return all, nil
+}
+
+// dlqReason is a DLQ message's reason, without the task id and detail.
+func dlqReason(m queue.Received) string {
+	switch {
+	case m.Reason == "":
+		return "redriven by SQS (maxReceiveCount), not reconciled yet"
+	case strings.HasPrefix(m.Reason, queue.ReasonNoTask):
+		return queue.ReasonNoTask
+	case strings.HasPrefix(m.Reason, queue.ReasonAhead):
+		return queue.ReasonAhead
+	}
+	r, _, _ := strings.Cut(m.Reason, ";")
+	return task.Truncate(r, 60)
+}
+
+// writeEvidence writes, for each task named first in lines, its record,
+// its runs, its DLQ messages and every child log line naming it, for
+// whoever investigates.
+func writeEvidence(path string, lines []string, final map[string]*task.Task, fl *fleet, tr *traces, dlq []queue.Received) error {
 	var b strings.Builder
 	fl.mu.Lock()
 	procs := slices.Clone(fl.procs)
@@ -1038,12 +1138,18 @@ func writeStranded(path string, stranded []string, final map[string]*task.Task, 
 			logs[c.log] = data
 		}
 	}
-	for _, line := range stranded {
+	for _, line := range lines {
 		id, _, _ := strings.Cut(line, " ")
 		fmt.Fprintf(&b, "== %s\n", line)
 		if t := final[id]; t != nil {
 			rec, _ := json.Marshal(t)
 			fmt.Fprintf(&b, "record: %s\n", rec)
+		}
+		for _, m := range dlq {
+			if strings.Contains(m.Body, id) {
+				fmt.Fprintf(&b, "DLQ %s: receives=%d sent=%s first_sent=%s reason=%q body=%s\n", m.Priority, m.ReceiveCount,
+					m.SentAt.UTC().Format(time.RFC3339Nano), m.FirstSentAt.UTC().Format(time.RFC3339Nano), m.Reason, m.Body)
+			}
 		}
 		for _, r := range tr.runs[id] {
 			fmt.Fprintf(&b, "run: pid %s %s - %s (%s)\n", r.pid, r.start.Format(time.RFC3339Nano), r.end.Format(time.RFC3339Nano), r.ended)
@@ -1059,6 +1165,15 @@ func writeStranded(path string, stranded []string, final map[string]*task.Task, 
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
+func sortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
 // printSoak prints the soak group's table.
 func printSoak(w io.Writer, s Soak) {
 	t := &table{
@@ -1070,11 +1185,13 @@ func printSoak(w io.Writer, s Soak) {
 	t.row("submits retried (same keys, other API)", fmt.Sprintf("%d (%d connections cut by a kill)", s.SubmitsRetried, s.ConnErrors))
 	t.row("consumer kills / API kills (SIGKILL)", fmt.Sprintf("%d / %d in %.1f s", s.ConsumerKills, s.APIKills, s.ChaosSeconds))
 	t.row("terminal: completed / dead_letter / cancelled", fmt.Sprintf("%d / %d / %d", s.Completed, s.DeadLetter, s.Cancelled))
+	t.row("dead_letter although the handler never fails (target 0)", d(s.DeadLetter))
 	t.row("stranded (not terminal at the end; target 0)", d(s.Stranded))
 	t.row("time to drain after the chaos", fmt.Sprintf("%.1f s (limit %.0f s)", s.DrainSeconds, s.DrainLimit))
 	t.row("handler runs / max runs of a task", fmt.Sprintf("%d / %d", s.Runs, s.MaxRuns))
 	t.row("tasks started more than once (expected after kills)", d(s.RanMoreThanOnce))
 	t.row("tasks with two overlapping runs (target 0)", d(s.Overlapping))
+	t.row("handler runs cut by a kill / claims reclaimed after their lease", fmt.Sprintf("%d / %d", s.RunsCut, s.Reclaims))
 	t.row("lease expiries of live workers", d(s.LiveLeaseExpiries))
 	t.row("ran but never accepted / completed without a run", fmt.Sprintf("%d / %d", s.RanNotAccepted, s.CompletedWithoutRun))
 	t.row("promoter: released / reconciled / rescued", fmt.Sprintf("%d / %d / %d", s.PromoterReleased, s.PromoterReconciled, s.PromoterRescued))
@@ -1085,6 +1202,12 @@ func printSoak(w io.Writer, s Soak) {
 	}
 	for _, x := range s.OverlapExamples {
 		t.note("OVERLAP %s", x)
+	}
+	for _, x := range s.DeadLetterTasks {
+		t.note("DEAD_LETTER %s", x)
+	}
+	for _, k := range sortedKeys(s.DLQ) {
+		t.note("left in the DLQs: %d × %s", s.DLQ[k], k)
 	}
 	for _, x := range s.SubmitErrors {
 		t.note("never accepted: %s", x)
