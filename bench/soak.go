@@ -97,6 +97,11 @@ type Soak struct {
 	// whose lease expired") whose previous worker was still alive then:
 	// the only way two runs of a task may overlap.
 	LiveLeaseExpiries int `json:"lease_expiries_of_live_workers"`
+	// ClaimToStart is, for completed tasks, the time from the claim (the
+	// record's started_at, taken before the claim's write) to the
+	// handler's start line of that attempt: mostly the claim's write. A
+	// kill in this window loses the attempt without a run.
+	ClaimToStart Dist `json:"claim_to_handler_start"`
 	// Reclaims counts all of them (a killed worker's claims, mostly), and
 	// RunsCut the handler runs a SIGKILL ended (no done or abort line).
 	Reclaims            int `json:"reclaims"`
@@ -733,7 +738,8 @@ type child struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	exitAt  time.Time // set before exited closes
-	killed  bool
+	killed  bool      // by the chaos or at the end
+	chaos   bool      // by the chaos, mid-run
 }
 
 func newFleet(exe string, env []string, dir string) *fleet {
@@ -831,6 +837,9 @@ func (f *fleet) kill(c *child) {
 // restart kills the child of role in slot and starts another in its place.
 func (f *fleet) restart(ctx context.Context, role string, slot int) error {
 	if c := f.current(role, slot); c != nil {
+		f.mu.Lock()
+		c.chaos = true
+		f.mu.Unlock()
 		f.kill(c)
 	}
 	_, err := f.start(ctx, role, slot)
@@ -878,8 +887,8 @@ func (f *fleet) writeProcs(path string) error {
 			exit = c.exitAt.UTC().Format(time.RFC3339Nano)
 		default:
 		}
-		fmt.Fprintf(&b, "%s%d pid=%d ready=%q log=%s started=%s exited=%s killed=%v\n",
-			c.role, c.slot, c.pid, c.ready, c.log, c.started.UTC().Format(time.RFC3339Nano), exit, c.killed)
+		fmt.Fprintf(&b, "%s%d pid=%d ready=%q log=%s started=%s exited=%s killed_by_chaos=%v\n",
+			c.role, c.slot, c.pid, c.ready, c.log, c.started.UTC().Format(time.RFC3339Nano), exit, c.chaos)
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
@@ -907,6 +916,7 @@ func (w *firstLine) Write(p []byte) (int, error) {
 // handlerRun is one handler attempt as the traces tell it.
 type handlerRun struct {
 	pid        string
+	attempt    int
 	start, end time.Time
 	ended      string // traceDone, traceAbort, or "killed" (the process's exit)
 }
@@ -944,7 +954,8 @@ func readTraces(dir string) (*traces, error) {
 			case traceStart:
 				// A start while this process still runs the task leaves
 				// the first run open until the process's exit: an overlap.
-				r := &handlerRun{pid: f[2], start: at}
+				n, _ := strconv.Atoi(f[4])
+				r := &handlerRun{pid: f[2], attempt: n, start: at}
 				open[id] = r
 				tr.runs[id] = append(tr.runs[id], r)
 			case traceDone, traceAbort:
@@ -1002,11 +1013,22 @@ func (tr *traces) judge(s *Soak, accepted []string, final map[string]*task.Task,
 			}
 		}
 	}
+	var claimToStart []time.Duration
 	for _, id := range accepted {
-		if t := final[id]; t != nil && t.Status == triagetype.Completed && len(tr.runs[id]) == 0 {
+		t := final[id]
+		if t == nil || t.Status != triagetype.Completed {
+			continue
+		}
+		if len(tr.runs[id]) == 0 {
 			s.CompletedWithoutRun++
 		}
+		for _, r := range tr.runs[id] {
+			if r.attempt == t.Attempts && t.StartedAt != nil {
+				claimToStart = append(claimToStart, r.start.Sub(*t.StartedAt))
+			}
+		}
 	}
+	s.ClaimToStart = distOf(claimToStart)
 }
 
 // childLogs is what the children's logs say, summed.
@@ -1144,6 +1166,22 @@ func writeEvidence(path string, lines []string, final map[string]*task.Task, fl 
 		if t := final[id]; t != nil {
 			rec, _ := json.Marshal(t)
 			fmt.Fprintf(&b, "record: %s\n", rec)
+			// Each attempt beside the end of the process that claimed it.
+			for _, a := range t.History {
+				for _, c := range procs {
+					if c.role != "consumer" || c.ready != a.WorkerID {
+						continue
+					}
+					ran := 0
+					for _, r := range tr.runs[id] {
+						if r.pid == strconv.Itoa(c.pid) && r.attempt == a.Attempt {
+							ran++
+						}
+					}
+					fmt.Fprintf(&b, "attempt %d: claimed by %s (pid %d) at %s; the process exited %.3f s later (killed by the chaos: %v); handler starts of this attempt: %d; %s\n",
+						a.Attempt, a.WorkerID, c.pid, a.StartedAt.UTC().Format(time.RFC3339Nano), c.exitAt.Sub(a.StartedAt).Seconds(), c.chaos, ran, a.Error)
+				}
+			}
 		}
 		for _, m := range dlq {
 			if strings.Contains(m.Body, id) {
@@ -1193,6 +1231,7 @@ func printSoak(w io.Writer, s Soak) {
 	t.row("tasks with two overlapping runs (target 0)", d(s.Overlapping))
 	t.row("handler runs cut by a kill / claims reclaimed after their lease", fmt.Sprintf("%d / %d", s.RunsCut, s.Reclaims))
 	t.row("lease expiries of live workers", d(s.LiveLeaseExpiries))
+	t.row("claim to handler start, p50 / p99 / max (completed tasks)", fmt.Sprintf("%.0f / %.0f / %.0f ms", s.ClaimToStart.P50, s.ClaimToStart.P99, s.ClaimToStart.Max))
 	t.row("ran but never accepted / completed without a run", fmt.Sprintf("%d / %d", s.RanNotAccepted, s.CompletedWithoutRun))
 	t.row("promoter: released / reconciled / rescued", fmt.Sprintf("%d / %d / %d", s.PromoterReleased, s.PromoterReconciled, s.PromoterRescued))
 	t.note("%d consumers x %d slots (lease %.0f s), %d APIs, a promoter every %.0f s: this binary re-executed (%s), on the run's emulators; seed %d",
