@@ -82,6 +82,10 @@ type Soak struct {
 	// DLQ counts the messages in the DLQs at the end by reason (the
 	// reason triage gave, or "redriven by SQS" when none).
 	DLQ map[string]int `json:"dlq_messages_by_reason,omitempty"`
+	// DLQAccepted counts the DLQ messages at the end that name an
+	// accepted task (the rest name tasks never recorded: a killed or
+	// refused submit's messages, resent under new ids with the same keys).
+	DLQAccepted int `json:"dlq_messages_of_accepted_tasks"`
 	// Stranded are accepted tasks not terminal at the end, as "id status
 	// attempts=N priority=P" (or "id missing" with no record).
 	Stranded      int      `json:"stranded"`
@@ -291,8 +295,18 @@ func measureSoak(ctx context.Context, cl clients, root string, tasks int, quick 
 		probs.note("soak: reading the DLQs: %v", err)
 	}
 	s.DLQ = map[string]int{}
+	isAccepted := map[string]bool{}
+	for _, id := range accepted {
+		isAccepted[id] = true
+	}
 	for _, m := range dlq {
 		s.DLQ[dlqReason(m)]++
+		var msg struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal([]byte(m.Body), &msg) == nil && isAccepted[msg.ID] {
+			s.DLQAccepted++
+		}
 	}
 	logs := readChildLogs(fl)
 	s.LiveLeaseExpiries, s.Reclaims = logs.liveLeaseExpiries, logs.reclaims
@@ -1247,6 +1261,9 @@ func printSoak(w io.Writer, s Soak) {
 	}
 	for _, k := range sortedKeys(s.DLQ) {
 		t.note("left in the DLQs: %d × %s", s.DLQ[k], k)
+	}
+	if len(s.DLQ) > 0 {
+		t.note("DLQ messages naming an accepted task: %d (the others name tasks a killed or refused submit never recorded)", s.DLQAccepted)
 	}
 	for _, x := range s.SubmitErrors {
 		t.note("never accepted: %s", x)
