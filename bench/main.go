@@ -7,6 +7,11 @@
 // and SQS requests per task by payload size, the direct-send paths that
 // skip the HTTP API, GET /stats with 1k to 100k retained tasks, and the
 // computed capacity against what DynamoDB reports (ReturnConsumedCapacity).
+// Group soak (`-only soak`, last in a full run) re-executes this binary as
+// two API processes, three consumers and a promoter on the same emulators,
+// SIGKILLs consumers and APIs while tasks are submitted over HTTP (singles
+// and batches, resent with their idempotency keys when a connection dies),
+// then waits for every accepted task to be terminal.
 //
 // `make bench` runs it (go run ./bench). It starts fauxqs and DynamoDB Local
 // on loopback ports, warms them up, bootstraps a fresh table and queues per
@@ -25,7 +30,8 @@
 //
 // A benchmark asserts nothing about speed, but every run checks a
 // handler-side ledger: if any task is lost or runs twice, bench prints the
-// problem and exits with status 1.
+// problem and exits with status 1; so does the soak if an accepted task is
+// not terminal at its end or two runs of a task overlapped.
 package main
 
 import (
@@ -74,6 +80,7 @@ type options struct {
 	Retained       []int           `json:"stats_retained_sizes"`
 	StatsCalls     int             `json:"stats_requests_per_size"`
 	StatsFill      time.Duration   `json:"-"`
+	SoakTasks      int             `json:"soak_tasks"`
 	Out            string          `json:"-"`
 	MaxRun         time.Duration   `json:"-"`
 	WarmupMax      time.Duration   `json:"-"`
@@ -119,11 +126,12 @@ func parseOptions(args []string) (options, error) {
 	retained := fs.String("retained", "1000,10000,100000", "/stats: retained-task counts, comma-separated, smallest first (the last is compared with the first)")
 	fs.IntVar(&o.StatsCalls, "stats-calls", 20, "/stats: timed requests per retained size")
 	fs.DurationVar(&o.StatsFill, "stats-fill", 3*time.Minute, "/stats: at most this long for writing the retained tasks of every size (a size not reached is measured as far as it got, and says so)")
+	fs.IntVar(&o.SoakTasks, "soak-tasks", 600, "soak: tasks submitted while consumer and API processes are SIGKILLed; 0 skips the group")
 	fs.StringVar(&o.Out, "out", defaultOut, "results file, relative to the repository root")
 	update := fs.Bool("update", false, "write the committed sample "+sampleOut+" instead of -out (not with -quick)")
 	fs.DurationVar(&o.MaxRun, "max", 24*time.Minute+30*time.Second, "abort the whole run after this long")
 	fs.DurationVar(&o.WarmupMax, "warmup", time.Minute, "warm the emulators up for at most this long (until their rate settles)")
-	fs.StringVar(&o.Only, "only", "", `run one group alone: "waiting" (group 13), or "waiting-rate" (its rate-limited backlog only)`)
+	fs.StringVar(&o.Only, "only", "", `run one group alone: "waiting" (group 13), "waiting-rate" (its rate-limited backlog only), or "soak"`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -168,6 +176,7 @@ func parseOptions(args []string) (options, error) {
 		shrink("payload-tasks", &o.PayloadTasks, 30)
 		shrink("direct-tasks", &o.DirectTasks, 200)
 		shrinkD("stats-fill", &o.StatsFill, 90*time.Second)
+		shrink("soak-tasks", &o.SoakTasks, 100)
 		if !set["retained"] {
 			*retained = "1000,5000,10000"
 		}
@@ -192,6 +201,8 @@ func parseOptions(args []string) (options, error) {
 		return o, errors.New("-high-rate must be in (0, 1000]")
 	case o.PayloadTasks < 1 || o.DirectTasks < 1 || o.StatsCalls < 1:
 		return o, errors.New("-payload-tasks, -direct-tasks and -stats-calls must be at least 1")
+	case o.SoakTasks < 0 || o.Only == "soak" && o.SoakTasks < 1:
+		return o, errors.New("-soak-tasks must be at least 1 with -only soak, and not negative")
 	}
 	o.SetupsText = setups
 	o.Durations = fmt.Sprintf("warmup<=%v ceiling-time=%v e2e-timeout=%v high-for=%v high-after=%v latency-timeout=%v stats-fill<=%v max=%v",
@@ -260,6 +271,9 @@ func (p *problems) note(format string, args ...any) {
 }
 
 func main() {
+	if role := isSoakChild(); role != "" {
+		os.Exit(runSoakChild(role)) // a child process of the soak group
+	}
 	o, err := parseOptions(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		return
@@ -352,6 +366,9 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 		r.Waiting = &w
 		return err
 	}
+	if o.Only == "soak" {
+		return runSoak(ctx, o, cl, root, r, probs, progress)
+	}
 	// Group 9 runs first, on the fresh emulators: DynamoDB Local looks up a
 	// table's stream on every write, at a cost that grows with the stream
 	// records the run has left (deleted tables' too: 10,000 tasks took 7 s
@@ -418,6 +435,11 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 		return fmt.Errorf("waiting: %w", err)
 	}
 	r.Waiting = &w
+	if o.SoakTasks > 0 {
+		if err := runSoak(ctx, o, cl, root, r, probs, progress); err != nil {
+			return err
+		}
+	}
 	analyze(r)
 	progress("done")
 	return nil

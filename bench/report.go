@@ -35,6 +35,7 @@ type Results struct {
 	CrossCheck  []CrossCheck `json:"capacity_cross_check"`
 	Schedules   ScheduleRun  `json:"schedule_ticks"`
 	Waiting     *Waiting     `json:"waiting,omitempty"`
+	Soak        *Soak        `json:"soak,omitempty"`
 	Problems    []string     `json:"problems"`
 	Notes       []string     `json:"notes"`
 	WallSeconds float64      `json:"wall_seconds"`
@@ -544,6 +545,9 @@ func printAll(w io.Writer, r *Results) {
 	}
 	if r.Waiting != nil {
 		printWaiting(w, *r.Waiting)
+	}
+	if r.Soak != nil {
+		printSoak(w, *r.Soak)
 	}
 	if len(r.Targets) > 0 {
 		printTargets(w, r)
