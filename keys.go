@@ -2,6 +2,7 @@ package triage
 
 import (
 	"context"
+	"github.com/triagehq/triage/triagetype"
 	"net/http"
 	"net/url"
 )
@@ -19,7 +20,7 @@ type KeyControlsTransport interface {
 func (c *Client) SetKeyControls(ctx context.Context, key string, r KeyControlsRequest) (*ControlSettings, error) {
 	kt, ok := c.t.(KeyControlsTransport)
 	if !ok {
-		return nil, &Error{Status: http.StatusNotImplemented, Code: "not_implemented", Message: "this transport has no keyed controls"}
+		return nil, &Error{Status: http.StatusNotImplemented, Code: triagetype.CodeNotImplemented, Message: "this transport has no keyed controls"}
 	}
 	return kt.SetKeyControls(ctx, key, r)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/triagehq/triage/triagetype"
 	"net/http"
 
 	"github.com/triagehq/triage"
@@ -106,7 +107,7 @@ func batchError(id string, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, store.ErrBatchNotFound):
-		return &triage.Error{Status: http.StatusNotFound, Code: "not_found", Field: "id", Message: fmt.Sprintf("no batch with id %q", id)}
+		return &triage.Error{Status: http.StatusNotFound, Code: triagetype.CodeNotFound, Field: "id", Message: fmt.Sprintf("no batch with id %q", id)}
 	}
 	return internal("batch", err)
 }

@@ -19,7 +19,7 @@ import (
 
 // invalid is a bad parameter other than a submit's fields.
 func invalid(field, msg string) *triage.Error {
-	return &triage.Error{Status: http.StatusBadRequest, Code: "invalid_field", Message: field + ": " + msg, Field: field}
+	return &triage.Error{Status: http.StatusBadRequest, Code: triagetype.CodeInvalidField, Message: field + ": " + msg, Field: field}
 }
 
 // checkID refuses an id that could never name a task.
@@ -48,11 +48,11 @@ func taskError(what, id string, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, store.ErrNotFound):
-		return &triage.Error{Status: http.StatusNotFound, Code: "not_found", Field: "id", Message: fmt.Sprintf("no task with id %q", id)}
+		return &triage.Error{Status: http.StatusNotFound, Code: triagetype.CodeNotFound, Field: "id", Message: fmt.Sprintf("no task with id %q", id)}
 	case errors.As(err, &se):
-		return &triage.Error{Status: http.StatusConflict, Code: "conflict", Message: se.Error()}
+		return &triage.Error{Status: http.StatusConflict, Code: triagetype.CodeConflict, Message: se.Error()}
 	case errors.Is(err, store.ErrConflict):
-		return &triage.Error{Status: http.StatusConflict, Code: "conflict", Message: "the task changed while this request ran; try again", Cause: err}
+		return &triage.Error{Status: http.StatusConflict, Code: triagetype.CodeConflict, Message: "the task changed while this request ran; try again", Cause: err}
 	}
 	return internal(what, err)
 }
@@ -62,5 +62,5 @@ func internal(what string, err error) *triage.Error {
 	if e := submit.Refusal(err); errors.Is(e.Kind, triagetype.ErrUnavailable) {
 		return answer.Error(e)
 	}
-	return &triage.Error{Status: http.StatusInternalServerError, Code: "internal", Message: what + " failed: " + err.Error(), Cause: err}
+	return &triage.Error{Status: http.StatusInternalServerError, Code: triagetype.CodeInternal, Message: what + " failed: " + err.Error(), Cause: err}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/triagehq/triage/triagetype"
 	"net/http"
 
 	"github.com/triagehq/triage"
@@ -22,7 +23,7 @@ func (d *Transport) SubmitWorkflow(ctx context.Context, r triage.WorkflowRequest
 	case errors.As(err, &we):
 		return nil, false, we.APIError()
 	case errors.Is(err, flow.ErrKeyReused):
-		return nil, false, &triage.Error{Status: http.StatusConflict, Code: "conflict", Field: "idempotency_key", Message: "idempotency_key: " + err.Error()}
+		return nil, false, &triage.Error{Status: http.StatusConflict, Code: triagetype.CodeConflict, Field: "idempotency_key", Message: "idempotency_key: " + err.Error()}
 	case err != nil:
 		return nil, false, internal("submit workflow", err)
 	}
@@ -36,7 +37,7 @@ func (d *Transport) Workflow(ctx context.Context, id string) (*triage.Workflow, 
 	}
 	w, err := d.flow.Workflow(ctx, id)
 	if errors.Is(err, store.ErrBatchNotFound) {
-		return nil, &triage.Error{Status: http.StatusNotFound, Code: "not_found", Field: "id", Message: fmt.Sprintf("no workflow with id %q", id)}
+		return nil, &triage.Error{Status: http.StatusNotFound, Code: triagetype.CodeNotFound, Field: "id", Message: fmt.Sprintf("no workflow with id %q", id)}
 	}
 	if err != nil {
 		return nil, internal("read workflow", err)

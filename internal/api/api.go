@@ -234,7 +234,7 @@ func (s *Server) register() {
 		}
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotFound, triagetype.CodeNotFound, "", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})
 }
 
@@ -252,11 +252,11 @@ func (s *Server) handle(pattern string, scope auth.Scope, h func(http.ResponseWr
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if err := s.tokens.CheckRequest(r, scope); err != nil {
 			if errors.Is(err, auth.ErrForbidden) {
-				writeError(w, http.StatusForbidden, "forbidden", "", err.Error())
+				writeError(w, http.StatusForbidden, triagetype.CodeForbidden, "", err.Error())
 				return
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="triage"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", "", "missing or invalid bearer token (Authorization: Bearer <token>, or "+auth.TokenHeader+": <token>)")
+			writeError(w, http.StatusUnauthorized, triagetype.CodeUnauthorized, "", "missing or invalid bearer token (Authorization: Bearer <token>, or "+auth.TokenHeader+": <token>)")
 			return
 		}
 		h(w, r)
@@ -268,7 +268,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p))
-			writeError(w, http.StatusInternalServerError, "internal", "", "internal error")
+			writeError(w, http.StatusInternalServerError, triagetype.CodeInternal, "", "internal error")
 		}
 	}()
 	s.mux.ServeHTTP(w, r)
@@ -329,7 +329,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	case "omit":
 		omit = true
 	default:
-		writeError(w, http.StatusBadRequest, "invalid_field", "bodies", "bodies: must be include (the default) or omit")
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "bodies", "bodies: must be include (the default) or omit")
 		return
 	}
 	t, err := s.store.Get(r.Context(), id)
@@ -353,7 +353,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 func taskID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
 	if fe := task.CheckID(id); fe != nil {
-		writeError(w, http.StatusBadRequest, "invalid_field", fe.Field, fe.Error())
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, fe.Field, fe.Error())
 		return "", false
 	}
 	return id, true
@@ -366,7 +366,7 @@ func typeParam(w http.ResponseWriter, typ, name string) bool {
 		return true
 	}
 	if err := task.ValidateType(typ); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_field", name, name+": "+err.Error())
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, name, name+": "+err.Error())
 		return false
 	}
 	return true
@@ -380,11 +380,11 @@ func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "", fmt.Sprintf("the request body is over the %d-byte limit of %s %s (one payload may be at most %d bytes)", limit, r.Method, r.URL.Path, task.MaxPayloadBytes))
+		writeError(w, http.StatusRequestEntityTooLarge, triagetype.CodeTooLarge, "", fmt.Sprintf("the request body is over the %d-byte limit of %s %s (one payload may be at most %d bytes)", limit, r.Method, r.URL.Path, task.MaxPayloadBytes))
 		return false
 	}
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", "", "could not read the request body: "+err.Error())
+		writeError(w, http.StatusBadRequest, triagetype.CodeBadRequest, "", "could not read the request body: "+err.Error())
 		return false
 	}
 	if !utf8.Valid(body) {
@@ -396,15 +396,15 @@ func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
 			}
 			at += size
 		}
-		writeError(w, http.StatusBadRequest, "invalid_json", "", fmt.Sprintf("the request body is not valid UTF-8 (at byte %d)", at))
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidJSON, "", fmt.Sprintf("the request body is not valid UTF-8 (at byte %d)", at))
 		return false
 	}
 	if err := DecodeStrict(body, v); err != nil {
 		var fe *task.FieldError
 		if errors.As(err, &fe) {
-			writeError(w, http.StatusBadRequest, "invalid_field", fe.Field, fe.Error())
+			writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, fe.Field, fe.Error())
 		} else {
-			writeError(w, http.StatusBadRequest, "invalid_json", "", err.Error())
+			writeError(w, http.StatusBadRequest, triagetype.CodeInvalidJSON, "", err.Error())
 		}
 		return false
 	}
@@ -486,11 +486,11 @@ func (s *Server) taskError(w http.ResponseWriter, r *http.Request, what string, 
 	case err == nil:
 		return false
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", "id", fmt.Sprintf("no task with id %q", r.PathValue("id")))
+		writeError(w, http.StatusNotFound, triagetype.CodeNotFound, "id", fmt.Sprintf("no task with id %q", r.PathValue("id")))
 	case errors.As(err, &se):
-		writeError(w, http.StatusConflict, "conflict", "", se.Error())
+		writeError(w, http.StatusConflict, triagetype.CodeConflict, "", se.Error())
 	case errors.Is(err, store.ErrConflict):
-		writeError(w, http.StatusConflict, "conflict", "", "the task changed while this request ran; try again")
+		writeError(w, http.StatusConflict, triagetype.CodeConflict, "", "the task changed while this request ran; try again")
 	default:
 		s.internal(w, r, what, err)
 	}
@@ -502,7 +502,7 @@ func (s *Server) internal(w http.ResponseWriter, r *http.Request, what string, e
 		// The client went away (a closed dashboard tab): nothing failed on
 		// this side, and nobody reads the answer.
 		s.log.Debug(what+" abandoned: the client disconnected", "method", r.Method, "path", r.URL.Path)
-		writeError(w, 499, "client_closed", "", what+": the client disconnected")
+		writeError(w, 499, triagetype.CodeClientClosed, "", what+": the client disconnected")
 		return
 	}
 	s.log.Error(what+" failed", "method", r.Method, "path", r.URL.Path, "error", err)
@@ -511,23 +511,11 @@ func (s *Server) internal(w http.ResponseWriter, r *http.Request, what string, e
 		writeError(w, answer.Status(e.Kind), e.Code, "", e.Message)
 		return
 	}
-	writeError(w, http.StatusInternalServerError, "internal", "", what+" failed")
-}
-
-// ErrorBody is the JSON shape of every error response.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
-
-// ErrorDetail says what went wrong, and which field when one is to blame.
-type ErrorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Field   string `json:"field,omitempty"`
+	writeError(w, http.StatusInternalServerError, triagetype.CodeInternal, "", what+" failed")
 }
 
 func writeError(w http.ResponseWriter, status int, code, field, msg string) {
-	writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: msg, Field: field}})
+	writeJSON(w, status, triagetype.ErrorBody{Error: triagetype.ErrorDetail{Code: code, Message: msg, Field: field}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -535,3 +523,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// ErrorDetail is triagetype.ErrorDetail, the one error body type, under
+// the name package bench still uses.
+//
+// Deprecated: use triagetype.ErrorDetail.
+type ErrorDetail = triagetype.ErrorDetail

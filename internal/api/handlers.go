@@ -35,10 +35,10 @@ type BatchRequest struct {
 
 // BatchItem is one task's outcome in a batch response.
 type BatchItem struct {
-	Index  int          `json:"index"`
-	Status int          `json:"status"`
-	Task   *task.Task   `json:"task,omitempty"`
-	Error  *ErrorDetail `json:"error,omitempty"`
+	Index  int                     `json:"index"`
+	Status int                     `json:"status"`
+	Task   *task.Task              `json:"task,omitempty"`
+	Error  *triagetype.ErrorDetail `json:"error,omitempty"`
 }
 
 func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
@@ -50,7 +50,7 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	rs, err := batchTasks(req.Tasks)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_field", err.Field, err.Error())
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, err.Field, err.Error())
 		return
 	}
 	outs, e := s.submitter.SubmitBatch(tracing.WithParent(r.Context(), r.Header.Get(tracing.Header)), rs)
@@ -63,7 +63,7 @@ func (s *Server) submitBatch(w http.ResponseWriter, r *http.Request) {
 		items[i] = BatchItem{Index: i, Status: answer.OutcomeStatus(o), Task: o.Task}
 		if o.Err != nil {
 			s.logRefusal(r, o.Err, items[i].Status)
-			items[i].Error = &ErrorDetail{Code: o.Err.Code, Message: o.Err.Message, Field: o.Err.Field}
+			items[i].Error = &triagetype.ErrorDetail{Code: o.Err.Code, Message: o.Err.Message, Field: o.Err.Field}
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"results": items})
@@ -116,7 +116,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 			}
 			st, err := triagetype.ParseStatus(name)
 			if err != nil {
-				writeError(w, http.StatusBadRequest, "invalid_field", "status", "status: "+err.Error())
+				writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "status", "status: "+err.Error())
 				return
 			}
 			if !slices.Contains(f.Statuses, st) {
@@ -127,7 +127,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("priority"); v != "" {
 		p, err := triagetype.ParsePriority(v)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "invalid_field", "priority", "priority: "+err.Error())
+			writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "priority", "priority: "+err.Error())
 			return
 		}
 		f.Priority = p
@@ -136,14 +136,14 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxListLimit {
-			writeError(w, http.StatusBadRequest, "invalid_field", "limit", fmt.Sprintf("limit: must be a whole number from 1 to %d", MaxListLimit))
+			writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "limit", fmt.Sprintf("limit: must be a whole number from 1 to %d", MaxListLimit))
 			return
 		}
 		limit = n
 	}
 	ts, next, err := s.store.List(r.Context(), f, limit, q.Get("cursor"))
 	if errors.Is(err, store.ErrBadCursor) {
-		writeError(w, http.StatusBadRequest, "invalid_field", "cursor", "cursor: not a cursor from next_cursor")
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "cursor", "cursor: not a cursor from next_cursor")
 		return
 	}
 	if err != nil {
@@ -202,12 +202,12 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 func (s *Server) cleanup(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query().Get("older_than")
 	if v == "" {
-		writeError(w, http.StatusBadRequest, "invalid_field", "older_than", "older_than: required, an RFC 3339 time such as 2026-01-02T15:04:05Z")
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "older_than", "older_than: required, an RFC 3339 time such as 2026-01-02T15:04:05Z")
 		return
 	}
 	before, err := time.Parse(time.RFC3339, v)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_field", "older_than", "older_than: not an RFC 3339 time: "+err.Error())
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "older_than", "older_than: not an RFC 3339 time: "+err.Error())
 		return
 	}
 	n, err := s.dlq.Cleanup(r.Context(), before) // the dead ones' DLQ copies go too
@@ -244,7 +244,7 @@ type AgingInfo struct {
 func (s *Server) aging(w http.ResponseWriter, r *http.Request) {
 	a := s.opt.Aging
 	if a == (Aging{}) {
-		writeError(w, http.StatusNotImplemented, "not_implemented", "", "this API was not told the promoter's schedule")
+		writeError(w, http.StatusNotImplemented, triagetype.CodeNotImplemented, "", "this API was not told the promoter's schedule")
 		return
 	}
 	writeJSON(w, http.StatusOK, AgingInfo{
@@ -271,14 +271,14 @@ func (s *Server) statsHistory(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("minutes"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > counters.MaxHistory {
-			writeError(w, http.StatusBadRequest, "invalid_field", "minutes", fmt.Sprintf("minutes: must be a whole number from 1 to %d", counters.MaxHistory))
+			writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "minutes", fmt.Sprintf("minutes: must be a whole number from 1 to %d", counters.MaxHistory))
 			return
 		}
 		minutes = n
 	}
 	h, ok := s.counters.(Historian)
 	if !ok {
-		writeError(w, http.StatusNotImplemented, "not_implemented", "", "this API's counters keep no history")
+		writeError(w, http.StatusNotImplemented, triagetype.CodeNotImplemented, "", "this API's counters keep no history")
 		return
 	}
 	ms, err := h.History(r.Context(), minutes)
@@ -322,13 +322,13 @@ func (s *Server) setLimits(w http.ResponseWriter, r *http.Request) {
 	var conc int
 	if req.RateLimitPerSecond != nil {
 		if rate = *req.RateLimitPerSecond; rate < 0 || rate > 100000 {
-			writeError(w, http.StatusBadRequest, "invalid_field", "rate_limit_per_second", "rate_limit_per_second: must be from 0 (no limit) to 100000")
+			writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "rate_limit_per_second", "rate_limit_per_second: must be from 0 (no limit) to 100000")
 			return
 		}
 	}
 	if req.MaxConcurrency != nil {
 		if conc = *req.MaxConcurrency; conc < 0 || conc > 10000 {
-			writeError(w, http.StatusBadRequest, "invalid_field", "max_concurrency", "max_concurrency: must be from 0 (no limit) to 10000")
+			writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "max_concurrency", "max_concurrency: must be from 0 (no limit) to 10000")
 			return
 		}
 	}
@@ -383,7 +383,7 @@ func dlqPriorities(w http.ResponseWriter, v string) ([]triagetype.Priority, bool
 	}
 	p, err := triagetype.ParsePriority(v)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_field", "priority", "priority: "+err.Error())
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "priority", "priority: "+err.Error())
 		return nil, false
 	}
 	return []triagetype.Priority{p}, true
@@ -416,7 +416,7 @@ func dlqFilter(w http.ResponseWriter, r *http.Request) (deadletter.Filter, bool)
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxListLimit {
-			writeError(w, http.StatusBadRequest, "invalid_field", "limit", fmt.Sprintf("limit: must be a whole number from 1 to %d", MaxListLimit))
+			writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "limit", fmt.Sprintf("limit: must be a whole number from 1 to %d", MaxListLimit))
 			return f, false
 		}
 		f.Limit = n
@@ -426,7 +426,7 @@ func dlqFilter(w http.ResponseWriter, r *http.Request) (deadletter.Filter, bool)
 
 func reasonParam(w http.ResponseWriter, reason string) bool {
 	if len(reason) > MaxReasonFilter || !utf8.ValidString(reason) {
-		writeError(w, http.StatusBadRequest, "invalid_field", "reason", fmt.Sprintf("reason: must be UTF-8 text of at most %d bytes", MaxReasonFilter))
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "reason", fmt.Sprintf("reason: must be UTF-8 text of at most %d bytes", MaxReasonFilter))
 		return false
 	}
 	return true
@@ -481,36 +481,36 @@ func replayFilter(w http.ResponseWriter, r *http.Request, purge bool) (deadlette
 	}
 	f := deadletter.Filter{Priorities: prios, Type: req.Type, Reason: req.Reason, TaskIDs: req.TaskIDs, MessageIDs: req.MessageIDs, Limit: MaxListLimit}
 	if len(req.TaskIDs) > MaxSelect {
-		writeError(w, http.StatusBadRequest, "invalid_field", "task_ids", fmt.Sprintf("task_ids: at most %d", MaxSelect))
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "task_ids", fmt.Sprintf("task_ids: at most %d", MaxSelect))
 		return f, false
 	}
 	for i, id := range req.TaskIDs {
 		if fe := task.CheckID(id); fe != nil {
-			writeError(w, http.StatusBadRequest, "invalid_field", "task_ids", fmt.Sprintf("task_ids[%d]: %s", i, fe.Message))
+			writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "task_ids", fmt.Sprintf("task_ids[%d]: %s", i, fe.Message))
 			return f, false
 		}
 	}
 	if len(req.MessageIDs) > MaxSelect {
-		writeError(w, http.StatusBadRequest, "invalid_field", "message_ids", fmt.Sprintf("message_ids: at most %d", MaxSelect))
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "message_ids", fmt.Sprintf("message_ids: at most %d", MaxSelect))
 		return f, false
 	}
 	for i, id := range req.MessageIDs {
 		if id == "" || len(id) > 100 || !utf8.ValidString(id) {
-			writeError(w, http.StatusBadRequest, "invalid_field", "message_ids", fmt.Sprintf("message_ids[%d]: must be an SQS message id (1 to 100 characters)", i))
+			writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "message_ids", fmt.Sprintf("message_ids[%d]: must be an SQS message id (1 to 100 characters)", i))
 			return f, false
 		}
 	}
 	if !purge && len(req.MessageIDs) > 0 {
-		writeError(w, http.StatusBadRequest, "invalid_field", "message_ids", "message_ids: only a purge takes message ids (a replay selects by task_ids)")
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "message_ids", "message_ids: only a purge takes message ids (a replay selects by task_ids)")
 		return f, false
 	}
 	if purge && !req.Confirm {
-		writeError(w, http.StatusBadRequest, "invalid_field", "confirm", "confirm: must be true: a purge deletes the dead tasks it matches for good")
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "confirm", "confirm: must be true: a purge deletes the dead tasks it matches for good")
 		return f, false
 	}
 	if req.Limit != nil {
 		if *req.Limit < 1 || *req.Limit > 10000 {
-			writeError(w, http.StatusBadRequest, "invalid_field", "limit", "limit: must be from 1 to 10000")
+			writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "limit", "limit: must be from 1 to 10000")
 			return f, false
 		}
 		f.Limit = *req.Limit

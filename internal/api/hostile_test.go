@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/triagehq/triage/triagetype"
 	"io"
 	"net/http"
 	"strings"
@@ -207,7 +208,7 @@ func TestHostileRequests(t *testing.T) {
 				}
 				return
 			}
-			var e api.ErrorBody
+			var e triagetype.ErrorBody
 			if err := json.Unmarshal(raw, &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
 				t.Fatalf("body %q is not the error shape (%v)", raw, err)
 			}

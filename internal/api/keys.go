@@ -19,7 +19,7 @@ type KeyControls interface {
 func (s *Server) setKeyControls(w http.ResponseWriter, r *http.Request) {
 	kc, ok := s.controls.(KeyControls)
 	if !ok {
-		writeError(w, http.StatusNotImplemented, "not_implemented", "", "this API has no keyed controls")
+		writeError(w, http.StatusNotImplemented, triagetype.CodeNotImplemented, "", "this API has no keyed controls")
 		return
 	}
 	k := r.PathValue("key")
@@ -28,7 +28,7 @@ func (s *Server) setKeyControls(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			msg = err.Error()
 		}
-		writeError(w, http.StatusBadRequest, "invalid_field", "key", "key: "+msg)
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "key", "key: "+msg)
 		return
 	}
 	var req triagetype.KeyControlsRequest
@@ -39,11 +39,11 @@ func (s *Server) setKeyControls(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if fe := control.CheckKeyLimits(req.RateLimitPerSecond, req.MaxConcurrency, req.Weight); fe != nil {
-		writeError(w, http.StatusBadRequest, "invalid_field", fe.Field, fe.Error())
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, fe.Field, fe.Error())
 		return
 	}
 	if req.Weight != nil && req.Type != "" {
-		writeError(w, http.StatusBadRequest, "invalid_field", "weight", "weight: is per key; leave type out")
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "weight", "weight: is per key; leave type out")
 		return
 	}
 	st, err := kc.SetKeyControls(r.Context(), req.Type, k, req.Paused, req.RateLimitPerSecond, req.MaxConcurrency, req.Weight)

@@ -44,7 +44,7 @@ func (s *Server) scheduleError(w http.ResponseWriter, r *http.Request, err error
 
 func (s *Server) noSchedules(w http.ResponseWriter) bool {
 	if s.schedules == nil {
-		writeError(w, http.StatusNotImplemented, "not_implemented", "", "this server keeps no schedules")
+		writeError(w, http.StatusNotImplemented, triagetype.CodeNotImplemented, "", "this server keeps no schedules")
 		return true
 	}
 	return false
@@ -79,7 +79,7 @@ func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, "invalid_field", "limit", "limit: must be between 1 and 100")
+			writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "limit", "limit: must be between 1 and 100")
 			return
 		}
 		limit = n

@@ -25,7 +25,7 @@ const MaxWorkflowBody = 6 << 20
 
 func (s *Server) submitWorkflow(w http.ResponseWriter, r *http.Request) {
 	if s.flow == nil {
-		writeError(w, http.StatusNotImplemented, "not_implemented", "", "workflows are not enabled on this server")
+		writeError(w, http.StatusNotImplemented, triagetype.CodeNotImplemented, "", "workflows are not enabled on this server")
 		return
 	}
 	var req triagetype.WorkflowRequest
@@ -40,7 +40,7 @@ func (s *Server) submitWorkflow(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e.Status, e.Code, e.Field, e.Message)
 		return
 	case errors.Is(err, flow.ErrKeyReused):
-		writeError(w, http.StatusConflict, "conflict", "idempotency_key", "idempotency_key: "+err.Error())
+		writeError(w, http.StatusConflict, triagetype.CodeConflict, "idempotency_key", "idempotency_key: "+err.Error())
 		return
 	case err != nil:
 		s.internal(w, r, "submit workflow", err)
@@ -55,7 +55,7 @@ func (s *Server) submitWorkflow(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
 	if s.flow == nil {
-		writeError(w, http.StatusNotImplemented, "not_implemented", "", "workflows are not enabled on this server")
+		writeError(w, http.StatusNotImplemented, triagetype.CodeNotImplemented, "", "workflows are not enabled on this server")
 		return
 	}
 	id, ok := taskID(w, r)
@@ -64,7 +64,7 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
 	}
 	wf, err := s.flow.Workflow(r.Context(), id)
 	if errors.Is(err, store.ErrBatchNotFound) {
-		writeError(w, http.StatusNotFound, "not_found", "id", fmt.Sprintf("no workflow with id %q", id))
+		writeError(w, http.StatusNotFound, triagetype.CodeNotFound, "id", fmt.Sprintf("no workflow with id %q", id))
 		return
 	}
 	if err != nil {
@@ -84,7 +84,7 @@ type batchFlow interface {
 func (s *Server) batchFlow(w http.ResponseWriter) (batchFlow, bool) {
 	bf, ok := s.flow.(batchFlow)
 	if !ok {
-		writeError(w, http.StatusNotImplemented, "not_implemented", "", "batches are not enabled on this server")
+		writeError(w, http.StatusNotImplemented, triagetype.CodeNotImplemented, "", "batches are not enabled on this server")
 	}
 	return bf, ok
 }
@@ -101,7 +101,7 @@ func (s *Server) createBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if fe := flow.CheckMembers(len(req.Tasks), true, req.Open); fe != nil {
-		writeError(w, http.StatusBadRequest, "invalid_field", fe.Field, fe.Error())
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, fe.Field, fe.Error())
 		return
 	}
 	h, err := bf.CreateBatch(r.Context(), req.OnComplete, task.NewKnownTypes(s.opt.KnownTypes))
@@ -135,7 +135,7 @@ func (s *Server) addToBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if fe := flow.CheckMembers(len(req.Tasks), false, false); fe != nil {
-		writeError(w, http.StatusBadRequest, "invalid_field", fe.Field, fe.Error())
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, fe.Field, fe.Error())
 		return
 	}
 	s.addMembers(w, r, bf, id, req.Tasks, false, http.StatusOK)
@@ -214,7 +214,7 @@ func (s *Server) batchError(w http.ResponseWriter, r *http.Request, id string, e
 	case err == nil:
 		return false
 	case errors.Is(err, store.ErrBatchNotFound):
-		writeError(w, http.StatusNotFound, "not_found", "id", fmt.Sprintf("no batch with id %q", id))
+		writeError(w, http.StatusNotFound, triagetype.CodeNotFound, "id", fmt.Sprintf("no batch with id %q", id))
 	default:
 		s.internal(w, r, "batch", err)
 	}

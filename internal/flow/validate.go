@@ -34,7 +34,7 @@ func (e *WorkflowError) APIError() *triagetype.Error {
 	if e.TooLarge {
 		status = http.StatusRequestEntityTooLarge
 	}
-	return &triagetype.Error{Status: status, Code: "invalid_field", Field: e.Field, Message: e.Error()}
+	return &triagetype.Error{Status: status, Code: triagetype.CodeInvalidField, Field: e.Field, Message: e.Error()}
 }
 
 // plan is a validated workflow: its nodes in request order, each node's

@@ -55,14 +55,14 @@ func (s *Service) Get(ctx context.Context, name string) (*Schedule, error) {
 // List returns a page of schedules by name: limit 1 to 100 (0: 100).
 func (s *Service) List(ctx context.Context, limit int, cursor string) (*triagetype.SchedulePage, error) {
 	if limit < 0 || limit > 100 {
-		return nil, &triagetype.Error{Status: http.StatusBadRequest, Code: "invalid_field", Field: "limit", Message: "limit: must be between 1 and 100"}
+		return nil, &triagetype.Error{Status: http.StatusBadRequest, Code: triagetype.CodeInvalidField, Field: "limit", Message: "limit: must be between 1 and 100"}
 	}
 	if limit == 0 {
 		limit = 100
 	}
 	if cursor != "" {
 		if fe := CheckName(cursor); fe != nil {
-			return nil, &triagetype.Error{Status: http.StatusBadRequest, Code: "invalid_field", Field: "cursor", Message: "cursor: not a cursor this listing issued"}
+			return nil, &triagetype.Error{Status: http.StatusBadRequest, Code: triagetype.CodeInvalidField, Field: "cursor", Message: "cursor: not a cursor this listing issued"}
 		}
 	}
 	list, next, err := s.store.List(ctx, limit, cursor)
@@ -106,11 +106,11 @@ func refusal(name string, err error) *triagetype.Error {
 	case errors.As(err, &fe):
 		return fe.APIError("")
 	case errors.Is(err, ErrNotFound):
-		return &triagetype.Error{Status: http.StatusNotFound, Code: "not_found", Field: "name", Message: fmt.Sprintf("no schedule named %q", name)}
+		return &triagetype.Error{Status: http.StatusNotFound, Code: triagetype.CodeNotFound, Field: "name", Message: fmt.Sprintf("no schedule named %q", name)}
 	case errors.Is(err, ErrFull):
-		return &triagetype.Error{Status: http.StatusConflict, Code: "limit_reached", Field: "name", Message: fmt.Sprintf("%d schedules exist, the most a deployment may have; delete one first", MaxSchedules)}
+		return &triagetype.Error{Status: http.StatusConflict, Code: triagetype.CodeLimitReached, Field: "name", Message: fmt.Sprintf("%d schedules exist, the most a deployment may have; delete one first", MaxSchedules)}
 	case errors.Is(err, ErrConflict):
-		return &triagetype.Error{Status: http.StatusConflict, Code: "conflict", Message: "the schedule changed while this request ran; try again", Cause: err}
+		return &triagetype.Error{Status: http.StatusConflict, Code: triagetype.CodeConflict, Message: "the schedule changed while this request ran; try again", Cause: err}
 	}
-	return &triagetype.Error{Status: http.StatusInternalServerError, Code: "internal", Message: "schedule request failed", Cause: err}
+	return &triagetype.Error{Status: http.StatusInternalServerError, Code: triagetype.CodeInternal, Message: "schedule request failed", Cause: err}
 }

@@ -141,9 +141,9 @@ func (r *Refused) Unwrap() []error { return []error{r.Kind, r.Cause} }
 // after prefix ("tasks[3]." for an item of a batch, else "").
 func fieldRefusal(fe *task.FieldError, prefix string) *Refused {
 	if fe.TooLarge {
-		return &Refused{Kind: triagetype.ErrTooLarge, Code: "too_large", Message: fe.Error(), Field: prefix + fe.Field}
+		return &Refused{Kind: triagetype.ErrTooLarge, Code: triagetype.CodeTooLarge, Message: fe.Error(), Field: prefix + fe.Field}
 	}
-	return &Refused{Kind: triagetype.ErrBadRequest, Code: "invalid_field", Message: fe.Error(), Field: prefix + fe.Field}
+	return &Refused{Kind: triagetype.ErrBadRequest, Code: triagetype.CodeInvalidField, Message: fe.Error(), Field: prefix + fe.Field}
 }
 
 // Submit accepts or refuses one request.
@@ -158,7 +158,7 @@ func (s *Service) Submit(ctx context.Context, r task.Request) Outcome {
 // refused whole.
 func (s *Service) SubmitBatch(ctx context.Context, rs []task.Request) ([]Outcome, *Refused) {
 	if len(rs) == 0 || len(rs) > triagetype.MaxBatch {
-		return nil, &Refused{Kind: triagetype.ErrBadRequest, Code: "invalid_field", Field: "tasks",
+		return nil, &Refused{Kind: triagetype.ErrBadRequest, Code: triagetype.CodeInvalidField, Field: "tasks",
 			Message: fmt.Sprintf("tasks: must hold 1 to %d tasks, got %d", triagetype.MaxBatch, len(rs))}
 	}
 	return s.submit(ctx, rs, func(i int) string { return fmt.Sprintf("tasks[%d].", i) }), nil
@@ -229,7 +229,7 @@ func (s *Service) prepare(ctx context.Context, r *task.Request, now time.Time, p
 		if errors.As(err, &fe) {
 			return nil, fieldRefusal(fe, prefix)
 		}
-		return nil, &Refused{Kind: triagetype.ErrBadRequest, Code: "bad_request", Message: err.Error()}
+		return nil, &Refused{Kind: triagetype.ErrBadRequest, Code: triagetype.CodeBadRequest, Message: err.Error()}
 	}
 	if fe := s.known.Check(r.Type); fe != nil {
 		return nil, fieldRefusal(fe, prefix)
@@ -259,13 +259,13 @@ func Refusal(err error) *Refused {
 	var oe *enqueue.OverloadedError
 	switch {
 	case errors.As(err, &oe):
-		return &Refused{Kind: triagetype.ErrTooMany, Code: "too_many_requests", Message: oe.Error(), RetryAfter: oe.RetryAfter}
+		return &Refused{Kind: triagetype.ErrTooMany, Code: triagetype.CodeTooMany, Message: oe.Error(), RetryAfter: oe.RetryAfter}
 	case errors.Is(err, enqueue.ErrNotSent):
-		return &Refused{Kind: triagetype.ErrUnavailable, Code: "unavailable", RetryAfter: time.Second, Cause: err,
+		return &Refused{Kind: triagetype.ErrUnavailable, Code: triagetype.CodeUnavailable, RetryAfter: time.Second, Cause: err,
 			Message: "the queue did not accept the task; nothing was recorded, try again"}
 	case errors.Is(err, enqueue.ErrNotRecorded):
-		return &Refused{Kind: triagetype.ErrUnavailable, Code: "unavailable", RetryAfter: time.Second, Cause: err,
+		return &Refused{Kind: triagetype.ErrUnavailable, Code: triagetype.CodeUnavailable, RetryAfter: time.Second, Cause: err,
 			Message: "the task could not be recorded; it was not accepted, try again"}
 	}
-	return &Refused{Kind: triagetype.ErrInternal, Code: "internal", Message: "submit failed", Cause: err}
+	return &Refused{Kind: triagetype.ErrInternal, Code: triagetype.CodeInternal, Message: "submit failed", Cause: err}
 }

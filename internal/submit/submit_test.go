@@ -60,12 +60,12 @@ func TestEveryStepDecidesInOrder(t *testing.T) {
 	}{
 		{task.Request{Type: "ok"}, http.StatusCreated, "", "", ""},
 		{task.Request{Type: "old"}, http.StatusOK, "", "", ""},
-		{task.Request{Type: ""}, http.StatusBadRequest, "invalid_field", "type", ""},
-		{task.Request{Type: "ok", Priority: "urgent"}, http.StatusBadRequest, "invalid_field", "priority", ""},
+		{task.Request{Type: ""}, http.StatusBadRequest, triagetype.CodeInvalidField, "type", ""},
+		{task.Request{Type: "ok", Priority: "urgent"}, http.StatusBadRequest, triagetype.CodeInvalidField, "priority", ""},
 		{task.Request{Type: "ok", Payload: []byte(`"` + strings.Repeat("x", task.MaxPayloadBytes) + `"`)}, http.StatusRequestEntityTooLarge, "too_large", "payload", ""},
-		{task.Request{Type: "other"}, http.StatusBadRequest, "invalid_field", "type", "TRIAGE_TYPES"},
+		{task.Request{Type: "other"}, http.StatusBadRequest, triagetype.CodeInvalidField, "type", "TRIAGE_TYPES"},
 		// An unknown type is refused before the depth is read.
-		{task.Request{Type: "other", Priority: "high"}, http.StatusBadRequest, "invalid_field", "type", ""},
+		{task.Request{Type: "other", Priority: "high"}, http.StatusBadRequest, triagetype.CodeInvalidField, "type", ""},
 		{task.Request{Type: "ok", Priority: "high"}, http.StatusTooManyRequests, "too_many_requests", "", "retry after 5 s"},
 		{task.Request{Type: "unsent"}, http.StatusServiceUnavailable, "unavailable", "", "nothing was recorded"},
 		{task.Request{Type: "unrecorded"}, http.StatusServiceUnavailable, "unavailable", "", "not accepted"},

@@ -9,7 +9,7 @@ import "github.com/triagehq/triage/triagetype"
 // so a bad field reads the same on every path.
 func (e *FieldError) APIError(prefix string) *triagetype.Error {
 	if e.TooLarge {
-		return &triagetype.Error{Status: 413, Code: "too_large", Message: e.Error(), Field: prefix + e.Field}
+		return &triagetype.Error{Status: 413, Code: triagetype.CodeTooLarge, Message: e.Error(), Field: prefix + e.Field}
 	}
-	return &triagetype.Error{Status: 400, Code: "invalid_field", Message: e.Error(), Field: prefix + e.Field}
+	return &triagetype.Error{Status: 400, Code: triagetype.CodeInvalidField, Message: e.Error(), Field: prefix + e.Field}
 }

@@ -1,6 +1,7 @@
 package task
 
 import (
+	"github.com/triagehq/triage/triagetype"
 	"strings"
 	"testing"
 )
@@ -34,7 +35,7 @@ func TestFieldErrorAPIError(t *testing.T) {
 		code   string
 		field  string
 	}{
-		{FieldError{Field: "priority", Message: "bad"}, "", 400, "invalid_field", "priority"},
+		{FieldError{Field: "priority", Message: "bad"}, "", 400, triagetype.CodeInvalidField, "priority"},
 		{FieldError{Field: "payload", Message: "big", TooLarge: true}, "tasks[2].", 413, "too_large", "tasks[2].payload"},
 	}
 	for _, tt := range tests {

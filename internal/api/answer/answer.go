@@ -30,6 +30,7 @@ var kinds = []struct {
 	{triagetype.ErrTooMany, http.StatusTooManyRequests},
 	{triagetype.ErrUnavailable, http.StatusServiceUnavailable},
 	{triagetype.ErrInternal, http.StatusInternalServerError},
+	{triagetype.ErrNotImplemented, http.StatusNotImplemented},
 }
 
 // Status is the HTTP status of a failure of kind (one of triagetype's
