@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/triagehq/triage/triagetype"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // The HTTP transport's requests and answers against a recording server;

@@ -121,7 +121,7 @@ func (d *Transport) ReplayDLQ(ctx context.Context, r triage.ReplayRequest) (*tri
 	return &res, nil
 }
 
-// SetKeyControls implements triage.KeyControlsTransport.
+// SetKeyControls implements triage.Transport.
 func (d *Transport) SetKeyControls(ctx context.Context, key string, r triage.KeyControlsRequest) (*triage.ControlSettings, error) {
 	if key == "" {
 		return nil, invalid("key", "is required")

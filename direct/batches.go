@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/triagehq/triage/triagetype"
 	"net/http"
 
 	"github.com/triagehq/triage"
@@ -13,16 +12,17 @@ import (
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/submit"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
-var _ triage.BatchTransport = (*Transport)(nil)
+var _ triage.Transport = (*Transport)(nil)
 
 // The batch calls run the API's steps (internal/api/workflows.go) on the
 // same flow and submit service: check the member count (flow.CheckMembers),
 // create the head, submit the members with their batch id as a batch
 // submit does, seal, and read the progress.
 
-// CreateBatch implements triage.BatchTransport as POST /batches does.
+// CreateBatch implements triage.Transport as POST /batches does.
 func (d *Transport) CreateBatch(ctx context.Context, r triage.BatchCreate) (*triage.Batch, error) {
 	if fe := flow.CheckMembers(len(r.Tasks), true, r.Open); fe != nil {
 		return nil, fe.APIError("")
@@ -38,7 +38,7 @@ func (d *Transport) CreateBatch(ctx context.Context, r triage.BatchCreate) (*tri
 	return d.addMembers(ctx, h.ID, r.Tasks, !r.Open)
 }
 
-// AddToBatch implements triage.BatchTransport as POST /batches/{id}/tasks
+// AddToBatch implements triage.Transport as POST /batches/{id}/tasks
 // does.
 func (d *Transport) AddToBatch(ctx context.Context, id string, rs []triage.SubmitRequest) (*triage.Batch, error) {
 	if err := checkID(id); err != nil {
@@ -72,7 +72,7 @@ func (d *Transport) addMembers(ctx context.Context, id string, rs []triage.Submi
 	return b, nil
 }
 
-// SealBatch implements triage.BatchTransport as POST /batches/{id}/seal
+// SealBatch implements triage.Transport as POST /batches/{id}/seal
 // does.
 func (d *Transport) SealBatch(ctx context.Context, id string) (*triage.Batch, error) {
 	if err := checkID(id); err != nil {
@@ -84,7 +84,7 @@ func (d *Transport) SealBatch(ctx context.Context, id string) (*triage.Batch, er
 	return d.batch(ctx, id)
 }
 
-// Batch implements triage.BatchTransport as GET /batches/{id} does.
+// Batch implements triage.Transport as GET /batches/{id} does.
 func (d *Transport) Batch(ctx context.Context, id string) (*triage.Batch, error) {
 	if err := checkID(id); err != nil {
 		return nil, err

@@ -9,9 +9,9 @@ import (
 // The schedule calls go through schedule.Service, as the API's do, so
 // both transports give the same answers.
 
-var _ triage.ScheduleTransport = (*Transport)(nil)
+var _ triage.Transport = (*Transport)(nil)
 
-// PutSchedule implements triage.ScheduleTransport.
+// PutSchedule implements triage.Transport.
 func (d *Transport) PutSchedule(ctx context.Context, s triage.Schedule) (*triage.Schedule, bool, error) {
 	sc, created, err := d.schedules.Put(ctx, s)
 	if err != nil {
@@ -20,7 +20,7 @@ func (d *Transport) PutSchedule(ctx context.Context, s triage.Schedule) (*triage
 	return sc, created, nil
 }
 
-// GetSchedule implements triage.ScheduleTransport.
+// GetSchedule implements triage.Transport.
 func (d *Transport) GetSchedule(ctx context.Context, name string) (*triage.Schedule, error) {
 	sc, err := d.schedules.Get(ctx, name)
 	if err != nil {
@@ -29,7 +29,7 @@ func (d *Transport) GetSchedule(ctx context.Context, name string) (*triage.Sched
 	return sc, nil
 }
 
-// ListSchedules implements triage.ScheduleTransport.
+// ListSchedules implements triage.Transport.
 func (d *Transport) ListSchedules(ctx context.Context, limit int, cursor string) (*triage.SchedulePage, error) {
 	p, err := d.schedules.List(ctx, limit, cursor)
 	if err != nil {
@@ -38,12 +38,12 @@ func (d *Transport) ListSchedules(ctx context.Context, limit int, cursor string)
 	return p, nil
 }
 
-// DeleteSchedule implements triage.ScheduleTransport.
+// DeleteSchedule implements triage.Transport.
 func (d *Transport) DeleteSchedule(ctx context.Context, name string) error {
 	return d.schedules.Delete(ctx, name)
 }
 
-// SetSchedulePaused implements triage.ScheduleTransport.
+// SetSchedulePaused implements triage.Transport.
 func (d *Transport) SetSchedulePaused(ctx context.Context, name string, paused bool) (*triage.Schedule, error) {
 	sc, err := d.schedules.SetPaused(ctx, name, paused)
 	if err != nil {

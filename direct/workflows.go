@@ -4,17 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/triagehq/triage/triagetype"
 	"net/http"
 
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/flow"
 	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/triagetype"
 )
 
-var _ triage.WorkflowTransport = (*Transport)(nil)
+var _ triage.Transport = (*Transport)(nil)
 
-// SubmitWorkflow implements triage.WorkflowTransport as POST /workflows
+// SubmitWorkflow implements triage.Transport as POST /workflows
 // does.
 func (d *Transport) SubmitWorkflow(ctx context.Context, r triage.WorkflowRequest) (*triage.Workflow, bool, error) {
 	out, err := d.flow.SubmitWorkflow(ctx, &r, d.known)
@@ -30,7 +30,7 @@ func (d *Transport) SubmitWorkflow(ctx context.Context, r triage.WorkflowRequest
 	return out.Workflow, out.Created, nil
 }
 
-// Workflow implements triage.WorkflowTransport as GET /workflows/{id} does.
+// Workflow implements triage.Transport as GET /workflows/{id} does.
 func (d *Transport) Workflow(ctx context.Context, id string) (*triage.Workflow, error) {
 	if err := checkID(id); err != nil {
 		return nil, err

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/triagehq/triage/triagetype"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // batchAPI answers the batch routes as the API would for one batch

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/triagehq/triage/triagetype"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/triagehq/triage/triagetype"
 )
 
 // fakeAPI is a small stand-in for the triage API: canned answers per

@@ -3,13 +3,13 @@ package api
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/triagehq/triage/triagetype"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/triagehq/triage/internal/events"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // EventSource is what GET /api/v1/events streams from: the in-process

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/triagehq/triage/triagetype"
 	"io"
 	"net/http"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // hostile is one request an attacker or a careless client might send.

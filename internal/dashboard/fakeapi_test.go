@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/triagehq/triage/triagetype"
 	"net/http"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/triagehq/triage/triagetype"
 )
 
 // fakeAPI is a hand-written stand-in for the /api/v1 routes the dashboard

@@ -1,9 +1,10 @@
 package task
 
 import (
-	"github.com/triagehq/triage/triagetype"
 	"strings"
 	"testing"
+
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestKnownTypes(t *testing.T) {
