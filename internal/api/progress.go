@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/triagehq/triage/internal/fault"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
@@ -98,7 +99,7 @@ func (s *Server) reportProgress(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusTooManyRequests, triagetype.CodeRateLimited, "", soon.Error())
 		return
 	case err != nil:
-		s.internal(w, r, "report progress of task "+id, err)
+		s.fail(w, r, fault.Internal("report progress of task "+id, err))
 		return
 	}
 	ack := ProgressAck{ID: t.ID, Attempt: t.Attempts, Progress: t.Progress, CheckpointSaved: rep.Checkpoint != nil}
