@@ -2,8 +2,11 @@
 //
 // It is one net/http handler: `triage dev` serves it on a local listener
 // and functions/api serves the same handler to API Gateway through
-// aws-lambda-go-api-proxy. Every error has one JSON shape,
-// {"error": {"code", "message", "field"}}, and a fitting status.
+// aws-lambda-go-api-proxy. A handler decodes its request, calls the
+// operation in internal/service (which the direct transport calls too)
+// and writes the answer; every error has one JSON shape,
+// {"error": {"code", "message", "field"}} (triagetype.ErrorBody), and the
+// status of its kind (fault.Status).
 package api
 
 import (
