@@ -91,7 +91,7 @@ func New(ctx context.Context, awsCfg aws.Config, opt Options) (*Transport, error
 	return &Transport{svc: service.New(service.Deps{
 		Store: a.Store, Enqueuer: a.Enqueuer, Queues: a.Queues, Controls: a.Controls,
 		DLQ: deadletter.New(a.Queues, a.Store, a.Enqueuer), Counters: a.Counters, Workers: a.Workers, Flow: a.Flow,
-		Schedules: schedule.NewService(schedule.StoreOn(a.DynamoDB, a.Config.Table, a.Store), a.Config.Types),
+		Schedules: schedule.StoreOn(a.DynamoDB, a.Config.Table, a.Store),
 	}, service.Options{
 		KnownTypes: a.Config.Types, MaxDepth: a.Config.MaxDepth, MaxDepthHigh: a.Config.MaxDepthHigh,
 		Tracing: a.Tracing, // the program's global provider

@@ -55,8 +55,9 @@ type Deps struct {
 	// Workers is the worker registry behind GET /workers and the workers
 	// section of /stats (nil: an empty list, no section).
 	Workers stats.Workers
-	// Schedules serves /schedules (nil: those routes answer 501).
-	Schedules *schedule.Service
+	// Schedules keeps the schedules behind /schedules (nil: those routes
+	// answer 501).
+	Schedules *schedule.Store
 	// Flow serves workflows and batches (nil: those routes answer 501).
 	Flow service.Flow
 }

@@ -26,8 +26,9 @@ func NewService(s *Store, known []string) *Service {
 	return &Service{store: s, known: task.NewKnownTypes(known)}
 }
 
-// Put creates or replaces the schedule sc names: 201 (created true) or
-// 200, 400 naming the field at fault, 409 when MaxSchedules exist.
+// Put creates (created true) or replaces the schedule sc names. A field
+// that breaks its rule is ErrBadRequest naming it; a new schedule when
+// MaxSchedules exist is ErrConflict (limit_reached).
 func (s *Service) Put(ctx context.Context, sc Schedule) (*Schedule, bool, error) {
 	c, err := Validate(&sc, s.known)
 	if err != nil {
@@ -40,7 +41,7 @@ func (s *Service) Put(ctx context.Context, sc Schedule) (*Schedule, bool, error)
 	return got.Public(), created, nil
 }
 
-// Get returns one schedule (404 if there is none).
+// Get returns one schedule (ErrNotFound if there is none).
 func (s *Service) Get(ctx context.Context, name string) (*Schedule, error) {
 	if fe := CheckName(name); fe != nil {
 		return nil, fe.Fault("")
@@ -75,7 +76,7 @@ func (s *Service) List(ctx context.Context, limit int, cursor string) (*triagety
 	return &triagetype.SchedulePage{Schedules: list, Cursor: next}, nil
 }
 
-// Delete removes a schedule (404 if there is none). Tasks its ticks made
+// Delete removes a schedule (ErrNotFound if there is none). Tasks its ticks made
 // are left alone.
 func (s *Service) Delete(ctx context.Context, name string) error {
 	if fe := CheckName(name); fe != nil {
@@ -87,7 +88,7 @@ func (s *Service) Delete(ctx context.Context, name string) error {
 	return nil
 }
 
-// SetPaused pauses or resumes a schedule (404 if there is none).
+// SetPaused pauses or resumes a schedule (ErrNotFound if there is none).
 func (s *Service) SetPaused(ctx context.Context, name string, paused bool) (*Schedule, error) {
 	if fe := CheckName(name); fe != nil {
 		return nil, fe.Fault("")

@@ -11,16 +11,16 @@ import (
 // The schedule operations are schedule.Service's, which holds their
 // rules; without one, they answer ErrNotImplemented.
 
-func (s *Service) schedules() (*schedule.Service, error) {
-	if s.d.Schedules == nil {
+func (s *Service) scheduleService() (*schedule.Service, error) {
+	if s.schedules == nil {
 		return nil, fault.NotImplemented("this server keeps no schedules")
 	}
-	return s.d.Schedules, nil
+	return s.schedules, nil
 }
 
 // PutSchedule creates (created true) or replaces the schedule sc names.
 func (s *Service) PutSchedule(ctx context.Context, sc triagetype.Schedule) (*triagetype.Schedule, bool, error) {
-	ss, err := s.schedules()
+	ss, err := s.scheduleService()
 	if err != nil {
 		return nil, false, err
 	}
@@ -29,7 +29,7 @@ func (s *Service) PutSchedule(ctx context.Context, sc triagetype.Schedule) (*tri
 
 // GetSchedule reads schedule name.
 func (s *Service) GetSchedule(ctx context.Context, name string) (*triagetype.Schedule, error) {
-	ss, err := s.schedules()
+	ss, err := s.scheduleService()
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +38,7 @@ func (s *Service) GetSchedule(ctx context.Context, name string) (*triagetype.Sch
 
 // ListSchedules reads up to limit (0: 100) schedules by name after cursor.
 func (s *Service) ListSchedules(ctx context.Context, limit int, cursor string) (*triagetype.SchedulePage, error) {
-	ss, err := s.schedules()
+	ss, err := s.scheduleService()
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func (s *Service) ListSchedules(ctx context.Context, limit int, cursor string) (
 
 // DeleteSchedule removes schedule name; the tasks it made stay.
 func (s *Service) DeleteSchedule(ctx context.Context, name string) error {
-	ss, err := s.schedules()
+	ss, err := s.scheduleService()
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func (s *Service) DeleteSchedule(ctx context.Context, name string) error {
 
 // SetSchedulePaused pauses or resumes schedule name.
 func (s *Service) SetSchedulePaused(ctx context.Context, name string, paused bool) (*triagetype.Schedule, error) {
-	ss, err := s.schedules()
+	ss, err := s.scheduleService()
 	if err != nil {
 		return nil, err
 	}

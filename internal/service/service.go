@@ -99,7 +99,7 @@ type Deps struct {
 	Counters  stats.Counters
 	Workers   stats.Workers
 	Flow      Flow
-	Schedules *schedule.Service
+	Schedules *schedule.Store
 }
 
 // Options tune the submits (submit.Options).
@@ -123,14 +123,16 @@ type Options struct {
 
 // Service runs the operations. It is safe for concurrent use.
 type Service struct {
-	d      Deps
-	submit *submit.Service
-	known  task.KnownTypes
+	d         Deps
+	submit    *submit.Service
+	schedules *schedule.Service // nil without d.Schedules
+	known     task.KnownTypes
 }
 
 // New returns the service over d: the one wiring of the submit service
 // (backpressure on d.Queues, routing of a spent key window through
-// d.Controls) that both transports use.
+// d.Controls) and of the schedule service that both transports use, each
+// held to o.KnownTypes.
 func New(d Deps, o Options) *Service {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -146,7 +148,11 @@ func New(d Deps, o Options) *Service {
 	if r, ok := d.Controls.(submit.Router); ok {
 		so.Fair = r
 	}
-	return &Service{d: d, submit: submit.New(d.Enqueuer, so), known: known}
+	s := &Service{d: d, submit: submit.New(d.Enqueuer, so), known: known}
+	if d.Schedules != nil {
+		s.schedules = schedule.NewService(d.Schedules, o.KnownTypes)
+	}
+	return s
 }
 
 // internal is the fault of a failure of what ("list tasks") that no rule
