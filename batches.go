@@ -6,17 +6,6 @@ import (
 	"net/url"
 )
 
-// BatchTransport is the part of a Transport that carries batches with a
-// completion callback. Both of triage's transports implement it; a
-// Transport that does not makes the batch calls fail with
-// ErrNotImplemented.
-type BatchTransport interface {
-	CreateBatch(ctx context.Context, r BatchCreate) (*Batch, error)
-	AddToBatch(ctx context.Context, id string, rs []SubmitRequest) (*Batch, error)
-	SealBatch(ctx context.Context, id string) (*Batch, error)
-	Batch(ctx context.Context, id string) (*Batch, error)
-}
-
 // CreateBatch creates a batch: r.Tasks are its first members (at most
 // MaxBatch), r.OnComplete the task enqueued exactly once when every member
 // has finished (its payload is a BatchCallback with the counts). The batch
@@ -26,43 +15,27 @@ type BatchTransport interface {
 // the field; each member's own outcome is in Batch.Results, as in
 // SubmitBatch.
 func (c *Client) CreateBatch(ctx context.Context, r BatchCreate) (*Batch, error) {
-	bt, ok := c.t.(BatchTransport)
-	if !ok {
-		return nil, ErrNotImplemented
-	}
-	return bt.CreateBatch(ctx, r)
+	return c.t.CreateBatch(ctx, r)
 }
 
 // AddToBatch adds members (1 to MaxBatch) to open batch id. A member of a
 // sealed or unknown batch is refused in its Batch.Results item (field
 // tasks[i].batch_id); nothing of it is sent.
 func (c *Client) AddToBatch(ctx context.Context, id string, rs []SubmitRequest) (*Batch, error) {
-	bt, ok := c.t.(BatchTransport)
-	if !ok {
-		return nil, ErrNotImplemented
-	}
-	return bt.AddToBatch(ctx, id, rs)
+	return c.t.AddToBatch(ctx, id, rs)
 }
 
 // SealBatch closes batch id to new members. It completes (and its
 // callback is enqueued) when every member has finished, at once if they
 // all have. Sealing a sealed or completed batch changes nothing.
 func (c *Client) SealBatch(ctx context.Context, id string) (*Batch, error) {
-	bt, ok := c.t.(BatchTransport)
-	if !ok {
-		return nil, ErrNotImplemented
-	}
-	return bt.SealBatch(ctx, id)
+	return c.t.SealBatch(ctx, id)
 }
 
 // Batch reads batch id: its state and progress (done of total, by
 // outcome), an O(1) read, and once completed its callback's task id.
 func (c *Client) Batch(ctx context.Context, id string) (*Batch, error) {
-	bt, ok := c.t.(BatchTransport)
-	if !ok {
-		return nil, ErrNotImplemented
-	}
-	return bt.Batch(ctx, id)
+	return c.t.Batch(ctx, id)
 }
 
 // WithBatch makes the task a member of open batch id.
@@ -70,24 +43,22 @@ func WithBatch(id string) SubmitOption {
 	return func(r *SubmitRequest) { r.BatchID = id }
 }
 
-var _ BatchTransport = (*HTTPTransport)(nil)
-
-// CreateBatch implements BatchTransport: POST /batches.
+// CreateBatch implements Transport: POST /batches.
 func (h *HTTPTransport) CreateBatch(ctx context.Context, r BatchCreate) (*Batch, error) {
 	return h.batchCall(ctx, http.MethodPost, "/batches", r)
 }
 
-// AddToBatch implements BatchTransport: POST /batches/{id}/tasks.
+// AddToBatch implements Transport: POST /batches/{id}/tasks.
 func (h *HTTPTransport) AddToBatch(ctx context.Context, id string, rs []SubmitRequest) (*Batch, error) {
 	return h.batchCall(ctx, http.MethodPost, "/batches/"+url.PathEscape(id)+"/tasks", BatchCreate{Tasks: rs})
 }
 
-// SealBatch implements BatchTransport: POST /batches/{id}/seal.
+// SealBatch implements Transport: POST /batches/{id}/seal.
 func (h *HTTPTransport) SealBatch(ctx context.Context, id string) (*Batch, error) {
 	return h.batchCall(ctx, http.MethodPost, "/batches/"+url.PathEscape(id)+"/seal", nil)
 }
 
-// Batch implements BatchTransport: GET /batches/{id}.
+// Batch implements Transport: GET /batches/{id}.
 func (h *HTTPTransport) Batch(ctx context.Context, id string) (*Batch, error) {
 	return h.batchCall(ctx, http.MethodGet, "/batches/"+url.PathEscape(id), nil)
 }

@@ -10,8 +10,10 @@ import (
 // Transport carries a Client's calls to one triage deployment. HTTP
 // returns the transport over the API; package direct has the one that
 // writes DynamoDB and SQS itself. Both give the same answers, errors
-// included, to the same calls (their tests run one suite against both).
-// A test may implement it to stand in for a deployment.
+// included, to the same calls (their tests run one table of scenarios
+// against both). A test may implement it to stand in for a deployment;
+// a call it does not carry returns an error matching ErrNotImplemented,
+// as a deployment does for what it does not offer.
 type Transport interface {
 	// Submit creates the task r describes. created is false when r's
 	// idempotency key was used within 24 h: the first task comes back and
@@ -35,8 +37,32 @@ type Transport interface {
 	// DLQ, or from all three when priority is empty.
 	DLQ(ctx context.Context, priority Priority, limit int) ([]DLQMessage, error)
 	ReplayDLQ(ctx context.Context, r ReplayRequest) (*ReplayResult, error)
+	// SetKeyControls changes fairness key key's controls (nil fields keep
+	// their setting).
+	SetKeyControls(ctx context.Context, key string, r KeyControlsRequest) (*ControlSettings, error)
 	// Workers lists the consumer instances in the worker registry.
 	Workers(ctx context.Context) (*WorkerList, error)
+
+	// SubmitWorkflow submits a workflow whole; created is false when its
+	// idempotency key named an earlier one, which comes back.
+	SubmitWorkflow(ctx context.Context, r WorkflowRequest) (w *Workflow, created bool, err error)
+	Workflow(ctx context.Context, id string) (*Workflow, error)
+
+	// CreateBatch, AddToBatch, SealBatch and Batch carry batches with a
+	// completion callback.
+	CreateBatch(ctx context.Context, r BatchCreate) (*Batch, error)
+	AddToBatch(ctx context.Context, id string, rs []SubmitRequest) (*Batch, error)
+	SealBatch(ctx context.Context, id string) (*Batch, error)
+	Batch(ctx context.Context, id string) (*Batch, error)
+
+	// PutSchedule creates (created true) or replaces the schedule s names.
+	PutSchedule(ctx context.Context, s Schedule) (sc *Schedule, created bool, err error)
+	GetSchedule(ctx context.Context, name string) (*Schedule, error)
+	// ListSchedules returns up to limit (1 to 100; 0: 100) schedules by
+	// name after cursor ("" from the start).
+	ListSchedules(ctx context.Context, limit int, cursor string) (*SchedulePage, error)
+	DeleteSchedule(ctx context.Context, name string) error
+	SetSchedulePaused(ctx context.Context, name string, paused bool) (*Schedule, error)
 }
 
 // ListParams filters and pages a task listing. Zero values mean no filter

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // The HTTP transport's requests and answers against a recording server;
@@ -299,7 +300,7 @@ func TestErrors(t *testing.T) {
 // An *Error with a Cause matches both its sentinel and the cause.
 func TestErrorCause(t *testing.T) {
 	cause := errors.New("throttled")
-	err := error(&triage.Error{Status: 503, Code: "unavailable", Message: "try again", Cause: cause})
+	err := error(&triage.Error{Status: 503, Code: triagetype.CodeUnavailable, Message: "try again", Cause: cause})
 	if !errors.Is(err, triage.ErrUnavailable) || !errors.Is(err, cause) || !strings.Contains(err.Error(), "503 unavailable: try again") {
 		t.Fatalf("err = %v", err)
 	}

@@ -6,25 +6,15 @@ import (
 	"net/url"
 )
 
-// KeyControlsTransport is a Transport that can set a fairness key's
-// controls (both of this module's transports are).
-type KeyControlsTransport interface {
-	SetKeyControls(ctx context.Context, key string, r KeyControlsRequest) (*ControlSettings, error)
-}
-
 // SetKeyControls pauses, resumes or limits fairness key key: of every
 // type, or with r.Type of that type's tasks only. A nil field keeps its
 // setting; a zero limit removes it. Limits hold across every consumer, as
 // a type's do.
 func (c *Client) SetKeyControls(ctx context.Context, key string, r KeyControlsRequest) (*ControlSettings, error) {
-	kt, ok := c.t.(KeyControlsTransport)
-	if !ok {
-		return nil, &Error{Status: http.StatusNotImplemented, Code: "not_implemented", Message: "this transport has no keyed controls"}
-	}
-	return kt.SetKeyControls(ctx, key, r)
+	return c.t.SetKeyControls(ctx, key, r)
 }
 
-// SetKeyControls implements KeyControlsTransport: PUT /control/keys/{key}.
+// SetKeyControls implements Transport: PUT /control/keys/{key}.
 func (h *HTTPTransport) SetKeyControls(ctx context.Context, key string, r KeyControlsRequest) (*ControlSettings, error) {
 	if key == "" {
 		return nil, invalid("key", "is required")

@@ -160,6 +160,9 @@ var (
 	ErrTooMany      = triagetype.ErrTooMany      // 429: the queue is over its depth limit
 	ErrUnavailable  = triagetype.ErrUnavailable  // 503: not accepted; retry, with the same idempotency key too
 	ErrInternal     = triagetype.ErrInternal     // 500
+	// ErrNotImplemented (501): the deployment, or the Transport, does not
+	// offer the call (a server without schedules or workflows).
+	ErrNotImplemented = triagetype.ErrNotImplemented
 )
 
 // Limits and defaults of the API, for callers that check before sending.

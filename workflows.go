@@ -2,22 +2,9 @@ package triage
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 )
-
-// WorkflowTransport is the part of a Transport that carries workflows
-// (BatchTransport carries batches). Both of triage's transports implement it; a Transport
-// that does not makes the workflow calls fail with ErrNotImplemented.
-type WorkflowTransport interface {
-	SubmitWorkflow(ctx context.Context, r WorkflowRequest) (w *Workflow, created bool, err error)
-	Workflow(ctx context.Context, id string) (*Workflow, error)
-}
-
-// ErrNotImplemented is returned by workflow and batch calls on a
-// Transport that does not carry them.
-var ErrNotImplemented = errors.New("not implemented by this transport")
 
 // SubmitWorkflow submits a workflow: named nodes that wait for each other
 // (WorkflowNode.After names nodes). It is validated whole before anything
@@ -28,20 +15,12 @@ var ErrNotImplemented = errors.New("not implemented by this transport")
 // an earlier workflow: that one comes back, completed if a crash had left
 // it half-written.
 func (c *Client) SubmitWorkflow(ctx context.Context, r WorkflowRequest) (w *Workflow, created bool, err error) {
-	wt, ok := c.t.(WorkflowTransport)
-	if !ok {
-		return nil, false, ErrNotImplemented
-	}
-	return wt.SubmitWorkflow(ctx, r)
+	return c.t.SubmitWorkflow(ctx, r)
 }
 
 // Workflow reads a workflow with its progress and every node's status.
 func (c *Client) Workflow(ctx context.Context, id string) (*Workflow, error) {
-	wt, ok := c.t.(WorkflowTransport)
-	if !ok {
-		return nil, ErrNotImplemented
-	}
-	return wt.Workflow(ctx, id)
+	return c.t.Workflow(ctx, id)
 }
 
 // WithAfter makes the task wait for the tasks ids (at most MaxParents): it
@@ -57,7 +36,7 @@ func WithOnParentFailure(p ParentPolicy) SubmitOption {
 	return func(r *SubmitRequest) { r.OnParentFailure = string(p) }
 }
 
-// SubmitWorkflow implements WorkflowTransport: POST /workflows, where 201
+// SubmitWorkflow implements Transport: POST /workflows, where 201
 // is created and 200 an existing workflow.
 func (h *HTTPTransport) SubmitWorkflow(ctx context.Context, r WorkflowRequest) (*Workflow, bool, error) {
 	var w Workflow
@@ -68,7 +47,7 @@ func (h *HTTPTransport) SubmitWorkflow(ctx context.Context, r WorkflowRequest) (
 	return &w, status == http.StatusCreated, nil
 }
 
-// Workflow implements WorkflowTransport: GET /workflows/{id}.
+// Workflow implements Transport: GET /workflows/{id}.
 func (h *HTTPTransport) Workflow(ctx context.Context, id string) (*Workflow, error) {
 	var w Workflow
 	if _, err := h.do(ctx, http.MethodGet, "/workflows/"+url.PathEscape(id), nil, nil, &w); err != nil {

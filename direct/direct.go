@@ -7,15 +7,15 @@
 //	if err != nil { ... }
 //	c := triage.NewClient(tr)
 //
-// It runs the API's own code paths rather than a second implementation:
-// internal/task's validation and defaults, the store's transactional
-// idempotency key, the enqueuer's message-then-record order, the queue
-// depth backpressure and the known task types. So a task submitted
+// It runs the API's own operations (internal/service) rather than a
+// second implementation: internal/task's validation and defaults, the
+// store's transactional idempotency key, the enqueuer's message-then-record
+// order, the queue depth backpressure and the known task types. So a task submitted
 // directly is indistinguishable from one submitted over HTTP, an
 // idempotency key means the same on both paths, and every failure is the
 // *triage.Error the API would have answered with (its Status is the
 // API's; its Cause, unlike over HTTP, is the underlying error). A test in
-// this package runs the same calls through both transports and compares.
+// this package runs one table of scenarios through both transports.
 //
 // It lives apart from package triage so that programs which only talk
 // HTTP do not link the AWS SDK.
@@ -32,36 +32,18 @@ import (
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/blob"
-	"github.com/triagehq/triage/internal/control"
-	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/deadletter"
-	"github.com/triagehq/triage/internal/enqueue"
-	"github.com/triagehq/triage/internal/flow"
-	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/schedule"
+	"github.com/triagehq/triage/internal/service"
 	"github.com/triagehq/triage/internal/store"
-	"github.com/triagehq/triage/internal/submit"
-	"github.com/triagehq/triage/internal/task"
-	"github.com/triagehq/triage/internal/workers"
 	"github.com/triagehq/triage/triageconfig"
 )
 
 // Transport is the direct transport; it implements triage.Transport and
 // is safe for concurrent use. Make one with New.
 type Transport struct {
-	store    *store.Store
-	queues   *queue.Queues
-	enq      *enqueue.Enqueuer
-	submit   *submit.Service
-	controls *control.Controls
-	counters *counters.Keeper
-	dlq      *deadletter.DLQ
-	workers  *workers.Registry
-
-	// schedules answers the schedule calls (schedules.go).
-	schedules *schedule.Service
-	flow      *flow.Flow
-	known     task.KnownTypes
+	// svc runs every call, as it runs the API's (internal/service).
+	svc *service.Service
 }
 
 var _ triage.Transport = (*Transport)(nil)
@@ -106,25 +88,13 @@ func New(ctx context.Context, awsCfg aws.Config, opt Options) (*Transport, error
 	if err != nil {
 		return nil, fmt.Errorf("direct transport for table %s: %w", cfg.Table, err)
 	}
-	st, qs, enq := a.Store, a.Queues, a.Enqueuer
-	return &Transport{
-		store:  st,
-		queues: qs,
-		enq:    enq,
-		submit: submit.New(enq, submit.Options{
-			Pressure: enqueue.NewBackpressure(qs, a.Config.MaxDepth, a.Config.MaxDepthHigh, log),
-			Known:    task.NewKnownTypes(a.Config.Types),
-			Now:      st.Now,
-			Tracing:  a.Tracing, // the program's global provider
-			Fair:     a.Controls,
-		}),
-		controls: a.Controls,
-		counters: a.Counters,
-		dlq:      deadletter.New(qs, st, enq),
-		workers:  a.Workers,
-
-		schedules: schedule.NewService(schedule.StoreOn(a.DynamoDB, a.Config.Table, a.Store), a.Config.Types),
-		flow:      a.Flow,
-		known:     task.NewKnownTypes(a.Config.Types),
-	}, nil
+	return &Transport{svc: service.New(service.Deps{
+		Store: a.Store, Enqueuer: a.Enqueuer, Queues: a.Queues, Controls: a.Controls,
+		DLQ: deadletter.New(a.Queues, a.Store, a.Enqueuer), Counters: a.Counters, Workers: a.Workers, Flow: a.Flow,
+		Schedules: schedule.StoreOn(a.DynamoDB, a.Config.Table, a.Store),
+	}, service.Options{
+		KnownTypes: a.Config.Types, MaxDepth: a.Config.MaxDepth, MaxDepthHigh: a.Config.MaxDepthHigh,
+		Tracing: a.Tracing, // the program's global provider
+		Logger:  log,
+	})}, nil
 }

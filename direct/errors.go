@@ -2,65 +2,37 @@ package direct
 
 import (
 	"errors"
-	"fmt"
-	"net/http"
 
 	"github.com/triagehq/triage"
-	"github.com/triagehq/triage/internal/api/answer"
-	"github.com/triagehq/triage/internal/store"
-	"github.com/triagehq/triage/internal/submit"
-	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/internal/fault"
 	"github.com/triagehq/triage/triagetype"
 )
 
-// The errors below are the API's answers to the same failures
-// (internal/api): status, code, field and, in substance, message. The
-// tests compare the two transports call by call.
-
-// invalid is a bad parameter other than a submit's fields.
-func invalid(field, msg string) *triage.Error {
-	return &triage.Error{Status: http.StatusBadRequest, Code: "invalid_field", Message: field + ": " + msg, Field: field}
-}
-
-// checkID refuses an id that could never name a task.
-func checkID(id string) error {
-	if fe := task.CheckID(id); fe != nil {
-		return fe.APIError("")
-	}
-	return nil
-}
-
-// checkType refuses a malformed type parameter (name is the parameter).
-func checkType(typ, name string) error {
-	if typ == "" {
+// public is err, an operation's *fault.Error, as the *triage.Error the
+// API answers the same failure with: its status, code, field, message and
+// Retry-After; unlike over HTTP, it keeps the cause, and an internal
+// failure's message says what the cause was.
+func public(err error) error {
+	if err == nil {
 		return nil
 	}
-	if err := task.ValidateType(typ); err != nil {
-		return invalid(name, err.Error())
+	var e *fault.Error
+	if !errors.As(err, &e) {
+		e = fault.Internal("request", err)
 	}
-	return nil
+	pe := e.Public()
+	if errors.Is(e.Kind, triagetype.ErrInternal) && e.Cause != nil {
+		pe.Message += ": " + e.Cause.Error()
+	}
+	return pe
 }
 
-// taskError is the answer to a failed operation on task id.
-func taskError(what, id string, err error) error {
-	var se *store.StateError
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, store.ErrNotFound):
-		return &triage.Error{Status: http.StatusNotFound, Code: "not_found", Field: "id", Message: fmt.Sprintf("no task with id %q", id)}
-	case errors.As(err, &se):
-		return &triage.Error{Status: http.StatusConflict, Code: "conflict", Message: se.Error()}
-	case errors.Is(err, store.ErrConflict):
-		return &triage.Error{Status: http.StatusConflict, Code: "conflict", Message: "the task changed while this request ran; try again", Cause: err}
+// result returns v, or no value and err as public makes it.
+func result[T any](v *T, err error) (*T, error) {
+	if err != nil {
+		return nil, public(err)
 	}
-	return internal(what, err)
+	return v, nil
 }
 
-// internal is any other failure; unlike the API, it keeps the cause.
-func internal(what string, err error) *triage.Error {
-	if e := submit.Refusal(err); errors.Is(e.Kind, triagetype.ErrUnavailable) {
-		return answer.Error(e)
-	}
-	return &triage.Error{Status: http.StatusInternalServerError, Code: "internal", Message: what + " failed: " + err.Error(), Cause: err}
-}
+var _ triage.Transport = (*Transport)(nil)

@@ -2,96 +2,58 @@ package direct
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/triagehq/triage"
-	"github.com/triagehq/triage/internal/api/answer"
-	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/internal/service"
+	"github.com/triagehq/triage/internal/submit"
 	"github.com/triagehq/triage/internal/task"
-	"github.com/triagehq/triage/triagetype"
 )
 
-// Submit implements triage.Transport: the API's submit service, in
-// process (internal/submit), so the same request gets the same answer.
+// Each call is the service's operation, with its input as the HTTP
+// client would send it: a page size of 0 or less, or a replay limit of
+// 0, is not sent, and a cleanup's cut is sent to the second.
+
+// Submit implements triage.Transport.
 func (d *Transport) Submit(ctx context.Context, r triage.SubmitRequest) (*triage.Task, bool, error) {
-	o := d.submit.Submit(ctx, task.Request(r))
+	o := d.svc.Submit(ctx, task.Request(r))
 	if o.Err != nil {
-		return nil, false, answer.Error(o.Err)
+		return nil, false, public(o.Err)
 	}
 	return o.Task.Public(), o.Created, nil
 }
 
-// SubmitBatch implements triage.Transport. Like the API, it answers every
-// item on its own and sends the accepted ones in batches per priority; an
-// item repeating an idempotency key gets the first task.
+// SubmitBatch implements triage.Transport.
 func (d *Transport) SubmitBatch(ctx context.Context, rs []triage.SubmitRequest) ([]triage.BatchResult, error) {
 	reqs := make([]task.Request, len(rs))
 	for i, r := range rs {
 		reqs[i] = task.Request(r)
 	}
-	outs, e := d.submit.SubmitBatch(ctx, reqs)
+	outs, e := d.svc.SubmitBatch(ctx, reqs)
 	if e != nil {
-		return nil, answer.Error(e)
+		return nil, public(e)
 	}
-	res := make([]triage.BatchResult, len(outs))
-	for i, o := range outs {
-		res[i] = triage.BatchResult{Index: i, Status: answer.OutcomeStatus(o)}
-		if o.Err != nil {
-			res[i].Error = &triage.ErrorDetail{Code: o.Err.Code, Message: o.Err.Message, Field: o.Err.Field}
-		} else {
-			res[i].Task = o.Task.Public()
-		}
-	}
-	return res, nil
+	return submit.Results(outs), nil
 }
 
 // Get implements triage.Transport.
 func (d *Transport) Get(ctx context.Context, id string) (*triage.Task, error) {
-	if err := checkID(id); err != nil {
-		return nil, err
-	}
-	t, err := d.store.Get(ctx, id)
+	t, err := d.svc.Get(ctx, id, false)
 	if err != nil {
-		return nil, taskError("get task", id, err)
-	}
-	if err := d.store.LoadBodies(ctx, t); err != nil { // as the API's GET does
-		return nil, taskError("read the payload or result of task", id, err)
+		return nil, public(err)
 	}
 	return t.Public(), nil
 }
 
 // List implements triage.Transport.
 func (d *Transport) List(ctx context.Context, p triage.ListParams) (*triage.TaskPage, error) {
-	f := store.ListFilter{Type: p.Type}
-	if err := checkType(p.Type, "type"); err != nil {
-		return nil, err
-	}
+	q := service.ListQuery{Type: p.Type, Priority: string(p.Priority), Limit: max(p.Limit, 0), Cursor: p.Cursor}
 	if p.Status != "" {
-		st, err := triagetype.ParseStatus(string(p.Status))
-		if err != nil {
-			return nil, invalid("status", err.Error())
-		}
-		f.Status = st
+		q.Statuses = []string{string(p.Status)}
 	}
-	if p.Priority != "" {
-		pr, err := triagetype.ParsePriority(string(p.Priority))
-		if err != nil {
-			return nil, invalid("priority", err.Error())
-		}
-		f.Priority = pr
-	}
-	limit, err := listLimit(p.Limit)
+	ts, next, err := d.svc.List(ctx, q)
 	if err != nil {
-		return nil, err
-	}
-	ts, next, err := d.store.List(ctx, f, limit, p.Cursor)
-	if errors.Is(err, store.ErrBadCursor) {
-		return nil, invalid("cursor", "not a cursor from next_cursor")
-	}
-	if err != nil {
-		return nil, internal("list tasks", err)
+		return nil, public(err)
 	}
 	page := &triage.TaskPage{Tasks: make([]triage.Task, len(ts)), NextCursor: next}
 	for i, t := range ts {
@@ -100,65 +62,142 @@ func (d *Transport) List(ctx context.Context, p triage.ListParams) (*triage.Task
 	return page, nil
 }
 
-// listLimit reads a page size as the HTTP client sends it: 0 or less is
-// not sent, so the server's default applies.
-func listLimit(n int) (int, error) {
-	switch {
-	case n <= 0:
-		return triagetype.DefaultListLimit, nil
-	case n > triagetype.MaxListLimit:
-		return 0, invalid("limit", fmt.Sprintf("must be a whole number from 1 to %d", triagetype.MaxListLimit))
-	}
-	return n, nil
-}
-
 // Cancel implements triage.Transport.
 func (d *Transport) Cancel(ctx context.Context, id string) (*triage.Task, error) {
-	if err := checkID(id); err != nil {
-		return nil, err
-	}
-	t, err := d.store.Cancel(ctx, id)
-	if err != nil {
-		return nil, taskError("cancel task", id, err)
-	}
-	return t.Public(), nil
+	return publicTask(d.svc.Cancel(ctx, id))
 }
 
 // Retry implements triage.Transport.
 func (d *Transport) Retry(ctx context.Context, id string) (*triage.Task, error) {
-	if err := checkID(id); err != nil {
-		return nil, err
-	}
-	// Through the DLQ tools: the task's DLQ copy goes with its dead_letter
-	// status (package deadletter), as on the API.
-	t, err := d.dlq.Retry(ctx, id)
+	return publicTask(d.svc.Retry(ctx, id))
+}
+
+func publicTask(t *task.Task, err error) (*triage.Task, error) {
 	if err != nil {
-		return nil, taskError("retry task", id, err)
+		return nil, public(err)
 	}
 	return t.Public(), nil
 }
 
 // Delete implements triage.Transport.
 func (d *Transport) Delete(ctx context.Context, id string) error {
-	if err := checkID(id); err != nil {
-		return err
-	}
-	t, err := d.store.Get(ctx, id)
-	if err != nil {
-		return taskError("delete task", id, err)
-	}
-	if !t.Status.Terminal() {
-		return taskError("delete task", id, &store.StateError{ID: t.ID, Status: t.Status, Op: "delete"})
-	}
-	return taskError("delete task", id, d.dlq.Delete(ctx, t))
+	return public(d.svc.Delete(ctx, id))
 }
 
 // Cleanup implements triage.Transport.
 func (d *Transport) Cleanup(ctx context.Context, olderThan time.Time) (int, error) {
-	// The API reads older_than to the second, as the HTTP client sends it.
-	n, err := d.dlq.Cleanup(ctx, olderThan.Truncate(time.Second)) // the dead ones' DLQ copies go too
+	n, err := d.svc.Cleanup(ctx, olderThan.Truncate(time.Second))
+	return n, public(err)
+}
+
+// Stats implements triage.Transport.
+func (d *Transport) Stats(ctx context.Context) (*triage.Stats, error) {
+	return result(d.svc.Stats(ctx))
+}
+
+// Workers implements triage.Transport.
+func (d *Transport) Workers(ctx context.Context) (*triage.WorkerList, error) {
+	return result(d.svc.Workers(ctx))
+}
+
+// SetPaused implements triage.Transport.
+func (d *Transport) SetPaused(ctx context.Context, typ string, paused bool) (*triage.ControlSettings, error) {
+	return result(d.svc.SetPaused(ctx, typ, paused))
+}
+
+// SetLimits implements triage.Transport.
+func (d *Transport) SetLimits(ctx context.Context, typ string, l triage.LimitsRequest) (*triage.ControlSettings, error) {
+	return result(d.svc.SetLimits(ctx, typ, l.RateLimitPerSecond, l.MaxConcurrency))
+}
+
+// SetKeyControls implements triage.Transport.
+func (d *Transport) SetKeyControls(ctx context.Context, key string, r triage.KeyControlsRequest) (*triage.ControlSettings, error) {
+	return result(d.svc.SetKeyControls(ctx, key, r))
+}
+
+// Controls implements triage.Transport.
+func (d *Transport) Controls(ctx context.Context) ([]triage.ControlSettings, error) {
+	cs, err := d.svc.Controls(ctx)
+	return cs, public(err)
+}
+
+// DLQ implements triage.Transport.
+func (d *Transport) DLQ(ctx context.Context, priority triage.Priority, limit int) ([]triage.DLQMessage, error) {
+	msgs, _, err := d.svc.DLQ(ctx, service.DLQQuery{Priority: string(priority), Limit: max(limit, 0)})
 	if err != nil {
-		return n, internal("cleanup", err)
+		return nil, public(err)
 	}
-	return n, nil
+	return msgs, nil
+}
+
+// ReplayDLQ implements triage.Transport.
+func (d *Transport) ReplayDLQ(ctx context.Context, r triage.ReplayRequest) (*triage.ReplayResult, error) {
+	sel := service.DLQSelection{Priority: string(r.Priority), Type: r.Type}
+	if r.Limit != 0 {
+		sel.Limit = &r.Limit
+	}
+	return result(d.svc.ReplayDLQ(ctx, sel))
+}
+
+// SubmitWorkflow implements triage.Transport.
+func (d *Transport) SubmitWorkflow(ctx context.Context, r triage.WorkflowRequest) (*triage.Workflow, bool, error) {
+	w, created, err := d.svc.SubmitWorkflow(ctx, r)
+	if err != nil {
+		return nil, false, public(err)
+	}
+	return w, created, nil
+}
+
+// Workflow implements triage.Transport.
+func (d *Transport) Workflow(ctx context.Context, id string) (*triage.Workflow, error) {
+	return result(d.svc.Workflow(ctx, id))
+}
+
+// CreateBatch implements triage.Transport.
+func (d *Transport) CreateBatch(ctx context.Context, r triage.BatchCreate) (*triage.Batch, error) {
+	return result(d.svc.CreateBatch(ctx, r))
+}
+
+// AddToBatch implements triage.Transport.
+func (d *Transport) AddToBatch(ctx context.Context, id string, rs []triage.SubmitRequest) (*triage.Batch, error) {
+	return result(d.svc.AddToBatch(ctx, id, rs))
+}
+
+// SealBatch implements triage.Transport.
+func (d *Transport) SealBatch(ctx context.Context, id string) (*triage.Batch, error) {
+	return result(d.svc.SealBatch(ctx, id))
+}
+
+// Batch implements triage.Transport.
+func (d *Transport) Batch(ctx context.Context, id string) (*triage.Batch, error) {
+	return result(d.svc.Batch(ctx, id))
+}
+
+// PutSchedule implements triage.Transport.
+func (d *Transport) PutSchedule(ctx context.Context, s triage.Schedule) (*triage.Schedule, bool, error) {
+	sc, created, err := d.svc.PutSchedule(ctx, s)
+	if err != nil {
+		return nil, false, public(err)
+	}
+	return sc, created, nil
+}
+
+// GetSchedule implements triage.Transport.
+func (d *Transport) GetSchedule(ctx context.Context, name string) (*triage.Schedule, error) {
+	return result(d.svc.GetSchedule(ctx, name))
+}
+
+// ListSchedules implements triage.Transport.
+func (d *Transport) ListSchedules(ctx context.Context, limit int, cursor string) (*triage.SchedulePage, error) {
+	return result(d.svc.ListSchedules(ctx, limit, cursor))
+}
+
+// DeleteSchedule implements triage.Transport.
+func (d *Transport) DeleteSchedule(ctx context.Context, name string) error {
+	return public(d.svc.DeleteSchedule(ctx, name))
+}
+
+// SetSchedulePaused implements triage.Transport.
+func (d *Transport) SetSchedulePaused(ctx context.Context, name string, paused bool) (*triage.Schedule, error) {
+	return result(d.svc.SetSchedulePaused(ctx, name, paused))
 }

@@ -21,6 +21,32 @@ var (
 	ErrInternal     = errors.New("internal server error")
 )
 
+// ErrNotImplemented is what a call answers when the deployment or the
+// transport does not offer what it asks for (a server without schedules,
+// a test's Transport that carries no workflows): an *Error with status
+// 501 matches it.
+var ErrNotImplemented = errors.New("not implemented")
+
+// The codes of an error (Error.Code, ErrorDetail.Code): a client tells
+// failures apart by them, or by the sentinel an *Error matches.
+const (
+	CodeBadRequest     = "bad_request"   // a body that cannot be read
+	CodeInvalidJSON    = "invalid_json"  // a body that is not one JSON object
+	CodeInvalidField   = "invalid_field" // a field or parameter that breaks its rule; Field names it
+	CodeUnauthorized   = "unauthorized"  // no valid token
+	CodeForbidden      = "forbidden"     // the token lacks the scope
+	CodeNotFound       = "not_found"     // no such task, batch, workflow or schedule
+	CodeConflict       = "conflict"      // the status or a concurrent change does not allow it
+	CodeLimitReached   = "limit_reached" // a deployment-wide count is at its most
+	CodeTooLarge       = "too_large"     // a payload or body over its limit
+	CodeTooMany        = "too_many_requests"
+	CodeRateLimited    = "rate_limited" // progress reported more often than allowed
+	CodeUnavailable    = "unavailable"  // nothing was accepted; retry
+	CodeInternal       = "internal"
+	CodeNotImplemented = "not_implemented"
+	CodeClientClosed   = "client_closed" // the client went away before the answer
+)
+
 // HTTP statuses the errors map from, named here so that this package
 // needs no net/http.
 const (
@@ -33,6 +59,7 @@ const (
 	statusTooLarge     = 413
 	statusTooMany      = 429
 	statusInternal     = 500
+	statusNotImpl      = 501
 	statusUnavailable  = 503
 )
 
@@ -99,6 +126,8 @@ func sentinel(status int) error {
 		return ErrUnavailable
 	case statusInternal:
 		return ErrInternal
+	case statusNotImpl:
+		return ErrNotImplemented
 	}
 	return nil
 }

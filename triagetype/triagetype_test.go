@@ -46,8 +46,8 @@ func TestBatchResult(t *testing.T) {
 	}{
 		{triagetype.BatchResult{Status: 201, Task: &triagetype.Task{}}, true, nil, ""},
 		{triagetype.BatchResult{Status: 200, Task: &triagetype.Task{}}, false, nil, ""},
-		{triagetype.BatchResult{Status: 400, Error: &triagetype.ErrorDetail{Code: "invalid_field", Message: "m", Field: "tasks[0].type"}}, false, triagetype.ErrBadRequest, "tasks[0].type"},
-		{triagetype.BatchResult{Status: 429, Error: &triagetype.ErrorDetail{Code: "too_many_requests", Message: "m"}}, false, triagetype.ErrTooMany, ""},
+		{triagetype.BatchResult{Status: 400, Error: &triagetype.ErrorDetail{Code: triagetype.CodeInvalidField, Message: "m", Field: "tasks[0].type"}}, false, triagetype.ErrBadRequest, "tasks[0].type"},
+		{triagetype.BatchResult{Status: 429, Error: &triagetype.ErrorDetail{Code: triagetype.CodeTooMany, Message: "m"}}, false, triagetype.ErrTooMany, ""},
 		{triagetype.BatchResult{Status: 503}, false, triagetype.ErrUnavailable, ""},
 	}
 	for _, tt := range tests {

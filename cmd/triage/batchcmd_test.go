@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // batchAPI answers the batch routes as the API would for one batch
@@ -45,7 +46,7 @@ func (s *batchAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var results []triage.BatchResult
 	for i, m := range req.Tasks {
 		if m.Type == "bad" {
-			results = append(results, triage.BatchResult{Index: i, Status: 400, Error: &triage.ErrorDetail{Code: "invalid_field", Field: fmt.Sprintf("tasks[%d].type", i), Message: "unknown task type"}})
+			results = append(results, triage.BatchResult{Index: i, Status: 400, Error: &triage.ErrorDetail{Code: triagetype.CodeInvalidField, Field: fmt.Sprintf("tasks[%d].type", i), Message: "unknown task type"}})
 			continue
 		}
 		s.total++

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/triagehq/triage/triagetype"
 )
 
 // fakeAPI is a small stand-in for the triage API: canned answers per
@@ -66,7 +68,7 @@ func (f *fakeAPI) handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/tasks/{id}", func(w http.ResponseWriter, r *http.Request) {
 		st, ok := tasks[r.PathValue("id")]
 		if !ok {
-			apiError(w, 404, "not_found", "id", "no task with id "+r.PathValue("id"))
+			apiError(w, 404, triagetype.CodeNotFound, "id", "no task with id "+r.PathValue("id"))
 			return
 		}
 		reply(w, 200, task(r.PathValue("id"), st))
@@ -75,7 +77,7 @@ func (f *fakeAPI) handler() http.Handler {
 		var req map[string]any
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		if req["type"] == "bad" {
-			apiError(w, 400, "invalid_field", "priority", "priority: unknown priority")
+			apiError(w, 400, triagetype.CodeInvalidField, "priority", "priority: unknown priority")
 			return
 		}
 		reply(w, 201, task("new1", "queued"))
@@ -90,7 +92,7 @@ func (f *fakeAPI) handler() http.Handler {
 			key, _ := t["idempotency_key"].(string)
 			switch {
 			case t["type"] == "unauthorized":
-				apiError(w, 401, "unauthorized", "", "missing or invalid bearer token")
+				apiError(w, 401, triagetype.CodeUnauthorized, "", "missing or invalid bearer token")
 				return
 			case t["type"] == "bad":
 				results = append(results, fmt.Sprintf(`{"index":%d,"status":400,"error":{"code":"invalid_field","message":"priority: unknown priority","field":"tasks[%d].priority"}}`, i, i))
@@ -108,7 +110,7 @@ func (f *fakeAPI) handler() http.Handler {
 		switch r.URL.Query().Get("cursor") {
 		case "":
 			if r.URL.Query().Get("status") == "nope" {
-				apiError(w, 400, "invalid_field", "status", "status: unknown status")
+				apiError(w, 400, triagetype.CodeInvalidField, "status", "status: unknown status")
 				return
 			}
 			reply(w, 200, `{"tasks":[`+task("a1", "queued")+`,`+task("a2", "completed")+`],"next_cursor":"c1"}`)
@@ -119,18 +121,18 @@ func (f *fakeAPI) handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/tasks/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
 		switch tasks[r.PathValue("id")] {
 		case "":
-			apiError(w, 404, "not_found", "id", "no task")
+			apiError(w, 404, triagetype.CodeNotFound, "id", "no task")
 		case "queued":
 			reply(w, 200, task(r.PathValue("id"), "cancelled"))
 		case "executing":
 			reply(w, 200, strings.Replace(task(r.PathValue("id"), "executing"), `"trace_id"`, `"cancel_requested":true,"trace_id"`, 1))
 		default:
-			apiError(w, 409, "conflict", "", "task "+r.PathValue("id")+" is "+tasks[r.PathValue("id")])
+			apiError(w, 409, triagetype.CodeConflict, "", "task "+r.PathValue("id")+" is "+tasks[r.PathValue("id")])
 		}
 	})
 	mux.HandleFunc("POST /api/v1/tasks/{id}/retry", func(w http.ResponseWriter, r *http.Request) {
 		if tasks[r.PathValue("id")] != "dead_letter" {
-			apiError(w, 409, "conflict", "", "not dead")
+			apiError(w, 409, triagetype.CodeConflict, "", "not dead")
 			return
 		}
 		reply(w, 200, task(r.PathValue("id"), "queued"))
@@ -138,16 +140,16 @@ func (f *fakeAPI) handler() http.Handler {
 	mux.HandleFunc("DELETE /api/v1/tasks/{id}", func(w http.ResponseWriter, r *http.Request) {
 		switch tasks[r.PathValue("id")] {
 		case "":
-			apiError(w, 404, "not_found", "id", "no task")
+			apiError(w, 404, triagetype.CodeNotFound, "id", "no task")
 		case "queued":
-			apiError(w, 409, "conflict", "", "not terminal")
+			apiError(w, 409, triagetype.CodeConflict, "", "not terminal")
 		default:
 			w.WriteHeader(204)
 		}
 	})
 	mux.HandleFunc("DELETE /api/v1/tasks", func(w http.ResponseWriter, r *http.Request) {
 		if _, err := time.Parse(time.RFC3339, r.URL.Query().Get("older_than")); err != nil {
-			apiError(w, 400, "invalid_field", "older_than", "older_than: bad")
+			apiError(w, 400, triagetype.CodeInvalidField, "older_than", "older_than: bad")
 			return
 		}
 		reply(w, 200, `{"deleted":42}`)
@@ -216,7 +218,7 @@ func (f *fakeAPI) handler() http.Handler {
 		f.reqs = append(f.reqs, line)
 		f.mu.Unlock()
 		if r.Header.Get("Authorization") != "Bearer tok" {
-			apiError(w, 401, "unauthorized", "", "missing or invalid bearer token")
+			apiError(w, 401, triagetype.CodeUnauthorized, "", "missing or invalid bearer token")
 			return
 		}
 		mux.ServeHTTP(w, r)

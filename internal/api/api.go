@@ -2,8 +2,11 @@
 //
 // It is one net/http handler: `triage dev` serves it on a local listener
 // and functions/api serves the same handler to API Gateway through
-// aws-lambda-go-api-proxy. Every error has one JSON shape,
-// {"error": {"code", "message", "field"}}, and a fitting status.
+// aws-lambda-go-api-proxy. A handler decodes its request, calls the
+// operation in internal/service (which the direct transport calls too)
+// and writes the answer; every error has one JSON shape,
+// {"error": {"code", "message", "field"}} (triagetype.ErrorBody), and the
+// status of its kind (fault.Status).
 package api
 
 import (
@@ -19,12 +22,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/triagehq/triage/internal/api/answer"
 	"github.com/triagehq/triage/internal/auth"
-	"github.com/triagehq/triage/internal/control"
-	"github.com/triagehq/triage/internal/deadletter"
-	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/fault"
 	"github.com/triagehq/triage/internal/schedule"
+	"github.com/triagehq/triage/internal/service"
 	"github.com/triagehq/triage/internal/stats"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/submit"
@@ -33,74 +34,32 @@ import (
 	"github.com/triagehq/triage/triagetype"
 )
 
-// Store is the part of the task store the API uses.
+// Store is the part of the task store the API uses: the operations'
+// (service.Store) and the progress reports of external handlers.
 type Store interface {
-	Get(ctx context.Context, id string) (*task.Task, error)
-	List(ctx context.Context, f store.ListFilter, limit int, cursor string) ([]*task.Task, string, error)
-	Cancel(ctx context.Context, id string) (*task.Task, error)
-	Delete(ctx context.Context, cur *task.Task) error
-	Cleanup(ctx context.Context, olderThan time.Time) (int, error)
-	// LoadBodies reads a payload or result kept off the task's record.
-	LoadBodies(ctx context.Context, t *task.Task) error
+	service.Store
 	// Report writes an external handler's progress report made with its
 	// attempt's token, at most once per interval per task.
 	Report(ctx context.Context, id string, r store.Report, interval time.Duration) (*task.Task, error)
-	Now() time.Time
-}
-
-// Enqueuer creates tasks, sends their messages and retries dead ones.
-type Enqueuer interface {
-	Submit(ctx context.Context, t *task.Task) (*task.Task, bool, error)
-	SubmitBatch(ctx context.Context, ts []*task.Task) []enqueue.Result
-	Retry(ctx context.Context, get func(context.Context, string) (*task.Task, error), id string) (*task.Task, error)
-}
-
-// Queues reads queue depths (stats and backpressure).
-type Queues interface {
-	stats.Queues
-}
-
-// Controls reads and writes pause and limit settings.
-type Controls interface {
-	SetPaused(ctx context.Context, typ string, paused bool) (control.Settings, error)
-	SetLimits(ctx context.Context, typ string, rate float64, maxConcurrency int) (control.Settings, error)
-	List(ctx context.Context) ([]control.Settings, error)
-	// RateUse is the starts a type's rate limit counted in its current
-	// window, out of limit.
-	RateUse(ctx context.Context, typ string, perSecond float64) (starts, limit int, window time.Duration, err error)
-}
-
-// DLQ lists, replays and purges the dead-letter queues, and is the way
-// out of dead_letter for a single task too: retrying or deleting a dead
-// task through it removes the task's DLQ copy, so the DLQ holds one
-// message per dead task (see package deadletter).
-type DLQ interface {
-	Find(ctx context.Context, f deadletter.Filter) ([]deadletter.Message, bool, error)
-	Replay(ctx context.Context, f deadletter.Filter) (deadletter.ReplayResult, error)
-	Purge(ctx context.Context, f deadletter.Filter) (deadletter.PurgeResult, error)
-	Retry(ctx context.Context, id string) (*task.Task, error)
-	Delete(ctx context.Context, cur *task.Task) error
-	// Cleanup deletes finished tasks older than a cut and the DLQ copies
-	// of the dead ones.
-	Cleanup(ctx context.Context, olderThan time.Time) (int, error)
 }
 
 // Deps are the parts the API serves from.
 type Deps struct {
 	Store    Store
-	Enqueuer Enqueuer
-	Queues   Queues
-	Controls Controls
-	DLQ      DLQ
+	Enqueuer submit.Enqueuer
+	Queues   stats.Queues
+	Controls service.Controls
+	DLQ      service.DLQ
 	Counters stats.Counters
 	Tokens   *auth.Tokens
 	// Workers is the worker registry behind GET /workers and the workers
 	// section of /stats (nil: an empty list, no section).
 	Workers stats.Workers
-	// Schedules serves /schedules (nil: those routes answer 501).
-	Schedules *schedule.Service
+	// Schedules keeps the schedules behind /schedules (nil: those routes
+	// answer 501).
+	Schedules *schedule.Store
 	// Flow serves workflows and batches (nil: those routes answer 501).
-	Flow Flow
+	Flow service.Flow
 }
 
 // Options tunes the API.
@@ -149,22 +108,14 @@ type Aging struct {
 // Server serves the API.
 type Server struct {
 	store    Store
-	enq      Enqueuer
-	queues   Queues
-	controls Controls
-	dlq      DLQ
 	counters stats.Counters
-	workers  stats.Workers
 	tokens   *auth.Tokens
 	opt      Options
 	log      *slog.Logger
 	mux      *http.ServeMux
 	routes   []string
-	// submitter accepts new tasks: the one submit path, shared with the
-	// direct transport.
-	submitter *submit.Service
-	schedules *schedule.Service
-	flow      Flow
+	// svc runs the operations, as it does for the direct transport.
+	svc *service.Service
 }
 
 // New returns the API handler.
@@ -176,22 +127,15 @@ func New(d Deps, opt Options) *Server {
 		opt.ProgressInterval = task.ProgressInterval
 	}
 	srv := &Server{
-		store: d.Store, enq: d.Enqueuer, queues: d.Queues, controls: d.Controls, dlq: d.DLQ, counters: d.Counters, tokens: d.Tokens,
-		workers: d.Workers, opt: opt, log: opt.Logger, mux: http.NewServeMux(),
-		schedules: d.Schedules,
-		flow:      d.Flow,
+		store: d.Store, counters: d.Counters, tokens: d.Tokens, opt: opt, log: opt.Logger, mux: http.NewServeMux(),
+		svc: service.New(service.Deps{
+			Store: d.Store, Enqueuer: d.Enqueuer, Queues: d.Queues, Controls: d.Controls, DLQ: d.DLQ,
+			Counters: d.Counters, Workers: d.Workers, Flow: d.Flow, Schedules: d.Schedules,
+		}, service.Options{
+			KnownTypes: opt.KnownTypes, DirectWindow: opt.DirectWindow, MaxDepth: opt.MaxDepth, MaxDepthHigh: opt.MaxDepthHigh,
+			Tracing: opt.Tracing, Metrics: opt.Metrics, Logger: opt.Logger,
+		}),
 	}
-	so := submit.Options{Known: task.NewKnownTypes(opt.KnownTypes), DirectWindow: opt.DirectWindow, Tracing: opt.Tracing, Metrics: opt.Metrics}
-	if d.Store != nil {
-		so.Now = d.Store.Now
-	}
-	if d.Queues != nil {
-		so.Pressure = enqueue.NewBackpressure(d.Queues, opt.MaxDepth, opt.MaxDepthHigh, opt.Logger)
-	}
-	if r, ok := d.Controls.(submit.Router); ok {
-		so.Fair = r
-	}
-	srv.submitter = submit.New(d.Enqueuer, so)
 	srv.register()
 	return srv
 }
@@ -234,7 +178,7 @@ func (s *Server) register() {
 		}
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotFound, triagetype.CodeNotFound, "", fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})
 }
 
@@ -252,11 +196,11 @@ func (s *Server) handle(pattern string, scope auth.Scope, h func(http.ResponseWr
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if err := s.tokens.CheckRequest(r, scope); err != nil {
 			if errors.Is(err, auth.ErrForbidden) {
-				writeError(w, http.StatusForbidden, "forbidden", "", err.Error())
+				writeError(w, http.StatusForbidden, triagetype.CodeForbidden, "", err.Error())
 				return
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="triage"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", "", "missing or invalid bearer token (Authorization: Bearer <token>, or "+auth.TokenHeader+": <token>)")
+			writeError(w, http.StatusUnauthorized, triagetype.CodeUnauthorized, "", "missing or invalid bearer token (Authorization: Bearer <token>, or "+auth.TokenHeader+": <token>)")
 			return
 		}
 		h(w, r)
@@ -268,7 +212,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p))
-			writeError(w, http.StatusInternalServerError, "internal", "", "internal error")
+			writeError(w, http.StatusInternalServerError, triagetype.CodeInternal, "", "internal error")
 		}
 	}()
 	s.mux.ServeHTTP(w, r)
@@ -288,18 +232,18 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req, MaxBody) {
 		return
 	}
-	o := s.submitter.Submit(tracing.WithParent(r.Context(), r.Header.Get(tracing.Header)), req)
+	o := s.svc.Submit(tracing.WithParent(r.Context(), r.Header.Get(tracing.Header)), req)
 	if o.Err != nil {
 		s.refuse(w, r, o.Err)
 		return
 	}
-	writeJSON(w, answer.OutcomeStatus(o), o.Task)
+	writeJSON(w, o.Status(), o.Task)
 }
 
 // refuse answers with a refusal of the submit service: its status, its
 // Retry-After when it has one, its code, message and field.
-func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *submit.Refused) {
-	status := answer.Status(e.Kind)
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *fault.Error) {
+	status := fault.Status(e.Kind)
 	s.logRefusal(r, e, status)
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(max(e.RetryAfter.Seconds(), 1))))
@@ -309,7 +253,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *submit.Refuse
 
 // logRefusal logs the cause of a refusal the server is to blame for
 // (5xx): the answer itself never shows it.
-func (s *Server) logRefusal(r *http.Request, e *submit.Refused, status int) {
+func (s *Server) logRefusal(r *http.Request, e *fault.Error, status int) {
 	if status >= 500 {
 		s.log.Error("submit failed", "method", r.Method, "path", r.URL.Path, "status", status, "error", e.Cause)
 	}
@@ -329,19 +273,12 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	case "omit":
 		omit = true
 	default:
-		writeError(w, http.StatusBadRequest, "invalid_field", "bodies", "bodies: must be include (the default) or omit")
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "bodies", "bodies: must be include (the default) or omit")
 		return
 	}
-	t, err := s.store.Get(r.Context(), id)
-	if s.taskError(w, r, "get task", err) {
-		return
-	}
-	if omit {
-		writeJSON(w, http.StatusOK, t)
-		return
-	}
-	if err := s.store.LoadBodies(r.Context(), t); err != nil {
-		s.internal(w, r, "read the payload or result of task "+id, err)
+	t, err := s.svc.Get(r.Context(), id, omit)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, t)
@@ -352,24 +289,11 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 // key size).
 func taskID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
-	if fe := task.CheckID(id); fe != nil {
-		writeError(w, http.StatusBadRequest, "invalid_field", fe.Field, fe.Error())
+	if err := service.CheckID(id); err != nil {
+		writeFault(w, err)
 		return "", false
 	}
 	return id, true
-}
-
-// typeParam reads an optional task type from the query or the path (name
-// is the parameter's name); a bad one gets 400 naming it.
-func typeParam(w http.ResponseWriter, typ, name string) bool {
-	if typ == "" {
-		return true
-	}
-	if err := task.ValidateType(typ); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_field", name, name+": "+err.Error())
-		return false
-	}
-	return true
 }
 
 // decode reads a JSON body of at most limit bytes into v, rejecting
@@ -380,11 +304,11 @@ func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "", fmt.Sprintf("the request body is over the %d-byte limit of %s %s (one payload may be at most %d bytes)", limit, r.Method, r.URL.Path, task.MaxPayloadBytes))
+		writeError(w, http.StatusRequestEntityTooLarge, triagetype.CodeTooLarge, "", fmt.Sprintf("the request body is over the %d-byte limit of %s %s (one payload may be at most %d bytes)", limit, r.Method, r.URL.Path, task.MaxPayloadBytes))
 		return false
 	}
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", "", "could not read the request body: "+err.Error())
+		writeError(w, http.StatusBadRequest, triagetype.CodeBadRequest, "", "could not read the request body: "+err.Error())
 		return false
 	}
 	if !utf8.Valid(body) {
@@ -396,15 +320,15 @@ func decode(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
 			}
 			at += size
 		}
-		writeError(w, http.StatusBadRequest, "invalid_json", "", fmt.Sprintf("the request body is not valid UTF-8 (at byte %d)", at))
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidJSON, "", fmt.Sprintf("the request body is not valid UTF-8 (at byte %d)", at))
 		return false
 	}
 	if err := DecodeStrict(body, v); err != nil {
 		var fe *task.FieldError
 		if errors.As(err, &fe) {
-			writeError(w, http.StatusBadRequest, "invalid_field", fe.Field, fe.Error())
+			writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, fe.Field, fe.Error())
 		} else {
-			writeError(w, http.StatusBadRequest, "invalid_json", "", err.Error())
+			writeError(w, http.StatusBadRequest, triagetype.CodeInvalidJSON, "", err.Error())
 		}
 		return false
 	}
@@ -478,56 +402,42 @@ func jsonKind(goKind string) string {
 	return "object"
 }
 
-// taskError writes the response for a failed operation on one task and
-// reports whether there was an error.
-func (s *Server) taskError(w http.ResponseWriter, r *http.Request, what string, err error) bool {
-	var se *store.StateError
-	switch {
-	case err == nil:
-		return false
-	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", "id", fmt.Sprintf("no task with id %q", r.PathValue("id")))
-	case errors.As(err, &se):
-		writeError(w, http.StatusConflict, "conflict", "", se.Error())
-	case errors.Is(err, store.ErrConflict):
-		writeError(w, http.StatusConflict, "conflict", "", "the task changed while this request ran; try again")
-	default:
-		s.internal(w, r, what, err)
+// fail answers with err, an operation's *fault.Error: its kind's status
+// and its code, field and message, with a Retry-After when it has one. A
+// failure on the server's side (5xx) is logged with its cause, which the
+// answer never shows; when the client went away (a closed dashboard tab)
+// nothing failed on this side, and nobody reads the answer (499).
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var e *fault.Error
+	if !errors.As(err, &e) {
+		e = fault.Internal("request", err)
 	}
-	return true
+	if fault.Status(e.Kind) >= 500 {
+		if r.Context().Err() != nil && (errors.Is(e.Cause, context.Canceled) || errors.Is(e.Cause, context.DeadlineExceeded)) {
+			what := strings.TrimSuffix(e.Message, " failed")
+			s.log.Debug(what+" abandoned: the client disconnected", "method", r.Method, "path", r.URL.Path)
+			writeError(w, 499, triagetype.CodeClientClosed, "", what+": the client disconnected")
+			return
+		}
+		s.log.Error(e.Message, "method", r.Method, "path", r.URL.Path, "error", e.Cause)
+	}
+	writeFault(w, e)
 }
 
-func (s *Server) internal(w http.ResponseWriter, r *http.Request, what string, err error) {
-	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		// The client went away (a closed dashboard tab): nothing failed on
-		// this side, and nobody reads the answer.
-		s.log.Debug(what+" abandoned: the client disconnected", "method", r.Method, "path", r.URL.Path)
-		writeError(w, 499, "client_closed", "", what+": the client disconnected")
-		return
+// writeFault writes e (a *fault.Error) as its status and error body.
+func writeFault(w http.ResponseWriter, err error) {
+	var e *fault.Error
+	if !errors.As(err, &e) {
+		e = fault.Internal("request", err)
 	}
-	s.log.Error(what+" failed", "method", r.Method, "path", r.URL.Path, "error", err)
-	if e := submit.Refusal(err); errors.Is(e.Kind, triagetype.ErrUnavailable) {
-		w.Header().Set("Retry-After", "1")
-		writeError(w, answer.Status(e.Kind), e.Code, "", e.Message)
-		return
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(max(e.RetryAfter.Seconds(), 1))))
 	}
-	writeError(w, http.StatusInternalServerError, "internal", "", what+" failed")
-}
-
-// ErrorBody is the JSON shape of every error response.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
-
-// ErrorDetail says what went wrong, and which field when one is to blame.
-type ErrorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Field   string `json:"field,omitempty"`
+	writeError(w, fault.Status(e.Kind), e.Code, e.Field, e.Message)
 }
 
 func writeError(w http.ResponseWriter, status int, code, field, msg string) {
-	writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: msg, Field: field}})
+	writeJSON(w, status, triagetype.ErrorBody{Error: triagetype.ErrorDetail{Code: code, Message: msg, Field: field}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -535,3 +445,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// ErrorDetail is triagetype.ErrorDetail, the one error body type, under
+// the name package bench still uses.
+//
+// Deprecated: use triagetype.ErrorDetail.
+type ErrorDetail = triagetype.ErrorDetail

@@ -9,6 +9,7 @@ import (
 
 	"github.com/triagehq/triage/internal/events"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // EventSource is what GET /api/v1/events streams from: the in-process
@@ -35,7 +36,7 @@ const noEventsMessage = "live events (Server-Sent Events) are served only by a l
 // subscriber that cannot keep up is dropped with a final comment saying so.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	if s.opt.Events == nil {
-		writeError(w, http.StatusNotImplemented, "not_implemented", "", noEventsMessage)
+		writeError(w, http.StatusNotImplemented, triagetype.CodeNotImplemented, "", noEventsMessage)
 		return
 	}
 	var f events.Filter
@@ -43,7 +44,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		for name := range strings.SplitSeq(v, ",") {
 			typ, err := events.ParseType(strings.TrimSpace(name))
 			if err != nil {
-				writeError(w, http.StatusBadRequest, "invalid_field", "type", "type: "+err.Error())
+				writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "type", "type: "+err.Error())
 				return
 			}
 			f.Types = append(f.Types, typ)
@@ -51,7 +52,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	if id := r.URL.Query().Get("task_id"); id != "" {
 		if fe := task.CheckID(id); fe != nil {
-			writeError(w, http.StatusBadRequest, "invalid_field", "task_id", "task_id: "+fe.Error())
+			writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "task_id", "task_id: "+fe.Error())
 			return
 		}
 		f.TaskID = id

@@ -11,6 +11,7 @@ import (
 
 	"github.com/triagehq/triage/internal/api"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // hostile is one request an attacker or a careless client might send.
@@ -207,7 +208,7 @@ func TestHostileRequests(t *testing.T) {
 				}
 				return
 			}
-			var e api.ErrorBody
+			var e triagetype.ErrorBody
 			if err := json.Unmarshal(raw, &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
 				t.Fatalf("body %q is not the error shape (%v)", raw, err)
 			}

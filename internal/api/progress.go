@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/triagehq/triage/internal/fault"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
@@ -55,26 +56,26 @@ func (s *Server) reportProgress(w http.ResponseWriter, r *http.Request) {
 	tok, ok := progressToken(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="triage-progress"`)
-		writeError(w, http.StatusUnauthorized, "unauthorized", "", "missing progress token: send the attempt's progress_token as Authorization: Bearer <token>")
+		writeError(w, http.StatusUnauthorized, triagetype.CodeUnauthorized, "", "missing progress token: send the attempt's progress_token as Authorization: Bearer <token>")
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxProgressBody))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", "", fmt.Sprintf("a progress report is at most %d bytes (a checkpoint at most %d)", MaxProgressBody, task.MaxCheckpointBytes))
+		writeError(w, http.StatusRequestEntityTooLarge, triagetype.CodeTooLarge, "", fmt.Sprintf("a progress report is at most %d bytes (a checkpoint at most %d)", MaxProgressBody, task.MaxCheckpointBytes))
 		return
 	}
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", "", "could not read the request body: "+err.Error())
+		writeError(w, http.StatusBadRequest, triagetype.CodeBadRequest, "", "could not read the request body: "+err.Error())
 		return
 	}
 	var rep triagetype.ProgressReport
 	if err := DecodeStrict(body, &rep); err != nil {
 		var fe *task.FieldError
 		if errors.As(err, &fe) {
-			writeError(w, http.StatusBadRequest, "invalid_field", fe.Field, fe.Error())
+			writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, fe.Field, fe.Error())
 		} else {
-			writeError(w, http.StatusBadRequest, "invalid_json", "", err.Error())
+			writeError(w, http.StatusBadRequest, triagetype.CodeInvalidJSON, "", err.Error())
 		}
 		return
 	}
@@ -91,14 +92,14 @@ func (s *Server) reportProgress(w http.ResponseWriter, r *http.Request) {
 	var soon *store.TooSoonError
 	switch {
 	case errors.Is(err, store.ErrBadToken):
-		writeError(w, http.StatusForbidden, "forbidden", "", "the progress token is not that of task "+id+"'s running attempt (it is wrong, or its attempt has ended)")
+		writeError(w, http.StatusForbidden, triagetype.CodeForbidden, "", "the progress token is not that of task "+id+"'s running attempt (it is wrong, or its attempt has ended)")
 		return
 	case errors.As(err, &soon):
 		w.Header().Set("Retry-After", strconv.Itoa(int(max((soon.Wait+time.Second-1)/time.Second, 1))))
-		writeError(w, http.StatusTooManyRequests, "rate_limited", "", soon.Error())
+		writeError(w, http.StatusTooManyRequests, triagetype.CodeRateLimited, "", soon.Error())
 		return
 	case err != nil:
-		s.internal(w, r, "report progress of task "+id, err)
+		s.fail(w, r, fault.Internal("report progress of task "+id, err))
 		return
 	}
 	ack := ProgressAck{ID: t.ID, Attempt: t.Attempts, Progress: t.Progress, CheckpointSaved: rep.Checkpoint != nil}

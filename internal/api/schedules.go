@@ -1,17 +1,14 @@
 package api
 
 import (
-	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/schedule"
-	"github.com/triagehq/triage/triagetype"
 )
 
 // The periodic tasks' routes (package schedule): all answers come from
-// schedule.Service, which the direct transport calls too.
+// the service, which the direct transport calls too.
 
 // scheduleRoutes registers the schedule routes: reads need a read token,
 // writes an admin token (a schedule makes tasks on its own, for as long
@@ -29,38 +26,14 @@ func (s *Server) scheduleRoutes() {
 // schedule.MaxTaskPayload.
 const MaxScheduleBody = 64 << 10
 
-func (s *Server) scheduleError(w http.ResponseWriter, r *http.Request, err error) {
-	var e *triagetype.Error
-	if !errors.As(err, &e) {
-		s.internal(w, r, "schedule request", err)
-		return
-	}
-	if e.Status >= 500 {
-		s.internal(w, r, "schedule request", e.Cause)
-		return
-	}
-	writeError(w, e.Status, e.Code, e.Field, e.Message)
-}
-
-func (s *Server) noSchedules(w http.ResponseWriter) bool {
-	if s.schedules == nil {
-		writeError(w, http.StatusNotImplemented, "not_implemented", "", "this server keeps no schedules")
-		return true
-	}
-	return false
-}
-
 func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) {
-	if s.noSchedules(w) {
-		return
-	}
 	var sc schedule.Schedule
 	if !decode(w, r, &sc, MaxScheduleBody) {
 		return
 	}
-	got, created, err := s.schedules.Put(r.Context(), sc)
+	got, created, err := s.svc.PutSchedule(r.Context(), sc)
 	if err != nil {
-		s.scheduleError(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	status := http.StatusOK
@@ -71,45 +44,19 @@ func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) {
-	if s.noSchedules(w) {
-		return
-	}
 	q := r.URL.Query()
-	limit := 0
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, "invalid_field", "limit", "limit: must be between 1 and 100")
-			return
-		}
-		limit = n
-	}
-	page, err := s.schedules.List(r.Context(), limit, q.Get("cursor"))
-	if err != nil {
-		s.scheduleError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, page)
+	page, err := s.svc.ListSchedules(r.Context(), limitParam(q.Get("limit")), q.Get("cursor"))
+	s.answer(w, r, page, err)
 }
 
 func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) {
-	if s.noSchedules(w) {
-		return
-	}
-	got, err := s.schedules.Get(r.Context(), r.PathValue("name"))
-	if err != nil {
-		s.scheduleError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, got)
+	got, err := s.svc.GetSchedule(r.Context(), r.PathValue("name"))
+	s.answer(w, r, got, err)
 }
 
 func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) {
-	if s.noSchedules(w) {
-		return
-	}
-	if err := s.schedules.Delete(r.Context(), r.PathValue("name")); err != nil {
-		s.scheduleError(w, r, err)
+	if err := s.svc.DeleteSchedule(r.Context(), r.PathValue("name")); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -117,14 +64,7 @@ func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) pauseSchedule(paused bool) func(http.ResponseWriter, *http.Request) {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.noSchedules(w) {
-			return
-		}
-		got, err := s.schedules.SetPaused(r.Context(), r.PathValue("name"), paused)
-		if err != nil {
-			s.scheduleError(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, got)
+		got, err := s.svc.SetSchedulePaused(r.Context(), r.PathValue("name"), paused)
+		s.answer(w, r, got, err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/triagehq/triage/triagetype"
 )
 
 // fakeAPI is a hand-written stand-in for the /api/v1 routes the dashboard
@@ -89,14 +91,14 @@ func (f *fakeAPI) routes(dash http.Handler) *http.ServeMux {
 		writeJSON(w, http.StatusOK, map[string]any{"controls": []map[string]any{{"paused": false}}})
 	})
 	api.HandleFunc("POST /api/v1/control/pause", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusForbidden, "forbidden", "the token lacks the admin scope", "")
+		writeError(w, http.StatusForbidden, triagetype.CodeForbidden, "the token lacks the admin scope", "")
 	})
 	mux.Handle("/api/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+f.token {
 			f.mu.Lock()
 			f.badTokens++
 			f.mu.Unlock()
-			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token", "")
+			writeError(w, http.StatusUnauthorized, triagetype.CodeUnauthorized, "missing or invalid bearer token", "")
 			return
 		}
 		api.ServeHTTP(w, r)
@@ -154,15 +156,15 @@ func (f *fakeAPI) submit(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_json", "the body is not a valid task: "+err.Error(), "")
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidJSON, "the body is not a valid task: "+err.Error(), "")
 		return
 	}
 	switch {
 	case s.Type == "":
-		writeError(w, http.StatusBadRequest, "invalid_field", "type: is required", "type")
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "type: is required", "type")
 		return
 	case s.MaxAttempts != nil && (*s.MaxAttempts < 1 || *s.MaxAttempts > 100):
-		writeError(w, http.StatusBadRequest, "invalid_field", "max_attempts: must be between 1 and 100", "max_attempts")
+		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "max_attempts: must be between 1 and 100", "max_attempts")
 		return
 	}
 	f.mu.Lock()
@@ -195,7 +197,7 @@ func (f *fakeAPI) get(w http.ResponseWriter, r *http.Request) {
 	defer f.mu.Unlock()
 	t := f.find(r.PathValue("id"))
 	if t == nil {
-		writeError(w, http.StatusNotFound, "not_found", "no such task", "")
+		writeError(w, http.StatusNotFound, triagetype.CodeNotFound, "no such task", "")
 		return
 	}
 	writeJSON(w, http.StatusOK, t)
@@ -209,9 +211,9 @@ func (f *fakeAPI) cancel(w http.ResponseWriter, r *http.Request) {
 	t := f.find(id)
 	switch {
 	case t == nil:
-		writeError(w, http.StatusNotFound, "not_found", "no such task", "")
+		writeError(w, http.StatusNotFound, triagetype.CodeNotFound, "no such task", "")
 	case t.Status == "completed" || t.Status == "cancelled" || t.Status == "dead_letter":
-		writeError(w, http.StatusConflict, "conflict", "the task is "+t.Status, "")
+		writeError(w, http.StatusConflict, triagetype.CodeConflict, "the task is "+t.Status, "")
 	default:
 		t.Status = "cancelled"
 		writeJSON(w, http.StatusOK, t)

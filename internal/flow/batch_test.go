@@ -250,7 +250,7 @@ func TestBatchOverHTTP(t *testing.T) {
 	if st := call("POST", "/batches/"+b.ID+"/tasks", `{"tasks":[{"type":"member"}]}`, &late); st != 200 || late.Results[0].Status != 400 || late.Results[0].Error.Field != "tasks[0].batch_id" {
 		t.Fatalf("add to a sealed batch: %d %+v", st, late)
 	}
-	var e api.ErrorBody
+	var e triagetype.ErrorBody
 	if st := call("POST", "/batches", `{"tasks":[{"type":"member"}],"on_complete":{"type":"report","after":["01M8BNV6KR1AQA81E1Q1J1W5KX"]}}`, &e); st != 400 || e.Error.Field != "on_complete" {
 		t.Fatalf("callback with after: %d %+v", st, e)
 	}

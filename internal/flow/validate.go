@@ -3,10 +3,10 @@ package flow
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 
+	"github.com/triagehq/triage/internal/fault"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
@@ -28,13 +28,14 @@ func (e *WorkflowError) Error() string {
 	return fmt.Sprintf("%s: %s (nodes: %s)", e.Field, e.Message, strings.Join(e.Nodes, ", "))
 }
 
-// APIError is the refusal as the API answers it.
-func (e *WorkflowError) APIError() *triagetype.Error {
-	status := http.StatusBadRequest
+// Fault is the refusal: invalid_field naming the field, ErrBadRequest or
+// (a node payload over its limit) ErrTooLarge.
+func (e *WorkflowError) Fault() *fault.Error {
+	kind := triagetype.ErrBadRequest
 	if e.TooLarge {
-		status = http.StatusRequestEntityTooLarge
+		kind = triagetype.ErrTooLarge
 	}
-	return &triagetype.Error{Status: status, Code: "invalid_field", Field: e.Field, Message: e.Error()}
+	return &fault.Error{Kind: kind, Code: triagetype.CodeInvalidField, Field: e.Field, Message: e.Error()}
 }
 
 // plan is a validated workflow: its nodes in request order, each node's

@@ -195,7 +195,7 @@ func TestWorkflowRefusals(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			var e api.ErrorBody
+			var e triagetype.ErrorBody
 			_ = json.NewDecoder(resp.Body).Decode(&e)
 			if resp.StatusCode != http.StatusBadRequest || e.Error.Field != tc.field {
 				t.Fatalf("status %d, error %+v; want 400 naming %s", resp.StatusCode, e.Error, tc.field)

@@ -4,16 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 
+	"github.com/triagehq/triage/internal/fault"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
 
 // Service is the one way schedules are read and written from outside the
 // promoter: the HTTP API and the direct transport both call it, so a
-// request gets the same answer (status, code, field) either way. Every
-// error it returns is a *triagetype.Error; a 500's Cause keeps the
+// request gets the same answer (kind, code, field) either way. Every
+// error it returns is a *fault.Error; an internal one's Cause keeps the
 // underlying error for the caller's log.
 type Service struct {
 	store *Store
@@ -26,8 +26,9 @@ func NewService(s *Store, known []string) *Service {
 	return &Service{store: s, known: task.NewKnownTypes(known)}
 }
 
-// Put creates or replaces the schedule sc names: 201 (created true) or
-// 200, 400 naming the field at fault, 409 when MaxSchedules exist.
+// Put creates (created true) or replaces the schedule sc names. A field
+// that breaks its rule is ErrBadRequest naming it; a new schedule when
+// MaxSchedules exist is ErrConflict (limit_reached).
 func (s *Service) Put(ctx context.Context, sc Schedule) (*Schedule, bool, error) {
 	c, err := Validate(&sc, s.known)
 	if err != nil {
@@ -40,10 +41,10 @@ func (s *Service) Put(ctx context.Context, sc Schedule) (*Schedule, bool, error)
 	return got.Public(), created, nil
 }
 
-// Get returns one schedule (404 if there is none).
+// Get returns one schedule (ErrNotFound if there is none).
 func (s *Service) Get(ctx context.Context, name string) (*Schedule, error) {
 	if fe := CheckName(name); fe != nil {
-		return nil, fe.APIError("")
+		return nil, fe.Fault("")
 	}
 	got, err := s.store.Get(ctx, name)
 	if err != nil {
@@ -55,14 +56,14 @@ func (s *Service) Get(ctx context.Context, name string) (*Schedule, error) {
 // List returns a page of schedules by name: limit 1 to 100 (0: 100).
 func (s *Service) List(ctx context.Context, limit int, cursor string) (*triagetype.SchedulePage, error) {
 	if limit < 0 || limit > 100 {
-		return nil, &triagetype.Error{Status: http.StatusBadRequest, Code: "invalid_field", Field: "limit", Message: "limit: must be between 1 and 100"}
+		return nil, fault.Invalid("limit", "must be between 1 and 100")
 	}
 	if limit == 0 {
 		limit = 100
 	}
 	if cursor != "" {
 		if fe := CheckName(cursor); fe != nil {
-			return nil, &triagetype.Error{Status: http.StatusBadRequest, Code: "invalid_field", Field: "cursor", Message: "cursor: not a cursor this listing issued"}
+			return nil, fault.Invalid("cursor", "not a cursor this listing issued")
 		}
 	}
 	list, next, err := s.store.List(ctx, limit, cursor)
@@ -75,11 +76,11 @@ func (s *Service) List(ctx context.Context, limit int, cursor string) (*triagety
 	return &triagetype.SchedulePage{Schedules: list, Cursor: next}, nil
 }
 
-// Delete removes a schedule (404 if there is none). Tasks its ticks made
+// Delete removes a schedule (ErrNotFound if there is none). Tasks its ticks made
 // are left alone.
 func (s *Service) Delete(ctx context.Context, name string) error {
 	if fe := CheckName(name); fe != nil {
-		return fe.APIError("")
+		return fe.Fault("")
 	}
 	if err := s.store.Delete(ctx, name); err != nil {
 		return refusal(name, err)
@@ -87,10 +88,10 @@ func (s *Service) Delete(ctx context.Context, name string) error {
 	return nil
 }
 
-// SetPaused pauses or resumes a schedule (404 if there is none).
+// SetPaused pauses or resumes a schedule (ErrNotFound if there is none).
 func (s *Service) SetPaused(ctx context.Context, name string, paused bool) (*Schedule, error) {
 	if fe := CheckName(name); fe != nil {
-		return nil, fe.APIError("")
+		return nil, fe.Fault("")
 	}
 	got, err := s.store.SetPaused(ctx, name, paused)
 	if err != nil {
@@ -100,17 +101,17 @@ func (s *Service) SetPaused(ctx context.Context, name string, paused bool) (*Sch
 }
 
 // refusal is the API's answer to err.
-func refusal(name string, err error) *triagetype.Error {
+func refusal(name string, err error) *fault.Error {
 	var fe *task.FieldError
 	switch {
 	case errors.As(err, &fe):
-		return fe.APIError("")
+		return fe.Fault("")
 	case errors.Is(err, ErrNotFound):
-		return &triagetype.Error{Status: http.StatusNotFound, Code: "not_found", Field: "name", Message: fmt.Sprintf("no schedule named %q", name)}
+		return fault.NotFound("name", fmt.Sprintf("no schedule named %q", name))
 	case errors.Is(err, ErrFull):
-		return &triagetype.Error{Status: http.StatusConflict, Code: "limit_reached", Field: "name", Message: fmt.Sprintf("%d schedules exist, the most a deployment may have; delete one first", MaxSchedules)}
+		return &fault.Error{Kind: triagetype.ErrConflict, Code: triagetype.CodeLimitReached, Field: "name", Message: fmt.Sprintf("%d schedules exist, the most a deployment may have; delete one first", MaxSchedules)}
 	case errors.Is(err, ErrConflict):
-		return &triagetype.Error{Status: http.StatusConflict, Code: "conflict", Message: "the schedule changed while this request ran; try again", Cause: err}
+		return fault.Conflict("", "the schedule changed while this request ran; try again", err)
 	}
-	return &triagetype.Error{Status: http.StatusInternalServerError, Code: "internal", Message: "schedule request failed", Cause: err}
+	return fault.Internal("schedule request", err)
 }

@@ -3,7 +3,7 @@
 // request gets the same answer whichever way it arrives.
 //
 // Every request goes through the same steps, in this order, and the first
-// that refuses it decides the answer (a Refused, whose Kind each transport
+// that refuses it decides the answer (a *fault.Error, whose Kind each transport
 // answers with in its own terms; the HTTP statuses are internal/api's):
 //
 //  1. its fields (task.Request.Validate): ErrBadRequest, or ErrTooLarge
@@ -24,9 +24,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/fault"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/internal/tracing"
@@ -109,41 +111,37 @@ func New(enq Enqueuer, o Options) *Service {
 // refusal otherwise.
 type Outcome struct {
 	Task    *task.Task
-	Created bool     // a new task, not an earlier one of the same idempotency key
-	Err     *Refused // the refusal: its kind, code, message, field
+	Created bool         // a new task, not an earlier one of the same idempotency key
+	Err     *fault.Error // the refusal: its kind, code, message, field
 }
 
-// Refused is why the service did not accept a request, in no transport's
-// terms. Kind is the triagetype sentinel the caller's error is to match
-// (ErrBadRequest, ErrTooLarge, ErrTooMany, ErrUnavailable or ErrInternal);
-// each transport answers with it in its own terms: the HTTP API maps it to
-// a status (internal/api/answer), and the direct transport returns the
-// *triage.Error the API would have answered with, from the same mapping.
-type Refused struct {
-	Kind    error
-	Code    string
-	Message string
-	Field   string // the input at fault ("priority", "tasks[3].payload"), when one is
-	// RetryAfter is how long to wait before trying again, when the
-	// refusal says (ErrTooMany, ErrUnavailable).
-	RetryAfter time.Duration
-	// Cause is the underlying failure, for the caller's log: the HTTP API
-	// never shows it.
-	Cause error
-}
-
-func (r *Refused) Error() string { return r.Code + ": " + r.Message }
-
-// Unwrap lets errors.Is match Kind and Cause.
-func (r *Refused) Unwrap() []error { return []error{r.Kind, r.Cause} }
-
-// fieldRefusal is the refusal of a field that failed validation, named
-// after prefix ("tasks[3]." for an item of a batch, else "").
-func fieldRefusal(fe *task.FieldError, prefix string) *Refused {
-	if fe.TooLarge {
-		return &Refused{Kind: triagetype.ErrTooLarge, Code: "too_large", Message: fe.Error(), Field: prefix + fe.Field}
+// Status is the HTTP status of o, as a batch result carries it: 201 for a
+// new task, 200 for the task of an earlier request with the same
+// idempotency key, else the refusal's (fault.Status).
+func (o Outcome) Status() int {
+	switch {
+	case o.Err != nil:
+		return fault.Status(o.Err.Kind)
+	case o.Created:
+		return http.StatusCreated
 	}
-	return &Refused{Kind: triagetype.ErrBadRequest, Code: "invalid_field", Message: fe.Error(), Field: prefix + fe.Field}
+	return http.StatusOK
+}
+
+// Results are outs as a batch call answers them: each one's index,
+// status, task or error.
+func Results(outs []Outcome) []triagetype.BatchResult {
+	res := make([]triagetype.BatchResult, len(outs))
+	for i, o := range outs {
+		res[i] = triagetype.BatchResult{Index: i, Status: o.Status()}
+		if o.Task != nil {
+			res[i].Task = o.Task.Public()
+		}
+		if o.Err != nil {
+			res[i].Error = &triagetype.ErrorDetail{Code: o.Err.Code, Message: o.Err.Message, Field: o.Err.Field}
+		}
+	}
+	return res
 }
 
 // Submit accepts or refuses one request.
@@ -156,9 +154,9 @@ func (s *Service) Submit(ctx context.Context, r task.Request) Outcome {
 // ones in batches per priority; a request repeating an idempotency key of
 // the batch gets the first one's task. A batch of the wrong size is
 // refused whole.
-func (s *Service) SubmitBatch(ctx context.Context, rs []task.Request) ([]Outcome, *Refused) {
+func (s *Service) SubmitBatch(ctx context.Context, rs []task.Request) ([]Outcome, *fault.Error) {
 	if len(rs) == 0 || len(rs) > triagetype.MaxBatch {
-		return nil, &Refused{Kind: triagetype.ErrBadRequest, Code: "invalid_field", Field: "tasks",
+		return nil, &fault.Error{Kind: triagetype.ErrBadRequest, Code: triagetype.CodeInvalidField, Field: "tasks",
 			Message: fmt.Sprintf("tasks: must hold 1 to %d tasks, got %d", triagetype.MaxBatch, len(rs))}
 	}
 	return s.submit(ctx, rs, func(i int) string { return fmt.Sprintf("tasks[%d].", i) }), nil
@@ -191,7 +189,7 @@ func (s *Service) submit(ctx context.Context, rs []task.Request, prefix func(int
 			out[i].Err = Refusal(res.Err)
 			var fe *task.FieldError
 			if errors.As(res.Err, &fe) { // a parent in after that is no task
-				out[i].Err = fieldRefusal(fe, prefix(i))
+				out[i].Err = fe.Fault(prefix(i))
 			}
 			spans[j].SetStatus(codes.Error, out[i].Err.Message)
 			spans[j].End()
@@ -223,16 +221,16 @@ func (s *Service) startSpan(ctx context.Context, t *task.Task, requestTraceID st
 }
 
 // prepare runs steps 1 to 3 and builds the task.
-func (s *Service) prepare(ctx context.Context, r *task.Request, now time.Time, prefix string) (*task.Task, *Refused) {
+func (s *Service) prepare(ctx context.Context, r *task.Request, now time.Time, prefix string) (*task.Task, *fault.Error) {
 	if err := r.Validate(); err != nil {
 		var fe *task.FieldError
 		if errors.As(err, &fe) {
-			return nil, fieldRefusal(fe, prefix)
+			return nil, fe.Fault(prefix)
 		}
-		return nil, &Refused{Kind: triagetype.ErrBadRequest, Code: "bad_request", Message: err.Error()}
+		return nil, &fault.Error{Kind: triagetype.ErrBadRequest, Code: triagetype.CodeBadRequest, Message: err.Error()}
 	}
 	if fe := s.known.Check(r.Type); fe != nil {
-		return nil, fieldRefusal(fe, prefix)
+		return nil, fe.Fault(prefix)
 	}
 	t := r.NewTask(now, s.window)
 	if s.fair != nil {
@@ -255,17 +253,17 @@ func (s *Service) prepare(ctx context.Context, r *task.Request, now time.Time, p
 // repeated, with the same idempotency key too), or anything else
 // (ErrInternal, with the cause kept for the caller's log: the HTTP API
 // never shows it).
-func Refusal(err error) *Refused {
+func Refusal(err error) *fault.Error {
 	var oe *enqueue.OverloadedError
 	switch {
 	case errors.As(err, &oe):
-		return &Refused{Kind: triagetype.ErrTooMany, Code: "too_many_requests", Message: oe.Error(), RetryAfter: oe.RetryAfter}
+		return &fault.Error{Kind: triagetype.ErrTooMany, Code: triagetype.CodeTooMany, Message: oe.Error(), RetryAfter: oe.RetryAfter}
 	case errors.Is(err, enqueue.ErrNotSent):
-		return &Refused{Kind: triagetype.ErrUnavailable, Code: "unavailable", RetryAfter: time.Second, Cause: err,
+		return &fault.Error{Kind: triagetype.ErrUnavailable, Code: triagetype.CodeUnavailable, RetryAfter: time.Second, Cause: err,
 			Message: "the queue did not accept the task; nothing was recorded, try again"}
 	case errors.Is(err, enqueue.ErrNotRecorded):
-		return &Refused{Kind: triagetype.ErrUnavailable, Code: "unavailable", RetryAfter: time.Second, Cause: err,
+		return &fault.Error{Kind: triagetype.ErrUnavailable, Code: triagetype.CodeUnavailable, RetryAfter: time.Second, Cause: err,
 			Message: "the task could not be recorded; it was not accepted, try again"}
 	}
-	return &Refused{Kind: triagetype.ErrInternal, Code: "internal", Message: "submit failed", Cause: err}
+	return fault.Internal("submit", err)
 }

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/triagehq/triage/internal/api/answer"
 	"github.com/triagehq/triage/internal/enqueue"
+	"github.com/triagehq/triage/internal/fault"
 	"github.com/triagehq/triage/internal/submit"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
@@ -60,12 +60,12 @@ func TestEveryStepDecidesInOrder(t *testing.T) {
 	}{
 		{task.Request{Type: "ok"}, http.StatusCreated, "", "", ""},
 		{task.Request{Type: "old"}, http.StatusOK, "", "", ""},
-		{task.Request{Type: ""}, http.StatusBadRequest, "invalid_field", "type", ""},
-		{task.Request{Type: "ok", Priority: "urgent"}, http.StatusBadRequest, "invalid_field", "priority", ""},
+		{task.Request{Type: ""}, http.StatusBadRequest, triagetype.CodeInvalidField, "type", ""},
+		{task.Request{Type: "ok", Priority: "urgent"}, http.StatusBadRequest, triagetype.CodeInvalidField, "priority", ""},
 		{task.Request{Type: "ok", Payload: []byte(`"` + strings.Repeat("x", task.MaxPayloadBytes) + `"`)}, http.StatusRequestEntityTooLarge, "too_large", "payload", ""},
-		{task.Request{Type: "other"}, http.StatusBadRequest, "invalid_field", "type", "TRIAGE_TYPES"},
+		{task.Request{Type: "other"}, http.StatusBadRequest, triagetype.CodeInvalidField, "type", "TRIAGE_TYPES"},
 		// An unknown type is refused before the depth is read.
-		{task.Request{Type: "other", Priority: "high"}, http.StatusBadRequest, "invalid_field", "type", ""},
+		{task.Request{Type: "other", Priority: "high"}, http.StatusBadRequest, triagetype.CodeInvalidField, "type", ""},
 		{task.Request{Type: "ok", Priority: "high"}, http.StatusTooManyRequests, "too_many_requests", "", "retry after 5 s"},
 		{task.Request{Type: "unsent"}, http.StatusServiceUnavailable, "unavailable", "", "nothing was recorded"},
 		{task.Request{Type: "unrecorded"}, http.StatusServiceUnavailable, "unavailable", "", "not accepted"},
@@ -74,7 +74,7 @@ func TestEveryStepDecidesInOrder(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s/%s", tt.req.Type, tt.req.Priority), func(t *testing.T) {
 			o := s.Submit(context.Background(), tt.req)
-			if got := answer.OutcomeStatus(o); got != tt.status {
+			if got := o.Status(); got != tt.status {
 				t.Fatalf("status %d (%+v), want %d", got, o.Err, tt.status)
 			}
 			if tt.code == "" {
@@ -100,14 +100,14 @@ func TestBatchNamesItemsAndSendsOnlyTheAccepted(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	if answer.OutcomeStatus(outs[0]) != 201 || answer.OutcomeStatus(outs[2]) != 201 || answer.OutcomeStatus(outs[1]) != 400 || outs[1].Err.Field != "tasks[1].max_attempts" {
+	if outs[0].Status() != 201 || outs[2].Status() != 201 || outs[1].Status() != 400 || outs[1].Err.Field != "tasks[1].max_attempts" {
 		t.Fatalf("outcomes %+v %+v %+v", outs[0], outs[1].Err, outs[2])
 	}
 	if len(enq.got) != 2 || enq.got[0].Type != "a" || enq.got[1].Type != "c" {
 		t.Fatalf("enqueued %d tasks, want a and c", len(enq.got))
 	}
 	for _, n := range []int{0, 101} {
-		if _, e := s.SubmitBatch(context.Background(), make([]task.Request, n)); e == nil || answer.Status(e.Kind) != 400 || e.Field != "tasks" {
+		if _, e := s.SubmitBatch(context.Background(), make([]task.Request, n)); e == nil || fault.Status(e.Kind) != 400 || e.Field != "tasks" {
 			t.Errorf("batch of %d: %+v, want 400 naming tasks", n, e)
 		}
 	}

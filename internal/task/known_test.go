@@ -3,6 +3,8 @@ package task
 import (
 	"strings"
 	"testing"
+
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestKnownTypes(t *testing.T) {
@@ -34,7 +36,7 @@ func TestFieldErrorAPIError(t *testing.T) {
 		code   string
 		field  string
 	}{
-		{FieldError{Field: "priority", Message: "bad"}, "", 400, "invalid_field", "priority"},
+		{FieldError{Field: "priority", Message: "bad"}, "", 400, triagetype.CodeInvalidField, "priority"},
 		{FieldError{Field: "payload", Message: "big", TooLarge: true}, "tasks[2].", 413, "too_large", "tasks[2].payload"},
 	}
 	for _, tt := range tests {

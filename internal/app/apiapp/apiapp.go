@@ -88,7 +88,7 @@ func Handler(a *app.App, tokens *auth.Tokens, opt api.Options) http.Handler {
 	return api.New(api.Deps{
 		Store: a.Store, Enqueuer: a.Enqueuer, Queues: a.Queues, Controls: a.Controls,
 		DLQ: deadletter.New(a.Queues, a.Store, a.Enqueuer, deadletter.WithLogger(a.Log)), Counters: a.Counters, Tokens: tokens,
-		Workers: a.Workers, Schedules: schedule.NewService(schedule.StoreOn(a.DynamoDB, a.Config.Table, a.Store), opt.KnownTypes), Flow: a.Flow,
+		Workers: a.Workers, Schedules: schedule.StoreOn(a.DynamoDB, a.Config.Table, a.Store), Flow: a.Flow,
 	}, opt)
 }
 
