@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Transport carries a Client's calls to one triage deployment. HTTP
@@ -26,7 +28,9 @@ type Transport interface {
 	Cancel(ctx context.Context, id string) (*Task, error)
 	Retry(ctx context.Context, id string) (*Task, error)
 	Delete(ctx context.Context, id string) error
-	Cleanup(ctx context.Context, olderThan time.Time) (int, error)
+	// Cleanup starts a cleanup job (GetCleanup follows it).
+	Cleanup(ctx context.Context, olderThan time.Time) (*triagetype.Cleanup, error)
+	GetCleanup(ctx context.Context, id string) (*triagetype.Cleanup, error)
 	Stats(ctx context.Context) (*Stats, error)
 	// SetPaused pauses (or resumes) task type typ, or every type when typ
 	// is empty.
@@ -270,10 +274,19 @@ func (c *Client) Retry(ctx context.Context, id string) (*Task, error) { return c
 // ErrConflict: cancel it first.
 func (c *Client) Delete(ctx context.Context, id string) error { return c.t.Delete(ctx, id) }
 
-// Cleanup deletes every terminal task that finished before olderThan and
-// returns how many it deleted.
-func (c *Client) Cleanup(ctx context.Context, olderThan time.Time) (int, error) {
+// Cleanup starts a cleanup job that deletes every task that finished
+// before olderThan (completed, cancelled or dead-lettered; the dead ones'
+// DLQ copies too) and returns it at once, running: the promoter does the
+// work, page by page, and resumes it after a crash. GetCleanup shows how
+// far it has got. One runs at a time: while one runs, Cleanup is
+// ErrConflict naming it.
+func (c *Client) Cleanup(ctx context.Context, olderThan time.Time) (*triagetype.Cleanup, error) {
 	return c.t.Cleanup(ctx, olderThan)
+}
+
+// GetCleanup reads cleanup job id: its state and the tasks deleted so far.
+func (c *Client) GetCleanup(ctx context.Context, id string) (*triagetype.Cleanup, error) {
+	return c.t.GetCleanup(ctx, id)
 }
 
 // Stats reads the queue depths, task counts and throughput.

@@ -131,16 +131,26 @@ func (h *HTTPTransport) Delete(ctx context.Context, id string) error {
 	return err
 }
 
-// Cleanup implements Transport: DELETE /tasks?older_than=.
-func (h *HTTPTransport) Cleanup(ctx context.Context, olderThan time.Time) (int, error) {
-	var out struct {
-		Deleted int `json:"deleted"`
-	}
+// Cleanup implements Transport: DELETE /tasks?older_than= (202).
+func (h *HTTPTransport) Cleanup(ctx context.Context, olderThan time.Time) (*triagetype.Cleanup, error) {
+	var out triagetype.Cleanup
 	q := url.Values{"older_than": {olderThan.UTC().Format(time.RFC3339)}}
 	if _, err := h.do(ctx, http.MethodDelete, "/tasks", q, nil, &out); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return out.Deleted, nil
+	return &out, nil
+}
+
+// GetCleanup implements Transport: GET /cleanups/{id}.
+func (h *HTTPTransport) GetCleanup(ctx context.Context, id string) (*triagetype.Cleanup, error) {
+	if id == "" {
+		return nil, task.CheckID(id).APIError("")
+	}
+	var out triagetype.Cleanup
+	if _, err := h.do(ctx, http.MethodGet, "/cleanups/"+url.PathEscape(id), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Stats implements Transport: GET /stats.

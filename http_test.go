@@ -174,7 +174,8 @@ func TestPaths(t *testing.T) {
 		{"cancel", taskJSON, func(ctx context.Context, c *triage.Client) error { _, err := c.Cancel(ctx, "01X"); return err }, "POST", "/api/v1/tasks/01X/cancel", "", ""},
 		{"retry", taskJSON, func(ctx context.Context, c *triage.Client) error { _, err := c.Retry(ctx, "01X"); return err }, "POST", "/api/v1/tasks/01X/retry", "", ""},
 		{"delete", "", func(ctx context.Context, c *triage.Client) error { return c.Delete(ctx, "01X") }, "DELETE", "/api/v1/tasks/01X", "", ""},
-		{"cleanup", `{"deleted":1}`, func(ctx context.Context, c *triage.Client) error { _, err := c.Cleanup(ctx, older); return err }, "DELETE", "/api/v1/tasks", "older_than=2026-01-02T02%3A04%3A05Z", ""},
+		{"cleanup", `{"id":"01C","state":"running"}`, func(ctx context.Context, c *triage.Client) error { _, err := c.Cleanup(ctx, older); return err }, "DELETE", "/api/v1/tasks", "older_than=2026-01-02T02%3A04%3A05Z", ""},
+		{"cleanup status", `{"id":"01C","state":"done"}`, func(ctx context.Context, c *triage.Client) error { _, err := c.GetCleanup(ctx, "01C"); return err }, "GET", "/api/v1/cleanups/01C", "", ""},
 		{"batch", `{"results":[{"index":0,"status":201,"task":` + taskJSON + `}]}`, func(ctx context.Context, c *triage.Client) error {
 			_, err := c.SubmitBatch(ctx, []triage.SubmitRequest{{Type: "echo"}})
 			return err
@@ -530,7 +531,14 @@ func TestAnswers(t *testing.T) {
 			tk, err := c.Cancel(ctx, "01X")
 			return tk.Status, err
 		}, triage.Cancelled},
-		{"cleanup", 200, `{"deleted":42}`, func(ctx context.Context, c *triage.Client) (any, error) { return c.Cleanup(ctx, older) }, 42},
+		{"cleanup", 202, `{"id":"01C","older_than":"2026-01-02T02:04:05Z","state":"running","deleted":0}`, func(ctx context.Context, c *triage.Client) (any, error) {
+			j, err := c.Cleanup(ctx, older)
+			return words(j.ID, j.State, j.OlderThan.Year()), err
+		}, "01C running 2026"},
+		{"cleanup status", 200, `{"id":"01C","state":"done","deleted":42}`, func(ctx context.Context, c *triage.Client) (any, error) {
+			j, err := c.GetCleanup(ctx, "01C")
+			return words(j.State, j.Deleted), err
+		}, "done 42"},
 		{"stats", 200, `{"queues":{"high":{"depth":3,"in_flight":1,"delayed":0,"dlq_depth":2,"oldest_age_seconds":1.5}},"statuses":{"queued":3},"types":{"echo":{"queued":3}},"throughput":{"completed_last_minute":9,"failed_last_minute":1},"generated_at":"2026-01-02T03:04:05Z"}`,
 			func(ctx context.Context, c *triage.Client) (any, error) {
 				s, err := c.Stats(ctx)

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/internal/cleanup"
+	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // scenarios are what both transports must answer alike (TestTransportsAgree),
@@ -69,7 +72,7 @@ var scenarios = []scenario{
 		res, err := r.c.SubmitArgsBatch(r.ctx, []triage.ArgsItem{{Args: greeting{Name: "a"}}, {Args: greeting{Name: "b"}, Opts: []triage.SubmitOption{triage.WithPriority("urgent")}}})
 		return map[string]any{"task": tk, "again": again, "batch": res}, err
 	}},
-	{name: "list, cancel, delete, clean up", want: []string{`"pages":[2,3]`, `"gone":404`, `"cleaned":true`}, do: func(r *run) (any, error) {
+	{name: "list, cancel, delete, clean up", want: []string{`"pages":[2,3]`, `"gone":404`, `"busy":409`, `"cleaned":true`}, do: func(r *run) (any, error) {
 		typ := "life-" + r.tag
 		var ids []string
 		for range 3 {
@@ -99,9 +102,19 @@ var scenarios = []scenario{
 		if _, err := r.c.Cancel(r.ctx, ids[1]); err != nil {
 			return nil, err
 		}
-		n, err := r.c.Cleanup(r.ctx, time.Now().Add(time.Minute))
+		job, err := r.c.Cleanup(r.ctx, time.Now().Add(time.Minute))
+		if err != nil {
+			return nil, err
+		}
+		_, busy := r.other.Cleanup(r.ctx, time.Now()) // one runs at a time
+		st := store.New(r.d.env.DynamoDB, r.d.env.Spec.Table.Name)
+		if _, err := cleanup.NewRunner(st, cleanup.Options{Owner: r.tag}).Run(r.ctx, time.Minute); err != nil {
+			return nil, err
+		}
+		done, err := r.other.GetCleanup(r.ctx, job.ID)
 		_, left := r.other.Get(r.ctx, ids[1])
-		return map[string]any{"pages": []int{len(page.Tasks), all}, "cancelled": cancelled, "gone": status(gone), "cleaned": n >= 1 && status(left) == 404}, err
+		return map[string]any{"pages": []int{len(page.Tasks), all}, "cancelled": cancelled, "gone": status(gone), "busy": status(busy),
+			"cleaned": job.State == triagetype.CleanupRunning && done.State == triagetype.CleanupDone && done.Deleted >= 1 && status(left) == 404}, err
 	}},
 	{name: "controls", want: []string{`{"paused":false},{"type":"echo","paused":true,"rate_limit_per_second":2.5,"max_concurrency":3}`}, do: func(r *run) (any, error) {
 		for _, call := range []func() (*triage.ControlSettings, error){

@@ -8,6 +8,7 @@ import (
 	"github.com/triagehq/triage/internal/service"
 	"github.com/triagehq/triage/internal/submit"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Each call is the service's operation, with its input as the HTTP
@@ -85,9 +86,13 @@ func (d *Transport) Delete(ctx context.Context, id string) error {
 }
 
 // Cleanup implements triage.Transport.
-func (d *Transport) Cleanup(ctx context.Context, olderThan time.Time) (int, error) {
-	n, err := d.svc.Cleanup(ctx, olderThan.Truncate(time.Second))
-	return n, public(err)
+func (d *Transport) Cleanup(ctx context.Context, olderThan time.Time) (*triagetype.Cleanup, error) {
+	return result(d.svc.Cleanup(ctx, olderThan.Truncate(time.Second)))
+}
+
+// GetCleanup implements triage.Transport.
+func (d *Transport) GetCleanup(ctx context.Context, id string) (*triagetype.Cleanup, error) {
+	return result(d.svc.GetCleanup(ctx, id))
 }
 
 // Stats implements triage.Transport.

@@ -152,7 +152,19 @@ func (f *fakeAPI) handler() http.Handler {
 			apiError(w, 400, triagetype.CodeInvalidField, "older_than", "older_than: bad")
 			return
 		}
-		reply(w, 200, `{"deleted":42}`)
+		reply(w, 202, `{"id":"01C","older_than":"`+r.URL.Query().Get("older_than")+`","state":"running","deleted":0}`)
+	})
+	polls := 0
+	mux.HandleFunc("GET /api/v1/cleanups/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("id") != "01C" {
+			apiError(w, 404, triagetype.CodeNotFound, "id", "no cleanup")
+			return
+		}
+		if polls++; polls < 2 {
+			reply(w, 200, `{"id":"01C","state":"running","deleted":7}`)
+			return
+		}
+		reply(w, 200, `{"id":"01C","state":"done","deleted":42}`)
 	})
 	mux.HandleFunc("GET /api/v1/stats", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, 200, `{"queues":{"high":{"depth":3,"in_flight":1,"delayed":0,"dlq_depth":2,"oldest_age_seconds":75.4},"medium":{"depth":0,"in_flight":0,"delayed":0,"dlq_depth":0,"oldest_age_seconds":0},"low":{"depth":10,"in_flight":0,"delayed":4,"dlq_depth":0,"oldest_age_seconds":0.25}},
@@ -374,9 +386,13 @@ func TestCommands(t *testing.T) {
 		{name: "delete not terminal", args: []string{"delete", "queued"}, code: exitConflict},
 		{name: "delete unknown", args: []string{"delete", "nope"}, code: exitNotFound},
 		{name: "cleanup time", args: []string{"cleanup", "--older-than", "2026-01-02T00:00:00+01:00"}, code: 0,
-			exactOut: "deleted 42 finished tasks that finished before 2026-01-01T23:00:00Z\n",
+			exactOut: "cleanup 01C started: deleting tasks that finished before 2026-01-01T23:00:00Z\ncleanup 01C running: 0 tasks deleted\n",
 			reqs:     []string{"DELETE /api/v1/tasks?older_than=2026-01-01T23%3A00%3A00Z"}},
-		{name: "cleanup age", args: []string{"cleanup", "--older-than", "7d", "--json"}, code: 0, out: []string{`"deleted": 42`}, reqs: []string{"DELETE /api/v1/tasks?older_than="}},
+		{name: "cleanup age", args: []string{"cleanup", "--older-than", "7d", "--json"}, code: 0, out: []string{`"state": "running"`}, reqs: []string{"DELETE /api/v1/tasks?older_than="}},
+		{name: "cleanup wait", args: []string{"cleanup", "--older-than", "7d", "--wait"}, code: 0, out: []string{"cleanup 01C done: 42 tasks deleted"},
+			reqs: []string{"DELETE /api/v1/tasks?older_than=", "GET /api/v1/cleanups/01C"}},
+		{name: "cleanup status", args: []string{"cleanup", "--status", "nope"}, code: exitNotFound},
+		{name: "cleanup both", args: []string{"cleanup", "--status", "01C", "--older-than", "7d"}, code: exitUsage, nReqs: -1},
 		{name: "cleanup missing", args: []string{"cleanup"}, code: exitUsage, nReqs: -1},
 		{name: "cleanup bad", args: []string{"cleanup", "--older-than", "yesterday"}, code: exitUsage, nReqs: -1},
 

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/triagetype"
 )
 
 func (c *cli) submitCmd() *cobra.Command {
@@ -344,34 +345,57 @@ func (c *cli) deleteCmd() *cobra.Command {
 }
 
 func (c *cli) cleanupCmd() *cobra.Command {
-	var olderThan string
+	var olderThan, follow string
+	var wait bool
 	cmd := &cobra.Command{
-		Use:   "cleanup --older-than DURATION|TIME",
-		Short: "Delete finished tasks that finished before a time",
-		Long: `Delete every terminal task (completed, cancelled, dead_letter) that
-finished before --older-than: an RFC 3339 time (2026-01-02T15:04:05Z), or
-an age such as 72h, 90m or 7d.`,
+		Use:   "cleanup (--older-than DURATION|TIME [--wait] | --status ID)",
+		Short: "Delete finished tasks that finished before a time (a job)",
+		Long: `Start a cleanup job that deletes every terminal task (completed,
+cancelled, dead_letter) that finished before --older-than: an RFC 3339 time
+(2026-01-02T15:04:05Z), or an age such as 72h, 90m or 7d. It returns at once
+with the job's id; the promoter does the work, page by page, and resumes it
+after a crash. --wait follows the job until it is done; --status ID shows a
+job. One cleanup runs at a time.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if olderThan == "" {
-				return usageError{fmt.Errorf("--older-than is required")}
+			if (olderThan == "") == (follow == "") {
+				return usageError{fmt.Errorf("give one of --older-than or --status")}
 			}
-			before, err := parseOlderThan(olderThan, time.Now())
-			if err != nil {
-				return usageError{err}
+			var job *triagetype.Cleanup
+			var err error
+			if follow != "" {
+				job, err = c.client().GetCleanup(cmd.Context(), follow)
+			} else {
+				before, perr := parseOlderThan(olderThan, time.Now())
+				if perr != nil {
+					return usageError{perr}
+				}
+				job, err = c.client().Cleanup(cmd.Context(), before)
+				if err == nil && !c.json {
+					fmt.Fprintf(c.out, "cleanup %s started: deleting tasks that finished before %s\n", job.ID, job.OlderThan.UTC().Format(time.RFC3339))
+				}
 			}
-			n, err := c.client().Cleanup(cmd.Context(), before)
+			for err == nil && wait && job.State != triagetype.CleanupDone {
+				select {
+				case <-cmd.Context().Done():
+					return cmd.Context().Err()
+				case <-time.After(time.Second):
+				}
+				job, err = c.client().GetCleanup(cmd.Context(), job.ID)
+			}
 			if err != nil {
 				return err
 			}
 			if c.json {
-				return c.printJSON(map[string]any{"deleted": n, "older_than": before.UTC().Format(time.RFC3339)})
+				return c.printJSON(job)
 			}
-			fmt.Fprintf(c.out, "deleted %d finished %s that finished before %s\n", n, plural(n, "task", "tasks"), before.UTC().Format(time.RFC3339))
+			fmt.Fprintf(c.out, "cleanup %s %s: %d %s deleted\n", job.ID, job.State, job.Deleted, plural(int(job.Deleted), "task", "tasks"))
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&olderThan, "older-than", "", "RFC 3339 time, or an age like 72h or 7d (required)")
+	cmd.Flags().StringVar(&olderThan, "older-than", "", "RFC 3339 time, or an age like 72h or 7d")
+	cmd.Flags().BoolVar(&wait, "wait", false, "follow the job until it is done")
+	cmd.Flags().StringVar(&follow, "status", "", "show cleanup job ID (with --wait, until it is done)")
 	return cmd
 }
 

@@ -151,6 +151,7 @@ func (s *Server) register() {
 	// Authorized by the attempt's own progress token, not an API token.
 	s.public("POST /api/v1/tasks/{id}/progress", s.reportProgress)
 	s.handle("DELETE /api/v1/tasks", auth.Admin, s.cleanup)
+	s.handle("GET /api/v1/cleanups/{id}", auth.Read, s.getCleanup)
 	s.handle("GET /api/v1/stats", auth.Read, s.stats)
 	s.handle("GET /api/v1/stats/history", auth.Read, s.statsHistory)
 	s.handle("GET /api/v1/aging", auth.Read, s.aging)

@@ -16,6 +16,7 @@ import (
 	"github.com/triagehq/triage/internal/app/apiapp"
 	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/auth"
+	"github.com/triagehq/triage/internal/cleanup"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
@@ -288,8 +289,33 @@ func TestCleanup(t *testing.T) {
 	}
 	cut := time.Now().Add(time.Second).UTC().Format(time.RFC3339)
 	code, body := f.do(t, "DELETE", "/api/v1/tasks?older_than="+cut, "adm", "")
-	if code != 200 || body["deleted"] != 2.0 {
-		t.Fatalf("cleanup = %d %v", code, body)
+	id, _ := body["id"].(string)
+	if code != 202 || body["state"] != "running" || id == "" {
+		t.Fatalf("cleanup = %d %v; want 202 with a running job", code, body)
+	}
+	// One runs at a time; a read token cannot start one.
+	if code, body := f.do(t, "DELETE", "/api/v1/tasks?older_than="+cut, "adm", ""); code != 409 || !strings.Contains(fmt.Sprint(body), id) {
+		t.Fatalf("a second cleanup = %d %v; want 409 naming %s", code, body, id)
+	}
+	if code, _ := f.do(t, "DELETE", "/api/v1/tasks?older_than="+cut, "ro", ""); code != 403 {
+		t.Fatalf("cleanup with a read token = %d; want 403", code)
+	}
+	// The promoter's runner does the work.
+	if _, err := cleanup.NewRunner(f.app.Store, cleanup.Options{Owner: "test"}).Run(t.Context(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := f.do(t, "GET", "/api/v1/cleanups/"+id, "ro", ""); code != 200 || body["state"] != "done" || body["deleted"] != 2.0 {
+		t.Fatalf("cleanup status = %d %v; want done, 2 deleted", code, body)
+	}
+	for path, want := range map[string]int{"/api/v1/cleanups/01ZZZZZZZZZZZZZZZZZZZZZZZZ": 404, "/api/v1/cleanups/" + strings.Repeat("x", 2000): 400} {
+		if code, _ := f.do(t, "GET", path, "ro", ""); code != want {
+			t.Fatalf("GET %.40s = %d; want %d", path, code, want)
+		}
+	}
+	for _, id := range []string{a, b} {
+		if code, _ := f.do(t, "GET", "/api/v1/tasks/"+id, "adm", ""); code != 404 {
+			t.Fatalf("cleaned-up task %s = %d; want 404", id, code)
+		}
 	}
 	if code, _ := f.do(t, "GET", "/api/v1/tasks/"+keep, "adm", ""); code != 200 {
 		t.Fatalf("a queued task was cleaned up: %d", code)

@@ -168,12 +168,19 @@ func (s *Server) cleanup(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, triagetype.CodeInvalidField, "older_than", "older_than: not an RFC 3339 time: "+err.Error())
 		return
 	}
-	n, err := s.svc.Cleanup(r.Context(), before)
+	job, err := s.svc.Cleanup(r.Context(), before)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"deleted": n})
+	// Accepted: the promoter does the work; the job's URL shows progress.
+	w.Header().Set("Location", "/api/v1/cleanups/"+job.ID)
+	writeJSON(w, http.StatusAccepted, job)
+}
+
+func (s *Server) getCleanup(w http.ResponseWriter, r *http.Request) {
+	job, err := s.svc.GetCleanup(r.Context(), r.PathValue("id"))
+	s.answer(w, r, job, err)
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {

@@ -502,8 +502,11 @@ func TestOpenAPIResponses(t *testing.T) {
 		c.call("DELETE /api/v1/tasks/{id}", "/api/v1/tasks/"+id, "adm", "", 204)
 		c.call("DELETE /api/v1/tasks/{id}", "/api/v1/tasks/"+id, "adm", "", 404)
 
-		c.call("DELETE /api/v1/tasks", "/api/v1/tasks?older_than="+time.Now().UTC().Format(time.RFC3339), "adm", "", 200)
+		job, _ := c.call("DELETE /api/v1/tasks", "/api/v1/tasks?older_than="+time.Now().UTC().Format(time.RFC3339), "adm", "", 202)
+		c.call("DELETE /api/v1/tasks", "/api/v1/tasks?older_than="+time.Now().UTC().Format(time.RFC3339), "adm", "", 409)
 		c.call("DELETE /api/v1/tasks", "/api/v1/tasks", "adm", "", 400)
+		c.call("GET /api/v1/cleanups/{id}", "/api/v1/cleanups/"+str(job, "id"), "ro", "", 200)
+		c.call("GET /api/v1/cleanups/{id}", "/api/v1/cleanups/01ARZ3NDEKTSV4RRFFQ69G5FAV", "ro", "", 404)
 	})
 
 	t.Run("batch", func(t *testing.T) {

@@ -114,7 +114,7 @@ func TestPollerResumesFromItsCheckpoint(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if n, err := a.Store.Cleanup(context.Background(), time.Now().Add(time.Second)); err != nil || n != 3 {
+			if n, err := cleanupAll(t, a, time.Now().Add(time.Second)); err != nil || n != 3 {
 				t.Fatalf("cleanup deleted %d tasks (%v), want 3", n, err)
 			}
 

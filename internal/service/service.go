@@ -71,9 +71,13 @@ type DLQ interface {
 	Purge(ctx context.Context, f deadletter.Filter) (deadletter.PurgeResult, error)
 	Retry(ctx context.Context, id string) (*task.Task, error)
 	Delete(ctx context.Context, cur *task.Task) error
-	// Cleanup deletes finished tasks older than a cut and the DLQ copies
-	// of the dead ones.
-	Cleanup(ctx context.Context, olderThan time.Time) (int, error)
+}
+
+// Cleanups start and read cleanup jobs (*store.Store); the promoter's
+// cleanup.Runner does the work.
+type Cleanups interface {
+	StartCleanup(ctx context.Context, olderThan time.Time) (*store.CleanupJob, error)
+	CleanupJob(ctx context.Context, id string) (*store.CleanupJob, error)
 }
 
 // Flow submits and reads workflows, and creates, seals and reads batches
@@ -100,6 +104,8 @@ type Deps struct {
 	Workers   stats.Workers
 	Flow      Flow
 	Schedules *schedule.Store
+	// Cleanups, if nil, is Store when it has them (*store.Store does).
+	Cleanups Cleanups
 }
 
 // Options tune the submits (submit.Options).

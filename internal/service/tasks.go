@@ -176,14 +176,55 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	return taskFault("delete task", id, s.d.DLQ.Delete(ctx, t))
 }
 
-// Cleanup deletes every terminal task that finished before olderThan (and
-// the dead ones' DLQ copies), and says how many.
-func (s *Service) Cleanup(ctx context.Context, olderThan time.Time) (int, error) {
-	n, err := s.d.DLQ.Cleanup(ctx, olderThan)
-	if err != nil {
-		return n, internal("cleanup", err)
+// Cleanup starts a cleanup job that deletes every task that finished
+// before olderThan (and the dead ones' DLQ copies), and returns it at
+// once, running: the promoter does the work (package cleanup). While
+// another cleanup runs, it is ErrConflict naming that one.
+func (s *Service) Cleanup(ctx context.Context, olderThan time.Time) (*triagetype.Cleanup, error) {
+	cl, ok := s.cleanups()
+	if !ok {
+		return nil, fault.NotImplemented("cleanup")
 	}
-	return n, nil
+	j, err := cl.StartCleanup(ctx, olderThan)
+	var running *store.CleanupRunningError
+	switch {
+	case errors.As(err, &running):
+		return nil, fault.Conflict("older_than", fmt.Sprintf("cleanup %s is running (tasks finished before %s, %d deleted so far); one runs at a time: follow it with GET /api/v1/cleanups/%s",
+			running.Job.ID, running.Job.OlderThan.Format(time.RFC3339), running.Job.Deleted, running.Job.ID), err)
+	case errors.Is(err, store.ErrCleanupRunning):
+		return nil, fault.Conflict("older_than", "a cleanup is running; one runs at a time", err)
+	case err != nil:
+		return nil, internal("start cleanup", err)
+	}
+	return j.Public(), nil
+}
+
+// GetCleanup reads cleanup job id: how far it has got.
+func (s *Service) GetCleanup(ctx context.Context, id string) (*triagetype.Cleanup, error) {
+	if err := CheckID(id); err != nil {
+		return nil, err
+	}
+	cl, ok := s.cleanups()
+	if !ok {
+		return nil, fault.NotImplemented("cleanup")
+	}
+	j, err := cl.CleanupJob(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, fault.NotFound("id", fmt.Sprintf("no cleanup with id %q", id))
+	case err != nil:
+		return nil, internal("read cleanup", err)
+	}
+	return j.Public(), nil
+}
+
+// cleanups is Deps.Cleanups, or the store when it keeps cleanup jobs.
+func (s *Service) cleanups() (Cleanups, bool) {
+	if s.d.Cleanups != nil {
+		return s.d.Cleanups, true
+	}
+	c, ok := s.d.Store.(Cleanups)
+	return c, ok
 }
 
 // taskFault is the fault of a failed operation on task id: ErrNotFound

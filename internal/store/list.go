@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -124,80 +123,6 @@ func (f ListFilter) matches(t *task.Task) bool {
 		(f.Status == "" || t.Status == f.Status) &&
 		(len(f.Statuses) == 0 || slices.Contains(f.Statuses, t.Status)) &&
 		(f.Priority == "" || t.EffectivePriority == f.Priority)
-}
-
-// Cleanup deletes terminal tasks that finished before olderThan and
-// returns how many it deleted. A task that changed meanwhile is left
-// alone. Dead letters and cancellations are found through by-due; completed
-// tasks by walking by-created up to olderThan (a task finishes after it
-// is created), so the reads are proportional to the tasks created before
-// the cut, which retention bounds.
-func (s *Store) Cleanup(ctx context.Context, olderThan time.Time) (int, error) {
-	return s.CleanupEach(ctx, olderThan, nil)
-}
-
-// CleanupEach is Cleanup, calling deleted (when not nil) with each task
-// it deleted, as it was just before: the DLQ tools remove the DLQ copies
-// of the dead ones (deadletter.DLQ.Cleanup).
-func (s *Store) CleanupEach(ctx context.Context, olderThan time.Time, deleted func(*task.Task)) (int, error) {
-	n := 0
-	del := func(ts []*task.Task) error {
-		for _, t := range ts {
-			if !t.Status.Terminal() || t.CompletedAt == nil || !t.CompletedAt.Before(olderThan) {
-				continue
-			}
-			if err := s.Delete(ctx, t); err == nil {
-				n++
-				if deleted != nil {
-					deleted(t)
-				}
-			} else if !errors.Is(err, ErrConflict) {
-				return err
-			}
-		}
-		return nil
-	}
-	for _, c := range []DueClass{DueDeadLetter, DueCancelled} {
-		for sh := range s.shards {
-			for after := ""; ; {
-				ts, next, err := s.Due(ctx, c, sh, olderThan, after, 100)
-				if err != nil {
-					return n, err
-				}
-				if err := del(ts); err != nil {
-					return n, err
-				}
-				if after = next; after == "" {
-					break
-				}
-			}
-		}
-	}
-	for sh := range s.shards {
-		for after := ""; ; {
-			es, next, err := s.Entries(ctx, IndexQuery{Index: spec.IndexByCreated, PK: createdPartition(sh), Above: after, Below: SortableTime(olderThan), Limit: 100})
-			if err != nil {
-				return n, err
-			}
-			ts, resume, err := s.entriesToTasks(ctx, es, len(next) > 0)
-			if err != nil {
-				return n, err
-			}
-			var done []*task.Task
-			for _, t := range ts {
-				if t.Status == triagetype.Completed {
-					done = append(done, t)
-				}
-			}
-			if err := del(done); err != nil {
-				return n, err
-			}
-			if after = resume; after == "" {
-				break
-			}
-		}
-	}
-	return n, nil
 }
 
 func attrString(v types.AttributeValue) string {

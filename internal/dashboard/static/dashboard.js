@@ -803,8 +803,14 @@
     status.textContent = 'Cleaning up…';
     button.disabled = true;
     try {
-      const res = await api('DELETE', 'tasks?older_than=' + encodeURIComponent(before));
-      status.textContent = 'Deleted ' + res.deleted + ' finished task(s) older than ' + before + '.';
+      // A cleanup is a job: started at once, done by the promoter; follow it.
+      let job = await api('DELETE', 'tasks?older_than=' + encodeURIComponent(before));
+      while (job.state !== 'done') {
+        status.textContent = 'Cleaning up… ' + job.deleted + ' deleted so far (job ' + job.id + ').';
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        job = await api('GET', 'cleanups/' + encodeURIComponent(job.id));
+      }
+      status.textContent = 'Deleted ' + job.deleted + ' finished task(s) older than ' + before + '.';
       refreshNow();
     } catch (e) {
       status.textContent = 'Cleanup failed: ' + describe(e);
