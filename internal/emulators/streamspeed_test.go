@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/triagehq/triage/internal/spec"
 )
@@ -63,6 +66,83 @@ func TestStreamRecordsDoNotSlowNewTables(t *testing.T) {
 	if ratio < 0.5 {
 		t.Errorf("a new task table writes at %.2f× a fresh server's rate after %d stream records elsewhere; want ≥ 0.5×", ratio, records)
 	}
+}
+
+// TestGetRecordsDoesNotWalkTheShard is the regression test for GetRecords
+// on DynamoDB Local's us table (see DynamoDBLoopback.java): a reader at the
+// end of a shard (as the /stats counters poller is, every 250 ms) must get
+// its answer in about the same time whether the shard holds 200 records or
+// about 8,400. With SequenceNumber as us's rowid, SQLite 3.8.7 narrowed the
+// index to the shard only and read every record of it on each call:
+// 80-600 ms a call at 30,000 records against about 2 ms, and a task
+// table that had kept 30,000 tasks ran tasks end to end at 0.4-0.7x the
+// rate of one with 2,000 on the same server. Both medians come from the
+// same run, so a busy machine slows both sides alike.
+func TestGetRecordsDoesNotWalkTheShard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 8,200 items")
+	}
+	e := startForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}
+	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(e.DynamoDBEndpoint) })
+	streams := dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(e.DynamoDBEndpoint) })
+
+	const small, large = 200, 8_200
+	table := taskTable(ctx, t, ddb, "shard")
+	fill(ctx, t, ddb, table, small)
+	// The first calls also warm the JVM up; the second run is the time.
+	tailReadMedian(ctx, t, ddb, streams, table)
+	smallMedian := tailReadMedian(ctx, t, ddb, streams, table)
+	fill(ctx, t, ddb, table, large)
+	largeMedian := tailReadMedian(ctx, t, ddb, streams, table)
+
+	ratio := float64(largeMedian) / float64(smallMedian)
+	t.Logf("GetRecords at the end of the shard, median: %v with %d records, %v with about %d (ratio %.2f)", smallMedian, small, largeMedian, small+large, ratio)
+	if ratio > 3 {
+		t.Errorf("GetRecords at the end of a shard of about %d records takes %.1f× as long as at %d; want ≤ 3×", small+large, ratio, small)
+	}
+}
+
+// tailReadMedian is the median time of GetRecords at the end of table's
+// (only) shard, as a reader that has kept up asks it.
+func tailReadMedian(ctx context.Context, t *testing.T, ddb *dynamodb.Client, streams *dynamodbstreams.Client, table string) time.Duration {
+	t.Helper()
+	dt, err := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: dt.Table.LatestStreamArn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards := ds.StreamDescription.Shards
+	if len(shards) == 0 {
+		t.Fatal("the stream has no shard")
+	}
+	it, err := streams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{
+		StreamArn: dt.Table.LatestStreamArn, ShardId: shards[len(shards)-1].ShardId, ShardIteratorType: streamtypes.ShardIteratorTypeLatest,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const calls = 31
+	times := make([]time.Duration, 0, calls)
+	iter := it.ShardIterator
+	for range calls {
+		start := time.Now()
+		out, err := streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(1000)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		times = append(times, time.Since(start))
+		if out.NextShardIterator != nil {
+			iter = out.NextShardIterator
+		}
+	}
+	slices.Sort(times)
+	return times[calls/2]
 }
 
 // TestStaleDataDirsAreRemoved: a folder whose owner died (lock free, or no
