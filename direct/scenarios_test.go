@@ -72,7 +72,7 @@ var scenarios = []scenario{
 		res, err := r.c.SubmitArgsBatch(r.ctx, []triage.ArgsItem{{Args: greeting{Name: "a"}}, {Args: greeting{Name: "b"}, Opts: []triage.SubmitOption{triage.WithPriority("urgent")}}})
 		return map[string]any{"task": tk, "again": again, "batch": res}, err
 	}},
-	{name: "list, cancel, delete, clean up", want: []string{`"pages":[2,3]`, `"gone":404`, `"busy":409`, `"cleaned":true`}, do: func(r *run) (any, error) {
+	{name: "list, cancel, delete, clean up", want: []string{`"pages":[2,3]`, `"gone":404`, `"second_start":409`, `"cleaned":true`}, do: func(r *run) (any, error) {
 		typ := "life-" + r.tag
 		var ids []string
 		for range 3 {
@@ -113,7 +113,7 @@ var scenarios = []scenario{
 		}
 		done, err := r.other.GetCleanup(r.ctx, job.ID)
 		_, left := r.other.Get(r.ctx, ids[1])
-		return map[string]any{"pages": []int{len(page.Tasks), all}, "cancelled": cancelled, "gone": status(gone), "busy": status(busy),
+		return map[string]any{"pages": []int{len(page.Tasks), all}, "cancelled": cancelled, "gone": status(gone), "second_start": status(busy),
 			"cleaned": job.State == triagetype.CleanupRunning && done.State == triagetype.CleanupDone && done.Deleted >= 1 && status(left) == 404}, err
 	}},
 	{name: "controls", want: []string{`{"paused":false},{"type":"echo","paused":true,"rate_limit_per_second":2.5,"max_concurrency":3}`}, do: func(r *run) (any, error) {
