@@ -35,6 +35,8 @@ type Results struct {
 	CrossCheck  []CrossCheck `json:"capacity_cross_check"`
 	Schedules   ScheduleRun  `json:"schedule_ticks"`
 	Waiting     *Waiting     `json:"waiting,omitempty"`
+	IdleStart   *IdleStart   `json:"idle_start,omitempty"`
+	IdleMonth   *IdleMonth   `json:"idle_month,omitempty"`
 	Problems    []string     `json:"problems"`
 	Notes       []string     `json:"notes"`
 	WallSeconds float64      `json:"wall_seconds"`
@@ -544,6 +546,12 @@ func printAll(w io.Writer, r *Results) {
 	}
 	if r.Waiting != nil {
 		printWaiting(w, *r.Waiting)
+	}
+	if r.IdleStart != nil {
+		printIdleStart(w, *r.IdleStart)
+	}
+	if r.IdleMonth != nil {
+		printIdleMonth(w, *r.IdleMonth)
 	}
 	if len(r.Targets) > 0 {
 		printTargets(w, r)
