@@ -117,7 +117,7 @@ func propsFromContext(scope constructs.Construct, get func(string) string) (*dis
 		}
 		p.FanOut = n
 	}
-	for key, dst := range map[string]*bool{"iamAuth": &p.IAMAuth, "demoHandlers": &p.DemoHandlers, "physicalNames": &p.PhysicalNames} {
+	for key, dst := range map[string]*bool{"iamAuth": &p.IAMAuth, "demoHandlers": &p.DemoHandlers, "physicalNames": &p.PhysicalNames, "scheduled": &p.Scheduled, "dashboard": &p.Metrics.Dashboard} {
 		if v := get(key); v != "" {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
