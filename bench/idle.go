@@ -49,8 +49,13 @@ type IdleStart struct {
 	IdleReceives    int64 `json:"idle_receives"`
 	// IdleWorkers is how many worker registry items existed just before
 	// the submits (want 0: nothing heartbeats while nothing runs).
-	IdleWorkers int      `json:"idle_workers"`
-	Model       []string `json:"aws_model"`
+	IdleWorkers int `json:"idle_workers"`
+	// IdleDynamoDB is every DynamoDB request the deployments made over the
+	// idle window, and IdleDynamoDBWriteUnits their write units (want 0:
+	// nothing heartbeats, nothing polls the table).
+	IdleDynamoDB           int64    `json:"idle_dynamodb_requests"`
+	IdleDynamoDBWriteUnits float64  `json:"idle_dynamodb_write_units"`
+	Model                  []string `json:"aws_model"`
 }
 
 const idleStartTargetMS = 250
@@ -66,7 +71,7 @@ var idleAWSModel = []string{
 }
 
 // measureIdleStart runs group 14.
-func measureIdleStart(ctx context.Context, cl clients, o options, progress func(string, ...any)) (IdleStart, error) {
+func measureIdleStart(ctx context.Context, cl clients, cnt *counter, o options, progress func(string, ...any)) (IdleStart, error) {
 	tries := 20
 	if o.Quick {
 		tries = 5
@@ -119,11 +124,14 @@ func measureIdleStart(ctx context.Context, cl clients, o options, progress func(
 		go func() { defer wg.Done(); _ = t.src.Run(runCtx) }()
 	}
 	progress("   %d deployments idle for %v, then one high task each, %v apart", tries, idleFor, gap)
+	before := cnt.snapshot()
 	select {
 	case <-time.After(idleFor):
 	case <-ctx.Done():
 		return res, ctx.Err()
 	}
+	idle := cnt.snapshot().since(before).total(svcDynamoDB)
+	res.IdleDynamoDB, res.IdleDynamoDBWriteUnits = idle.Calls, round(idle.WriteTable+idle.WriteIndex, 3)
 	for _, t := range ts {
 		st := t.src.Stats()
 		res.IdleInvocations += st.Invocations
@@ -173,7 +181,8 @@ func printIdleStart(w io.Writer, x IdleStart) {
 	fmt.Fprintf(w, "\n14. first task start after %.0f s idle, through the local event source (%d tries)\n", x.IdleSeconds, x.Tries)
 	fmt.Fprintf(w, "  submit -> handler start: p50 %.1f ms, p99 %.1f ms, max %.1f ms   (target <= %.0f ms)\n", x.Start.P50, x.Start.P99, x.Start.Max, x.TargetMS)
 	fmt.Fprintf(w, "  from the submit's return: p50 %.1f ms, p99 %.1f ms; each try from the call: %v\n", x.AfterSubmit.P50, x.AfterSubmit.P99, x.Each)
-	fmt.Fprintf(w, "  while idle: %d invocations (want 0), %d worker items (want 0), %d poller receives\n", x.IdleInvocations, x.IdleWorkers, x.IdleReceives)
+	fmt.Fprintf(w, "  while idle: %d invocations (want 0), %d worker items (want 0), %d DynamoDB requests and %.0f write units (want 0), %d poller receives\n",
+		x.IdleInvocations, x.IdleWorkers, x.IdleDynamoDB, x.IdleDynamoDBWriteUnits, x.IdleReceives)
 	fmt.Fprintln(w, "  AWS model:")
 	for _, m := range x.Model {
 		fmt.Fprintf(w, "    - %s\n", m)

@@ -352,7 +352,7 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 	}
 	if o.Only == "idle-start" {
 		progress("14. first task start after idle, through the local event source")
-		s, err := measureIdleStart(ctx, cl, o, progress)
+		s, err := measureIdleStart(ctx, cl, cnt, o, progress)
 		r.IdleStart = &s
 		return err
 	}
@@ -429,7 +429,7 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 	}
 	r.Waiting = &w
 	progress("14. first task start after idle, through the local event source")
-	s, err := measureIdleStart(ctx, cl, o, progress)
+	s, err := measureIdleStart(ctx, cl, cnt, o, progress)
 	if err != nil {
 		return fmt.Errorf("idle start: %w", err)
 	}
