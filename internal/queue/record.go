@@ -10,8 +10,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
-	"github.com/triagehq/triage/triagetype"
 )
 
 // FromRecord turns a record of an SQS event (what a Lambda event source
@@ -39,16 +37,6 @@ func (q *Queues) FromRecord(r events.SQSMessage) (Received, error) {
 		}
 	}
 	return Received{}, fmt.Errorf("record %s: event source %q is none of the priority queues", r.MessageId, r.EventSourceARN)
-}
-
-// Priority is the priority whose queue has URL u, if any.
-func (q *Queues) Priority(u string) (triagetype.Priority, bool) {
-	for p, qu := range q.urls {
-		if qu == u {
-			return p, true
-		}
-	}
-	return "", false
 }
 
 // ARN is the queue ARN of a queue URL
