@@ -10,6 +10,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/app/consumerapp"
@@ -18,6 +21,7 @@ import (
 	"github.com/triagehq/triage/internal/eventsource"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/metrics"
+	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triageconfig"
@@ -163,5 +167,48 @@ func TestFailures(t *testing.T) {
 				t.Errorf("%s: failed %v, want %v", tt.name, got, tt.want)
 			}
 		}
+	}
+}
+
+// Near its deadline an invocation never returns with a claimed task: the
+// running task is handed back to its queue (the attempt counted) and its
+// record is reported as a batch item failure, so it lives on.
+func TestDeadlineHandsBackAndReports(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	ctx := context.Background()
+	reg := stacktest.Registry("slow", handler.Func(func(ctx context.Context, _ handler.Request) (json.RawMessage, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}))
+	id := submit(t, a, "slow", triagetype.High)
+	url := env.QueueURLs[triagetype.High]
+	out, err := env.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl: aws.String(url), MaxNumberOfMessages: 1, WaitTimeSeconds: 5,
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+	})
+	if err != nil || len(out.Messages) != 1 {
+		t.Fatalf("receive: %v, %d messages", err, len(out.Messages))
+	}
+	rec := eventsource.Record(out.Messages[0], queue.ARN(url, "us-east-1"), "us-east-1")
+	opt := stacktest.FastDispatch()
+	opt.DrainTimeout = 500 * time.Millisecond
+	c := consumerapp.New(a, reg, opt, dispatch.Deps{Metrics: metrics.New()})
+	h := consumerapp.FunctionHandler(c, a.Queues, time.Second)
+	ictx, cancel := context.WithTimeout(ctx, 3*time.Second) // polls until 1 s before this
+	defer cancel()
+	resp, err := h(ictx, consumerapp.Invocation{SQS: &events.SQSEvent{Records: []events.SQSMessage{rec}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.SQS == nil || len(resp.SQS.BatchItemFailures) != 1 || resp.SQS.BatchItemFailures[0].ItemIdentifier != rec.MessageId {
+		t.Fatalf("response %+v, want the running task's record as the one failure", resp.SQS)
+	}
+	if c.Counts().HandedBack != 1 {
+		t.Errorf("handed back %d, want 1", c.Counts().HandedBack)
+	}
+	got, err := a.Store.Get(ctx, id)
+	if err != nil || got.Status != triagetype.Queued || got.Attempts != 1 {
+		t.Errorf("task after the invocation: %+v, %v; want queued with 1 attempt counted", got, err)
 	}
 }
