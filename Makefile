@@ -16,7 +16,7 @@ SHELL := /bin/bash
 GO    ?= go
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: run test unit vet sizes lint bench cli deps java chromium emulators cdk-cli lambda synth deploy deploy-local infra-test fuzz clean screenshots
+.PHONY: run test unit vet sizes lint bench cost cli deps java chromium emulators cdk-cli lambda synth deploy deploy-local infra-test fuzz clean screenshots
 
 # `make bench -- -quick` would make "-quick" a goal: refuse it before a
 # full bench starts, and say how to pass flags.
@@ -98,6 +98,11 @@ unit: chromium
 ## (a full run only: the bench refuses -update with -quick).
 bench: java emulators
 	$(GO) run ./bench $(if $(QUICK),-quick) $(if $(UPDATE),-update) $(BENCH_ARGS)
+
+## cost: the idle month of the synthesized stack, priced line by line at
+## us-east-1 list prices (bench group 15; alarms and dashboard apart).
+cost: synth
+	$(GO) run ./bench -only idle-month
 
 ## cli: the CLI as a binary, so its exit codes reach the shell (`go run`
 ## turns every failure into exit 1).

@@ -352,6 +352,9 @@ type Prices struct {
 	APILambdaMB                  int     `json:"api_lambda_mb"`
 	CountersLambdaMB             int     `json:"counters_lambda_mb"`
 	ConsumerInvocationsPerMin    float64 `json:"consumer_invocations_per_minute"`
+	AlarmPerMetricMonth          float64 `json:"cloudwatch_alarm_per_metric_month"`
+	DashboardMonth               float64 `json:"cloudwatch_dashboard_month"`
+	SecretMonth                  float64 `json:"secrets_manager_secret_month"`
 }
 
 // publicPrices are the prices the cost figures use (us-east-1, on demand;
@@ -371,6 +374,9 @@ func publicPrices() Prices {
 		APILambdaMB:                  256,
 		CountersLambdaMB:             256,
 		ConsumerInvocationsPerMin:    1,
+		AlarmPerMetricMonth:          0.10,
+		DashboardMonth:               3.00,
+		SecretMonth:                  0.40,
 	}
 }
 

@@ -131,7 +131,7 @@ func parseOptions(args []string) (options, error) {
 	update := fs.Bool("update", false, "write the committed sample "+sampleOut+" instead of -out (not with -quick)")
 	fs.DurationVar(&o.MaxRun, "max", 24*time.Minute+30*time.Second, "abort the whole run after this long")
 	fs.DurationVar(&o.WarmupMax, "warmup", time.Minute, "warm the emulators up for at most this long (until their rate settles)")
-	fs.StringVar(&o.Only, "only", "", `run one group alone: "waiting" (group 13), "waiting-rate" (its rate-limited backlog only), or "soak"`)
+	fs.StringVar(&o.Only, "only", "", `run one group alone: "waiting" (group 13), "waiting-rate" (its rate-limited backlog only), "idle-start" (group 14: first start after 60 s idle through the local event source), "idle-month" (group 15: the idle month priced from cdk.out/TriageStack.template.json; run make synth first), or "soak" (the crash soak)`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -337,6 +337,10 @@ func run(ctx context.Context, o options, out, logw io.Writer) int {
 
 // measure runs the scenarios in order, filling r as it goes.
 func measure(ctx context.Context, o options, root string, r *Results, probs *problems, progress func(string, ...any)) error {
+	if o.Only == "idle-month" {
+		progress("15. the idle month, priced from the template")
+		return idleMonth(root, r, probs)
+	}
 	progress("starting emulators (fauxqs, DynamoDB Local)")
 	emu, err := startEmulators(ctx, root)
 	if err != nil {
@@ -358,6 +362,12 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 
 	batchAPI, err := batchEndpoint(ctx, cl)
 	if err != nil {
+		return err
+	}
+	if o.Only == "idle-start" {
+		progress("14. first task start after idle, through the local event source")
+		s, err := measureIdleStart(ctx, cl, cnt, o, progress)
+		r.IdleStart = &s
 		return err
 	}
 	if o.Only == "waiting" || o.Only == "waiting-rate" {
@@ -435,6 +445,19 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 		return fmt.Errorf("waiting: %w", err)
 	}
 	r.Waiting = &w
+	progress("14. first task start after idle, through the local event source")
+	s, err := measureIdleStart(ctx, cl, cnt, o, progress)
+	if err != nil {
+		return fmt.Errorf("idle start: %w", err)
+	}
+	r.IdleStart = &s
+	if s.Start.P99 > idleStartTargetMS {
+		probs.note("first start after idle: p99 %.1f ms over the %d ms target", s.Start.P99, idleStartTargetMS)
+	}
+	progress("15. the idle month, priced from the template")
+	if err := idleMonth(root, r, probs); err != nil {
+		probs.note("idle month not priced: %v", err)
+	}
 	if o.SoakTasks > 0 {
 		if err := runSoak(ctx, o, cl, root, r, probs, progress); err != nil {
 			return err

@@ -35,6 +35,8 @@ type Results struct {
 	CrossCheck  []CrossCheck `json:"capacity_cross_check"`
 	Schedules   ScheduleRun  `json:"schedule_ticks"`
 	Waiting     *Waiting     `json:"waiting,omitempty"`
+	IdleStart   *IdleStart   `json:"idle_start,omitempty"`
+	IdleMonth   *IdleMonth   `json:"idle_month,omitempty"`
 	Soak        *Soak        `json:"soak,omitempty"`
 	Problems    []string     `json:"problems"`
 	Notes       []string     `json:"notes"`
@@ -545,6 +547,12 @@ func printAll(w io.Writer, r *Results) {
 	}
 	if r.Waiting != nil {
 		printWaiting(w, *r.Waiting)
+	}
+	if r.IdleStart != nil {
+		printIdleStart(w, *r.IdleStart)
+	}
+	if r.IdleMonth != nil {
+		printIdleMonth(w, *r.IdleMonth)
 	}
 	if r.Soak != nil {
 		printSoak(w, *r.Soak)

@@ -18,7 +18,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/triagehq/triage/internal/emulators/stacktest"
+	"github.com/triagehq/triage/internal/eventsource"
+	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
@@ -163,6 +170,76 @@ func TestConsumerFunction(t *testing.T) {
 	got, err := a.Store.Get(context.Background(), tk.ID)
 	if err != nil || got.Status != triagetype.Completed || string(got.Result) != `{"n":7}` {
 		t.Fatalf("task after the consumer ran: %+v %v", got, err)
+	}
+}
+
+// An SQS event from a queue's event source mapping, as Lambda sends it:
+// the consumer runs its records through the claim path, then polls until
+// the queues have been idle, and answers with the batch item failures.
+// The echo task's record is completed and deleted by the consumer (not a
+// failure); the record naming a task that was never recorded is hidden
+// to wait for its record, so it must live on and is reported.
+func TestConsumerFunctionSQSEvent(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	ctx := context.Background()
+	r := task.Request{Type: "echo", Payload: json.RawMessage(`{"n":8}`), Priority: "high"}
+	tk, _, err := a.Enqueuer.Submit(ctx, r.NewTask(time.Now().UTC(), time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := task.NewID(time.Now())
+	if _, err := a.Queues.Send(ctx, triagetype.High, `{"id":"`+orphan+`","v":0}`, 0); err != nil {
+		t.Fatal(err)
+	}
+	url := env.QueueURLs[triagetype.High]
+	var msgs []types.Message
+	for len(msgs) < 2 {
+		out, err := env.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+			MessageAttributeNames:       []string{"All"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, out.Messages...)
+	}
+	ev := events.SQSEvent{}
+	orphanMsg := ""
+	for _, m := range msgs {
+		rec := eventsource.Record(m, queue.ARN(url, "us-east-1"), "us-east-1")
+		if strings.Contains(rec.Body, orphan) {
+			orphanMsg = rec.MessageId
+		}
+		ev.Records = append(ev.Records, rec)
+	}
+	event, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := invoke(t, "consumer", event, 45*time.Second, map[string]string{"TRIAGE_PREFIX": env.Prefix, "TRIAGE_DEMO_HANDLERS": "true"})
+	if o.kind != "response" {
+		t.Fatalf("consumer returned %s %s", o.kind, o.body)
+	}
+	var resp events.SQSEventResponse
+	if err := json.Unmarshal(o.body, &resp); err != nil {
+		t.Fatalf("response %s: %v", o.body, err)
+	}
+	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != orphanMsg {
+		t.Errorf("batch item failures %s, want only the orphan's message %s", o.body, orphanMsg)
+	}
+	got, err := a.Store.Get(ctx, tk.ID)
+	if err != nil || got.Status != triagetype.Completed || string(got.Result) != `{"n":8}` {
+		t.Fatalf("task after the consumer ran: %+v %v", got, err)
+	}
+	// The echo task's message is gone; the orphan's waits, hidden.
+	d, err := a.Queues.Depth(ctx, triagetype.High)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Visible+d.InFlight+d.Delayed != 1 {
+		t.Errorf("high queue after the invocation: %+v, want the orphan's message only", d)
 	}
 }
 

@@ -8,7 +8,10 @@
 //	prefix         resource name prefix (default "triage")
 //	physicalNames  "false" lets CloudFormation name the table, queues and functions
 //	               (default "true": <prefix>-tasks, <prefix>-high, ...; see below)
-//	fanOut         consumers started every minute (default 1)
+//	scheduled      "true" starts the consumer every minute, always polling (about $90 a
+//	               month idle), instead of from the queues' event source mappings
+//	fanOut         consumers started every minute with scheduled (default 1)
+//	dashboard      "true" adds the CloudWatch dashboard ($3 a month)
 //	iamAuth        "true" puts IAM authorization on the API routes
 //	demoHandlers   "true" makes the consumer also run the demo handlers (trying it out)
 //	routes         task type handlers, "type=arn:aws:lambda:...,type2=https://hook"
@@ -117,7 +120,7 @@ func propsFromContext(scope constructs.Construct, get func(string) string) (*dis
 		}
 		p.FanOut = n
 	}
-	for key, dst := range map[string]*bool{"iamAuth": &p.IAMAuth, "demoHandlers": &p.DemoHandlers, "physicalNames": &p.PhysicalNames} {
+	for key, dst := range map[string]*bool{"iamAuth": &p.IAMAuth, "demoHandlers": &p.DemoHandlers, "physicalNames": &p.PhysicalNames, "scheduled": &p.Scheduled, "dashboard": &p.Metrics.Dashboard} {
 		if v := get(key); v != "" {
 			b, err := strconv.ParseBool(v)
 			if err != nil {

@@ -24,6 +24,8 @@ func TestPropsFromContext(t *testing.T) {
 	ctx := map[string]string{
 		"prefix":        "acme",
 		"fanOut":        "3",
+		"scheduled":     "true",
+		"dashboard":     "true",
 		"iamAuth":       "true",
 		"demoHandlers":  "true",
 		"routes":        "resize=arn:aws:lambda:eu-west-1:123456789012:function:resize, notify=https://hooks.example.com/x",
@@ -33,7 +35,7 @@ func TestPropsFromContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Prefix != "acme" || p.FanOut != 3 || !p.IAMAuth || !p.DemoHandlers || p.RemovalPolicy != awscdk.RemovalPolicy_DESTROY {
+	if p.Prefix != "acme" || p.FanOut != 3 || !p.Scheduled || !p.Metrics.Dashboard || !p.IAMAuth || !p.DemoHandlers || p.RemovalPolicy != awscdk.RemovalPolicy_DESTROY {
 		t.Errorf("props = %+v", p)
 	}
 	// The app keeps the fixed names TriageStack has always had, unless told.

@@ -1,6 +1,9 @@
-// Command consumer is the consumer Lambda function: invoked on a schedule,
-// it polls the priority queues and runs tasks until shortly before its
-// deadline, then drains.
+// Command consumer is the consumer Lambda function: started by the
+// priority queues' SQS event source mappings, it runs the messages it was
+// handed, polls the queues while there is work and returns when they are
+// empty, reporting the messages that must live on as batch item failures.
+// Invoked by a schedule (the opt-in scheduled mode) or the promoter's
+// fan-out, it polls until shortly before its deadline, then drains.
 package main
 
 import (
@@ -27,5 +30,5 @@ func main() {
 		a.Log.Error("start consumer function", "error", err)
 		os.Exit(1)
 	}
-	lambda.Start(consumerapp.Lambda(a, reg, dispatch.Options{}, dispatch.Deps{}))
+	lambda.Start(consumerapp.Function(a, reg, dispatch.Options{}, dispatch.Deps{}))
 }

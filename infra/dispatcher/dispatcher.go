@@ -76,11 +76,16 @@ type Dispatcher struct {
 	// PromoterSchedule runs the promoter every PromoteInterval.
 	PromoterSchedule awsevents.Rule
 	// ConsumerSchedules start FanOut consumers every minute (five targets
-	// per rule, EventBridge's limit).
+	// per rule, EventBridge's limit) with Props.Scheduled; none otherwise.
 	ConsumerSchedules []awsevents.Rule
+	// ConsumerMappings are the queues' SQS event source mappings to the
+	// consumer, one per priority in the spec's order (none with
+	// Props.Scheduled).
+	ConsumerMappings []awslambdaeventsources.SqsEventSource
 	// Alarms are all the alarms, in creation order.
 	Alarms []awscloudwatch.Alarm
-	// Dashboard shows triage's key metrics (see Props.Metrics).
+	// Dashboard shows triage's key metrics when Props.Metrics.Dashboard
+	// is set (nil otherwise).
 	Dashboard awscloudwatch.Dashboard
 	// ScheduleResources write Props.Schedules into the table, one each.
 	ScheduleResources []customresources.AwsCustomResource
@@ -124,6 +129,13 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 			return nil, fmt.Errorf("dispatcher %s: function %s: %w", id, fn.name, err)
 		}
 	}
+	if p.ConsumerPackage != DefaultConsumerPackage && !p.Scheduled {
+		// The queues' event source mappings need a handler that answers an
+		// SQS event with its batch item failures (consumerapp.Function);
+		// one that reads every event as a schedule's would answer success,
+		// and Lambda would delete the messages it was handed, unrun.
+		return nil, fmt.Errorf("dispatcher %s: ConsumerPackage %q: a consumer built on the worker package (worker.StartLambda) answers scheduled events only; set Scheduled", id, p.ConsumerPackage)
+	}
 	d := &Dispatcher{Construct: constructs.NewConstruct(scope, jsii.String(id)), Spec: s, physicalNames: p.PhysicalNames, iamAuth: p.IAMAuth}
 	for _, typ := range sortedKeys(p.Routes) {
 		if t := p.Routes[typ]; isLambdaTarget(t) {
@@ -134,6 +146,15 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 	d.Table = newTable(d.Construct, s.Table, p.RemovalPolicy, p.PhysicalNames)
 	d.Bucket = newBucket(d.Construct, p.RemovalPolicy)
 	for _, q := range s.Queues {
+		if !p.Scheduled {
+			// Lambda refuses an SQS event source whose queue hides a
+			// message for less than the function's timeout. The consumer
+			// sets every message's visibility itself once it has it
+			// (claim, put-off, retry), so this only bounds how soon a
+			// message handed to an invocation that died before its claim
+			// comes back.
+			q.VisibilityTimeout = max(q.VisibilityTimeout, p.Consumer.Timeout)
+		}
 		d.Queues = append(d.Queues, newQueuePair(d.Construct, q, p.PhysicalNames))
 	}
 	d.TokensSecret = p.TokensSecret
@@ -155,16 +176,21 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 		triageconfig.EnvTokensSecretARN: *d.TokensSecret.SecretArn(),
 	}), false)
 	d.Consumer = d.newFunction("Consumer", p, p.Consumer, code["consumer"], d.consumerEnv, true)
-	d.Promoter = d.newFunction("Promoter", p, p.Promoter, code["promoter"], merge(common, map[string]string{
+	promoterEnv := map[string]string{
 		triageconfig.EnvLowAfter:        durationEnv(p.PromoteLowAfter),
 		triageconfig.EnvMediumAfter:     durationEnv(p.PromoteMediumAfter),
 		triageconfig.EnvPromoteInterval: p.PromoteInterval.String(),
-		triageconfig.EnvConsumerARN:     *d.Consumer.FunctionArn(),
-	}), true)
+	}
+	if p.Scheduled {
+		// The promoter starts more scheduled consumers as the backlog
+		// grows; started by the queues, Lambda scales them itself.
+		promoterEnv[triageconfig.EnvConsumerARN] = *d.Consumer.FunctionArn()
+	}
+	d.Promoter = d.newFunction("Promoter", p, p.Promoter, code["promoter"], merge(common, promoterEnv), true)
 	d.Counters = d.newFunction("Counters", p, p.Counters, code["counters"], merge(common, d.eventsEnv(p)), false)
 	d.countersTrigger()
 
-	d.grant()
+	d.grant(p)
 	d.declareSchedules(p)
 	d.HTTPAPI = d.newHTTPAPI(p)
 	// External handlers report progress to the API: the consumer gives them
@@ -452,7 +478,7 @@ func (d *Dispatcher) eventsEnv(p Props) map[string]string {
 // grant gives each function exactly the access its job needs. The
 // consumer's policy is GrantConsume's, so a consumer outside the stack
 // gets exactly what the stock one has.
-func (d *Dispatcher) grant() {
+func (d *Dispatcher) grant(p Props) {
 	queues, dlqs := d.queueARNs()
 
 	// Consumer: work the queues, dead-letter into the DLQs, read and write
@@ -492,10 +518,12 @@ func (d *Dispatcher) grant() {
 	}
 
 	// Promoter: re-send promoted and scheduled tasks, reconcile the DLQs,
-	// start more consumers.
+	// and with the scheduled consumer start more consumers.
 	allow(d.Promoter, queues, "sqs:SendMessage", "sqs:GetQueueAttributes")
 	allow(d.Promoter, dlqs, "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes")
-	d.Consumer.GrantInvoke(d.Promoter)
+	if p.Scheduled {
+		d.Consumer.GrantInvoke(d.Promoter)
+	}
 }
 
 // allow adds one statement to fn's role.
@@ -544,14 +572,19 @@ func (d *Dispatcher) newHTTPAPI(p Props) awsapigatewayv2.HttpApi {
 	return api
 }
 
-// schedule runs the promoter every PromoteInterval and starts FanOut
-// consumers every minute.
+// schedule runs the promoter every PromoteInterval, and starts the
+// consumer from the queues' event source mappings or, with Scheduled,
+// FanOut consumers every minute.
 func (d *Dispatcher) schedule(p Props) {
 	d.PromoterSchedule = awsevents.NewRule(d.Construct, jsii.String("PromoterSchedule"), &awsevents.RuleProps{
 		Description: jsii.String("triage promoter: aging, scheduled tasks, DLQ reconciliation"),
 		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(p.PromoteInterval.Minutes()))),
 		Targets:     &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(d.Promoter, nil)},
 	})
+	if !p.Scheduled {
+		d.consumerMappings(p)
+		return
+	}
 	const perRule = 5 // EventBridge's limit of targets per rule
 	for start := 0; start < p.FanOut; start += perRule {
 		var targets []awsevents.IRuleTarget
@@ -567,6 +600,27 @@ func (d *Dispatcher) schedule(p Props) {
 			Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
 			Targets:     &targets,
 		}))
+	}
+}
+
+// consumerMappings starts the consumer from each priority queue: an SQS
+// event source mapping with ReportBatchItemFailures, so a message the
+// consumer hands back, puts off or retries (and so does not delete) is
+// listed as failed and left on its queue rather than deleted by Lambda.
+// Lambda's pollers long-poll each queue (their receives are Lambda's, not
+// billed to the account); a message starts an invocation, which runs it
+// and polls all three queues by weight until they have been empty for the
+// consumer's IdleStop.
+func (d *Dispatcher) consumerMappings(p Props) {
+	for _, q := range d.Queues {
+		src := awslambdaeventsources.NewSqsEventSource(q.Queue, &awslambdaeventsources.SqsEventSourceProps{
+			BatchSize:               jsii.Number(float64(p.Mapping.BatchSize)),
+			MaxBatchingWindow:       awscdk.Duration_Seconds(jsii.Number(p.Mapping.Window.Seconds())),
+			MaxConcurrency:          jsii.Number(float64(p.Mapping.MaxConcurrency)),
+			ReportBatchItemFailures: jsii.Bool(true),
+		})
+		d.Consumer.AddEventSource(src)
+		d.ConsumerMappings = append(d.ConsumerMappings, src)
 	}
 }
 

@@ -107,7 +107,7 @@ func synthWith(dir string, bundle bool, props *dispatcher.Props, extra func(awsc
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(dir), Context: &ctx})
 	stack := awscdk.NewStack(app, jsii.String("TriageStack"), nil)
 	if props == nil {
-		props = &dispatcher.Props{PhysicalNames: true}
+		props = &dispatcher.Props{PhysicalNames: true, Metrics: dispatcher.MetricsProps{Dashboard: true}}
 	}
 	if props.SourceRoot == "" {
 		props.SourceRoot = env.root
@@ -217,8 +217,8 @@ func TestResourceCounts(t *testing.T) {
 		{"AWS::SQS::QueuePolicy", 2 * len(s.Queues)}, // EnforceSSL
 		{"AWS::Lambda::Function", 4},
 		{"AWS::Logs::LogGroup", 4},
-		{"AWS::Lambda::EventSourceMapping", 1},
-		{"AWS::Events::Rule", 2}, // promoter + one consumer rule at fan-out 1
+		{"AWS::Lambda::EventSourceMapping", 1 + len(s.Queues)}, // the counters' stream + the consumer's queues
+		{"AWS::Events::Rule", 1},                               // the promoter's: the queues start the consumer
 		{"AWS::CloudWatch::Alarm", 2*len(s.Queues) + 2*4 + metricAlarms},
 		{"AWS::CloudWatch::Dashboard", 1},
 		{"AWS::ApiGatewayV2::Api", 1},
@@ -318,7 +318,9 @@ func TestQueuesRedriveToOwnDLQ(t *testing.T) {
 				"maxReceiveCount":     sq.MaxReceiveCount,
 			})
 			equalJSON(t, "QueueName", queue["QueueName"], sq.Name)
-			equalJSON(t, "VisibilityTimeout", queue["VisibilityTimeout"], sq.VisibilityTimeout.Seconds())
+			// Lambda refuses an event source whose queue's visibility
+			// timeout is below the function's timeout (5 min by default).
+			equalJSON(t, "VisibilityTimeout", queue["VisibilityTimeout"], max(sq.VisibilityTimeout, 5*time.Minute).Seconds())
 			equalJSON(t, "MessageRetentionPeriod", queue["MessageRetentionPeriod"], sq.RetentionPeriod.Seconds())
 			equalJSON(t, "SqsManagedSseEnabled", queue["SqsManagedSseEnabled"], true)
 			equalJSON(t, "DLQ QueueName", dlq["QueueName"], sq.DLQName)
@@ -329,6 +331,68 @@ func TestQueuesRedriveToOwnDLQ(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Each priority queue starts the consumer through an SQS event source
+// mapping that reports batch item failures, with the stated batch size,
+// window and maximum concurrency; the queue's consumer role may receive,
+// delete and read the queue's attributes, as the mapping needs.
+func TestConsumerMappings(t *testing.T) {
+	f := stackUnderTest(t)
+	def := spec.DefaultMapping()
+	consumer := normalize(t, ref(f.id(f.d.Consumer)))
+	byQueue := map[string]map[string]any{}
+	for _, m := range f.ofType("AWS::Lambda::EventSourceMapping") {
+		if reflect.DeepEqual(m.Properties["FunctionName"], consumer) {
+			byQueue[fmt.Sprint(m.Properties["EventSourceArn"])] = m.Properties
+		}
+	}
+	if len(byQueue) != len(f.d.Queues) || len(f.d.ConsumerMappings) != len(f.d.Queues) {
+		t.Fatalf("%d mappings to the consumer (%d declared), want one per queue (%d)", len(byQueue), len(f.d.ConsumerMappings), len(f.d.Queues))
+	}
+	stmts := f.policyStatements(t, f.d.Consumer)
+	for _, q := range f.d.Queues {
+		arn := getAtt(f.id(q.Queue), "Arn")
+		m, ok := byQueue[fmt.Sprint(normalize(t, arn))]
+		if !ok {
+			t.Errorf("%s: no mapping to the consumer", q.Priority)
+			continue
+		}
+		equalJSON(t, q.Priority+" FunctionResponseTypes", m["FunctionResponseTypes"], []string{"ReportBatchItemFailures"})
+		equalJSON(t, q.Priority+" BatchSize", m["BatchSize"], def.BatchSize)
+		equalJSON(t, q.Priority+" ScalingConfig", m["ScalingConfig"], map[string]any{"MaximumConcurrency": def.MaxConcurrency})
+		if w, ok := m["MaximumBatchingWindowInSeconds"]; ok {
+			equalJSON(t, q.Priority+" MaximumBatchingWindowInSeconds", w, def.Window.Seconds())
+		}
+		for _, a := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"} {
+			if !allows(t, stmts, a, arn) {
+				t.Errorf("%s: the consumer may not %s, which its mapping needs", q.Priority, a)
+			}
+		}
+	}
+
+	t.Run("props", func(t *testing.T) {
+		g, err := synth(filepath.Join(env.outDir, "mapping"), false, &dispatcher.Props{
+			Mapping: dispatcher.MappingProps{BatchSize: 10, Window: 2 * time.Second, MaxConcurrency: 50},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, m := range g.ofType("AWS::Lambda::EventSourceMapping") {
+			if m.Properties["EventSourceArn"] == nil || strings.Contains(fmt.Sprint(m.Properties["EventSourceArn"]), "StreamArn") {
+				continue
+			}
+			n++
+			equalJSON(t, "BatchSize", m.Properties["BatchSize"], 10)
+			equalJSON(t, "MaximumBatchingWindowInSeconds", m.Properties["MaximumBatchingWindowInSeconds"], 2)
+			equalJSON(t, "ScalingConfig", m.Properties["ScalingConfig"], map[string]any{"MaximumConcurrency": 50})
+			equalJSON(t, "FunctionResponseTypes", m.Properties["FunctionResponseTypes"], []string{"ReportBatchItemFailures"})
+		}
+		if n != 3 {
+			t.Errorf("%d queue mappings, want 3", n)
+		}
+	})
 }
 
 func TestFunctions(t *testing.T) {
@@ -344,7 +408,7 @@ func TestFunctions(t *testing.T) {
 	}{
 		{"api", f.d.API, []string{triageconfig.EnvTokensSecretARN}, []string{triageconfig.EnvConsumerARN, triageconfig.EnvWebhookSecret}, true, false},
 		{"consumer", f.d.Consumer, nil, []string{triageconfig.EnvTokensSecretARN, triageconfig.EnvConsumerARN}, false, true},
-		{"promoter", f.d.Promoter, []string{triageconfig.EnvConsumerARN, triageconfig.EnvPromoteInterval}, []string{triageconfig.EnvTokensSecretARN}, false, true},
+		{"promoter", f.d.Promoter, []string{triageconfig.EnvPromoteInterval}, []string{triageconfig.EnvTokensSecretARN, triageconfig.EnvConsumerARN}, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := f.resources[f.id(c.fn)].Properties
@@ -487,8 +551,9 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	must = append(must,
 		grant{api, "secretsmanager:GetSecretValue", ref(secretID)},
-		grant{promoter, "lambda:InvokeFunction", getAtt(f.id(f.d.Consumer), "Arn")},
 	)
+	// Started by the queues, the consumer needs no fan-out from the promoter.
+	mustNot = append(mustNot, grant{promoter, "lambda:InvokeFunction", getAtt(f.id(f.d.Consumer), "Arn")})
 	for i, g := range must {
 		if !allows(t, g.stmts, g.action, g.resource) {
 			t.Errorf("grant %d: %s on %v is missing", i, g.action, g.resource)
@@ -540,18 +605,18 @@ func TestSchedules(t *testing.T) {
 	if rate, n := targets(f.d.Promoter); rate != "rate(1 minute)" || n != 1 {
 		t.Errorf("promoter: %d targets, schedule %q; want 1 at rate(1 minute)", n, rate)
 	}
-	if rate, n := targets(f.d.Consumer); rate != "rate(1 minute)" || n != 1 {
-		t.Errorf("consumer: %d targets, schedule %q; want 1 (fan-out 1) at rate(1 minute)", n, rate)
+	if rate, n := targets(f.d.Consumer); n != 0 || len(f.d.ConsumerSchedules) != 0 {
+		t.Errorf("consumer: %d rule targets (schedule %q), %d rules; want none: the queues start it", n, rate, len(f.d.ConsumerSchedules))
 	}
-	// EventBridge must be allowed to invoke both.
-	for _, fn := range []awslambda.Function{f.d.Promoter, f.d.Consumer} {
+	// EventBridge must be allowed to invoke the promoter, and only it.
+	for fn, want := range map[awslambda.Function]bool{f.d.Promoter: true, f.d.Consumer: false} {
 		found := false
 		for _, p := range f.ofType("AWS::Lambda::Permission") {
 			found = found || (p.Properties["Principal"] == "events.amazonaws.com" &&
 				reflect.DeepEqual(p.Properties["FunctionName"], normalize(t, getAtt(f.id(fn), "Arn"))))
 		}
-		if !found {
-			t.Errorf("no events.amazonaws.com permission on %s", *fn.Node().Path())
+		if found != want {
+			t.Errorf("events.amazonaws.com permission on %s: %t, want %t", *fn.Node().Path(), found, want)
 		}
 	}
 }
@@ -667,6 +732,7 @@ func TestVariants(t *testing.T) {
 	f, err := synth(filepath.Join(env.outDir, "variants"), false, &dispatcher.Props{
 		Prefix:          "acme",
 		PhysicalNames:   true,
+		Scheduled:       true,
 		FanOut:          7,
 		IAMAuth:         true,
 		PromoteInterval: 90 * time.Second,
@@ -704,6 +770,17 @@ func TestVariants(t *testing.T) {
 		}
 		if total != 7 {
 			t.Errorf("%d consumer targets, want 7", total)
+		}
+	})
+	t.Run("scheduled: no mappings, the promoter may fan out, no dashboard unless asked", func(t *testing.T) {
+		f.tmpl.ResourceCountIs(jsii.String("AWS::Lambda::EventSourceMapping"), jsii.Number(1)) // the counters' stream only
+		f.tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(0))
+		vars := f.resources[f.id(f.d.Promoter)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if vars[triageconfig.EnvConsumerARN] == nil {
+			t.Errorf("promoter has no %s: it cannot fan out", triageconfig.EnvConsumerARN)
+		}
+		if !allows(t, f.policyStatements(t, f.d.Promoter), "lambda:InvokeFunction", getAtt(f.id(f.d.Consumer), "Arn")) {
+			t.Error("promoter may not invoke the scheduled consumer")
 		}
 	})
 	t.Run("promote interval rounds up to whole minutes", func(t *testing.T) {
@@ -819,8 +896,12 @@ func TestInvalidProps(t *testing.T) {
 		p    dispatcher.Props
 		want string // in the error, when given
 	}{
-		"fan-out":  {p: dispatcher.Props{FanOut: dispatcher.MaxFanOut + 1}},
-		"reserved": {p: dispatcher.Props{Concurrency: 4, ReservedHigh: 4}, want: "ReservedHigh (TRIAGE_RESERVED_HIGH)"},
+		"fan-out":                  {p: dispatcher.Props{Scheduled: true, FanOut: dispatcher.MaxFanOut + 1}},
+		"fan-out without schedule": {p: dispatcher.Props{FanOut: 3}},
+		"batch size":               {p: dispatcher.Props{Mapping: dispatcher.MappingProps{BatchSize: 11}}},
+		"window":                   {p: dispatcher.Props{Mapping: dispatcher.MappingProps{Window: 1500 * time.Millisecond}}},
+		"concurrency":              {p: dispatcher.Props{Mapping: dispatcher.MappingProps{MaxConcurrency: 1}}},
+		"reserved":                 {p: dispatcher.Props{Concurrency: 4, ReservedHigh: 4}, want: "ReservedHigh (TRIAGE_RESERVED_HIGH)"},
 		// One slot leaves no room for the default reserved slot: the
 		// consumer would refuse to start, so synth refuses first.
 		"reserved default": {p: dispatcher.Props{Concurrency: 1}, want: "must be less than Concurrency (1)"},
@@ -851,6 +932,9 @@ func TestInvalidProps(t *testing.T) {
 		},
 		"consumer package missing": {
 			p: dispatcher.Props{ConsumerPackage: "./cmd/nope"}, want: "function consumer",
+		},
+		"worker consumer without schedule": {
+			p: dispatcher.Props{ConsumerPackage: "./cmd/triage"}, want: "set Scheduled",
 		},
 		"source root without triage": {
 			p: dispatcher.Props{SourceRoot: other}, want: "requires " + dispatcher.RootModule,

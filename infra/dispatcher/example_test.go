@@ -29,6 +29,7 @@ func Example() {
 		// your main package built on github.com/triagehq/triage/worker.
 		SourceRoot:      ".",
 		ConsumerPackage: "./cmd/consumer",
+		Scheduled:       true, // worker.StartLambda answers scheduled events
 	})
 	if err != nil {
 		log.Fatal(err)

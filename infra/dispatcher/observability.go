@@ -33,6 +33,10 @@ type MetricsProps struct {
 	// FailureRatePercent: an alarm fires when failed attempts are more than
 	// this share of the attempts started. Default 10.
 	FailureRatePercent float64
+	// Dashboard opts in to the CloudWatch dashboard of the key metrics
+	// ($3 a month at list price, whether or not anything runs). Default
+	// false.
+	Dashboard bool
 	// DashboardName names the dashboard; default "<prefix>-triage" with
 	// PhysicalNames, else generated.
 	DashboardName string
@@ -98,9 +102,28 @@ func (d *Dispatcher) observability(p Props) {
 	// (every minute while it runs, and as each invocation ends); the
 	// scheduled consumer runs every minute. No report in a whole period,
 	// missing data included, means no consumer is alive to run tasks.
+	// Started by the queues, no consumer runs while nothing is queued, so
+	// there the starvation alarms (oldest queued age) say it instead.
+	if p.Scheduled {
+		d.noConsumerAlarm(p, ns, period)
+	}
+	if !mp.Dashboard {
+		return
+	}
+	d.dashboard(p, ns, period)
+}
+
+// noConsumerAlarm fires when no consumer reported in a whole period.
+func (d *Dispatcher) noConsumerAlarm(p Props, ns string, period awscdk.Duration) {
 	d.addAlarm(p, "NoConsumer", fmt.Sprintf("triage %s: no consumer reported in %s (no heartbeat: tasks are not being run)", p.Prefix, p.Alarms.Period),
 		d.metric(ns, metrics.SlotsCapacity, "SampleCount", period, nil, ""), 1,
 		awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD, awscloudwatch.TreatMissingData_BREACHING)
+}
+
+// dashboard declares the dashboard of the key metrics (Metrics.Dashboard).
+func (d *Dispatcher) dashboard(p Props, ns string, period awscdk.Duration) {
+	mp := p.Metrics
+	prios := []string{"high", "medium", "low"}
 
 	byPrio := func(id metrics.ID, stat string) *[]awscloudwatch.IMetric {
 		var ms []awscloudwatch.IMetric

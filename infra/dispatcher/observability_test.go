@@ -15,8 +15,9 @@ import (
 )
 
 // metricAlarms is how many alarms watch triage's own metrics: high wait
-// p99, starvation per priority, failure rate, no consumer heartbeat.
-const metricAlarms = 1 + 3 + 1 + 1
+// p99, starvation per priority, failure rate (and, with the scheduled
+// consumer only, no consumer heartbeat).
+const metricAlarms = 1 + 3 + 1
 
 // metricAlarm finds the alarm on metric with dims in namespace ns.
 func (f *fixture) metricAlarm(t *testing.T, ns, metric string, dims map[string]any) map[string]any {
@@ -44,7 +45,7 @@ func (f *fixture) metricAlarm(t *testing.T, ns, metric string, dims map[string]a
 // thresholds, from the defaults and from props.
 func TestMetricAlarms(t *testing.T) {
 	custom, err := synth(filepath.Join(env.outDir, "metrics"), false, &dispatcher.Props{
-		PhysicalNames: true, PromoteLowAfter: 5 * time.Minute, PromoteMediumAfter: 5 * time.Minute, PromoteInterval: 2 * time.Minute,
+		PhysicalNames: true, Scheduled: true, PromoteLowAfter: 5 * time.Minute, PromoteMediumAfter: 5 * time.Minute, PromoteInterval: 2 * time.Minute,
 		Metrics: dispatcher.MetricsProps{Namespace: "Acme", HighWaitP99: 5 * time.Second, FailureRatePercent: 2},
 	})
 	if err != nil {
@@ -83,6 +84,14 @@ func TestMetricAlarms(t *testing.T) {
 				if !strings.Contains(body, m) {
 					t.Errorf("failure-rate alarm lacks %s: %s", m, body)
 				}
+			}
+			if c.f == env.fix { // started by the queues: nothing runs while idle, nothing beats
+				for _, a := range c.f.ofType("AWS::CloudWatch::Alarm") {
+					if a.Properties["MetricName"] == metrics.Name(metrics.SlotsCapacity) {
+						t.Errorf("a no-consumer alarm on a consumer that scales to zero: %v", a.Properties)
+					}
+				}
+				return
 			}
 			beat := c.f.metricAlarm(t, c.ns, metrics.Name(metrics.SlotsCapacity), nil)
 			equalJSON(t, "heartbeat statistic", beat["Statistic"], "SampleCount")

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/triageconfig"
 )
 
@@ -107,10 +108,22 @@ type Props struct {
 	// PollWait is the consumer's long-poll wait when every queue is empty
 	// (default 1s).
 	PollWait time.Duration
+	// Scheduled opts in to the always-polling consumer: an every-minute
+	// schedule starts FanOut consumer instances, each polling until 40 s
+	// before its deadline whether or not there is work, and the promoter
+	// may start more when the backlog grows. Idle, that is about 4.3
+	// instances of the default 512 MB consumer always running: about $76 a
+	// month of Lambda time and $14 of empty receives (see the README's
+	// cost section). Default false: the queues start the consumer through
+	// SQS event source mappings (Mapping) and nothing runs while nothing
+	// is queued.
+	Scheduled bool
 	// FanOut is how many consumer instances the every-minute schedule
-	// starts (default 1, at most MaxFanOut). The promoter may start more
-	// when the backlog grows.
+	// starts with Scheduled (default 1, at most MaxFanOut).
 	FanOut int
+	// Mapping sets the queues' event source mappings to the consumer
+	// (without Scheduled).
+	Mapping MappingProps
 
 	// Routes map a task type to its handler: a Lambda function ARN (a
 	// literal "arn:..." or a token such as fn.FunctionArn()) or an http(s)
@@ -179,6 +192,27 @@ type Props struct {
 	// BuildLog receives one line per built function with its size. Default
 	// os.Stderr.
 	BuildLog io.Writer
+}
+
+// MappingProps are the settings of each priority queue's SQS event source
+// mapping to the consumer function. Zero values get spec.DefaultMapping's.
+type MappingProps struct {
+	// BatchSize is the most messages one invocation is handed (1 to 10;
+	// default 5, within the default consumer's general slots). The
+	// invocation then polls all three queues by weight while there is
+	// work, so the batch size only shapes the first receive.
+	BatchSize int
+	// Window is how long Lambda gathers messages before it invokes (0 to
+	// 5 min; default 0: at once, so a task sent to an idle deployment
+	// starts soonest).
+	Window time.Duration
+	// MaxConcurrency bounds the invocations each mapping keeps running (2
+	// to 1000; default 5): at most 3 × MaxConcurrency consumers run, each
+	// with Concurrency slots. Every invocation polls by weight and keeps
+	// ReservedHigh slots for high tasks, so with backlogs on both low and
+	// high, high work still takes its weighted share (6 of 10 receives by
+	// default) and the reserved slots of every running consumer.
+	MaxConcurrency int
 }
 
 // RetryBackoff is one priority's retry wait.
@@ -261,6 +295,27 @@ func (p *Props) resolved() (Props, error) {
 	}
 	if r.FanOut < 1 || r.FanOut > MaxFanOut {
 		return r, fmt.Errorf("FanOut %d: must be between 1 and %d", r.FanOut, MaxFanOut)
+	}
+	if r.FanOut != 1 && !r.Scheduled {
+		return r, fmt.Errorf("FanOut %d: only the scheduled consumer fans out; set Scheduled, or bound the event-started consumers with Mapping.MaxConcurrency", r.FanOut)
+	}
+	def := spec.DefaultMapping()
+	if r.Mapping.BatchSize == 0 {
+		r.Mapping.BatchSize = def.BatchSize
+	}
+	if r.Mapping.MaxConcurrency == 0 {
+		r.Mapping.MaxConcurrency = def.MaxConcurrency
+	}
+	if r.Mapping.Window == 0 {
+		r.Mapping.Window = def.Window
+	}
+	switch m := r.Mapping; {
+	case m.BatchSize < 1 || m.BatchSize > 10:
+		return r, fmt.Errorf("Mapping.BatchSize %d: must be between 1 and 10", m.BatchSize)
+	case m.Window < 0 || m.Window > 5*time.Minute || m.Window%time.Second != 0:
+		return r, fmt.Errorf("Mapping.Window %s: must be whole seconds from 0 to 5m", m.Window)
+	case m.MaxConcurrency < 2 || m.MaxConcurrency > 1000:
+		return r, fmt.Errorf("Mapping.MaxConcurrency %d: must be between 2 and 1000", m.MaxConcurrency)
 	}
 	for name, d := range map[string]time.Duration{
 		"PromoteLowAfter": r.PromoteLowAfter, "PromoteMediumAfter": r.PromoteMediumAfter,

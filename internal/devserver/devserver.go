@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambda"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -34,6 +35,7 @@ import (
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/emulators"
 	"github.com/triagehq/triage/internal/events"
+	"github.com/triagehq/triage/internal/eventsource"
 	"github.com/triagehq/triage/internal/promote"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
@@ -277,11 +279,21 @@ func Run(ctx context.Context, opt Options) error {
 			errc <- fmt.Errorf("API server: %w", err)
 		}
 	}()
-	var consumer *dispatch.Consumer // nil with NoConsumer
+	var consumers *environments // nil with NoConsumer
 	if !opt.NoConsumer {
-		consumer = consumerapp.New(a, reg, dispatch.Options{DrainTimeout: DrainGrace, APIURL: base}, dispatch.Deps{Metrics: rec, Kind: triagetype.WorkerKindDev})
+		// The queues start the consumer as they do in Lambda: a local event
+		// source invokes the consumer function's handler with SQS events.
+		consumers = &environments{}
+		src := &eventsource.Source{
+			SQS: a.SQS, Queues: queueURLs(a), Wait: cfg.PollWait, Log: log,
+			NewFunction: func() (lambda.Handler, error) {
+				c := consumerapp.New(a, reg, dispatch.Options{DrainTimeout: DrainGrace, APIURL: base}, dispatch.Deps{Metrics: rec, Kind: triagetype.WorkerKindDev})
+				consumers.add(c)
+				return lambda.NewHandler(consumerapp.FunctionHandler(c, a.Queues, consumerapp.LambdaReserve)), nil
+			},
+		}
 		wg.Add(1)
-		go func() { defer wg.Done(); _ = consumer.Run(runCtx) }()
+		go func() { defer wg.Done(); _ = src.Run(runCtx) }()
 	}
 	go func() { defer wg.Done(); _ = promoterapp.New(a, promote.Options{Metrics: rec}).Run(runCtx, interval) }()
 
@@ -299,11 +311,11 @@ func Run(ctx context.Context, opt Options) error {
 		log.Warn("could not write the CLI's settings file", "path", envPath, "error", err)
 	}
 	defer removeIfUnchanged(envPath, envBody)
-	workerID := "(no consumer)"
-	if consumer != nil {
-		workerID = consumer.WorkerID()
+	consumerStart := "none"
+	if consumers != nil {
+		consumerStart = "sqs events"
 	}
-	log.Info("dev server ready", "url", base, "table", cfg.Table, "promote_interval", interval.String(), "worker_id", workerID)
+	log.Info("dev server ready", "url", base, "table", cfg.Table, "promote_interval", interval.String(), "consumer", consumerStart)
 	if opt.Ready != nil {
 		opt.Ready(base, token)
 	}
@@ -319,8 +331,8 @@ func Run(ctx context.Context, opt Options) error {
 	wg.Wait()
 	log.Info("dev server stopped")
 	line := "stopped: no consumer"
-	if consumer != nil {
-		line = "stopped: " + handedBack(consumer.Counts().HandedBack)
+	if consumers != nil {
+		line = "stopped: " + handedBack(consumers.handedBack())
 	}
 	if emu != nil {
 		emu.Stop() // after the drain: the hand-backs were written to them
@@ -328,6 +340,39 @@ func Run(ctx context.Context, opt Options) error {
 	}
 	fmt.Fprintf(opt.Out, "\n%s\n%s", line, banner)
 	return err
+}
+
+// environments are the consumers the local event source started, one per
+// environment, as Lambda starts them.
+type environments struct {
+	mu sync.Mutex
+	cs []*dispatch.Consumer
+}
+
+func (e *environments) add(c *dispatch.Consumer) {
+	e.mu.Lock()
+	e.cs = append(e.cs, c)
+	e.mu.Unlock()
+}
+
+// handedBack is how many running tasks their drains handed back.
+func (e *environments) handedBack() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var n int64
+	for _, c := range e.cs {
+		n += c.Counts().HandedBack
+	}
+	return n
+}
+
+// queueURLs are the priority queues' URLs, highest first.
+func queueURLs(a *app.App) []string {
+	var urls []string
+	for _, p := range triagetype.Priorities() {
+		urls = append(urls, a.Queues.URL(p))
+	}
+	return urls
 }
 
 // handedBack says what the drain did with the tasks that were running.

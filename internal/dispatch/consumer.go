@@ -127,6 +127,12 @@ type Options struct {
 	// time short of it is replaced by a fresh copy, so waiting never sends
 	// a task to the DLQ.
 	MaxReceiveCount int
+	// IdleStop is how long an event-started run (RunEvent) keeps polling
+	// once no task runs and no receive brings a message, before it drains
+	// and returns (2 s: two empty long-polls at the default PollWait). It
+	// is the price of scaling to zero: an invocation outlives its last
+	// task by about IdleStop, and a task sent within it starts at once.
+	IdleStop time.Duration
 	// WorkerHeartbeat is the registry heartbeat interval
 	// (workers.DefaultHeartbeat, 10 s).
 	WorkerHeartbeat time.Duration
@@ -156,6 +162,7 @@ func OptionsFrom(cfg triageconfig.Config) Options {
 		DrainTimeout:     30 * time.Second,
 		Backoff:          cfg.RetryBackoff,
 		OrphanAfter:      time.Minute,
+		IdleStop:         2 * time.Second,
 		UnhandledAfter:   cfg.UnhandledAfter,
 	}
 	if q, ok := spec.Of(cfg.Prefix, cfg.Table, cfg.Bucket).Queue(triagetype.High); ok {
@@ -333,6 +340,49 @@ func (c *Consumer) WorkerID() string { return c.opt.WorkerID }
 // and handed back to their queue, with the attempt counted. Run returns
 // once every task it started has been recorded.
 func (c *Consumer) Run(ctx context.Context) error {
+	c.run(ctx, nil, 0)
+	return nil
+}
+
+// RunEvent runs the messages an SQS event source handed to one invocation
+// (msgs, each received from its priority's queue, with a receipt handle
+// that Delete and ChangeVisibility accept) through the same claim, lease
+// and outcome path as Run, then polls all three queues as Run does while
+// there is work. It stops polling once no task has run and no receive has
+// brought a message for IdleStop, or when ctx ends, then drains as Run
+// does, so it never returns with a claimed task.
+//
+// It returns the messages of msgs the consumer did not delete: handed
+// back, put off, retrying, or whose delete failed. They must live on, so
+// an event source must not delete them (for Lambda, they are the batch
+// item failures); every other message of msgs the consumer deleted
+// itself. One Consumer runs one Run or RunEvent at a time, as a Lambda
+// environment runs one invocation at a time.
+func (c *Consumer) RunEvent(ctx context.Context, msgs []queue.Received) []queue.Received {
+	receipts := make([]string, len(msgs))
+	for i, m := range msgs {
+		receipts[i] = m.ReceiptHandle
+	}
+	c.del.watch(receipts)
+	c.run(ctx, msgs, c.opt.IdleStop)
+	deleted := c.del.unwatch()
+	var kept []queue.Received
+	for _, m := range msgs {
+		if !deleted[m.ReceiptHandle] {
+			kept = append(kept, m)
+		}
+	}
+	return kept
+}
+
+// run starts first, then polls until ctx ends or, when idleStop is
+// positive, until the consumer has been idle that long (no task running,
+// no message received), then drains: running tasks get DrainTimeout, then
+// are cancelled and handed back. It returns once every task it started
+// has been recorded and every delete it asked for has been sent.
+func (c *Consumer) run(ctx context.Context, first []queue.Received, idleStop time.Duration) {
+	pollCtx, stopPolling := context.WithCancel(ctx)
+	defer stopPolling()
 	work, stopWork := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopWork(nil)
 	delCtx, stopDel := context.WithCancel(context.WithoutCancel(ctx))
@@ -343,9 +393,15 @@ func (c *Consumer) Run(ctx context.Context) error {
 	defer beacon.Stop()
 
 	var wg sync.WaitGroup
-	for ctx.Err() == nil {
-		c.pollOnce(ctx, work, &wg)
+	c.start(pollCtx, work, &wg, first)
+	idle := idleClock{since: time.Now(), received: c.waits.received.Load()}
+	for pollCtx.Err() == nil {
+		if idleStop > 0 && idle.idleFor(time.Now(), c.busy(), c.waits.received.Load()) >= idleStop {
+			break
+		}
+		c.pollOnce(pollCtx, work, &wg)
 	}
+	stopPolling() // an idle long-poll still in flight hands back what it brings
 	beacon.Drain()
 
 	done := make(chan struct{})
@@ -358,7 +414,22 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	stopDel()
 	<-delDone
-	return nil
+}
+
+// idleClock tells how long a consumer has been idle: since the last look
+// that saw a task running or a message received since the look before.
+type idleClock struct {
+	since    time.Time
+	received int64 // messages received as of the last look
+}
+
+// idleFor looks at the consumer now, with busy slots running tasks and
+// received messages received so far, and returns how long it has been idle.
+func (k *idleClock) idleFor(now time.Time, busy int, received int64) time.Duration {
+	if busy > 0 || received != k.received {
+		k.since, k.received = now, received
+	}
+	return now.Sub(k.since)
 }
 
 // pollOnce waits for a free slot, receives from one queue and starts what it got.

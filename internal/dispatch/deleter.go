@@ -2,7 +2,9 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/triagehq/triage/internal/queue"
@@ -17,6 +19,11 @@ type deleter struct {
 	log     *slog.Logger
 	in      chan pendingDelete
 	pending map[triagetype.Priority][]string
+
+	// watched maps the receipt handles an event-started run must account
+	// for to whether SQS confirmed their delete (nil: none watched).
+	watchMu sync.Mutex
+	watched map[string]bool
 }
 
 type pendingDelete struct {
@@ -28,6 +35,51 @@ const flushEvery = 50 * time.Millisecond
 
 func newDeleter(q Queues, log *slog.Logger) *deleter {
 	return &deleter{queues: q, log: log, in: make(chan pendingDelete, 256), pending: map[triagetype.Priority][]string{}}
+}
+
+// watch starts recording which of receipts are deleted.
+func (d *deleter) watch(receipts []string) {
+	d.watchMu.Lock()
+	defer d.watchMu.Unlock()
+	d.watched = make(map[string]bool, len(receipts))
+	for _, r := range receipts {
+		d.watched[r] = false
+	}
+}
+
+// unwatch stops recording and returns the watched receipts whose delete
+// SQS confirmed, as true. Call it after run has returned, so every delete
+// asked for has been sent.
+func (d *deleter) unwatch() map[string]bool {
+	d.watchMu.Lock()
+	defer d.watchMu.Unlock()
+	w := d.watched
+	d.watched = nil
+	return w
+}
+
+// confirm records the outcome of a delete request for rs: err nil, or a
+// *queue.BatchError naming the ones that failed; any other error fails all.
+func (d *deleter) confirm(rs []string, err error) {
+	d.watchMu.Lock()
+	defer d.watchMu.Unlock()
+	if d.watched == nil {
+		return
+	}
+	var be *queue.BatchError
+	partial := errors.As(err, &be)
+	for _, r := range rs {
+		if _, ok := d.watched[r]; !ok {
+			continue
+		}
+		switch {
+		case err == nil:
+			d.watched[r] = true
+		case partial:
+			_, failed := be.Failed[r]
+			d.watched[r] = !failed
+		}
+	}
 }
 
 func (d *deleter) add(p triagetype.Priority, receipt string) { d.in <- pendingDelete{p, receipt} }
@@ -71,7 +123,9 @@ func (d *deleter) flush(p triagetype.Priority) {
 	delete(d.pending, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := d.queues.DeleteBatch(ctx, p, rs); err != nil {
+	err := d.queues.DeleteBatch(ctx, p, rs)
+	d.confirm(rs, err)
+	if err != nil {
 		d.log.Warn("batch delete failed; the messages will come back and be dropped as finished", "priority", p, "count", len(rs), "error", err)
 	}
 }

@@ -190,3 +190,29 @@ func (s Spec) Queue(p triagetype.Priority) (Queue, bool) {
 	}
 	return Queue{}, false
 }
+
+// Mapping is how each priority queue starts the consumer function: a Lambda
+// SQS event source mapping in AWS (infra/dispatcher), the local event
+// source under `triage dev` (internal/eventsource).
+type Mapping struct {
+	// BatchSize is the most records one event carries (SQS: 1 to 10
+	// without a batching window). It stays within the consumer's general
+	// slots at the default configuration (8 slots, 1 reserved for high),
+	// so every handed message gets a slot at once.
+	BatchSize int
+	// Window is how long the poller gathers records before it invokes
+	// (MaximumBatchingWindowInSeconds). Zero invokes as soon as a receive
+	// brings anything: the first task after idle starts soonest.
+	Window time.Duration
+	// MaxConcurrency is the most invocations one mapping keeps running
+	// (ScalingConfig.MaximumConcurrency, 2 to 1000 in AWS). Each invocation
+	// polls all three queues by weight once started, so the three mappings
+	// together run at most 3 × MaxConcurrency consumers.
+	MaxConcurrency int
+}
+
+// DefaultMapping is the event source mappings' settings unless a
+// deployment says otherwise.
+func DefaultMapping() Mapping {
+	return Mapping{BatchSize: 5, Window: 0, MaxConcurrency: 5}
+}

@@ -7,6 +7,7 @@ package consumerapp
 
 import (
 	"context"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -47,3 +48,21 @@ type LambdaSummary = consumer.LambdaSummary
 // LambdaReserve is how long before its deadline the consumer function
 // stops polling (consumer.LambdaReserve).
 const LambdaReserve = consumer.LambdaReserve
+
+// Function is consumer.Function: the stock consumer function's handler,
+// started by the queues' event source mappings (SQS events) or, in the
+// opt-in scheduled mode, by a schedule.
+func Function(a *app.App, reg *handler.Registry, opt dispatch.Options, deps dispatch.Deps) func(context.Context, Invocation) (Response, error) {
+	return consumer.Function(a, reg, opt, deps)
+}
+
+// FunctionHandler is consumer.FunctionHandler.
+func FunctionHandler(c *dispatch.Consumer, recs consumer.Records, reserve time.Duration) func(context.Context, Invocation) (Response, error) {
+	return consumer.FunctionHandler(c, recs, reserve)
+}
+
+// Invocation, Response: consumer's.
+type (
+	Invocation = consumer.Invocation
+	Response   = consumer.Response
+)

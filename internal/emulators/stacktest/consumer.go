@@ -6,8 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/eventsource"
 	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/metrics"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // FastDispatch is the consumer's options for tests: polls of 1 s, short
@@ -51,4 +58,22 @@ func Run(t testing.TB, r Runner) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// Events is a Runner that starts the consumer the way Lambda does: a
+// local event source on a's three queues invokes the consumer function's
+// handler (consumerapp.FunctionHandler) with SQS events, one consumer per
+// environment, each with opt and reg.
+func Events(a *app.App, reg *handler.Registry, opt dispatch.Options) *eventsource.Source {
+	var urls []string
+	for _, p := range triagetype.Priorities() {
+		urls = append(urls, a.Queues.URL(p))
+	}
+	return &eventsource.Source{
+		SQS: a.SQS, Queues: urls, Wait: time.Second,
+		NewFunction: func() (lambda.Handler, error) {
+			c := consumerapp.New(a, reg, opt, dispatch.Deps{Metrics: metrics.New()})
+			return lambda.NewHandler(consumerapp.FunctionHandler(c, a.Queues, consumerapp.LambdaReserve)), nil
+		},
+	}
 }
