@@ -64,16 +64,18 @@ var (
 	reSpan = regexp.MustCompile(` {2,}`)
 	// The one-minute throughput depends on how long the run took.
 	reMinute = regexp.MustCompile(`last minute: \d+ completed, \d+ failed`)
-	// Busy slots are as of each worker's last heartbeat (every 10 s): the
-	// count depends on when that fell during the run.
-	reBusy = regexp.MustCompile(`\d+ of (\d+) slots busy`)
+	// The workers line counts the consumers running now: started by the
+	// queues, a consumer stops 2 s after its last task, so whether it is
+	// still registered when `triage stats` runs depends on timing; busy
+	// slots are as of each worker's last heartbeat (every 10 s).
+	reBusy = regexp.MustCompile(`workers: \d+ active, \d+ draining, \d+ dead; \d+ of \d+ slots busy`)
 	// A queue row's wait p50 and p99 (`triage stats`) depend on the
 	// machine's speed; matched after column padding is collapsed.
 	reWaits = regexp.MustCompile(`^((?:high|medium|low)(?:  \d+){4}  \S+)  \S+  \S+$`)
 )
 
 // normalize masks what differs between runs (ids, message ids, times,
-// receive counts, the last minute's throughput, busy slots, waits, column padding) and sorts the lines, so the comparison is
+// receive counts, the last minute's throughput, the workers running, waits, column padding) and sorts the lines, so the comparison is
 // about content, not the order SQS delivered things in.
 func normalize(lines []string) []string {
 	var out []string
@@ -83,7 +85,7 @@ func normalize(lines []string) []string {
 		l = reTime.ReplaceAllString(l, "<TIME>")
 		l = reRecv.ReplaceAllString(l, "${1}<N>")
 		l = reMinute.ReplaceAllString(l, "last minute: <N> completed, <N> failed")
-		l = reBusy.ReplaceAllString(l, "<N> of ${1} slots busy")
+		l = reBusy.ReplaceAllString(l, "workers: <N> active, <N> draining, <N> dead; <N> of <N> slots busy")
 		l = reSpan.ReplaceAllString(strings.TrimRight(l, " "), "  ")
 		l = reWaits.ReplaceAllString(l, "${1}  <WAIT>  <WAIT>")
 		if l = strings.TrimSpace(l); l != "" {

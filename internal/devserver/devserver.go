@@ -303,14 +303,16 @@ func Run(ctx context.Context, opt Options) error {
 	if cfg.DemoHandlers {
 		try = "  curl -H \"Authorization: Bearer $TRIAGE_TOKEN\" -d '{\"type\":\"echo\",\"payload\":{\"x\":1},\"priority\":\"high\"}' $TRIAGE_URL/api/v1/tasks\n"
 	}
-	fmt.Fprintf(opt.Out, "\ntriage is running\n%s  logs:       %s (the terminal shows warnings and errors)\n\n  export TRIAGE_URL=%s TRIAGE_TOKEN=%s\n%s\n%s\nPress Ctrl-C to stop.\n",
-		banner, logPath, base, token, try, workerBanner(wenv))
+	// The CLI's settings file goes first: once the banner shows, a `triage`
+	// command in another shell finds this server.
 	envPath := filepath.Join(opt.StateDir, EnvFileName(addr))
 	envBody := envBody(base, token, os.Getpid(), wenv)
 	if err := os.WriteFile(envPath, envBody, 0o600); err != nil {
 		log.Warn("could not write the CLI's settings file", "path", envPath, "error", err)
 	}
 	defer removeIfUnchanged(envPath, envBody)
+	fmt.Fprintf(opt.Out, "\ntriage is running\n%s  logs:       %s (the terminal shows warnings and errors)\n\n  export TRIAGE_URL=%s TRIAGE_TOKEN=%s\n%s\n%s\nPress Ctrl-C to stop.\n",
+		banner, logPath, base, token, try, workerBanner(wenv))
 	consumerStart := "none"
 	if consumers != nil {
 		consumerStart = "sqs events"

@@ -71,8 +71,10 @@ func TestKilledWorkerTurnsDead(t *testing.T) {
 	}
 	var states []string
 	b.eval(`[...document.querySelectorAll('#workers-body tr[data-worker]')].filter(tr => tr.cells[1].textContent === "dev").map(tr => tr.querySelector("[data-state]").dataset.state)`, &states)
-	if len(states) != 1 || states[0] != "active" {
-		t.Errorf("the dev server's consumer shows %v, want one active", states)
+	// The dev server's consumer is started by the queues, as in AWS: with
+	// nothing queued it is not running, so it has no row.
+	if len(states) != 0 {
+		t.Errorf("the idle dev server's consumer shows %v, want no row (nothing runs while nothing is queued)", states)
 	}
-	b.wait("the summary", `document.getElementById("workers-summary").textContent.startsWith("1 active, 0 draining, 1 dead")`)
+	b.wait("the summary", `document.getElementById("workers-summary").textContent.startsWith("0 active, 0 draining, 1 dead")`)
 }
