@@ -4,9 +4,9 @@
 #   make test   unit and integration tests on the local emulators, plus the CDK assertions
 #   make unit   only the tests that start no emulators (about 10 s warm; no Java, the dashboard test needs Chromium)
 #   make lint   staticcheck, pinned (the first run downloads and builds it)
-#   make bench  benchmarks on the local emulators (prints tables, writes the ignored bench/out/results.json;
-#               QUICK=1 for a ~2.5 min smoke run (a full run: ~7 min on a quiet VM, the crash soak included), UPDATE=1 to refresh the committed bench/results.json,
-#               BENCH_ARGS="-tasks 500" for any other flag of `go run ./bench -h`)
+#   make bench  benchmarks on the local emulators (prints tables, writes the ignored cmd/bench/out/results.json;
+#               QUICK=1 for a ~2.5 min smoke run (a full run: ~7 min on a quiet VM, the crash soak included), UPDATE=1 to refresh the committed cmd/bench/results.json,
+#               BENCH_ARGS="-tasks 500" for any other flag of `go run ./cmd/bench -h`)
 #   make cli    build the CLI into bin/triage, stamped with its version and commit
 #   make screenshots  regenerate the dashboard's screenshots (browser tests)
 #   make synth  synthesize the CDK app into cdk.out/ (offline)
@@ -93,16 +93,16 @@ unit: chromium
 	  awk '{ for (i = 1; i <= NF; i++) if ($$i == "$(EMULATOR_PKGS)" || index($$i, "$(EMULATOR_PKGS)/") == 1) next; print $$1 }') && \
 	  [ -n "$$pkgs" ] && echo $(GO) test -count=1 $$pkgs && $(GO) test -count=1 $$pkgs
 
-## bench: QUICK=1 shrinks every scenario; results go to bench/out/ (ignored)
-## unless UPDATE=1, which refreshes the committed sample bench/results.json
+## bench: QUICK=1 shrinks every scenario; results go to cmd/bench/out/ (ignored)
+## unless UPDATE=1, which refreshes the committed sample cmd/bench/results.json
 ## (a full run only: the bench refuses -update with -quick).
 bench: java emulators
-	$(GO) run ./bench $(if $(QUICK),-quick) $(if $(UPDATE),-update) $(BENCH_ARGS)
+	$(GO) run ./cmd/bench $(if $(QUICK),-quick) $(if $(UPDATE),-update) $(BENCH_ARGS)
 
 ## cost: the idle month of the synthesized stack, priced line by line at
 ## us-east-1 list prices (bench group 15; alarms and dashboard apart).
 cost: synth
-	$(GO) run ./bench -only idle-month
+	$(GO) run ./cmd/bench -only idle-month
 
 ## cli: the CLI as a binary, so its exit codes reach the shell (`go run`
 ## turns every failure into exit 1).

@@ -144,7 +144,7 @@ func TestParseOptionsResultsFile(t *testing.T) {
 // A bench run must not dirty the checkout: the default results file is
 // ignored by git, and the committed sample is not.
 func TestResultsPathsAgainstGitignore(t *testing.T) {
-	root := ".." // tests run in bench/; the paths are relative to the root
+	root := filepath.Join("..", "..") // tests run in cmd/bench/; the paths are relative to the root
 	if _, err := os.Stat(filepath.Join(root, ".git")); err != nil {
 		t.Skip("not a git checkout:", err)
 	}
@@ -156,7 +156,7 @@ func TestResultsPathsAgainstGitignore(t *testing.T) {
 			t.Fatalf("git check-ignore %s: %v", path, err)
 		}
 		if got := err == nil; got != ignored {
-			t.Errorf("%s: ignored by git = %v, want %v (bench/out/ holds runs; bench/results.json is the committed sample)", path, got, ignored)
+			t.Errorf("%s: ignored by git = %v, want %v (cmd/bench/out/ holds runs; cmd/bench/results.json is the committed sample)", path, got, ignored)
 		}
 	}
 }

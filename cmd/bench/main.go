@@ -13,14 +13,14 @@
 // and batches, resent with their idempotency keys when a connection dies),
 // then waits for every accepted task to be terminal.
 //
-// `make bench` runs it (go run ./bench). It starts fauxqs and DynamoDB Local
+// `make bench` runs it (go run ./cmd/bench). It starts fauxqs and DynamoDB Local
 // on loopback ports, warms them up, bootstraps a fresh table and queues per
 // scenario, and assembles triage's app (app.App with its own API and
 // Consumer methods) on AWS SDK clients that count every call by service and
 // operation through SDK middleware. It prints a table per group and writes
-// the same figures to bench/out/results.json, an ignored path, so a run
+// the same figures to cmd/bench/out/results.json, an ignored path, so a run
 // never dirties the checkout; -update writes the committed sample
-// bench/results.json instead (a full run only). Run `go run ./bench -h` for
+// cmd/bench/results.json instead (a full run only). Run `go run ./cmd/bench -h` for
 // the scenario sizes; -quick shrinks everything about tenfold for a smoke run.
 //
 // Why: the emulators are not AWS, so absolute rates say little about
@@ -92,11 +92,11 @@ type options struct {
 }
 
 // Where the results go, relative to the repository root: by default an
-// ignored path (.gitignore lists bench/out/), so benchmarking never changes
+// ignored path (.gitignore lists cmd/bench/out/), so benchmarking never changes
 // a tracked file; with -update the committed sample the README quotes.
 const (
-	defaultOut = "bench/out/results.json"
-	sampleOut  = "bench/results.json"
+	defaultOut = "cmd/bench/out/results.json"
+	sampleOut  = "cmd/bench/results.json"
 )
 
 func parseOptions(args []string) (options, error) {

@@ -11,7 +11,7 @@ import (
 
 // TestMeasureFlow runs group 11 alone on its own emulators when
 // TRIAGE_BENCH_FLOW names the tasks per kind (make bench runs it with the
-// rest; this is for a quick look): TRIAGE_BENCH_FLOW=100 go test ./bench -run MeasureFlow -v.
+// rest; this is for a quick look): TRIAGE_BENCH_FLOW=100 go test ./cmd/bench -run MeasureFlow -v.
 func TestMeasureFlow(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("TRIAGE_BENCH_FLOW"))
 	if n <= 0 {

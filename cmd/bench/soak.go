@@ -40,7 +40,7 @@ import (
 // accepted task is terminal. The handlers' trace files (one line per
 // start, done or abort, appended with O_APPEND) give the runs per task and
 // any two runs of a task that overlapped; the children's logs stay in
-// bench/out/soak/ for whoever investigates.
+// cmd/bench/out/soak/ for whoever investigates.
 
 // Soak is the soak group's figures.
 type Soak struct {
@@ -172,7 +172,7 @@ func measureSoak(ctx context.Context, cl clients, root string, tasks int, quick 
 	s := Soak{Planned: set.tasks, Consumers: soakConsumers, Slots: soakSlots, APIs: soakAPIs, LeaseSeconds: soakLease.Seconds(),
 		PromoteSeconds: soakPromote.Seconds(), Seed: rand.Uint64(), DrainLimit: set.drain.Seconds()}
 	rng := rand.New(rand.NewPCG(s.Seed, 31))
-	dir := filepath.Join(root, "bench", "out", "soak")
+	dir := filepath.Join(root, "cmd", "bench", "out", "soak")
 	if err := os.RemoveAll(dir); err != nil {
 		return s, err
 	}
