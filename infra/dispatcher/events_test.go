@@ -91,8 +91,8 @@ func TestEventsBus(t *testing.T) {
 	if g := putEventsGrants(t, f); len(g) != 1 || g[0] != "counters: "+string(b) {
 		t.Errorf("PutEvents grants %v, want only counters on the bus", g)
 	}
-	if n := len(f.ofType("AWS::Lambda::EventSourceMapping")); n != 1 {
-		t.Errorf("%d event source mappings, want the counters' one", n)
+	if n := len(f.ofType("AWS::Lambda::EventSourceMapping")); n != 1+len(f.d.Queues) {
+		t.Errorf("%d event source mappings, want the counters' one and one per queue (%d)", n, len(f.d.Queues))
 	}
 	if n := len(f.ofType("AWS::Lambda::Function")); n != 4 {
 		t.Errorf("%d functions, want the 4 of the default stack", n)
