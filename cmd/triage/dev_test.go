@@ -47,6 +47,7 @@ func TestDevOutsideACheckoutAndCtrlC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs the binary and starts the emulators")
 	}
+	t.Parallel() // a process of its own: overlaps the other dev-server tests' waits
 	root, err := emulators.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)

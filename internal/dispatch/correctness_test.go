@@ -26,6 +26,7 @@ import (
 // redrive at 5 receives, a task allowed 10 attempts that fails 9 times
 // completes on its 10th attempt instead of being redriven at the 5th.
 func TestRetriesHonourMaxAttemptsPastRedrive(t *testing.T) {
+	t.Parallel() // its own stack; waits, not timing, make it slow
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	if got := env.Spec.Queues[0].MaxReceiveCount; got >= 10 {

@@ -135,6 +135,7 @@ func TestWeightedModeShares(t *testing.T) {
 }
 
 func TestDuplicateMessagesRunOnce(t *testing.T) {
+	t.Parallel() // its own stack; waits, not timing, make it slow
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	ids := submit(t, a, "rec", triagetype.Medium, 1, `{}`)
@@ -175,6 +176,7 @@ func TestDuplicateMessagesRunOnce(t *testing.T) {
 }
 
 func TestConcurrentConsumersRunEachTaskOnce(t *testing.T) {
+	t.Parallel() // its own stack; waits, not timing, make it slow
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	var ids []string

@@ -19,6 +19,7 @@ import (
 // threshold deleted. A task allowed 10 attempts that fails 9 times
 // completes on its 10th, and nothing reaches the DLQ.
 func TestEventsRetriesHonourMaxAttemptsPastRedrive(t *testing.T) {
+	t.Parallel() // its own stack; waits, not timing, make it slow
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "high", Payload: json.RawMessage(`{"times":9}`), MaxAttempts: intp(10)})

@@ -38,6 +38,7 @@ func (*handBacks) Observe(metrics.ID, []string, float64) {}
 // the worker started; without the step aside, 9 for 10 and 25 s), and each
 // completes on its first attempt, by the worker.
 func TestHandBacksStepAsideForTheWorker(t *testing.T) {
+	t.Parallel() // its own stack; waits, not timing, make it slow
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	ctx := context.Background()

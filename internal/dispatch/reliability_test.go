@@ -73,6 +73,7 @@ func dlqMessages(t *testing.T, a *app.App, p triagetype.Priority, n int) []queue
 }
 
 func TestRetriesBackOffThenComplete(t *testing.T) {
+	t.Parallel() // its own stack; waits, not timing, make it slow
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	tk := submitOne(t, a, task.Request{Type: "fail", Priority: "high", Payload: json.RawMessage(`{"times":2}`), MaxAttempts: intp(3)})
@@ -172,6 +173,7 @@ func runChildConsumer() {
 }
 
 func TestCrashedConsumerTaskIsFinishedByAnother(t *testing.T) {
+	t.Parallel() // its own stack; waits, not timing, make it slow
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	child := exec.Command(os.Args[0], "-test.run=^$")
@@ -208,6 +210,7 @@ func TestCrashedConsumerTaskIsFinishedByAnother(t *testing.T) {
 // (lease + 2 × margin, the margin a quarter of a short lease), whatever the
 // task's timeout: here 4 s + 2 × 1 s, not the queue's fixed visibility.
 func TestCrashRecoveryFollowsLease(t *testing.T) {
+	t.Parallel() // its own stack; waits, not timing, make it slow
 	env := stacktest.New(t)
 	leaseEnv := map[string]string{"TRIAGE_LEASE": "4s"}
 	a := env.App(t, leaseEnv)
@@ -284,6 +287,7 @@ func TestLostLeaseCannotComplete(t *testing.T) {
 }
 
 func TestFourConsumersUnderFailures(t *testing.T) {
+	t.Parallel() // its own stack; waits, not timing, make it slow
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	const n = 1000

@@ -25,6 +25,7 @@ import (
 // UnhandledAfter, it dead-letters the task and says why. On the emulators,
 // through the real registry.
 func TestUnhandledTypeWaitsForItsWorker(t *testing.T) {
+	t.Parallel() // its own stack; waits, not timing, make it slow
 	tests := []struct {
 		name           string
 		advertised     bool          // a live worker advertises "greet" (registered, not yet polling)
@@ -37,6 +38,7 @@ func TestUnhandledTypeWaitsForItsWorker(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			env := stacktest.New(t)
 			a := env.App(t, nil)
 			ctx := context.Background()
