@@ -81,6 +81,9 @@ type options struct {
 	StatsCalls     int             `json:"stats_requests_per_size"`
 	StatsFill      time.Duration   `json:"-"`
 	SoakTasks      int             `json:"soak_tasks"`
+	RetentionSizes []int           `json:"retention_sizes"`
+	RetentionTasks int             `json:"retention_tasks"`
+	CleanupTasks   int             `json:"cleanup_tasks"`
 	Out            string          `json:"-"`
 	MaxRun         time.Duration   `json:"-"`
 	WarmupMax      time.Duration   `json:"-"`
@@ -126,12 +129,15 @@ func parseOptions(args []string) (options, error) {
 	retained := fs.String("retained", "1000,10000,100000", "/stats: retained-task counts, comma-separated, smallest first (the last is compared with the first)")
 	fs.IntVar(&o.StatsCalls, "stats-calls", 20, "/stats: timed requests per retained size")
 	fs.DurationVar(&o.StatsFill, "stats-fill", 3*time.Minute, "/stats: at most this long for writing the retained tasks of every size (a size not reached is measured as far as it got, and says so)")
+	retention := fs.String("retention", "2000,50000", "group 16: retained-task counts the same end-to-end run is timed at, smallest first (the last is compared with the first)")
+	fs.IntVar(&o.RetentionTasks, "retention-tasks", 1000, "group 16: single HTTP submits run end to end at each retained size")
+	fs.IntVar(&o.CleanupTasks, "cleanup-tasks", 100000, "group 16: finished tasks one cleanup job deletes; 0 skips the cleanup")
 	fs.IntVar(&o.SoakTasks, "soak-tasks", 600, "soak: tasks submitted while consumer and API processes are SIGKILLed; 0 skips the group")
 	fs.StringVar(&o.Out, "out", defaultOut, "results file, relative to the repository root")
 	update := fs.Bool("update", false, "write the committed sample "+sampleOut+" instead of -out (not with -quick)")
 	fs.DurationVar(&o.MaxRun, "max", 24*time.Minute+30*time.Second, "abort the whole run after this long")
 	fs.DurationVar(&o.WarmupMax, "warmup", time.Minute, "warm the emulators up for at most this long (until their rate settles)")
-	fs.StringVar(&o.Only, "only", "", `run one group alone: "waiting" (group 13), "waiting-rate" (its rate-limited backlog only), "idle-start" (group 14: first start after 60 s idle through the local event source), "idle-month" (group 15: the idle month priced from cdk.out/TriageStack.template.json; run make synth first), or "soak" (the crash soak)`)
+	fs.StringVar(&o.Only, "only", "", `run one group alone: "waiting" (group 13), "waiting-rate" (its rate-limited backlog only), "idle-start" (group 14: first start after 60 s idle through the local event source), "idle-month" (group 15: the idle month priced from cdk.out/TriageStack.template.json; run make synth first), "retention" (group 16: end to end at few and many retained tasks, and a cleanup job), or "soak" (the crash soak)`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -180,6 +186,11 @@ func parseOptions(args []string) (options, error) {
 		if !set["retained"] {
 			*retained = "1000,5000,10000"
 		}
+		if !set["retention"] {
+			*retention = "500,5000"
+		}
+		shrink("retention-tasks", &o.RetentionTasks, 300)
+		shrink("cleanup-tasks", &o.CleanupTasks, 10000)
 	}
 	var err error
 	if o.Setups, err = parseSetups(setups); err != nil {
@@ -187,6 +198,12 @@ func parseOptions(args []string) (options, error) {
 	}
 	if o.Retained, err = parseSizes(*retained); err != nil {
 		return o, fmt.Errorf("-retained: %w", err)
+	}
+	if o.RetentionSizes, err = parseSizes(*retention); err != nil {
+		return o, fmt.Errorf("-retention: %w", err)
+	}
+	if o.RetentionTasks < 1 || o.CleanupTasks < 0 {
+		return o, errors.New("-retention-tasks must be at least 1 and -cleanup-tasks not negative")
 	}
 	switch {
 	case o.Concurrency < 1:
@@ -379,6 +396,9 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 	if o.Only == "soak" {
 		return runSoak(ctx, o, cl, root, r, probs, progress)
 	}
+	if o.Only == "retention" {
+		return retention(ctx, cl, cnt, o, r, probs, progress)
+	}
 	// Group 9 runs first, on the fresh emulators: DynamoDB Local looks up a
 	// table's stream on every write, at a cost that grows with the stream
 	// records the run has left (deleted tables' too: 10,000 tasks took 7 s
@@ -457,6 +477,9 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 	progress("15. the idle month, priced from the template")
 	if err := idleMonth(root, r, probs); err != nil {
 		probs.note("idle month not priced: %v", err)
+	}
+	if err := retention(ctx, cl, cnt, o, r, probs, progress); err != nil {
+		return err
 	}
 	if o.SoakTasks > 0 {
 		if err := runSoak(ctx, o, cl, root, r, probs, progress); err != nil {

@@ -37,6 +37,7 @@ type Results struct {
 	Waiting     *Waiting     `json:"waiting,omitempty"`
 	IdleStart   *IdleStart   `json:"idle_start,omitempty"`
 	IdleMonth   *IdleMonth   `json:"idle_month,omitempty"`
+	Retention   *Retention   `json:"retention,omitempty"`
 	Soak        *Soak        `json:"soak,omitempty"`
 	Problems    []string     `json:"problems"`
 	Notes       []string     `json:"notes"`
@@ -553,6 +554,9 @@ func printAll(w io.Writer, r *Results) {
 	}
 	if r.IdleMonth != nil {
 		printIdleMonth(w, *r.IdleMonth)
+	}
+	if r.Retention != nil {
+		printRetention(w, *r.Retention)
 	}
 	if r.Soak != nil {
 		printSoak(w, *r.Soak)

@@ -9,7 +9,8 @@
 //     works on it at a time: it holds a lease on the job, renewed with
 //     every save, and every save is conditional on the version it read,
 //     so a runner that lost the job stops at its next save.
-//   - A page is one index query and one batch read of at most Page tasks
+//   - A page is one index query and a batch read (BatchGetItem calls of
+//     100, a few at a time) of at most Page tasks
 //     (store.CleanupPage): no step reads O(all tasks).
 //   - A dead letter or a cancelled task is deleted conditionally on its
 //     status and version as read, so one retried or changed since is
@@ -64,7 +65,8 @@ func Start(ctx context.Context, s Store, olderThan time.Time) (*store.CleanupJob
 type Options struct {
 	// Owner names this runner in the job's lease (required).
 	Owner string
-	// Page is how many index entries a page reads (100).
+	// Page is how many index entries a page reads (500: one Query, five
+	// BatchGetItem calls and up to twenty BatchWriteItem calls, in parallel).
 	Page int32
 	// Parallel is how many deletes run at once (16).
 	Parallel int
@@ -87,7 +89,7 @@ type Runner struct {
 // NewRunner returns a runner over s.
 func NewRunner(s Store, opt Options) *Runner {
 	if opt.Page <= 0 {
-		opt.Page = 100
+		opt.Page = 500
 	}
 	if opt.Parallel <= 0 {
 		opt.Parallel = 16

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/oklog/ulid/v2"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
@@ -280,8 +281,15 @@ func (s *Store) GetManyConsistent(ctx context.Context, ids []string) ([]*task.Ta
 	return s.getMany(ctx, ids, true)
 }
 
+// getManyParallel bounds the BatchGetItem calls one getMany has in flight.
+const getManyParallel = 4
+
 func (s *Store) getMany(ctx context.Context, ids []string, consistent bool) ([]*task.Task, error) {
+	// One BatchGetItem per 100 ids (its limit), getManyParallel at a time.
+	var mu sync.Mutex
 	found := make(map[string]*task.Task, len(ids))
+	var g errgroup.Group
+	g.SetLimit(getManyParallel)
 	for start := 0; start < len(ids); start += 100 {
 		keys := make([]map[string]types.AttributeValue, 0, 100)
 		seen := map[string]bool{}
@@ -291,27 +299,35 @@ func (s *Store) getMany(ctx context.Context, ids []string, consistent bool) ([]*
 				keys = append(keys, taskKey(id))
 			}
 		}
-		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(consistent)}}
-		for attempt := 0; len(req) > 0; attempt++ {
-			if attempt > 0 {
-				if attempt > 8 {
-					return nil, fmt.Errorf("read %d tasks: DynamoDB kept some unprocessed", len(ids))
+		g.Go(func() error {
+			req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(consistent)}}
+			for attempt := 0; len(req) > 0; attempt++ {
+				if attempt > 0 {
+					if attempt > 8 {
+						return fmt.Errorf("read %d tasks: DynamoDB kept some unprocessed", len(ids))
+					}
+					time.Sleep(time.Duration(attempt*attempt) * 10 * time.Millisecond)
 				}
-				time.Sleep(time.Duration(attempt*attempt) * 10 * time.Millisecond)
-			}
-			out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-			if err != nil {
-				return nil, fmt.Errorf("read %d tasks: %w", len(keys), err)
-			}
-			for _, it := range out.Responses[s.table] {
-				t, err := unmarshal(it)
+				out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
 				if err != nil {
-					return nil, err
+					return fmt.Errorf("read %d tasks: %w", len(keys), err)
 				}
-				found[t.ID] = t
+				for _, it := range out.Responses[s.table] {
+					t, err := unmarshal(it)
+					if err != nil {
+						return err
+					}
+					mu.Lock()
+					found[t.ID] = t
+					mu.Unlock()
+				}
+				req = out.UnprocessedKeys
 			}
-			req = out.UnprocessedKeys
-		}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	out := make([]*task.Task, 0, len(found))
 	for _, id := range ids {
