@@ -129,13 +129,6 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 			return nil, fmt.Errorf("dispatcher %s: function %s: %w", id, fn.name, err)
 		}
 	}
-	if p.ConsumerPackage != DefaultConsumerPackage && !p.Scheduled {
-		// The queues' event source mappings need a handler that answers an
-		// SQS event with its batch item failures (consumerapp.Function);
-		// one that reads every event as a schedule's would answer success,
-		// and Lambda would delete the messages it was handed, unrun.
-		return nil, fmt.Errorf("dispatcher %s: ConsumerPackage %q: a consumer built on the worker package (worker.StartLambda) answers scheduled events only; set Scheduled", id, p.ConsumerPackage)
-	}
 	d := &Dispatcher{Construct: constructs.NewConstruct(scope, jsii.String(id)), Spec: s, physicalNames: p.PhysicalNames, iamAuth: p.IAMAuth}
 	for _, typ := range sortedKeys(p.Routes) {
 		if t := p.Routes[typ]; isLambdaTarget(t) {

@@ -933,9 +933,6 @@ func TestInvalidProps(t *testing.T) {
 		"consumer package missing": {
 			p: dispatcher.Props{ConsumerPackage: "./cmd/nope"}, want: "function consumer",
 		},
-		"worker consumer without schedule": {
-			p: dispatcher.Props{ConsumerPackage: "./cmd/triage"}, want: "set Scheduled",
-		},
 		"source root without triage": {
 			p: dispatcher.Props{SourceRoot: other}, want: "requires " + dispatcher.RootModule,
 		},

@@ -177,8 +177,11 @@ type Props struct {
 	// DefaultConsumerPackage, the stock consumer (Routes; the demo handlers
 	// only with TRIAGE_DEMO_HANDLERS=true).
 	// Set it to your own main built on the worker package
-	// (github.com/triagehq/triage/worker) to run Go handlers; the function
-	// keeps the consumer's environment, schedule, permissions and alarms.
+	// (github.com/triagehq/triage/worker, served with worker.StartLambda)
+	// to run Go handlers; the function keeps the consumer's environment,
+	// event source mappings (or schedule, with Scheduled), permissions and
+	// alarms, and answers SQS events with their batch item failures as the
+	// stock consumer does.
 	ConsumerPackage string
 
 	// SourceRoot is the root of the Go module where `go build` runs: the
