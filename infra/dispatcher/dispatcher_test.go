@@ -933,6 +933,12 @@ func TestInvalidProps(t *testing.T) {
 		"consumer package missing": {
 			p: dispatcher.Props{ConsumerPackage: "./cmd/nope"}, want: "function consumer",
 		},
+		"provisioned target": {
+			p: dispatcher.Props{Provisioned: &dispatcher.ProvisionedProps{TargetUtilizationPercent: 95}}, want: "TargetUtilizationPercent",
+		},
+		"provisioned bounds": {
+			p: dispatcher.Props{Provisioned: &dispatcher.ProvisionedProps{MinWrite: 10, MaxWrite: 5}}, want: "write capacity",
+		},
 		"source root without triage": {
 			p: dispatcher.Props{SourceRoot: other}, want: "requires " + dispatcher.RootModule,
 		},
