@@ -567,14 +567,15 @@ func TestRateLimitAcrossInstances(t *testing.T) {
 // way Lambda does through a local event source (stacktest.Events).
 type starter func(a *app.App, reg *handler.Registry, opt dispatch.Options) stacktest.Runner
 
-var (
-	longRunning starter = func(a *app.App, reg *handler.Registry, opt dispatch.Options) stacktest.Runner {
-		return consumerapp.New(a, reg, opt, dispatch.Deps{})
-	}
-	byEvents starter = func(a *app.App, reg *handler.Registry, opt dispatch.Options) stacktest.Runner {
-		return stacktest.Events(a, reg, opt)
-	}
-)
+// longRunning starts the consumer as a long-running process does.
+func longRunning(a *app.App, reg *handler.Registry, opt dispatch.Options) stacktest.Runner {
+	return consumerapp.New(a, reg, opt, dispatch.Deps{})
+}
+
+// byEvents starts it the way Lambda does, through the local event source.
+func byEvents(a *app.App, reg *handler.Registry, opt dispatch.Options) stacktest.Runner {
+	return stacktest.Events(a, reg, opt)
+}
 
 func TestReservedSlotStartsHighPromptly(t *testing.T) { reservedSlotStartsHigh(t, longRunning) }
 
