@@ -81,8 +81,15 @@ func (r *runtimeAPI) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // stand-in with event, and returns the function's response.
 func invoke(t *testing.T, name string, event []byte, deadline time.Duration, env map[string]string) outcome {
 	t.Helper()
+	return invokePackage(t, "./"+name, name, event, deadline, env)
+}
+
+// invokePackage is invoke for the main package pkg (as `go build` names it
+// from functions/), run as the function name.
+func invokePackage(t *testing.T, pkg, name string, event []byte, deadline time.Duration, env map[string]string) outcome {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "bootstrap")
-	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", bin, "./"+name)
+	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", bin, pkg)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build %s: %v\n%s", name, err, out)
 	}
@@ -240,6 +247,119 @@ func TestConsumerFunctionSQSEvent(t *testing.T) {
 	}
 	if d.Visible+d.InFlight+d.Delayed != 1 {
 		t.Errorf("high queue after the invocation: %+v, want the orphan's message only", d)
+	}
+}
+
+// sqsEvent receives n messages from the queue of p and returns them as
+// the SQS event its event source mapping would send.
+func sqsEvent(t *testing.T, env *stacktest.Env, p triagetype.Priority, n int) (events.SQSEvent, []byte) {
+	t.Helper()
+	url := env.QueueURLs[p]
+	var ev events.SQSEvent
+	for deadline := time.Now().Add(30 * time.Second); len(ev.Records) < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("received %d of %d messages", len(ev.Records), n)
+		}
+		out, err := env.SQS.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+			MessageAttributeNames:       []string{"All"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.Messages {
+			ev.Records = append(ev.Records, eventsource.Record(m, queue.ARN(url, "us-east-1"), "us-east-1"))
+		}
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev, b
+}
+
+// A user's consumer built on the worker package (worker/testdata/lambda,
+// served with worker.StartLambda) invoked by a queue's event source
+// mapping: the task its handler finishes is completed and its record not
+// listed (Lambda deletes it); the snoozed task's record and the record
+// naming no task are listed as batch item failures and their messages
+// live on, hidden. The same binary still answers a scheduled event.
+func TestWorkerFunctionSQSEvent(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	ctx := context.Background()
+	submit := func(typ string) string {
+		r := task.Request{Type: typ, Priority: "medium"}
+		tk, _, err := a.Enqueuer.Submit(ctx, r.NewTask(time.Now().UTC(), time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk.ID
+	}
+	greet, later := submit("greet"), submit("later")
+	orphan := task.NewID(time.Now())
+	if _, err := a.Queues.Send(ctx, triagetype.Medium, `{"id":"`+orphan+`","v":0}`, 0); err != nil {
+		t.Fatal(err)
+	}
+	ev, event := sqsEvent(t, env, triagetype.Medium, 3)
+	want := map[string]bool{}
+	for _, r := range ev.Records {
+		if !strings.Contains(r.Body, greet) {
+			want[r.MessageId] = true
+		}
+	}
+	fenv := map[string]string{"TRIAGE_PREFIX": env.Prefix, "TRIAGE_LOG_LEVEL": "warn"}
+	o := invokePackage(t, "../worker/testdata/lambda", "worker", event, 45*time.Second, fenv)
+	if o.kind != "response" {
+		t.Fatalf("worker function returned %s %s", o.kind, o.body)
+	}
+	var resp events.SQSEventResponse
+	if err := json.Unmarshal(o.body, &resp); err != nil {
+		t.Fatalf("response %s: %v", o.body, err)
+	}
+	got := map[string]bool{}
+	for _, f := range resp.BatchItemFailures {
+		got[f.ItemIdentifier] = true
+	}
+	if len(got) != len(want) || len(resp.BatchItemFailures) != len(want) {
+		t.Errorf("batch item failures %s, want the snoozed task's and the orphan's messages %v", o.body, want)
+	}
+	for id := range want {
+		if !got[id] {
+			t.Errorf("message %s is not a batch item failure: %s", id, o.body)
+		}
+	}
+	if tk, err := a.Store.Get(ctx, greet); err != nil || tk.Status != triagetype.Completed || string(tk.Result) != `"hi"` {
+		t.Errorf("greet after the invocation: %+v %v", tk, err)
+	}
+	if tk, err := a.Store.Get(ctx, later); err != nil || tk.Status != triagetype.Retrying || tk.Attempts != 0 {
+		t.Errorf("later after the invocation: %+v %v, want retrying (snoozed), no attempt spent", tk, err)
+	}
+	d, err := a.Queues.Depth(ctx, triagetype.Medium)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Visible+d.InFlight+d.Delayed != 2 {
+		t.Errorf("medium queue after the invocation: %+v, want the snoozed task's and the orphan's messages", d)
+	}
+
+	// Scheduled mode: the same binary polls, finds another greet and
+	// answers with its summary.
+	again := submit("greet")
+	sched, err := os.ReadFile(filepath.Join("testdata", "eventbridge-scheduled.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o = invokePackage(t, "../worker/testdata/lambda", "worker", sched, 45*time.Second, fenv)
+	var sum struct {
+		WorkerID string `json:"worker_id"`
+	}
+	if o.kind != "response" || json.Unmarshal(o.body, &sum) != nil || sum.WorkerID == "" {
+		t.Fatalf("scheduled invocation returned %s %s", o.kind, o.body)
+	}
+	if tk, err := a.Store.Get(ctx, again); err != nil || tk.Status != triagetype.Completed {
+		t.Errorf("greet after the scheduled invocation: %+v %v", tk, err)
 	}
 }
 

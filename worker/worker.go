@@ -3,7 +3,8 @@
 // The stock consumer function runs the Lambda and webhook routes of
 // TRIAGE_ROUTES. When your handlers are Go code, build your own consumer
 // instead: register a worker per task type and start it, as a Lambda
-// function on the consumer's schedule or as a long-running process. It is
+// function started by the priority queues (or the opt-in schedule) or as
+// a long-running process. It is
 // the same consumer: weighted polling over the priority queues, claims with
 // leases, retries with backoff, dead letters, pause and limits, configured
 // by the same settings (triageconfig.Config, from code or TRIAGE_* variables). It
@@ -39,7 +40,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/triagehq/triage"
@@ -299,27 +299,39 @@ func (w *Worker) Run(ctx context.Context) error {
 	return consumer.New(a, reg, dispatch.Options{}, deps).Run(ctx)
 }
 
-// LambdaSummary is what one invocation of the Lambda handler returns: the
-// consumer instance's id and how long it polled.
-type LambdaSummary struct {
-	WorkerID string `json:"worker_id"`
-	PolledMS int64  `json:"polled_ms"`
-}
+// LambdaEvent is one event the consumer function is invoked with: an SQS
+// event from a priority queue's event source mapping (SQS set), or any
+// other event (the opt-in schedule's, the promoter's fan-out), read as
+// EventBridge's (Other).
+type LambdaEvent = consumer.Invocation
+
+// LambdaResponse is what one invocation returns: for an SQS event the
+// batch item failures, exactly the shape Lambda reads with
+// ReportBatchItemFailures (SQS); otherwise the scheduled run's summary.
+type LambdaResponse = consumer.Response
+
+// LambdaSummary is what a scheduled invocation reports: the consumer
+// instance's id and how long it polled.
+type LambdaSummary = consumer.LambdaSummary
 
 // LambdaHandler returns the handler of a consumer Lambda function, for
-// lambda.Start: each invocation (the consumer's EventBridge schedule)
-// polls until consumer.LambdaReserve (40 s) before its deadline, then
-// drains. Build it once, at cold start.
-func (w *Worker) LambdaHandler(ctx context.Context) (func(context.Context, events.EventBridgeEvent) (LambdaSummary, error), error) {
+// lambda.Start; build it once, at cold start. It answers both ways the
+// function is started:
+//
+//   - An SQS event (the queues' event source mappings, the default
+//     deployment) runs its records through the claim path, keeps polling
+//     the queues while there is work and returns once they have been idle
+//     for a short while, listing every record it did not delete (handed
+//     back, put off, retrying, not a task's message) as a batch item
+//     failure, so Lambda deletes none of them.
+//   - Any other event (the opt-in schedule) polls until
+//     consumer.LambdaReserve (40 s) before the deadline, then drains.
+func (w *Worker) LambdaHandler(ctx context.Context) (func(context.Context, LambdaEvent) (LambdaResponse, error), error) {
 	a, reg, err := w.assemble(ctx)
 	if err != nil {
 		return nil, err
 	}
-	h := consumer.Lambda(a, reg, dispatch.Options{}, dispatch.Deps{})
-	return func(ctx context.Context, e events.EventBridgeEvent) (LambdaSummary, error) {
-		s, err := h(ctx, e)
-		return LambdaSummary(s), err
-	}, nil
+	return consumer.Function(a, reg, dispatch.Options{}, dispatch.Deps{}), nil
 }
 
 // StartLambda serves the Lambda handler; it does not return. A

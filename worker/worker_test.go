@@ -123,9 +123,9 @@ func TestLambdaHandler(t *testing.T) {
 	id := submit(t, env, "greet", `{"Name":"ada"}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second+4*time.Second)
 	defer cancel()
-	sum, err := h(ctx, events.EventBridgeEvent{DetailType: "Scheduled Event", Source: "aws.events"})
-	if err != nil || sum.WorkerID == "" {
-		t.Fatalf("invocation: %+v, %v", sum, err)
+	resp, err := h(ctx, worker.LambdaEvent{Other: events.EventBridgeEvent{DetailType: "Scheduled Event", Source: "aws.events"}})
+	if err != nil || resp.SQS != nil || resp.Summary.WorkerID == "" {
+		t.Fatalf("invocation: %+v, %v", resp, err)
 	}
 	got, err := env.App(t, nil).Store.Get(context.Background(), id)
 	if err != nil {

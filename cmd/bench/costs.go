@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/triagehq/triage/internal/spec"
 )
 
 // Requests is scenario 5: AWS requests and capacity per task, per phase.
@@ -233,7 +235,6 @@ const (
 	targetSQSRequests      = 0.5
 	targetHotKeyUnits      = 0.1 // write units per task on the busiest partition key
 	targetCeiling          = 10000.0
-	targetDirectCost       = 3.5 // USD per million no-op tasks, direct send, all in
 )
 
 // targetInputs are the measurements the targets are checked against.
@@ -298,7 +299,9 @@ func targets(in targetInputs) []Target {
 	}
 	for _, c := range in.Cost.Paths {
 		if c.Name == directSQS {
-			ts = append(ts, atMost("all-in USD per million no-op tasks, "+c.Name, c.Total, targetDirectCost, nil))
+			ts = append(ts,
+				atMost("all-in USD per million no-op tasks, on-demand DynamoDB, "+c.Name, c.Total, targetDirectCostOnDemand, nil),
+				atMost(fmt.Sprintf("all-in USD per million no-op tasks, provisioned DynamoDB at %.0f%% utilisation, %s", provisionedTargetUtil*100, c.Name), c.TotalProvisioned, targetDirectCostProvisioned, nil))
 		}
 	}
 	if n := len(in.Stats.Runs); n > 1 {
@@ -351,7 +354,10 @@ type Prices struct {
 	ConsumerLambdaMB             int     `json:"consumer_lambda_mb"`
 	APILambdaMB                  int     `json:"api_lambda_mb"`
 	CountersLambdaMB             int     `json:"counters_lambda_mb"`
-	ConsumerInvocationsPerMin    float64 `json:"consumer_invocations_per_minute"`
+	ConsumerTasksPerInvocation   float64 `json:"consumer_tasks_per_invocation"`
+	ProvisionedWCUHour           float64 `json:"dynamodb_provisioned_wcu_hour"`
+	ProvisionedRCUHour           float64 `json:"dynamodb_provisioned_rcu_hour"`
+	ProvisionedUtilization       float64 `json:"dynamodb_provisioned_utilization"`
 	AlarmPerMetricMonth          float64 `json:"cloudwatch_alarm_per_metric_month"`
 	DashboardMonth               float64 `json:"cloudwatch_dashboard_month"`
 	SecretMonth                  float64 `json:"secrets_manager_secret_month"`
@@ -373,7 +379,10 @@ func publicPrices() Prices {
 		ConsumerLambdaMB:             512,
 		APILambdaMB:                  256,
 		CountersLambdaMB:             256,
-		ConsumerInvocationsPerMin:    1,
+		ConsumerTasksPerInvocation:   float64(spec.DefaultMapping().BatchSize),
+		ProvisionedWCUHour:           provisionedWCUHour,
+		ProvisionedRCUHour:           provisionedRCUHour,
+		ProvisionedUtilization:       provisionedTargetUtil,
 		AlarmPerMetricMonth:          0.10,
 		DashboardMonth:               3.00,
 		SecretMonth:                  0.40,
@@ -382,9 +391,10 @@ func publicPrices() Prices {
 
 // Cost is the cost per million tasks on each submit path.
 type Cost struct {
-	Prices      Prices     `json:"prices"`
-	Assumptions []string   `json:"assumptions"`
-	Paths       []CostPath `json:"paths"`
+	Prices      Prices        `json:"prices"`
+	Assumptions []string      `json:"assumptions"`
+	Latencies   []CallLatency `json:"aws_call_latencies_ms"`
+	Paths       []CostPath    `json:"paths"`
 }
 
 // CostPath is the cost of a million tasks submitted one way and consumed.
@@ -402,6 +412,23 @@ type CostPath struct {
 	Total             float64 `json:"total"`
 	APISecondsPerTask float64 `json:"api_seconds_per_task"`
 	ConsumerGBSecTask float64 `json:"consumer_gb_seconds_per_task"`
+	// By service, the same total split by what AWS bills: every function's
+	// requests and GB-seconds (Lambda), every DynamoDB unit, the counters'
+	// included (DynamoDB), SQS, API Gateway and S3 requests.
+	ByService ServiceCost `json:"by_service"`
+	// With provisioned capacity (Props.Provisioned) at the auto-scaling
+	// target utilisation: DynamoDB's share and the total.
+	DynamoDBProvisioned float64 `json:"dynamodb_provisioned"`
+	TotalProvisioned    float64 `json:"total_provisioned"`
+}
+
+// ServiceCost is a path's cost per million tasks by AWS service.
+type ServiceCost struct {
+	Lambda     float64 `json:"lambda"`
+	DynamoDB   float64 `json:"dynamodb"`
+	SQS        float64 `json:"sqs"`
+	APIGateway float64 `json:"api_gateway"`
+	S3         float64 `json:"s3"`
 }
 
 // costInput is what one path's cost is computed from, all per task.
@@ -411,7 +438,8 @@ type costInput struct {
 	Counters            Phase   // the stream-kept counters' calls
 	APIRequests         float64 // API invocations (and API Gateway requests); 0 on direct paths
 	APISeconds          float64 // API λ billed seconds
-	ConsumerSeconds     float64 // one consumer instance's billed seconds
+	ConsumerInvocations float64 // consumer λ invocations
+	ConsumerSeconds     float64 // consumer λ billed seconds
 	CountersInvocations float64 // counters λ invocations
 	CountersSeconds     float64 // counters λ billed seconds
 }
@@ -429,16 +457,27 @@ func costPath(in costInput, pr Prices) CostPath {
 	c.S3 = (p.S3Put*pr.S3PerThousandPut + p.S3Get*pr.S3PerThousandGet) * million / 1000
 	c.APIGateway = in.APIRequests * pr.APIGatewayPerMillionRequests
 	c.APILambda = in.APIRequests*pr.LambdaPerMillionRequests + gbs(in.APISeconds, pr.APILambdaMB)
-	invocations := in.ConsumerSeconds / 60 * pr.ConsumerInvocationsPerMin
-	c.ConsumerLambda = invocations*pr.LambdaPerMillionRequests + gbs(in.ConsumerSeconds, pr.ConsumerLambdaMB)
+	c.ConsumerLambda = in.ConsumerInvocations*pr.LambdaPerMillionRequests + gbs(in.ConsumerSeconds, pr.ConsumerLambdaMB)
 	k := in.Counters
-	c.Counters = k.DDBWriteWithGSI*pr.DDBPerMillionWriteUnits + k.DDBRead*pr.DDBPerMillionReadUnits +
-		k.SQSRequests*pr.SQSPerMillionRequests + (k.S3Put*pr.S3PerThousandPut+k.S3Get*pr.S3PerThousandGet)*million/1000 +
-		in.CountersInvocations*pr.LambdaPerMillionRequests + gbs(in.CountersSeconds, pr.CountersLambdaMB)
+	countersDDB := k.DDBWriteWithGSI*pr.DDBPerMillionWriteUnits + k.DDBRead*pr.DDBPerMillionReadUnits
+	countersOther := k.SQSRequests*pr.SQSPerMillionRequests + (k.S3Put*pr.S3PerThousandPut+k.S3Get*pr.S3PerThousandGet)*million/1000
+	countersLambda := in.CountersInvocations*pr.LambdaPerMillionRequests + gbs(in.CountersSeconds, pr.CountersLambdaMB)
+	c.Counters = countersDDB + countersOther + countersLambda
 	c.Total = c.SQS + c.DDBWrites + c.DDBReads + c.S3 + c.APIGateway + c.APILambda + c.ConsumerLambda + c.Counters
+	c.ByService = ServiceCost{
+		Lambda:     c.APILambda + c.ConsumerLambda + countersLambda,
+		DynamoDB:   c.DDBWrites + c.DDBReads + countersDDB,
+		SQS:        c.SQS + k.SQSRequests*pr.SQSPerMillionRequests,
+		APIGateway: c.APIGateway,
+		S3:         c.S3 + (k.S3Put*pr.S3PerThousandPut+k.S3Get*pr.S3PerThousandGet)*million/1000,
+	}
+	c.DynamoDBProvisioned = (p.DDBWriteWithGSI+k.DDBWriteWithGSI)*provisionedPerMillion(provisionedWCUHour) +
+		(p.DDBRead+k.DDBRead)*provisionedPerMillion(provisionedRCUHour)
+	c.TotalProvisioned = c.Total - c.ByService.DynamoDB + c.DynamoDBProvisioned
 	c.APISecondsPerTask = sig(in.APISeconds, 4)
 	c.ConsumerGBSecTask = sig(in.ConsumerSeconds*float64(pr.ConsumerLambdaMB)/1024, 4)
-	for _, f := range []*float64{&c.SQS, &c.DDBWrites, &c.DDBWritesTable, &c.DDBReads, &c.S3, &c.APIGateway, &c.APILambda, &c.ConsumerLambda, &c.Counters, &c.Total} {
+	for _, f := range []*float64{&c.SQS, &c.DDBWrites, &c.DDBWritesTable, &c.DDBReads, &c.S3, &c.APIGateway, &c.APILambda, &c.ConsumerLambda, &c.Counters, &c.Total,
+		&c.ByService.Lambda, &c.ByService.DynamoDB, &c.ByService.SQS, &c.ByService.APIGateway, &c.ByService.S3, &c.DynamoDBProvisioned, &c.TotalProvisioned} {
 		*f = round(*f, 4)
 	}
 	return c
@@ -446,21 +485,18 @@ func costPath(in costInput, pr Prices) CostPath {
 
 // countersLambda estimates the counters function per task from its phase:
 // one invocation per counters transaction (one per stream batch applied),
-// billed for the time its DynamoDB calls took.
-func countersLambda(p Phase) (invocations, seconds float64) {
+// billed for its DynamoDB calls at their AWS latency (awsSeconds).
+func countersLambda(p Phase, table []CallLatency) (invocations, seconds float64) {
 	if p.Tasks == 0 {
 		return 0, 0
 	}
-	var tx, nanos float64
+	var tx float64
 	for k, v := range p.counts {
-		if k.Service == svcDynamoDB {
-			nanos += float64(v.Nanos)
-			if k.Operation == "TransactWriteItems" {
-				tx += float64(v.Calls)
-			}
+		if k.Service == svcDynamoDB && k.Operation == "TransactWriteItems" {
+			tx += float64(v.Calls)
 		}
 	}
-	return tx / float64(p.Tasks), nanos / 1e9 / float64(p.Tasks)
+	return tx / float64(p.Tasks), awsSeconds(p, table)
 }
 
 // Bound is the throughput the emulators allow this design, from the

@@ -244,9 +244,13 @@ const (
 	// handful of queries and receives, each ~10 ms in region.
 	promoterIdleSeconds = 0.3
 	// promoterIdleReadUnits and promoterIdleSQS are one idle promoter run's
-	// requests: one due-index query per shard (16) at 0.5 RRU, and a
-	// receive on each of the three DLQs.
-	promoterIdleReadUnits = 16 * 0.5
+	// requests, as internal/eventsource's TestIdleStackWritesNothing counts
+	// them on an idle stack with the default 16 shards: 176 Queries (the
+	// due index's classes and the aging sweeps' windows, per shard) at 0.5
+	// read units and 39 consistent GetItems (marks, controls, schedules,
+	// cleanup) at 1, and a receive on each of the three DLQs. It writes
+	// nothing.
+	promoterIdleReadUnits = 176*0.5 + 39
 	promoterIdleSQS       = 3
 	// scheduledConsumerReserve is how long before its deadline a scheduled
 	// consumer stops polling (consumerapp.LambdaReserve); it drains then.
@@ -367,7 +371,7 @@ func priceIdleMonth(path string, pr Prices) (IdleMonth, error) {
 	res.Assumptions = []string{
 		"us-east-1 list prices, arm64, no free tier; a 30-day month",
 		fmt.Sprintf("SQS event source mappings: Lambda keeps %d long polls of %.0f s on each idle queue, billed as SQS receives (Lambda's pollers are not otherwise charged)", pollersPerMapping, pollerWait),
-		fmt.Sprintf("an idle promoter run bills %.1f s and reads %.0f units (16 shards' due-index queries) and receives from the 3 DLQs", promoterIdleSeconds, promoterIdleReadUnits),
+		fmt.Sprintf("an idle promoter run bills %.1f s, reads %.0f units (176 queries and 39 reads, counted by TestIdleStackWritesNothing), writes nothing and receives from the 3 DLQs", promoterIdleSeconds, promoterIdleReadUnits),
 		"a scheduled consumer (opt-in) polls until 40 s before its timeout, one receive per queue a second, and heartbeats every 10 s",
 		"free while idle: EventBridge schedules, empty table/bucket/queues/log groups, the HTTP API, SQS-managed encryption, the stream trigger",
 	}

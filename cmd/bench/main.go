@@ -137,7 +137,7 @@ func parseOptions(args []string) (options, error) {
 	update := fs.Bool("update", false, "write the committed sample "+sampleOut+" instead of -out (not with -quick)")
 	fs.DurationVar(&o.MaxRun, "max", 24*time.Minute+30*time.Second, "abort the whole run after this long")
 	fs.DurationVar(&o.WarmupMax, "warmup", time.Minute, "warm the emulators up for at most this long (until their rate settles)")
-	fs.StringVar(&o.Only, "only", "", `run one group alone: "waiting" (group 13), "waiting-rate" (its rate-limited backlog only), "idle-start" (group 14: first start after 60 s idle through the local event source), "idle-month" (group 15: the idle month priced from cdk.out/TriageStack.template.json; run make synth first), "retention" (group 16: end to end at few and many retained tasks, and a cleanup job), or "soak" (the crash soak)`)
+	fs.StringVar(&o.Only, "only", "", `run one group alone: "waiting" (group 13), "waiting-rate" (its rate-limited backlog only), "idle-start" (group 14: first start after 60 s idle through the local event source), "idle-month" (group 15: the idle month priced from cdk.out/TriageStack.template.json; run make synth first), "direct" (group 8: write units, SQS requests and dollars per direct-sent task), "retention" (group 16: end to end at few and many retained tasks, and a cleanup job), or "soak" (the crash soak)`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -399,6 +399,14 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 	if o.Only == "retention" {
 		return retention(ctx, cl, cnt, o, r, probs, progress)
 	}
+	if o.Only == "direct" {
+		progress("8. direct send: %d tasks per path, %s (alone: write units, SQS requests and dollars per task)", o.DirectTasks, o.Setups[0])
+		if r.Direct, err = measureDirect(ctx, cl, cnt, o, probs, progress); err != nil {
+			return fmt.Errorf("direct send: %w", err)
+		}
+		analyzeDirect(r)
+		return nil
+	}
 	// Group 9 runs first, on the fresh emulators: DynamoDB Local looks up a
 	// table's stream on every write, at a cost that grows with the stream
 	// records the run has left (deleted tables' too: 10,000 tasks took 7 s
@@ -539,43 +547,14 @@ func analyze(r *Results) {
 		}
 	}
 
-	pr := publicPrices()
-	apiSingle := r.Submit.Single[0].Latency.Mean / 1000
-	apiBatch := 0.0
-	if len(r.Submit.Batch) > 0 {
-		apiBatch = r.Submit.Batch[0].Latency.Mean / 1000 / float64(r.Submit.BatchSize)
+	ownCPU := assumedOwnCPU
+	if e.CPU.PerTaskMicros > 0 {
+		ownCPU = e.CPU.PerTaskMicros / 1e6
 	}
-	consumerSec := per(e.Seconds*float64(e.Consumers), e.Completed)
-	cInv, cSec := countersLambda(countersPh)
-	r.Cost = Cost{
-		Prices: pr,
-		Assumptions: []string{
-			fmt.Sprintf("API λ at %d MB, one invocation (and one API Gateway HTTP API request) per request, billed for the mean request latency at concurrency 1 in scenario 2 (single: %.2f ms; batch of %d: %.2f ms, i.e. %.3f ms per task)",
-				pr.APILambdaMB, apiSingle*1000, r.Submit.BatchSize, apiBatch*1000*float64(r.Submit.BatchSize), apiBatch*1000),
-			fmt.Sprintf("batch path: an API batch request of %d tasks is priced like the batch measured in scenario 2 (%s)", r.Submit.BatchSize, r.Submit.BatchMode),
-			fmt.Sprintf("consumer λ at %d MB, billed for its wall time while it works: %d instance(s) x %.2f s for %d tasks = %.3f ms per task (scenario 3, %s), plus %.0f scheduled invocation(s) per minute; the direct paths use their own run's time (group 8)",
-				pr.ConsumerLambdaMB, e.Consumers, e.Seconds, e.Completed, consumerSec*1000, e.Setup, pr.ConsumerInvocationsPerMin),
-			fmt.Sprintf("counters: the DynamoDB units of folding the run's stream records into the /stats counters (the poller catching up, batches of up to 1,000 records as the CDK trigger takes them), plus a counters λ at %d MB invoked once per counters transaction (%.5f per task) and billed for the time its DynamoDB calls took (%.3f ms per task); its stream reads are free (Lambda trigger); the direct paths use their own run's counters phase",
-				pr.CountersLambdaMB, cInv, cSec*1000),
-			"S3: requests by price class as counted (PUT/COPY/POST/LIST, GET and the rest; DELETE free), whatever the store sends; storage and transfer left out",
-			"the handler is noop: its own run time is microseconds, so consumer λ time is the dispatch overhead on the emulators' latency (real AWS latency differs)",
-			"not per task and left out: the promoter λ (every minute), idle consumer polling between bursts, CloudWatch logs, data transfer, storage of finished tasks until their TTL",
-			"DynamoDB writes in the total include GSI writes (how on-demand is billed); the last column is the table-only figure the issue's estimate uses",
-		},
-		Paths: []CostPath{
-			costPath(costInput{Name: "HTTPS: batches of 100 + consumer (steady state)", Tasks: steady, Counters: countersPh,
-				APIRequests: 1 / float64(r.Submit.BatchSize), APISeconds: apiBatch, ConsumerSeconds: consumerSec, CountersInvocations: cInv, CountersSeconds: cSec}, pr),
-			costPath(costInput{Name: "HTTPS: single POST + consumer", Tasks: single, Counters: countersPh,
-				APIRequests: 1, APISeconds: apiSingle, ConsumerSeconds: consumerSec, CountersInvocations: cInv, CountersSeconds: cSec}, pr),
-		},
-	}
-	for _, x := range r.Direct {
-		inv, sec := countersLambda(x.Counters)
-		r.Cost.Paths = append(r.Cost.Paths, costPath(costInput{
-			Name: x.Path, Tasks: combine("", x.Submit, x.Consume), Counters: x.Counters,
-			ConsumerSeconds: per(x.Seconds*float64(x.Consumers), x.Completed), CountersInvocations: inv, CountersSeconds: sec,
-		}, pr))
-	}
+	r.Cost = priceTasks(r, ownCPU, []costPhases{
+		{name: "HTTPS: batches of 100 + consumer (steady state)", submit: load, consume: consume, counters: countersPh, apiRequests: 1 / float64(r.Submit.BatchSize)},
+		{name: "HTTPS: single POST + consumer", submit: submitAPI, consume: consume, counters: countersPh, apiRequests: 1},
+	})
 
 	r.Requests = Requests{CapacityMethod: capacityMethod, Phases: phases, Targets: targets(targetInputs{
 		Steady: steady, Counters: countersPh, Hot: e.HotKeys, Ceiling: e.Ceiling, Payloads: r.Payloads, Direct: r.Direct,
@@ -583,6 +562,89 @@ func analyze(r *Results) {
 	})}
 	r.CrossCheck = crossCheck(r, steady, countersPh)
 	r.Targets = speedTargets(r)
+}
+
+// analyzeDirect fills the per-task figures of a run of group 8 alone:
+// its phases, their cost (the consumer's own CPU as assumedOwnCPU) and the
+// cost targets.
+func analyzeDirect(r *Results) {
+	var phases []Phase
+	for _, x := range r.Direct {
+		phases = append(phases, x.Submit, x.Consume, x.Counters, x.Total)
+	}
+	r.Cost = priceTasks(r, assumedOwnCPU, nil)
+	var ts []Target
+	for _, t := range targets(targetInputs{Direct: r.Direct, Cost: r.Cost}) {
+		if strings.Contains(t.Metric, "direct send") {
+			ts = append(ts, t)
+		}
+	}
+	for _, x := range r.Direct {
+		if x.Path == directSQS {
+			ts = append(ts,
+				atMost("DynamoDB write units/task, direct send (indexes included, as billed)", x.Total.DDBWriteWithGSI, targetDirectWriteUnits, reportedOf(x.Total)),
+				atMost("SQS requests/task, direct send under load", x.Total.SQSRequests, targetDirectSQSRequests, nil))
+		}
+	}
+	r.Requests = Requests{CapacityMethod: capacityMethod, Phases: phases, Targets: ts}
+}
+
+// assumedOwnCPU is the consumer's own CPU time per task when the run did
+// not measure it (group 6): the committed full run's figure, 2.5 ms (the
+// whole bench process's CPU over the consumer window, so an upper bound).
+const assumedOwnCPU = 0.0025
+
+// apiOwnCPU is the API function's own CPU time per request (parse,
+// validate, marshal), assumed; its AWS calls are billed from the table.
+const apiOwnCPU = 0.001
+
+// costPhases is one submit path's measured phases, priced by priceTasks.
+type costPhases struct {
+	name                      string
+	submit, consume, counters Phase
+	apiRequests               float64 // per task; 0 on direct paths
+}
+
+// priceTasks prices a million tasks on each path and on r's direct runs:
+// each function billed for its own CPU (ownCPU a task in the consumer,
+// apiOwnCPU a request in the API) plus its AWS calls at the latencies of
+// awsCallLatencies, the consumer invoked once per mapping batch.
+func priceTasks(r *Results, ownCPU float64, paths []costPhases) Cost {
+	pr := publicPrices()
+	lat := awsCallLatencies()
+	for _, x := range r.Direct {
+		paths = append(paths, costPhases{name: x.Path, submit: x.Submit, consume: x.Consume, counters: x.Counters})
+	}
+	c := Cost{Prices: pr, Latencies: lat}
+	var apiNote []string
+	for _, p := range paths {
+		cInv, cSec := countersLambda(p.counters, lat)
+		apiSec := 0.0
+		if p.apiRequests > 0 {
+			apiSec = p.apiRequests*apiOwnCPU + awsSeconds(p.submit, lat)
+			apiNote = append(apiNote, fmt.Sprintf("%s: %.3f ms a task", p.name, apiSec*1000))
+		}
+		c.Paths = append(c.Paths, costPath(costInput{
+			Name: p.name, Tasks: combine("", p.submit, p.consume), Counters: p.counters,
+			APIRequests: p.apiRequests, APISeconds: apiSec,
+			ConsumerInvocations: 1 / pr.ConsumerTasksPerInvocation, ConsumerSeconds: ownCPU + awsSeconds(p.consume, lat),
+			CountersInvocations: cInv, CountersSeconds: cSec,
+		}, pr))
+	}
+	c.Assumptions = []string{
+		latencyAssumption(lat),
+		fmt.Sprintf("API λ at %d MB, one invocation (and one API Gateway HTTP API request) per request: %.1f ms of its own CPU a request plus its calls (%s)",
+			pr.APILambdaMB, apiOwnCPU*1000, strings.Join(apiNote, "; ")),
+		fmt.Sprintf("consumer λ at %d MB: %.3f ms of its own CPU a task (the handler is noop; the figure is the dispatch's, measured in group 6 or the committed run's) plus its calls; one invocation per %.0f tasks (the event source mapping's batch size: an upper bound, an invocation keeps polling under load)",
+			pr.ConsumerLambdaMB, ownCPU*1000, pr.ConsumerTasksPerInvocation),
+		fmt.Sprintf("counters λ at %d MB invoked once per counters transaction, billed for its DynamoDB calls at the same latencies; its stream reads are free (Lambda trigger)", pr.CountersLambdaMB),
+		fmt.Sprintf("provisioned: DynamoDB at $%.5f per WCU-hour and $%.5f per RCU-hour, auto scaling holding %.0f%% utilisation, i.e. $%.3f per million write units and $%.3f per million read units used",
+			pr.ProvisionedWCUHour, pr.ProvisionedRCUHour, pr.ProvisionedUtilization*100, provisionedPerMillion(pr.ProvisionedWCUHour), provisionedPerMillion(pr.ProvisionedRCUHour)),
+		"S3: requests by price class as counted (PUT/COPY/POST/LIST, GET and the rest; DELETE free); storage and transfer left out",
+		"not per task and left out: the promoter λ (every minute), idle costs (group 15), CloudWatch logs, data transfer, storage of finished tasks until their TTL",
+		"DynamoDB writes include GSI writes (how on-demand is billed); the table-only column is the figure without them",
+	}
+	return c
 }
 
 // allVerdicts are the ledger verdicts of every run that had one.

@@ -263,6 +263,14 @@ func TestCostPath(t *testing.T) {
 			t.Errorf("%s:\n got  %+v\n want %+v", c.name, g, w)
 		}
 	}
+	// By service and provisioned: the counters' units are DynamoDB's; 5.04
+	// write units at $0.258 and 1.01 read units at $0.0516 per million used
+	// at 70 % utilisation.
+	got := costPath(costInput{Tasks: p, Counters: k, ConsumerInvocations: 0.2, ConsumerSeconds: 0.001}, pr)
+	if b := got.ByService; !near(b.DynamoDB, 3.2763) || !near(b.SQS, 0.8) || !near(b.S3, 5.4) || !near(b.Lambda, 0.0467) ||
+		!near(got.DynamoDBProvisioned, 1.3521) || math.Abs(got.TotalProvisioned-(got.Total-b.DynamoDB+got.DynamoDBProvisioned)) > 1e-3 {
+		t.Errorf("by service %+v, provisioned DynamoDB %v, total %v", b, got.DynamoDBProvisioned, got.TotalProvisioned)
+	}
 }
 
 func TestCountersLambda(t *testing.T) {
@@ -271,9 +279,11 @@ func TestCountersLambda(t *testing.T) {
 		{Service: svcDynamoDB, Operation: "GetItem"}:            {Calls: 1, Nanos: 10e6},
 		{Service: svcStreams, Operation: "GetRecords"}:          {Calls: 5, Nanos: 500e6}, // not the function's own time
 	}, 1000)
-	inv, sec := countersLambda(p)
-	if inv != 0.002 || math.Abs(sec-40e-6) > 1e-12 {
-		t.Errorf("countersLambda = %v invocations, %v s per task; want 0.002 and 4e-05", inv, sec)
+	// Billed at the table's AWS latencies, not the emulators' (Nanos):
+	// 2 transactions at 12 ms and 1 GetItem at 4 ms over 1,000 tasks.
+	inv, sec := countersLambda(p, awsCallLatencies())
+	if inv != 0.002 || math.Abs(sec-28e-6) > 1e-12 {
+		t.Errorf("countersLambda = %v invocations, %v s per task; want 0.002 and 2.8e-05", inv, sec)
 	}
 }
 

@@ -355,6 +355,27 @@ func printCost(w io.Writer, c Cost) {
 		t.note("assumption: %s", a)
 	}
 	t.write(w)
+	fmt.Fprintln(w)
+	s := &table{title: "5b. cost per million tasks by service (USD; λ billed at AWS-like call latencies, see the assumptions above)",
+		head: []string{"path", "Lambda", "DynamoDB", "SQS", "API Gateway", "S3", "total on-demand", "target", "DynamoDB provisioned", "total provisioned", "target"}}
+	for _, x := range c.Paths {
+		onT, provT := "", ""
+		if x.Name == directSQS {
+			onT, provT = fmt.Sprintf("<= %.2f %s", targetDirectCostOnDemand, metMark(x.Total <= targetDirectCostOnDemand)),
+				fmt.Sprintf("<= %.2f %s", targetDirectCostProvisioned, metMark(x.TotalProvisioned <= targetDirectCostProvisioned))
+		}
+		b := x.ByService
+		s.row(x.Name, f(b.Lambda, 3), f(b.DynamoDB, 3), f(b.SQS, 3), f(b.APIGateway, 3), f(b.S3, 3), f(x.Total, 3), onT, f(x.DynamoDBProvisioned, 3), f(x.TotalProvisioned, 3), provT)
+	}
+	s.write(w)
+}
+
+// metMark says whether a target was met.
+func metMark(ok bool) string {
+	if ok {
+		return "(met)"
+	}
+	return "(NOT met)"
 }
 
 func printPayloads(w io.Writer, ps []PayloadRun) {

@@ -36,7 +36,7 @@ func (f *fixture) s3Key(t *testing.T, fn awslambda.Function) string {
 func TestConsumerPackage(t *testing.T) {
 	def := stackUnderTest(t)
 	const other = "./cmd/triage" // any main package stands in for a custom consumer here
-	f, err := synth(filepath.Join(env.outDir, "consumer-package"), false, &dispatcher.Props{ConsumerPackage: other, PhysicalNames: true, Scheduled: true})
+	f, err := synth(filepath.Join(env.outDir, "consumer-package"), false, &dispatcher.Props{ConsumerPackage: other, PhysicalNames: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestUserModuleConsumer(t *testing.T) {
 	root := userModule(t)
 	var log bytes.Buffer
 	out := filepath.Join(env.outDir, "user-module")
-	f, err := synth(out, true, &dispatcher.Props{SourceRoot: root, ConsumerPackage: "./cmd/consumer", BuildLog: &log, Scheduled: true})
+	f, err := synth(out, true, &dispatcher.Props{SourceRoot: root, ConsumerPackage: "./cmd/consumer", BuildLog: &log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func checkStaticArm64(t *testing.T, path string) {
 func TestUserModuleWorkspace(t *testing.T) {
 	stackUnderTest(t)
 	root := userModule(t)
-	props := &dispatcher.Props{SourceRoot: root, ConsumerPackage: "./cmd/consumer", Scheduled: true}
+	props := &dispatcher.Props{SourceRoot: root, ConsumerPackage: "./cmd/consumer"}
 	published, err := synth(filepath.Join(env.outDir, "user-published"), false, props)
 	if err != nil {
 		t.Fatal(err)

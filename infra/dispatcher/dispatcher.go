@@ -129,13 +129,6 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 			return nil, fmt.Errorf("dispatcher %s: function %s: %w", id, fn.name, err)
 		}
 	}
-	if p.ConsumerPackage != DefaultConsumerPackage && !p.Scheduled {
-		// The queues' event source mappings need a handler that answers an
-		// SQS event with its batch item failures (consumerapp.Function);
-		// one that reads every event as a schedule's would answer success,
-		// and Lambda would delete the messages it was handed, unrun.
-		return nil, fmt.Errorf("dispatcher %s: ConsumerPackage %q: a consumer built on the worker package (worker.StartLambda) answers scheduled events only; set Scheduled", id, p.ConsumerPackage)
-	}
 	d := &Dispatcher{Construct: constructs.NewConstruct(scope, jsii.String(id)), Spec: s, physicalNames: p.PhysicalNames, iamAuth: p.IAMAuth}
 	for _, typ := range sortedKeys(p.Routes) {
 		if t := p.Routes[typ]; isLambdaTarget(t) {
@@ -143,7 +136,7 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 		}
 	}
 
-	d.Table = newTable(d.Construct, s.Table, p.RemovalPolicy, p.PhysicalNames)
+	d.Table = newTable(d.Construct, s.Table, p.RemovalPolicy, p.PhysicalNames, p.Provisioned)
 	d.Bucket = newBucket(d.Construct, p.RemovalPolicy)
 	for _, q := range s.Queues {
 		if !p.Scheduled {
@@ -206,8 +199,8 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 
 // newTable declares the on-demand task table from the spec, named as the
 // spec says when physical, else by CloudFormation.
-func newTable(scope constructs.Construct, t spec.Table, removal awscdk.RemovalPolicy, physical bool) awsdynamodb.Table {
-	table := awsdynamodb.NewTable(scope, jsii.String("Table"), &awsdynamodb.TableProps{
+func newTable(scope constructs.Construct, t spec.Table, removal awscdk.RemovalPolicy, physical bool, pv *ProvisionedProps) awsdynamodb.Table {
+	props := &awsdynamodb.TableProps{
 		TableName:    physicalName(physical, t.Name),
 		PartitionKey: stringKey(t.PartitionKey),
 		BillingMode:  awsdynamodb.BillingMode_PAY_PER_REQUEST,
@@ -218,7 +211,16 @@ func newTable(scope constructs.Construct, t spec.Table, removal awscdk.RemovalPo
 		// The /stats counters are kept from the stream (internal/counters).
 		Stream:        awsdynamodb.StreamViewType(t.Stream),
 		RemovalPolicy: removal,
-	})
+	}
+	if pv != nil {
+		props.BillingMode = awsdynamodb.BillingMode_PROVISIONED
+		props.ReadCapacity, props.WriteCapacity = jsii.Number(pv.MinRead), jsii.Number(pv.MinWrite)
+	}
+	table := awsdynamodb.NewTable(scope, jsii.String("Table"), props)
+	if pv != nil {
+		autoScale(table.AutoScaleReadCapacity(scaling(pv.MinRead, pv.MaxRead)), pv)
+		autoScale(table.AutoScaleWriteCapacity(scaling(pv.MinWrite, pv.MaxWrite)), pv)
+	}
 	for _, ix := range t.Indexes {
 		gsi := &awsdynamodb.GlobalSecondaryIndexProps{
 			IndexName:      jsii.String(ix.Name),
@@ -231,9 +233,26 @@ func newTable(scope constructs.Construct, t spec.Table, removal awscdk.RemovalPo
 		if ix.SortKey != "" {
 			gsi.SortKey = stringKey(ix.SortKey)
 		}
+		if pv != nil {
+			gsi.ReadCapacity, gsi.WriteCapacity = jsii.Number(pv.MinRead), jsii.Number(pv.MinWrite)
+		}
 		table.AddGlobalSecondaryIndex(gsi)
+		if pv != nil {
+			autoScale(table.AutoScaleGlobalSecondaryIndexReadCapacity(jsii.String(ix.Name), scaling(pv.MinRead, pv.MaxRead)), pv)
+			autoScale(table.AutoScaleGlobalSecondaryIndexWriteCapacity(jsii.String(ix.Name), scaling(pv.MinWrite, pv.MaxWrite)), pv)
+		}
 	}
 	return table
+}
+
+func scaling(lo, hi int) *awsdynamodb.EnableScalingProps {
+	return &awsdynamodb.EnableScalingProps{MinCapacity: jsii.Number(lo), MaxCapacity: jsii.Number(hi)}
+}
+
+// autoScale keeps the provisioned units of one dimension at the target
+// utilisation.
+func autoScale(s awsdynamodb.IScalableTableAttribute, pv *ProvisionedProps) {
+	s.ScaleOnUtilization(&awsdynamodb.UtilizationScalingProps{TargetUtilizationPercent: jsii.Number(pv.TargetUtilizationPercent)})
 }
 
 // newBucket declares the private bucket for large payloads and results.

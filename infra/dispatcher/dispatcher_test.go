@@ -933,8 +933,11 @@ func TestInvalidProps(t *testing.T) {
 		"consumer package missing": {
 			p: dispatcher.Props{ConsumerPackage: "./cmd/nope"}, want: "function consumer",
 		},
-		"worker consumer without schedule": {
-			p: dispatcher.Props{ConsumerPackage: "./cmd/triage"}, want: "set Scheduled",
+		"provisioned target": {
+			p: dispatcher.Props{Provisioned: &dispatcher.ProvisionedProps{TargetUtilizationPercent: 95}}, want: "TargetUtilizationPercent",
+		},
+		"provisioned bounds": {
+			p: dispatcher.Props{Provisioned: &dispatcher.ProvisionedProps{MinWrite: 10, MaxWrite: 5}}, want: "write capacity",
 		},
 		"source root without triage": {
 			p: dispatcher.Props{SourceRoot: other}, want: "requires " + dispatcher.RootModule,

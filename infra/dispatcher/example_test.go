@@ -28,8 +28,7 @@ func Example() {
 		// the app): the stock functions by import path, the consumer from
 		// your main package built on github.com/triagehq/triage/worker.
 		SourceRoot:      ".",
-		ConsumerPackage: "./cmd/consumer",
-		Scheduled:       true, // worker.StartLambda answers scheduled events
+		ConsumerPackage: "./cmd/consumer", // worker.StartLambda: the queues start it
 	})
 	if err != nil {
 		log.Fatal(err)

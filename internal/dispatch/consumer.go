@@ -111,6 +111,11 @@ type Options struct {
 	// before a receive, so receives carry several messages (20 ms; a
 	// negative value does not wait).
 	BatchWait time.Duration
+	// MaxBatchWait bounds how long a busy consumer waits for free slots
+	// when the slots' turnover says the batch needs longer than BatchWait
+	// (200 ms): under load, receives carry as many messages as slots
+	// freed meanwhile, at most this much later.
+	MaxBatchWait time.Duration
 	// DrainTimeout is how long Run waits for running tasks after its context
 	// ends before it cancels them and hands them back to the queue (30 s).
 	DrainTimeout time.Duration
@@ -159,6 +164,7 @@ func OptionsFrom(cfg triageconfig.Config) Options {
 		ProgressInterval: task.ProgressInterval,
 		APIURL:           cfg.APIURL,
 		BatchWait:        20 * time.Millisecond,
+		MaxBatchWait:     200 * time.Millisecond,
 		DrainTimeout:     30 * time.Second,
 		Backoff:          cfg.RetryBackoff,
 		OrphanAfter:      time.Minute,
@@ -449,9 +455,16 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 		return
 	}
 	if want := min(queue.MaxBatch, c.opt.Concurrency); gen+res < want {
-		// Busy: give running tasks a moment to free more slots, so one
-		// receive fetches several messages instead of one.
-		gen, res = c.waitForSlots(ctx, want, c.opt.BatchWait)
+		// Busy: give running tasks time to free more slots, so one receive
+		// fetches several messages instead of one: BatchWait, or as long
+		// as the slots' turnover says want slots take to free up, at most
+		// MaxBatchWait. With only reserved slots free it waits BatchWait,
+		// so high work is not held back by the batching.
+		wait := c.opt.BatchWait
+		if gen > 0 && wait >= 0 {
+			wait = max(wait, min(c.slots.turnover(want), c.opt.MaxBatchWait))
+		}
+		gen, res = c.waitForSlots(ctx, want, wait)
 	}
 	eligible := triagetype.Priorities()
 	if gen == 0 {
@@ -508,13 +521,18 @@ func (c *Consumer) waitForSlots(ctx context.Context, want int, d time.Duration) 
 	}
 }
 
-// idlePoll long-polls every eligible queue at once, one message each, so a
-// new task on any queue starts within one round trip. Each poller starts
-// what it receives itself (a message beyond the free slots is handed back
-// at once); idlePoll returns at the first poller's news, and a queue that is
-// still being long-polled is not polled twice.
+// idlePoll long-polls every eligible queue at once, each for its share of
+// the free slots, so a new task on any queue starts within one round trip
+// and a burst comes in batches. Each poller starts what it receives itself
+// (a message beyond the free slots, if slots were taken meanwhile, is
+// handed back at once); idlePoll returns at the first poller's news, and a
+// queue that is still being long-polled is not polled twice.
 func (c *Consumer) idlePoll(ctx, work context.Context, wg *sync.WaitGroup, eligible []triagetype.Priority) {
-	_, _, released := c.slots.free()
+	gen, res, released := c.slots.free()
+	// Each poller asks for its share of the free general slots (at least
+	// one; high adds the reserved ones), so together they ask for no more
+	// than is free now.
+	share := max(1, gen/len(eligible))
 	aside := false
 	for _, p := range eligible {
 		if c.unhandled.asideFrom(p, time.Now()) { // unhandled.go: handBackAside
@@ -528,7 +546,11 @@ func (c *Consumer) idlePoll(ctx, work context.Context, wg *sync.WaitGroup, eligi
 		go func() {
 			defer wg.Done()
 			defer c.endPoll(p)
-			msgs, err := c.receive(ctx, p, 1, c.opt.PollWait)
+			n := share
+			if p == triagetype.High {
+				n += res
+			}
+			msgs, err := c.receive(ctx, p, min(n, queue.MaxBatch), c.opt.PollWait)
 			switch {
 			case err != nil:
 				if ctx.Err() == nil {
@@ -627,7 +649,8 @@ func (c *Consumer) start(ctx, work context.Context, wg *sync.WaitGroup, msgs []q
 		go func() {
 			defer wg.Done()
 			defer c.reportSlots()
-			defer c.slots.release(kind)
+			taken := time.Now()
+			defer func() { c.slots.release(kind, time.Since(taken)) }()
 			c.process(work, m)
 		}()
 	}

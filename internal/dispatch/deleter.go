@@ -12,13 +12,17 @@ import (
 )
 
 // deleter batches message deletes: ten per request, or whatever is pending
-// after flushEvery. A delete that fails only means the message comes back,
-// finds its task finished, and is deleted then.
+// once the oldest pending delete has waited deleteHold (looked at every
+// flushEvery), and everything when the run ends. A finished task's message
+// is hidden for its lease, so holding its delete a moment costs nothing; a
+// delete that fails only means the message comes back, finds its task
+// finished, and is deleted then.
 type deleter struct {
 	queues  Queues
 	log     *slog.Logger
 	in      chan pendingDelete
 	pending map[triagetype.Priority][]string
+	since   map[triagetype.Priority]time.Time // when each pending batch began
 
 	// watched maps the receipt handles an event-started run must account
 	// for to whether SQS confirmed their delete (nil: none watched).
@@ -31,10 +35,13 @@ type pendingDelete struct {
 	receipt string
 }
 
-const flushEvery = 50 * time.Millisecond
+const (
+	flushEvery = 50 * time.Millisecond
+	deleteHold = 250 * time.Millisecond
+)
 
 func newDeleter(q Queues, log *slog.Logger) *deleter {
-	return &deleter{queues: q, log: log, in: make(chan pendingDelete, 256), pending: map[triagetype.Priority][]string{}}
+	return &deleter{queues: q, log: log, in: make(chan pendingDelete, 256), pending: map[triagetype.Priority][]string{}, since: map[triagetype.Priority]time.Time{}}
 }
 
 // watch starts recording which of receipts are deleted.
@@ -91,13 +98,18 @@ func (d *deleter) run(ctx context.Context) {
 	for {
 		select {
 		case pd := <-d.in:
+			if len(d.pending[pd.p]) == 0 {
+				d.since[pd.p] = time.Now()
+			}
 			d.pending[pd.p] = append(d.pending[pd.p], pd.receipt)
 			if len(d.pending[pd.p]) >= queue.MaxBatch {
 				d.flush(pd.p)
 			}
-		case <-t.C:
+		case now := <-t.C:
 			for p := range d.pending {
-				d.flush(p)
+				if now.Sub(d.since[p]) >= deleteHold {
+					d.flush(p)
+				}
 			}
 		case <-ctx.Done():
 			for {

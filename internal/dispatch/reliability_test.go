@@ -174,6 +174,23 @@ func runChildConsumer() {
 
 func TestCrashedConsumerTaskIsFinishedByAnother(t *testing.T) {
 	t.Parallel() // its own stack; waits, not timing, make it slow
+	crashedTaskFinishedByAnother(t, func(a *app.App, reg *handler.Registry, opt dispatch.Options) stacktest.Runner {
+		return consumerapp.New(a, reg, opt, dispatch.Deps{WorkerID: "rescuer"})
+	}, "rescuer")
+}
+
+// The same with the rescuer started by SQS events, as in Lambda: the
+// SIGKILLed consumer's message comes back when its lease ends, starts an
+// invocation, and the task is reclaimed with the lost attempt counted.
+func TestEventsCrashedConsumerTaskIsFinishedByAnother(t *testing.T) {
+	t.Parallel()
+	crashedTaskFinishedByAnother(t, byEvents, "")
+}
+
+// crashedTaskFinishedByAnother SIGKILLs a consumer process ("victim")
+// running a task and starts a rescuer with start, which must finish the
+// task on its second attempt (as worker rescuer, when not "").
+func crashedTaskFinishedByAnother(t *testing.T, start starter, rescuer string) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	child := exec.Command(os.Args[0], "-test.run=^$")
@@ -198,10 +215,11 @@ func TestCrashedConsumerTaskIsFinishedByAnother(t *testing.T) {
 	l := newLedger(demo.Sleep)
 	opt := stacktest.FastDispatch()
 	opt.Lease, opt.LeaseMargin = 2*time.Second, time.Second
-	stacktest.Run(t, consumerapp.New(a, stacktest.Registry("sleep", l), opt, dispatch.Deps{WorkerID: "rescuer"}))
+	stacktest.Run(t, start(a, stacktest.Registry("sleep", l), opt))
 	done := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 40*time.Second)
 	checkOnce(t, l, []string{tk.ID})
-	if done.Attempts != 2 || len(done.History) != 2 || done.History[0].WorkerID != "victim" || !strings.Contains(done.History[0].Error, "lease expired") || done.History[1].WorkerID != "rescuer" {
+	if done.Attempts != 2 || len(done.History) != 2 || done.History[0].WorkerID != "victim" || !strings.Contains(done.History[0].Error, "lease expired") ||
+		done.History[1].WorkerID == "victim" || done.History[1].WorkerID == "" || (rescuer != "" && done.History[1].WorkerID != rescuer) {
 		t.Fatalf("attempts %d history %+v; want the lost attempt counted", done.Attempts, done.History)
 	}
 }
@@ -550,7 +568,29 @@ func TestRateLimitAcrossInstances(t *testing.T) {
 	}
 }
 
-func TestReservedSlotStartsHighPromptly(t *testing.T) {
+// starter starts a consumer of reg with opt on a: long-running, or the
+// way Lambda does through a local event source (stacktest.Events).
+type starter func(a *app.App, reg *handler.Registry, opt dispatch.Options) stacktest.Runner
+
+// longRunning starts the consumer as a long-running process does.
+func longRunning(a *app.App, reg *handler.Registry, opt dispatch.Options) stacktest.Runner {
+	return consumerapp.New(a, reg, opt, dispatch.Deps{})
+}
+
+// byEvents starts it the way Lambda does, through the local event source.
+func byEvents(a *app.App, reg *handler.Registry, opt dispatch.Options) stacktest.Runner {
+	return stacktest.Events(a, reg, opt)
+}
+
+func TestReservedSlotStartsHighPromptly(t *testing.T) { reservedSlotStartsHigh(t, longRunning) }
+
+// With the consumer started by SQS events, high work still starts within
+// a second while low tasks hold every general slot: the high queue's
+// mapping starts it (in the busy invocation's reserved slot or an
+// invocation of its own).
+func TestEventsReservedSlotStartsHighPromptly(t *testing.T) { reservedSlotStartsHigh(t, byEvents) }
+
+func reservedSlotStartsHigh(t *testing.T, start starter) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	l := newLedger(func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
@@ -565,7 +605,7 @@ func TestReservedSlotStartsHighPromptly(t *testing.T) {
 	opt := stacktest.FastDispatch()
 	opt.Concurrency, opt.ReservedHigh = 3, 1
 	opt.DrainTimeout = time.Second
-	stacktest.Run(t, consumerapp.New(a, stacktest.Registry("job", l), opt, dispatch.Deps{}))
+	stacktest.Run(t, start(a, stacktest.Registry("job", l), opt))
 	lows := submit(t, a, "job", triagetype.Low, 2, `{}`)
 	for _, id := range lows {
 		stacktest.WaitStatus(t, a.Store, id, triagetype.Executing, 20*time.Second)

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"sync"
+	"time"
 
 	"github.com/triagehq/triage/triagetype"
 )
@@ -18,13 +19,31 @@ const (
 // priority work, so long low-priority tasks can never take every slot.
 type slots struct {
 	mu       sync.Mutex
+	total    int
 	general  int // free general slots
 	reserved int // free reserved slots
 	changed  chan struct{}
+	// hold is a moving average of how long a task holds its slot (0 until
+	// the first release): the turnover a receive's batch follows.
+	hold time.Duration
 }
 
 func newSlots(total, reserved int) *slots {
-	return &slots{general: total - reserved, reserved: reserved, changed: make(chan struct{})}
+	return &slots{total: total, general: total - reserved, reserved: reserved, changed: make(chan struct{})}
+}
+
+// turnover is how long, at the slots' recent turnover, until want slots
+// are free: the missing slots times the mean hold, spread over the busy
+// slots (0 when want are free, nothing is busy or nothing was released yet).
+func (s *slots) turnover(want int) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	free := s.general + s.reserved
+	busy := s.total - free
+	if free >= want || busy <= 0 || s.hold == 0 {
+		return 0
+	}
+	return time.Duration(want-free) * s.hold / time.Duration(busy)
 }
 
 // free returns the free counts and a channel closed at the next release.
@@ -50,9 +69,15 @@ func (s *slots) take(p triagetype.Priority) (slotKind, bool) {
 	return 0, false
 }
 
-func (s *slots) release(k slotKind) {
+// release gives back a slot of kind k that was held for held.
+func (s *slots) release(k slotKind, held time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.hold == 0 {
+		s.hold = held
+	} else {
+		s.hold += (held - s.hold) / 8 // an average over the last few releases
+	}
 	if k == reservedSlot {
 		s.reserved++
 	} else {

@@ -59,6 +59,7 @@ type Store interface {
 	Created(ctx context.Context, p triagetype.Priority, shard int, after string, before time.Time, limit int32) ([]*task.Task, string, error)
 	SweepMarks(ctx context.Context) (map[string]string, error)
 	SetSweepMark(ctx context.Context, key, mark string) error
+	AnyCreated(ctx context.Context, shard int, after string, before time.Time) (bool, error)
 	Shards() int
 	Transition(ctx context.Context, cur *task.Task, to triagetype.Status, apply func(*task.Task)) (*task.Task, error)
 	Touch(ctx context.Context, cur *task.Task, apply func(*task.Task)) (*task.Task, error)
@@ -435,12 +436,13 @@ func (p *Promoter) age(ctx context.Context, from triagetype.Priority, after time
 			fail(err)
 		}
 		key := sweepKey(from, sh)
+		seen := false // a task of from came back: the sweep moved past an entry
 		resume, err := p.pages(func(a string) ([]*task.Task, string, error) {
 			if a == "" {
 				a = marks[key]
 			}
 			return p.store.Created(ctx, from, sh, a, cut, p.pageSize())
-		}, promote)
+		}, func(ts []*task.Task) error { seen = true; return promote(ts) })
 		if err != nil {
 			fail(err)
 			return
@@ -448,6 +450,20 @@ func (p *Promoter) age(ctx context.Context, from triagetype.Priority, after time
 		mark := resume
 		if mark == "" {
 			mark = store.SortableTime(cut) // every task created before cut is handled
+		}
+		if mark != marks[key] && resume == "" && !seen {
+			// Only time moved the mark. When no entry lies behind it (an
+			// idle deployment) the mark stays: the next sweep reads the
+			// same empty window, and nothing is written. Entries of other
+			// priorities alone do move it, so no sweep re-reads them.
+			moved, err := p.store.AnyCreated(ctx, sh, marks[key], cut)
+			if err != nil {
+				fail(err)
+				return
+			}
+			if !moved {
+				mark = marks[key]
+			}
 		}
 		if mark != marks[key] {
 			if err := p.store.SetSweepMark(ctx, key, mark); err != nil {

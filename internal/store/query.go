@@ -63,6 +63,21 @@ func (s *Store) Created(ctx context.Context, p triagetype.Priority, shard int, a
 	}
 }
 
+// AnyCreated reports whether by-created's shard holds an entry of any
+// priority after the mark after and before before: one Query of at most
+// one entry (half a read unit). The promoter's aging sweep moves its mark
+// only past an entry, so an idle deployment writes no mark.
+func (s *Store) AnyCreated(ctx context.Context, shard int, after string, before time.Time) (bool, error) {
+	if after != "" && after >= SortableTime(before) {
+		return false, nil
+	}
+	es, _, err := s.Entries(ctx, IndexQuery{Index: spec.IndexByCreated, PK: createdPartition(shard), Above: after, Below: SortableTime(before), Limit: 1})
+	if err != nil {
+		return false, err
+	}
+	return len(es) > 0, nil
+}
+
 // entriesToTasks reads the tasks es point at. resume is the last entry's
 // sort key when more may follow, else "".
 func (s *Store) entriesToTasks(ctx context.Context, es []Entry, more bool) ([]*task.Task, string, error) {

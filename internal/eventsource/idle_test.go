@@ -1,0 +1,114 @@
+package eventsource_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/app/promoterapp"
+	"github.com/triagehq/triage/internal/blob"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
+	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/promote"
+	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/triageconfig"
+)
+
+// requestCounter counts the AWS requests of every client built on a
+// configuration it is added to, by "<service> <operation>".
+type requestCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *requestCounter) add(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("countRequests",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			c.mu.Lock()
+			c.n[awsmiddleware.GetServiceID(ctx)+" "+awsmiddleware.GetOperationName(ctx)]++
+			c.mu.Unlock()
+			return next.HandleInitialize(ctx, in)
+		}), middleware.After)
+}
+
+func (c *requestCounter) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.n))
+	for k, v := range c.n {
+		out[k] = v
+	}
+	return out
+}
+
+// dynamoWrites are the DynamoDB operations that bill write units.
+var dynamoWrites = []string{"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+
+// An idle stack (the local event source on the three queues, the consumer
+// function behind it, and the promoter's minute tick) makes no DynamoDB
+// write and starts no consumer over 60 s, counted on the SDK clients; its
+// only requests are the pollers' long polls and the promoter's reads.
+func TestIdleStackWritesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("watches an idle stack for 60 s")
+	}
+	env := stacktest.New(t)
+	cfg, err := triageconfig.FromEnv(env.Getenv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnt := &requestCounter{n: map[string]int{}}
+	awsCfg.APIOptions = append(awsCfg.APIOptions, cnt.add)
+	a, err := app.Assemble(ctx, cfg, nil, awsCfg, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := source(env, a, stacktest.Registry("ok", handler.Func(func(context.Context, handler.Request) (json.RawMessage, error) {
+		return json.RawMessage(`{}`), nil
+	})))
+	stacktest.Run(t, src)
+	p := promoterapp.New(a, promote.Options{})
+	before := cnt.snapshot()
+	const idle = 60 * time.Second
+	deadline := time.Now().Add(idle)
+	for tick := 0; time.Now().Before(deadline); tick++ {
+		if tick%2 == 0 { // the promoter's tick, twice as often as deployed
+			if _, err := p.RunOnce(ctx); err != nil {
+				t.Fatalf("promoter tick: %v", err)
+			}
+		}
+		time.Sleep(15 * time.Second)
+	}
+	after := cnt.snapshot()
+	diff := map[string]int{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			diff[k] = d
+		}
+	}
+	t.Logf("requests over %v idle: %v; event source %+v", idle, diff, src.Stats())
+	for _, op := range dynamoWrites {
+		if n := diff["DynamoDB "+op]; n != 0 {
+			t.Errorf("%d DynamoDB %s requests while idle, want none", n, op)
+		}
+	}
+	if st := src.Stats(); st.Invocations != 0 || st.ColdStarts != 0 {
+		t.Errorf("idle: %+v, want no invocation and no consumer started", st)
+	}
+	if diff["SQS ReceiveMessage"] == 0 {
+		t.Errorf("no receive counted: the counter sees nothing, so its zeros prove nothing")
+	}
+}
