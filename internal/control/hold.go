@@ -134,7 +134,12 @@ func (c *Controls) Decide(ctx context.Context, t *task.Task) (Decision, error) {
 		return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
 	}
 	if global.Paused {
-		return Decision{Delay: PausedRecheck, Why: metrics.PutOffPaused}, nil
+		// Received while the pause spread (a consumer stops receiving
+		// within a pause check of it): set aside in its type's scope, in
+		// its place among the tasks submitted after it (held there at
+		// submit, Route) rather than hidden and received again behind
+		// them. The global resume releases it.
+		return Decision{Scope: TypeScope(t.Type).String(), Why: metrics.PutOffPaused}, nil
 	}
 	typ, err := c.cachedGet(ctx, t.Type)
 	if err != nil {
