@@ -217,14 +217,8 @@ func (c *Controls) update(ctx context.Context, typ string, upd expression.Update
 		return Settings{}, fmt.Errorf("write controls of %q: %w", typ, err)
 	}
 	if typ != "" {
-		_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: &c.table, Key: key("CTRL#types"),
-			UpdateExpression:          aws.String("ADD #t :t"),
-			ExpressionAttributeNames:  map[string]string{"#t": "types"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberSS{Value: []string{typ}}},
-		})
-		if err != nil {
-			return Settings{}, fmt.Errorf("register controls of %q: %w", typ, err)
+		if err := c.registerType(ctx, typ); err != nil {
+			return Settings{}, err
 		}
 	}
 	s := Settings{Type: typ}
@@ -235,6 +229,20 @@ func (c *Controls) update(ctx context.Context, typ string, upd expression.Update
 	delete(c.cache, typ)
 	c.mu.Unlock()
 	return s, nil
+}
+
+// registerType lists typ in the registry of types with settings (List).
+func (c *Controls) registerType(ctx context.Context, typ string) error {
+	_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &c.table, Key: key("CTRL#types"),
+		UpdateExpression:          aws.String("ADD #t :t"),
+		ExpressionAttributeNames:  map[string]string{"#t": "types"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberSS{Value: []string{typ}}},
+	})
+	if err != nil {
+		return fmt.Errorf("register controls of %q: %w", typ, err)
+	}
+	return nil
 }
 
 // cachedGet reads settings through the cache. When the entry is stale,

@@ -148,8 +148,8 @@ func (c *Controls) Route(ctx context.Context, t *task.Task) string {
 }
 
 // pausedScope is the scope a new task is set aside in at submit because
-// everything or its type is paused (its type's scope), or "" when neither
-// is, as this process's cache sees it (at most its TTL old). A paused
+// everything or its type is paused (its type's scope) or its key is (its
+// key's scope), or "" when none is, as this process's cache sees it (at most its TTL old). A paused
 // backlog so costs no send and no receive, and its tasks wait in fair
 // order for the resume, which releases them. A task sent while the pause
 // was spreading is set aside by the consumer that receives it (Decide),
@@ -162,15 +162,40 @@ func (c *Controls) pausedScope(ctx context.Context, t *task.Task) string {
 	if err != nil {
 		return ""
 	}
+	scope := TypeScope(t.Type).String()
 	if !global.Paused {
 		typ, err := c.cachedGet(ctx, t.Type)
-		if err != nil || !typ.Paused {
+		if err != nil {
 			return ""
 		}
+		if !typ.Paused {
+			if scope = c.pausedKey(ctx, t); scope == "" {
+				return ""
+			}
+		}
 	}
-	scope := TypeScope(t.Type).String()
 	if err := c.MarkHeld(ctx, scope); err != nil {
 		return ""
 	}
 	return scope
+}
+
+// pausedKey is t's key scope when its key (of every type) is paused, as the
+// cached registry and settings say; "" otherwise. One key's tasks so wait
+// in one held set, not in its fair one too, and its resume releases them
+// by its weight.
+func (c *Controls) pausedKey(ctx context.Context, t *task.Task) string {
+	if t.Key == "" {
+		return ""
+	}
+	sc := KeyScope(t.FairKey())
+	reg, err := c.cachedKeyed(ctx)
+	if err != nil || !reg[sc.String()] {
+		return ""
+	}
+	s, err := c.cachedScope(ctx, sc)
+	if err != nil || !s.Paused {
+		return ""
+	}
+	return sc.String()
 }
