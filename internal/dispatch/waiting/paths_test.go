@@ -112,7 +112,7 @@ func pauseKeys(t *testing.T, a *app.App, paused bool) {
 func TestWeightsOnEveryPath(t *testing.T) {
 	const each = 150
 	paths := []weightPath{
-		{name: "single submits", submit: func(t *testing.T, _ *stacktest.Env, a *app.App) []string {
+		{name: "single submits", lo: 0.8, hi: 3.3, submit: func(t *testing.T, _ *stacktest.Env, a *app.App) []string {
 			svc := fairService(a)
 			return both(t, func() []string { return singles(t, svc, "X", each) }, func() []string { return singles(t, svc, "Y", each) })
 		}},
@@ -150,7 +150,7 @@ func TestWeightsOnEveryPath(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{name: "key pause", paused: true, submit: func(t *testing.T, _ *stacktest.Env, a *app.App) []string {
+		{name: "key pause", paused: true, lo: 2.4, hi: 3.6, submit: func(t *testing.T, _ *stacktest.Env, a *app.App) []string {
 			pauseKeys(t, a, true)
 			svc := fairService(a)
 			return both(t, func() []string { return batches(t, svc, "X", each) }, func() []string { return batches(t, svc, "Y", each) })
