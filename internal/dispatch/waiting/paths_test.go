@@ -150,7 +150,7 @@ func TestWeightsOnEveryPath(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{name: "key pause", paused: true, lo: 2.4, hi: 3.6, submit: func(t *testing.T, _ *stacktest.Env, a *app.App) []string {
+		{name: "key pause", paused: true, lo: 2.25, hi: 3.75, submit: func(t *testing.T, _ *stacktest.Env, a *app.App) []string {
 			pauseKeys(t, a, true)
 			svc := fairService(a)
 			return both(t, func() []string { return batches(t, svc, "X", each) }, func() []string { return batches(t, svc, "Y", each) })
