@@ -286,8 +286,9 @@ func (s *Server) setLimits(w http.ResponseWriter, r *http.Request) {
 type RateUse = triagetype.RateUse
 
 // ControlList is the body of GET /control: the settings, global first,
-// and for each type with a rate limit the use of its current window (one
-// small read per such type: O(types with settings), never O(tasks)). A
+// and for each type or keyed scope with a rate limit the use of its
+// current window, keyed scopes by their scope's name (a small read per
+// such scope: O(scopes with settings), never O(tasks)). A
 // type's concurrency in use is its executing count in /stats.
 type ControlList struct {
 	Controls []control.Settings `json:"controls"`

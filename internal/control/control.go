@@ -134,12 +134,39 @@ func (c *Controls) List(ctx context.Context) ([]Settings, error) {
 // SetPaused pauses or resumes scope typ ("" for global). A resumed type's
 // set-aside tasks are released before it returns (the first window of
 // them, in submit order), so the first starts within a consumer's receive.
+//
+// A global resume releases the first window of every scope that holds
+// tasks and can run: under a global pause, submits and the tasks a
+// consumer received while the pause spread are set aside in their type's
+// scope (Route, Decide), and nothing else would release them before the
+// promoter's sweep. Fair scopes are left to their keys' starts.
 func (c *Controls) SetPaused(ctx context.Context, typ string, paused bool) (Settings, error) {
 	s, err := c.update(ctx, typ, expression.Set(expression.Name("paused"), expression.Value(paused)))
-	if err == nil && !paused && typ != "" && s.Held {
+	switch {
+	case err != nil || paused:
+	case typ != "" && s.Held:
 		err = c.becameRunnable(ctx, TypeScope(typ).String())
+	case typ == "":
+		err = c.releaseRunnable(ctx)
 	}
 	return s, err
+}
+
+// releaseRunnable releases the first window of every held scope that can
+// run now, fair scopes excepted.
+func (c *Controls) releaseRunnable(ctx context.Context) error {
+	scopes, err := c.HeldScopes(ctx, time.Minute) // as the sweep: its list is left as it keeps it
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for name, runnable := range scopes {
+		if sc, ok := ParseScope(name); !ok || sc.Fair != "" || !runnable {
+			continue
+		}
+		errs = append(errs, c.becameRunnable(ctx, name))
+	}
+	return errors.Join(errs...)
 }
 
 // SetLimits sets a type's rate limit (starts per second, 0 for none) and
@@ -190,14 +217,8 @@ func (c *Controls) update(ctx context.Context, typ string, upd expression.Update
 		return Settings{}, fmt.Errorf("write controls of %q: %w", typ, err)
 	}
 	if typ != "" {
-		_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: &c.table, Key: key("CTRL#types"),
-			UpdateExpression:          aws.String("ADD #t :t"),
-			ExpressionAttributeNames:  map[string]string{"#t": "types"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberSS{Value: []string{typ}}},
-		})
-		if err != nil {
-			return Settings{}, fmt.Errorf("register controls of %q: %w", typ, err)
+		if err := c.registerType(ctx, typ); err != nil {
+			return Settings{}, err
 		}
 	}
 	s := Settings{Type: typ}
@@ -208,6 +229,20 @@ func (c *Controls) update(ctx context.Context, typ string, upd expression.Update
 	delete(c.cache, typ)
 	c.mu.Unlock()
 	return s, nil
+}
+
+// registerType lists typ in the registry of types with settings (List).
+func (c *Controls) registerType(ctx context.Context, typ string) error {
+	_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &c.table, Key: key("CTRL#types"),
+		UpdateExpression:          aws.String("ADD #t :t"),
+		ExpressionAttributeNames:  map[string]string{"#t": "types"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberSS{Value: []string{typ}}},
+	})
+	if err != nil {
+		return fmt.Errorf("register controls of %q: %w", typ, err)
+	}
+	return nil
 }
 
 // cachedGet reads settings through the cache. When the entry is stale,

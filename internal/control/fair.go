@@ -43,11 +43,39 @@ const FairWindow = 20
 func FairScope(p triagetype.Priority, key string) string { return "fair#" + string(p) + "#" + key }
 
 // fairCounts counts one API process's sends per fair scope in the current
-// second.
+// second, and keeps each key's virtual time (stamp).
 type fairCounts struct {
 	mu     sync.Mutex
 	second int64
 	n      map[string]int
+	vt     map[string]time.Time // key -> its last task's FairAt, while ahead of now
+}
+
+// stamp returns the fair time of key's next task: now, or, while the key
+// submits faster than its pace of one task per step, step after its
+// previous task's (start-time fair queueing: sorted by it, keys that all
+// keep ahead of the clock interleave in proportion to their weights, and
+// each key keeps its own submit order). Keys whose time the clock has
+// passed are forgotten, so memory holds only keys flooding now.
+func (f *fairCounts) stamp(key string, now time.Time, step time.Duration) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.vt == nil {
+		f.vt = map[string]time.Time{}
+	}
+	if len(f.vt) > 1024 {
+		for k, at := range f.vt {
+			if at.Before(now) {
+				delete(f.vt, k)
+			}
+		}
+	}
+	at := now
+	if last, ok := f.vt[key]; ok && !last.Before(now) {
+		at = last.Add(step)
+	}
+	f.vt[key] = at
+	return at
 }
 
 func (f *fairCounts) add(scope string, now time.Time) int {
@@ -73,11 +101,28 @@ func (c *Controls) weight(ctx context.Context, key string) int {
 	return s.Weight
 }
 
-// Route says where a new task goes: "" to its queue, or the fair scope to
+// Route says where a new task goes, "" to its queue, or the fair scope to
 // hold it in (the key is past its window at its priority, or its held set
 // is not empty). It is the submit path's router; errors route to the
 // queue (fairness is best effort, a task is never refused for it).
+//
+// It also stamps t's FairAt (fairCounts.stamp, a step of
+// 1/(FairWindow × weight) s), the order of every held set it may join:
+// its fair scope here, or a type, key or global scope's when a pause or
+// limit sets it aside later. Keyless tasks are stamped as the key
+// "default" at weight 1.
 func (c *Controls) Route(ctx context.Context, t *task.Task) string {
+	if t.Status == triagetype.Queued && t.RunAt == nil {
+		w := 1
+		if t.Key != "" {
+			w = c.weight(ctx, t.FairKey())
+		}
+		at := c.fair.stamp(t.FairKey(), t.CreatedAt, time.Second/time.Duration(FairWindow*w))
+		t.FairAt = &at
+	}
+	if scope := c.pausedScope(ctx, t); scope != "" {
+		return scope
+	}
 	if t.Status != triagetype.Queued || t.RunAt != nil || t.Key == "" {
 		// Keyless tasks share the default key and are never windowed: a
 		// single-tenant deployment pays nothing for fairness, and a batch
@@ -100,4 +145,57 @@ func (c *Controls) Route(ctx context.Context, t *task.Task) string {
 		return ""
 	}
 	return scope
+}
+
+// pausedScope is the scope a new task is set aside in at submit because
+// everything or its type is paused (its type's scope) or its key is (its
+// key's scope), or "" when none is, as this process's cache sees it (at most its TTL old). A paused
+// backlog so costs no send and no receive, and its tasks wait in fair
+// order for the resume, which releases them. A task sent while the pause
+// was spreading is set aside by the consumer that receives it (Decide),
+// in the same place.
+func (c *Controls) pausedScope(ctx context.Context, t *task.Task) string {
+	if t.Status != triagetype.Queued || t.RunAt != nil {
+		return ""
+	}
+	global, err := c.cachedGet(ctx, "")
+	if err != nil {
+		return ""
+	}
+	scope := TypeScope(t.Type).String()
+	if !global.Paused {
+		typ, err := c.cachedGet(ctx, t.Type)
+		if err != nil {
+			return ""
+		}
+		if !typ.Paused {
+			if scope = c.pausedKey(ctx, t); scope == "" {
+				return ""
+			}
+		}
+	}
+	if err := c.MarkHeld(ctx, scope); err != nil {
+		return ""
+	}
+	return scope
+}
+
+// pausedKey is t's key scope when its key (of every type) is paused, as the
+// cached registry and settings say; "" otherwise. One key's tasks so wait
+// in one held set, not in its fair one too, and its resume releases them
+// by its weight.
+func (c *Controls) pausedKey(ctx context.Context, t *task.Task) string {
+	if t.Key == "" {
+		return ""
+	}
+	sc := KeyScope(t.FairKey())
+	reg, err := c.cachedKeyed(ctx)
+	if err != nil || !reg[sc.String()] {
+		return ""
+	}
+	s, err := c.cachedScope(ctx, sc)
+	if err != nil || !s.Paused {
+		return ""
+	}
+	return sc.String()
 }

@@ -133,8 +133,20 @@ func (c *Controls) Decide(ctx context.Context, t *task.Task) (Decision, error) {
 	if err != nil {
 		return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
 	}
+	if global.Paused && t.Released {
+		// Released by a global resume this process may not have seen
+		// yet: one fresh read, for released tasks only (as for a type).
+		if global, err = c.refresh(ctx, ""); err != nil {
+			return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
+		}
+	}
 	if global.Paused {
-		return Decision{Delay: PausedRecheck, Why: metrics.PutOffPaused}, nil
+		// Received while the pause spread (a consumer stops receiving
+		// within a pause check of it): set aside in its type's scope, in
+		// its place among the tasks submitted after it (held there at
+		// submit, Route) rather than hidden and received again behind
+		// them. The global resume releases it.
+		return Decision{Scope: TypeScope(t.Type).String(), Why: metrics.PutOffPaused}, nil
 	}
 	typ, err := c.cachedGet(ctx, t.Type)
 	if err != nil {
@@ -344,6 +356,13 @@ func (c *Controls) MarkHeld(ctx context.Context, scope string) error {
 	if err != nil {
 		return fmt.Errorf("mark %s held: %w", scope, err)
 	}
+	if sc.Type != "" && sc.Key == "" {
+		// A type held with no controls of its own (everything paused):
+		// registered, so HeldScopes (a global resume, the sweep) sees it.
+		if err := c.registerType(ctx, sc.Type); err != nil {
+			return err
+		}
+	}
 	if sc.Fair != "" {
 		// Fair scopes come and go with floods: listed while held, so the
 		// promoter's sweep can find them (at ~150 bytes each, 400 KB lists
@@ -468,12 +487,25 @@ type Runnable func(ctx context.Context, scope string) error
 // OnRunnable sets the function told when a scope may run again.
 func (c *Controls) OnRunnable(fn Runnable) { c.runnable = fn }
 
-// becameRunnable tells the hook, if any, that scope may run.
+// becameRunnable tells the hook, if any, that scope may run: once, or for
+// a key's own scope once per unit of the key's weight, so keys resumed
+// together start with windows on the queue in proportion to their weights
+// (each start then releases one more of its key).
 func (c *Controls) becameRunnable(ctx context.Context, scope string) error {
 	if c.runnable == nil {
 		return nil
 	}
-	return c.runnable(ctx, scope)
+	n := 1
+	if sc, ok := ParseScope(scope); ok && sc.Key != "" && sc.Type == "" && sc.Fair == "" {
+		c.forget(sc)
+		n = c.weight(ctx, sc.Key)
+	}
+	for range n {
+		if err := c.runnable(ctx, scope); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ScopeHeld says whether scope holds set-aside tasks, as the cache knows

@@ -17,6 +17,12 @@ import (
 // This file adopts direct sends: messages a producer sent straight to a
 // queue with a type and payload, which get a task record on first receive.
 
+// router says where a new task goes: "" to run, or the scope to set it
+// aside in (*control.Controls.Route, the submit path's router).
+type router interface {
+	Route(ctx context.Context, t *task.Task) string
+}
+
 // adopt creates the task record of a message a producer sent straight to
 // SQS, keyed by the message id so a redelivery finds the same task.
 func (c *Consumer) adopt(ctx context.Context, m queue.Received) (*task.Task, error) {
@@ -47,6 +53,15 @@ func (c *Consumer) adopt(ctx context.Context, m queue.Received) (*task.Task, err
 		t.Traceparent = tracing.Traceparent(ctx)
 		if r.TraceID == "" {
 			t.TraceID = tracing.TraceID(ctx)
+		}
+	}
+	if r, ok := c.opt.Gate.(router); ok {
+		if scope := r.Route(ctx, t); scope != "" {
+			// Past its key's fair window (counted per consumer process),
+			// or paused: recorded set aside, as an API submit would be.
+			// Its message then names a task with no live message and is
+			// dropped as stale.
+			t.Held, t.DispatchVersion = scope, task.NoMessage
 		}
 	}
 	saved, created, err := c.store.Create(ctx, t)

@@ -41,14 +41,38 @@ type Holder interface {
 // seen within it.
 const pausedPoll = 500 * time.Millisecond
 
-// globallyPaused reports whether the consumer should not receive now.
+// pauseDrain is how long a consumer goes on receiving after it sees a
+// global pause begin: a message an API process sent before its cached
+// controls showed the pause (at most their TTL, 1 s, after it) is so
+// received and set aside in its place (Decide) rather than left on the
+// queue, where after the resume it would start behind the tasks submitted
+// after it (set aside at submit and released first).
+const pauseDrain = 3 * time.Second
+
+// globallyPaused reports whether the consumer should not receive now:
+// everything is paused, and has been for pauseDrain since this consumer
+// saw it begin (a consumer that starts under a pause receives nothing).
 func (c *Consumer) globallyPaused(ctx context.Context) bool {
 	p, ok := c.opt.Gate.(Pauser)
 	if !ok {
 		return false
 	}
 	paused, err := p.GlobalPaused(ctx, pausedPoll)
-	return err == nil && paused
+	if err != nil {
+		return false
+	}
+	c.timersMu.Lock()
+	defer c.timersMu.Unlock()
+	switch {
+	case !paused:
+		c.pausedSince, c.sawRunning = time.Time{}, true
+		return false
+	case c.pausedSince.IsZero() && c.sawRunning:
+		c.pausedSince = time.Now()
+	case c.pausedSince.IsZero():
+		return true
+	}
+	return time.Since(c.pausedSince) >= pauseDrain
 }
 
 // Waits counts what waiting cost a consumer: its receive requests, the
@@ -214,6 +238,10 @@ type asideState struct {
 	asked map[string]int
 	// rates are the rate-limited scopes whose window releaser runs here.
 	rates map[string]*rateState
+	// pausedSince is when this consumer saw a global pause begin after
+	// seeing none (sawRunning), zero otherwise (globallyPaused).
+	pausedSince time.Time
+	sawRunning  bool
 }
 
 // Rate-limited scopes: window releases.

@@ -124,10 +124,27 @@ func (e *Enqueuer) SubmitBatch(ctx context.Context, ts []*task.Task) []Result {
 	}
 
 	fresh = e.link(ctx, ts, fresh, res) // dependencies and batches: links.go
+	// A task held at submit (its key past its fair window) waits in the
+	// table with no message (package hold): its record is written before
+	// any of the batch's messages is sent, so a consumer that starts one
+	// of them and releases its key's next held task finds it. Written
+	// after, the release could find the held set empty and lower the
+	// key's flag, leaving the batch's held tasks to the promoter's sweep
+	// and the key's next submits to the queue, out of its share.
+	var held, rest []int
+	for _, i := range fresh {
+		if t := ts[i]; t.Status == triagetype.Queued && t.Held != "" {
+			held = append(held, i)
+		} else {
+			rest = append(rest, i)
+		}
+	}
+	e.create(ctx, ts, held, res)
+	fresh = rest
 	// Send first: a record is written only for a task whose message is out.
 	byPrio := map[triagetype.Priority][]int{}
 	for _, i := range fresh {
-		if t := ts[i]; t.Status == triagetype.Queued && t.Held == "" { // a held task waits in the table (package hold)
+		if t := ts[i]; t.Status == triagetype.Queued && t.Held == "" {
 			byPrio[t.EffectivePriority] = append(byPrio[t.EffectivePriority], i)
 		}
 	}
@@ -147,9 +164,19 @@ func (e *Enqueuer) SubmitBatch(ctx context.Context, ts []*task.Task) []Result {
 		}
 	}
 
-	// Each record is its own conditional write on its own key, so they go
-	// out side by side: a batch of 100 costs a few round trips, not 100.
-	parallel(sent, createConcurrency, func(i int) {
+	e.create(ctx, ts, sent, res)
+	e.settle(ctx, append(held, sent...), res)
+	for i, j := range sameAs {
+		res[i] = Result{Task: res[j].Task, Err: res[j].Err}
+	}
+	return res
+}
+
+// create writes the records of ts[idx], each into its res. Each record
+// is its own conditional write on its own key, so they go out side by
+// side: a batch of 100 costs a few round trips, not 100.
+func (e *Enqueuer) create(ctx context.Context, ts []*task.Task, idx []int, res []Result) {
+	parallel(idx, createConcurrency, func(i int) {
 		saved, created, err := e.store.Create(ctx, ts[i])
 		var fe *task.FieldError
 		if err != nil && !errors.As(err, &fe) { // a field error (a sealed batch) is the caller's
@@ -157,11 +184,6 @@ func (e *Enqueuer) SubmitBatch(ctx context.Context, ts []*task.Task) []Result {
 		}
 		res[i] = Result{Task: saved, Created: created, Err: err}
 	})
-	e.settle(ctx, sent, res)
-	for i, j := range sameAs {
-		res[i] = Result{Task: res[j].Task, Err: res[j].Err}
-	}
-	return res
 }
 
 // createConcurrency bounds the record writes one batch has in flight. 16

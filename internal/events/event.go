@@ -62,6 +62,13 @@ const (
 	// WorkflowCompleted: every node of a workflow is terminal (BatchID is
 	// the workflow's id, Counts how its nodes ended).
 	WorkflowCompleted Type = "workflow.completed"
+	// SetAside: the queued task was set aside in a held set (Scope: its
+	// type or key paused, at a limit, waiting out a Retry-After, or its
+	// key past its fair window), with no message, until its scope can run.
+	// A task set aside at submit has task.submitted with Scope instead.
+	SetAside Type = "task.set_aside"
+	// Released: a set-aside task was released from Scope to its queue.
+	Released Type = "task.released"
 	// BatchCompleted: every member of a sealed batch finished and its
 	// on_complete task (TaskID) was enqueued.
 	BatchCompleted Type = "batch.completed"
@@ -69,7 +76,7 @@ const (
 
 // Types lists every event type.
 func Types() []Type {
-	return []Type{Submitted, Started, Retrying, Completed, DeadLettered, Cancelled, Promoted, Requeued, ScheduleTicked, Waiting, WorkflowCompleted, BatchCompleted}
+	return []Type{Submitted, Started, Retrying, Completed, DeadLettered, Cancelled, Promoted, Requeued, ScheduleTicked, Waiting, WorkflowCompleted, BatchCompleted, SetAside, Released}
 }
 
 // ParseType returns the event type named s.
@@ -118,6 +125,10 @@ type Event struct {
 	// Schedule is the schedule of a schedule.ticked event, whose Time is
 	// the tick's.
 	Schedule string `json:"schedule,omitempty"`
+	// Scope is the held set of a task.set_aside or task.released event,
+	// or of a task.submitted one set aside at submit ("type#<type>",
+	// "key#<key>", "tk#<type>#<key>", "fair#<priority>#<key>").
+	Scope string `json:"scope,omitempty"`
 	// BatchID and Counts describe a completed batch or workflow
 	// (batch.completed, workflow.completed).
 	BatchID string                    `json:"batch_id,omitempty"`
@@ -137,6 +148,10 @@ func Derive(old, new *task.Task) (ev Event, ok bool) {
 		typ = Waiting
 	case old == nil:
 		typ = Submitted
+	case new.Status == triagetype.Queued && new.Held != "" && old.Held != new.Held && old.Status != triagetype.Executing:
+		typ = SetAside // a Retry-After's set-aside ends an attempt: task.retrying
+	case new.Status == triagetype.Queued && old.Held != "" && new.Held == "":
+		typ = Released
 	case old.Status == new.Status:
 		if new.EffectivePriority.Rank() < old.EffectivePriority.Rank() {
 			typ = Promoted
@@ -177,6 +192,10 @@ func Derive(old, new *task.Task) (ev Event, ok bool) {
 		ev.Time = new.CreatedAt
 	}
 	switch typ {
+	case Submitted, SetAside:
+		ev.Scope = new.Held
+	case Released:
+		ev.Scope = old.Held
 	case Promoted:
 		ev.PreviousPriority = old.EffectivePriority
 	case Retrying:

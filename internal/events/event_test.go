@@ -54,6 +54,21 @@ func TestDerive(t *testing.T) {
 			want: &events.Event{ID: "01JTASK-1", Type: events.Submitted, Time: at(1), Status: triagetype.Scheduled, Attempt: 0},
 		},
 		{
+			name: "insert set aside at submit is submitted with its scope",
+			new:  with(base(triagetype.Queued, 1), func(n *task.Task) { n.Attempts, n.Held = 0, "fair#high#acme" }),
+			want: &events.Event{ID: "01JTASK-1", Type: events.Submitted, Time: at(1), Status: triagetype.Queued, Attempt: 0, Scope: "fair#high#acme"},
+		},
+		{
+			name: "set aside is set_aside with its scope",
+			old:  base(triagetype.Queued, 2), new: with(base(triagetype.Queued, 3), func(n *task.Task) { n.Held = "type#mail" }),
+			want: &events.Event{ID: "01JTASK-3", Type: events.SetAside, Time: at(3), Status: triagetype.Queued, Scope: "type#mail"},
+		},
+		{
+			name: "release is released from its scope",
+			old:  with(base(triagetype.Queued, 3), func(n *task.Task) { n.Held = "key#acme" }), new: with(base(triagetype.Queued, 4), func(n *task.Task) { n.Released = true }),
+			want: &events.Event{ID: "01JTASK-4", Type: events.Released, Time: at(4), Status: triagetype.Queued, Scope: "key#acme"},
+		},
+		{
 			name: "claim is started",
 			old:  base(triagetype.Queued, 2), new: running,
 			want: &events.Event{ID: "01JTASK-3", Type: events.Started, Time: at(3), Status: triagetype.Executing},

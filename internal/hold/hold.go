@@ -1,5 +1,6 @@
 // Package hold sets aside tasks that cannot start now and releases them in
-// submit order when they can.
+// weighted fair submit order when they can: by task.Task.HeldOrder, each
+// key in its submit order and keys interleaved by weight.
 //
 // A task whose type or key is paused, at its concurrency or rate limit, or
 // waiting out a Retry-After is not left on its queue, where it would be

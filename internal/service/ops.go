@@ -88,24 +88,46 @@ func (s *Service) Controls(ctx context.Context) ([]control.Settings, error) {
 	return cs, nil
 }
 
-// RateUse is the use of the current window of each type in cs with a
-// rate limit (one small read per such type), or nil when none has one.
+// RateUse is the use of the current window of each scope in cs with a
+// rate limit, or nil when none has one: a type's under its name, a keyed
+// scope's under its scope's name ("key#<key>", "tk#<type>#<key>"; types
+// never contain '#'). One small read per such type, and per 500 starts a
+// second of each such keyed scope's limit (control.KeyedUse).
 func (s *Service) RateUse(ctx context.Context, cs []control.Settings) (map[string]triagetype.RateUse, error) {
 	var out map[string]triagetype.RateUse
+	ku, keyed := s.d.Controls.(keyedUser)
 	for _, c := range cs {
-		if c.Type == "" || c.Key != "" || c.RateLimitPerSecond <= 0 {
+		if c.RateLimitPerSecond <= 0 || (c.Type == "" && c.Key == "") || (c.Key != "" && !keyed) {
 			continue
 		}
-		starts, limit, window, err := s.d.Controls.RateUse(ctx, c.Type, c.RateLimitPerSecond)
-		if err != nil {
-			return nil, internal("read rate use", err)
+		name, use := c.Type, triagetype.RateUse{}
+		if c.Key != "" {
+			_, u, err := ku.KeyedUse(ctx, c.Type, c.Key)
+			if err != nil {
+				return nil, internal("read rate use", err)
+			}
+			if u == nil {
+				continue
+			}
+			name, use = control.TypeKeyScope(c.Type, c.Key).String(), *u
+		} else {
+			starts, limit, window, err := s.d.Controls.RateUse(ctx, c.Type, c.RateLimitPerSecond)
+			if err != nil {
+				return nil, internal("read rate use", err)
+			}
+			use = triagetype.RateUse{Starts: starts, Limit: limit, WindowSeconds: window.Seconds()}
 		}
 		if out == nil {
 			out = map[string]triagetype.RateUse{}
 		}
-		out[c.Type] = triagetype.RateUse{Starts: starts, Limit: limit, WindowSeconds: window.Seconds()}
+		out[name] = use
 	}
 	return out, nil
+}
+
+// keyedUser reads a keyed scope's rate use (*control.Controls).
+type keyedUser interface {
+	KeyedUse(ctx context.Context, typ, key string) (control.Settings, *triagetype.RateUse, error)
 }
 
 // SetKeyControls pauses, resumes or limits fairness key key, of every type

@@ -13,10 +13,11 @@ import (
 // Retry-After) is written once with Held naming the scope it waits for and
 // no live message (DispatchVersion NoMessage). Its by-due entry is then
 //
-//	by-due  held#<scope>#<shard>   created_at#id
+//	by-due  held#<scope>#<shard>   fair_at#id   (created_at#id without fair_at)
 //
-// so a scope's set-aside tasks read back in submit order with one query
-// per shard, merged. The shard is the task id's, so a scope holding 10,000
+// so a scope's set-aside tasks read back in weighted fair submit order
+// (task.Task.FairAt: each key in its submit order, keys interleaved by
+// weight) with one query per shard, merged. The shard is the task id's, so a scope holding 10,000
 // arrivals a second writes 10,000 / 16 = 625 index entries a second per
 // partition, inside DynamoDB's 1,000 WCU per partition key.
 
@@ -33,10 +34,10 @@ func HeldScope(c DueClass) (string, bool) { return strings.CutPrefix(string(c), 
 
 // HeldSortKey is t's sort key in its scope's held set: a releaser that
 // tried t goes on strictly after it.
-func HeldSortKey(t *task.Task) string { return sortKey(t.CreatedAt, t.ID) }
+func HeldSortKey(t *task.Task) string { return sortKey(t.HeldOrder(), t.ID) }
 
-// Held returns up to n tasks set aside in scope, in submit order (created
-// at, then id), strictly after the sort key after ("" for the first): one
+// Held returns up to n tasks set aside in scope, in weighted fair submit
+// order (HeldOrder, then id), strictly after the sort key after ("" for the first): one
 // eventually consistent query per shard, merged, then a batch read of the
 // tasks. A task may have been released or moved on since it was indexed:
 // the caller's conditional write finds out.

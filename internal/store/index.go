@@ -127,8 +127,9 @@ func DueOf(t *task.Task) (DueClass, time.Time, bool) {
 		return c, at, true
 	case triagetype.Queued:
 		if t.Held != "" {
-			// Set aside: found by its scope, in submit order (held.go).
-			return DueHeld(t.Held), t.CreatedAt, true
+			// Set aside: found by its scope, in weighted fair submit
+			// order (held.go).
+			return DueHeld(t.Held), t.HeldOrder(), true
 		}
 		if c, ok := DueQueued(t.EffectivePriority); ok && t.Tracked {
 			return c, t.AgingFrom(), true

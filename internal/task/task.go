@@ -108,6 +108,13 @@ type Task struct {
 	// been claimed yet: it may start although its scope still holds later
 	// tasks (new arrivals of such a scope join the back of the held set).
 	Released bool `json:"-" dynamodbav:"released,omitempty"`
+	// FairAt is the task's place among its key's tasks in weighted fair
+	// order (control.Controls.Route): its submit time, pushed later by
+	// 1/(FairWindow × weight) s for each earlier task its key submitted
+	// through the same process while past that pace. Held sets release in
+	// this order (HeldOrder), so after a pause or limit keys start by
+	// weight, each key still in its own submit order. Unset: CreatedAt.
+	FairAt *time.Time `json:"-" dynamodbav:"fair_at,omitempty"`
 	// Tracked marks a queued task whose wait began after its creation
 	// (promoted, re-queued, released): the promoter finds it through its own
 	// by-due index entry rather than by its creation time.
@@ -241,4 +248,12 @@ func (t *Task) EnqueuedAtOr(def time.Time) time.Time {
 		return *t.EnqueuedAt
 	}
 	return def
+}
+
+// HeldOrder is when t sorts in a held set: FairAt, or CreatedAt without it.
+func (t *Task) HeldOrder() time.Time {
+	if t.FairAt != nil {
+		return *t.FairAt
+	}
+	return t.CreatedAt
 }

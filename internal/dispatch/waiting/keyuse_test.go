@@ -20,6 +20,8 @@ import (
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/metrics/prom"
+	"github.com/triagehq/triage/internal/service"
+	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
 
@@ -192,4 +194,44 @@ func TestKeyUseInStatsAndMetrics(t *testing.T) {
 		}
 	}
 	t.Log(fmt.Sprint(strings.Join(lines, "\n")))
+}
+
+// TestKeyRateUseInControlList: GET /control's rate_use shows a keyed
+// scope's window (under its scope's name) beside a type's.
+func TestKeyRateUseInControlList(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	ctx := context.Background()
+	if _, err := a.Controls.SetKeyControls(ctx, "work", "beta", nil, ptr(0.1), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Controls.SetKeyControls(ctx, "", "gamma", nil, ptr(0.2), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Controls.SetLimits(ctx, "work", 0.5, 0); err != nil {
+		t.Fatal(err)
+	}
+	tk := (&task.Request{Type: "work", Key: "beta"}).NewTask(time.Now().UTC(), 0)
+	if d, err := a.Controls.Decide(ctx, tk); err != nil || d.Release == nil {
+		t.Fatalf("first start of beta refused: %+v, %v", d, err)
+	}
+	svc := service.New(service.Deps{Controls: a.Controls}, service.Options{})
+	cs, ferr := svc.Controls(ctx)
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	use, ferr := svc.RateUse(ctx, cs)
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	t.Logf("rate_use: %+v", use)
+	if u, ok := use["tk#work#beta"]; !ok || u.Limit != 1 || u.WindowSeconds != 10 || u.Starts != 1 {
+		t.Fatalf("tk#work#beta's rate use %+v (listed %v), want 1 start of 1 in a 10 s window", u, ok)
+	}
+	if u, ok := use["key#gamma"]; !ok || u.Limit < 1 || u.Starts != 0 {
+		t.Fatalf("key#gamma's rate use %+v (listed %v), want 0 starts", u, ok)
+	}
+	if u, ok := use["work"]; !ok || u.Starts != 1 {
+		t.Fatalf("work's rate use %+v (listed %v), want its 1 start", u, ok)
+	}
 }
