@@ -86,7 +86,7 @@ func CheckStepName(field, name string) *FieldError {
 // MaxSignalBytes (it is kept on the task's item).
 func CheckSignalPayload(data json.RawMessage) *FieldError {
 	if len(data) > MaxSignalBytes {
-		return &FieldError{Field: "payload", Message: fmt.Sprintf("is %d bytes; the limit is %d", len(data), MaxSignalBytes), TooLarge: true}
+		return &FieldError{Field: "payload", Message: fmt.Sprintf("is %d bytes; the limit is %d", len(data), MaxSignalBytes)}
 	}
 	if len(data) == 0 || !json.Valid(data) {
 		return &FieldError{Field: "payload", Message: "must be a JSON value"}
