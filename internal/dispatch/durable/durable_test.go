@@ -446,3 +446,77 @@ func TestReorderedStepIsNonDeterminism(t *testing.T) {
 		t.Fatalf("step functions ran %d times; want 2 (attempt 1 only)", runs.Load())
 	}
 }
+
+// Tasks waiting for signals hold nothing: once every one of them waits,
+// no queue holds a message (visible, in flight or delayed), so polling
+// consumers receive nothing for them, and none runs again until its
+// signal. 200 tasks by default; TRIAGE_TEST_WAITERS=1000 runs 1,000.
+func TestWaitingTasksHoldNoMessages(t *testing.T) {
+	n := 200
+	if v := os.Getenv("TRIAGE_TEST_WAITERS"); v != "" {
+		if _, err := fmt.Sscan(v, &n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	w := newWorker(t, env, map[string]string{triageconfig.EnvConcurrency: "16"})
+	var runs atomic.Int32
+	must(t, w.Handle("waiter", func(ctx context.Context, tk *worker.Task) (any, error) {
+		runs.Add(1)
+		v, err := worker.WaitSignal[int](ctx, tk, "go", 24*time.Hour)
+		return v, err
+	}))
+	ctx := context.Background()
+	var ts []*task.Task
+	for range n {
+		sr, err := triage.NewRequest("waiter", nil, triage.WithPriority(triage.Low))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := task.Request(sr)
+		ts = append(ts, tr.NewTask(a.Store.Now(), 0))
+	}
+	var ids []string
+	for i := 0; i < n; i += 100 {
+		for _, r := range a.Enqueuer.SubmitBatch(ctx, ts[i:min(i+100, n)]) {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			ids = append(ids, r.Task.ID)
+		}
+	}
+	start(t, w)
+	deadline := time.Now().Add(time.Duration(n)*200*time.Millisecond + 30*time.Second)
+	for {
+		c := stacktest.StatusCounts(t, a.Store, ids)
+		if c[triagetype.Retrying] == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not all waiting: %v", c)
+		}
+		time.Sleep(time.Second)
+	}
+	ranBefore := runs.Load()
+	time.Sleep(3 * time.Second) // the consumer keeps polling meanwhile
+	for _, p := range []triagetype.Priority{triagetype.High, triagetype.Medium, triagetype.Low} {
+		d, err := a.Queues.Depth(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Visible+d.InFlight+d.Delayed != 0 {
+			t.Fatalf("%s queue holds %+v while %d tasks wait; want nothing", p, d, n)
+		}
+	}
+	if got := runs.Load(); got != ranBefore || int(got) != n {
+		t.Fatalf("handlers ran %d times (%d before the quiet window); want %d, once each", got, ranBefore, n)
+	}
+	svc := service.New(service.Deps{Store: a.Store, Enqueuer: a.Enqueuer}, service.Options{})
+	if _, err := svc.Signal(ctx, ids[0], "go", json.RawMessage(`7`)); err != nil {
+		t.Fatal(err)
+	}
+	if done := stacktest.WaitStatus(t, a.Store, ids[0], triagetype.Completed, 20*time.Second); string(done.Result) != "7" {
+		t.Fatalf("result %s", done.Result)
+	}
+}
