@@ -35,6 +35,7 @@ type Results struct {
 	CrossCheck  []CrossCheck `json:"capacity_cross_check"`
 	Schedules   ScheduleRun  `json:"schedule_ticks"`
 	Waiting     *Waiting     `json:"waiting,omitempty"`
+	Durable     *Durable     `json:"durable,omitempty"`
 	IdleStart   *IdleStart   `json:"idle_start,omitempty"`
 	IdleMonth   *IdleMonth   `json:"idle_month,omitempty"`
 	Soak        *Soak        `json:"soak,omitempty"`
@@ -550,6 +551,9 @@ func printAll(w io.Writer, r *Results) {
 	}
 	if r.IdleStart != nil {
 		printIdleStart(w, *r.IdleStart)
+	}
+	if r.Durable != nil {
+		printDurable(w, *r.Durable)
 	}
 	if r.IdleMonth != nil {
 		printIdleMonth(w, *r.IdleMonth)
