@@ -172,3 +172,36 @@ func (s *Store) Signal(ctx context.Context, id string, sig task.Signal) (*task.T
 	}
 	return Unmarshal(out.Attributes)
 }
+
+// ForgetFailedSteps removes t's step records of permanent errors, so an
+// operator's retry of a dead-lettered task runs those steps again rather
+// than replaying their failure (the steps that succeeded still replay).
+// It is conditional on the task still being dead_letter, and writes
+// nothing when no step failed.
+func (s *Store) ForgetFailedSteps(ctx context.Context, t *task.Task) error {
+	var upd expression.UpdateBuilder
+	n := 0
+	for _, st := range t.Steps {
+		if st.Error != "" {
+			upd = upd.Remove(expression.Name(task.StepAttr(st.Seq)))
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	cond := expression.Name("status").Equal(expression.Value(string(triagetype.DeadLetter)))
+	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return err
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.table, Key: taskKey(t.ID),
+		UpdateExpression: expr.Update(), ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+	if err != nil {
+		return s.conflict(t.ID, err)
+	}
+	return nil
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/app/promoterapp"
+	"github.com/triagehq/triage/internal/deadletter"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/fault"
 	"github.com/triagehq/triage/internal/promote"
@@ -518,5 +519,39 @@ func TestWaitingTasksHoldNoMessages(t *testing.T) {
 	}
 	if done := stacktest.WaitStatus(t, a.Store, ids[0], triagetype.Completed, 20*time.Second); string(done.Result) != "7" {
 		t.Fatalf("result %s", done.Result)
+	}
+}
+
+// An operator's retry of a task dead-lettered by a step's permanent
+// error runs that step again, while the steps that succeeded replay.
+func TestRetryRunsTheFailedStepAgain(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	w := newWorker(t, env, nil)
+	var firstRuns, secondRuns atomic.Int32
+	must(t, w.Handle("fails-once", func(ctx context.Context, tk *worker.Task) (any, error) {
+		if _, err := worker.Step(ctx, tk, "first", func(context.Context) (int, error) { firstRuns.Add(1); return 1, nil }); err != nil {
+			return nil, err
+		}
+		return worker.Step(ctx, tk, "second", func(context.Context) (int, error) {
+			if secondRuns.Add(1) == 1 {
+				return 0, worker.Permanent(errors.New("card declined"))
+			}
+			return 2, nil
+		})
+	}))
+	start(t, w)
+	tk := submit(t, a, "fails-once", nil)
+	dead := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.DeadLetter, 20*time.Second)
+	if len(dead.Steps) != 2 || dead.Steps[1].Outcome() != "error" {
+		t.Fatalf("steps %+v; want the second recorded as an error", dead.Steps)
+	}
+	dlq := deadletter.New(a.Queues, a.Store, a.Enqueuer)
+	if _, err := dlq.Retry(context.Background(), tk.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Completed, 20*time.Second)
+	if string(done.Result) != "2" || firstRuns.Load() != 1 || secondRuns.Load() != 2 {
+		t.Fatalf("result %s, first ran %d, second %d; want 2, 1, 2", done.Result, firstRuns.Load(), secondRuns.Load())
 	}
 }
