@@ -174,6 +174,10 @@ func TestPaths(t *testing.T) {
 		{"cancel", taskJSON, func(ctx context.Context, c *triage.Client) error { _, err := c.Cancel(ctx, "01X"); return err }, "POST", "/api/v1/tasks/01X/cancel", "", ""},
 		{"retry", taskJSON, func(ctx context.Context, c *triage.Client) error { _, err := c.Retry(ctx, "01X"); return err }, "POST", "/api/v1/tasks/01X/retry", "", ""},
 		{"delete", "", func(ctx context.Context, c *triage.Client) error { return c.Delete(ctx, "01X") }, "DELETE", "/api/v1/tasks/01X", "", ""},
+		{"signal", taskJSON, func(ctx context.Context, c *triage.Client) error {
+			_, err := c.Signal(ctx, "01M8ESRJ6HFKSSREDYE328VSDQ", "approval", map[string]bool{"ok": true})
+			return err
+		}, "POST", "/api/v1/tasks/01M8ESRJ6HFKSSREDYE328VSDQ/signals/approval", "", `{"ok":true}`},
 		{"cleanup", `{"id":"01C","state":"running"}`, func(ctx context.Context, c *triage.Client) error { _, err := c.Cleanup(ctx, older); return err }, "DELETE", "/api/v1/tasks", "older_than=2026-01-02T02%3A04%3A05Z", ""},
 		{"cleanup status", `{"id":"01C","state":"done"}`, func(ctx context.Context, c *triage.Client) error { _, err := c.GetCleanup(ctx, "01C"); return err }, "GET", "/api/v1/cleanups/01C", "", ""},
 		{"batch", `{"results":[{"index":0,"status":201,"task":` + taskJSON + `}]}`, func(ctx context.Context, c *triage.Client) error {

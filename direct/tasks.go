@@ -2,6 +2,7 @@ package direct
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/triagehq/triage"
@@ -205,4 +206,9 @@ func (d *Transport) DeleteSchedule(ctx context.Context, name string) error {
 // SetSchedulePaused implements triage.Transport.
 func (d *Transport) SetSchedulePaused(ctx context.Context, name string, paused bool) (*triage.Schedule, error) {
 	return result(d.svc.SetSchedulePaused(ctx, name, paused))
+}
+
+// Signal implements triage.Signaller.
+func (d *Transport) Signal(ctx context.Context, id, name string, payload json.RawMessage) (*triage.Task, error) {
+	return publicTask(d.svc.Signal(ctx, id, name, payload))
 }

@@ -46,6 +46,12 @@ type Task struct {
 	// Checkpoint is the last checkpoint a handler saved (at most 3 KiB of
 	// JSON): the next attempt starts from it.
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+	// Steps are the durable steps the task recorded, in the order met;
+	// Signals the signals delivered to it; Suspend, while it sleeps or
+	// waits for a signal, until when and for what (status retrying).
+	Steps   []Step   `json:"steps,omitempty"`
+	Signals []Signal `json:"signals,omitempty"`
+	Suspend *Suspend `json:"suspended,omitempty"`
 	// Promotions are the task's aging steps, oldest first (the last 4).
 	Promotions []Promotion `json:"promotions,omitempty"`
 	// Schedule names the schedule whose tick made the task, if one did.

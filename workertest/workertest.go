@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/internal/durable"
 	"github.com/triagehq/triage/internal/execution"
 	"github.com/triagehq/triage/internal/gohandlers"
 	"github.com/triagehq/triage/internal/task"
@@ -73,6 +74,15 @@ type WorkOptions struct {
 	// Checkpoint is the checkpoint an earlier attempt saved, which this
 	// one resumes from: a json.RawMessage as is, anything else encoded.
 	Checkpoint any
+	// Steps are the records earlier attempts left (durable steps, sleeps,
+	// signal waits: pass a Result's Steps on), which this attempt replays.
+	Steps []worker.StepRecord
+	// Signals are the signals delivered to the task by name, each payload
+	// a json.RawMessage as is or anything else encoded.
+	Signals map[string]any
+	// Now is the attempt's clock for sleeps and signal timeouts (default
+	// time.Now): set it past a Result's WakeAt to run the resumed attempt.
+	Now func() time.Time
 }
 
 // Outcome is what becomes of the task after the attempt.
@@ -96,6 +106,10 @@ const (
 	Held Outcome = "held"
 	// Cancelled: the handler cancelled the task (worker.Cancel).
 	Cancelled Outcome = "cancelled"
+	// Suspended: the handler slept (worker.Sleep) or waits for a signal
+	// (worker.WaitSignal); the task would wait, without spending the
+	// attempt, until Result.WakeAt or the signal Result.Signal.
+	Suspended Outcome = "suspended"
 	// DeadLettered: a permanent error (worker.Permanent, a panic, a result
 	// that cannot be stored), or a retriable one on the last attempt.
 	DeadLettered Outcome = "dead_lettered"
@@ -127,6 +141,14 @@ type Result struct {
 	// Checkpoint is the last checkpoint the attempt saved (nil: none);
 	// the task keeps it for its next attempt whatever the outcome.
 	Checkpoint json.RawMessage
+	// Steps are the task's step records after the attempt: the ones it
+	// was given and the ones it recorded, for the next attempt's
+	// WorkOptions.Steps.
+	Steps []worker.StepRecord
+	// WakeAt and Signal are, for Suspended, when the task wakes and the
+	// signal that would wake it sooner ("" for a sleep).
+	WakeAt time.Time
+	Signal string
 }
 
 // Work runs one attempt of a task whose type is args.Kind() and whose
@@ -160,6 +182,22 @@ func (rn *Runner) WorkTask(ctx context.Context, tb testing.TB, typ string, paylo
 	rec := &recorder{}
 	r := execution.Request(t, t.Payload)
 	r.Reporter = rec
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	var signals []task.Signal
+	for name, p := range opts.Signals {
+		raw, ok := p.(json.RawMessage)
+		if !ok {
+			var err error
+			if raw, err = json.Marshal(p); err != nil {
+				tb.Fatalf("workertest: signal %q: %v", name, err)
+			}
+		}
+		signals = append(signals, task.Signal{Name: name, Payload: raw, At: now()})
+	}
+	r.Durable = durable.New(opts.Steps, signals, t.Attempts, nil, now)
 
 	runCtx, cancel := execution.WithTimeout(ctx, t.TimeoutSeconds)
 	defer cancel()
@@ -169,6 +207,10 @@ func (rn *Runner) WorkTask(ctx context.Context, tb testing.TB, typ string, paylo
 	if o.RetryAfter != nil {
 		res.Until, res.Scope = o.RetryAfter.Until, o.RetryAfter.Scope
 	}
+	if o.Suspend != nil {
+		res.WakeAt, res.Signal = o.Suspend.WakeAt, o.Suspend.Signal
+	}
+	res.Steps = r.Durable.Steps()
 	res.Progress, res.Checkpoint = rec.reports()
 	if o.Kind == execution.Retry || o.Kind == execution.DeadLetter {
 		return res, o.Err
@@ -189,6 +231,8 @@ func outcomeOf(k execution.Kind) Outcome {
 		return Held
 	case execution.Cancel:
 		return Cancelled
+	case execution.Suspend:
+		return Suspended
 	}
 	return DeadLettered
 }

@@ -137,7 +137,7 @@ func parseOptions(args []string) (options, error) {
 	update := fs.Bool("update", false, "write the committed sample "+sampleOut+" instead of -out (not with -quick)")
 	fs.DurationVar(&o.MaxRun, "max", 24*time.Minute+30*time.Second, "abort the whole run after this long")
 	fs.DurationVar(&o.WarmupMax, "warmup", time.Minute, "warm the emulators up for at most this long (until their rate settles)")
-	fs.StringVar(&o.Only, "only", "", `run one group alone: "waiting" (group 13), "waiting-rate" (its rate-limited backlog only), "idle-start" (group 14: first start after 60 s idle through the local event source), "idle-month" (group 15: the idle month priced from cdk.out/TriageStack.template.json; run make synth first), "direct" (group 8: write units, SQS requests and dollars per direct-sent task), "retention" (group 16: end to end at few and many retained tasks, and a cleanup job), or "soak" (the crash soak)`)
+	fs.StringVar(&o.Only, "only", "", `run one group alone: "waiting" (group 13), "waiting-rate" (its rate-limited backlog only), "idle-start" (group 14: first start after 60 s idle through the local event source), "idle-month" (group 15: the idle month priced from cdk.out/TriageStack.template.json; run make synth first), "direct" (group 8: write units, SQS requests and dollars per direct-sent task), "durable" (durable steps' write units and a signal's wake-up), "retention" (group 16: end to end at few and many retained tasks, and a cleanup job), or "soak" (the crash soak)`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -391,6 +391,12 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 		progress("13. waiting that costs nothing: paused backlog, global pause, write units of a key")
 		w, err := measureWaiting(ctx, cl, cnt, o, progress)
 		r.Waiting = &w
+		return err
+	}
+	if o.Only == "durable" {
+		progress("durable steps and signals: write units per step, signal wake-up")
+		x, err := measureDurable(ctx, cl, cnt, o, progress)
+		r.Durable = &x
 		return err
 	}
 	if o.Only == "soak" {

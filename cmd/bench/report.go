@@ -35,6 +35,7 @@ type Results struct {
 	CrossCheck  []CrossCheck `json:"capacity_cross_check"`
 	Schedules   ScheduleRun  `json:"schedule_ticks"`
 	Waiting     *Waiting     `json:"waiting,omitempty"`
+	Durable     *Durable     `json:"durable,omitempty"`
 	IdleStart   *IdleStart   `json:"idle_start,omitempty"`
 	IdleMonth   *IdleMonth   `json:"idle_month,omitempty"`
 	Retention   *Retention   `json:"retention,omitempty"`
@@ -572,6 +573,9 @@ func printAll(w io.Writer, r *Results) {
 	}
 	if r.IdleStart != nil {
 		printIdleStart(w, *r.IdleStart)
+	}
+	if r.Durable != nil {
+		printDurable(w, *r.Durable)
 	}
 	if r.IdleMonth != nil {
 		printIdleMonth(w, *r.IdleMonth)

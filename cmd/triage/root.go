@@ -64,7 +64,7 @@ func newRoot(out, errOut io.Writer) (*cli, *cobra.Command) {
 	pf.StringVar(&c.token, "token", "", "bearer token (default $TRIAGE_TOKEN, then the running triage dev's when the URL is its own)")
 	pf.BoolVar(&c.json, "json", false, "print JSON instead of tables")
 	root.AddCommand(c.devCmd(), c.submitCmd(), c.getCmd(), c.waitCmd(),
-		c.listCmd(), c.cancelCmd(), c.retryCmd(), c.deleteCmd(), c.cleanupCmd(),
+		c.listCmd(), c.cancelCmd(), c.signalCmd(), c.retryCmd(), c.deleteCmd(), c.cleanupCmd(),
 		c.statsCmd(), c.pauseCmd(true), c.pauseCmd(false), c.limitsCmd(), c.keyCmd(), c.dlqCmd(),
 		c.workersCmd(), c.envCmd(), c.workflowCmd(), c.batchCmd())
 	root.AddCommand(c.scheduleCmd())
@@ -235,6 +235,19 @@ func (c *cli) printTask(t *triage.Task) error {
 	}
 	if len(t.Checkpoint) > 0 {
 		fmt.Fprintf(c.out, "checkpoint: %d bytes\n", len(t.Checkpoint))
+	}
+	if s := t.Suspend; s != nil {
+		what := "sleeping"
+		if s.Signal != "" {
+			what = fmt.Sprintf("waiting for signal %q", s.Signal)
+		}
+		fmt.Fprintf(c.out, "suspended: %s until %s\n", what, fmtTime(s.WakeAt))
+	}
+	for _, st := range t.Steps {
+		fmt.Fprintf(c.out, "step %d:    %s %s %s (%d ms, %d bytes, attempt %d)\n", st.Seq, st.Name, st.Kind, st.Outcome(), st.DurationMS, st.ResultSize, st.Attempt)
+	}
+	for _, sg := range t.Signals {
+		fmt.Fprintf(c.out, "signal:    %s at %s (%d bytes)\n", sg.Name, fmtTime(sg.At), len(sg.Payload))
 	}
 	// The request outlives the attempt it stopped (the flag stays on the
 	// record), so it is news only while the task can still run.

@@ -307,6 +307,34 @@ func (c *cli) cancelCmd() *cobra.Command {
 	}
 }
 
+func (c *cli) signalCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "signal ID NAME [JSON]",
+		Short: "Send a task a signal with a JSON payload (default null); a waiting task wakes",
+		Long: `Deliver signal NAME to task ID, for a handler that waits for it
+(worker.WaitSignal): a task waiting for it wakes at once; a signal sent
+before the wait is kept until the wait consumes it. Exit 4 if the task has
+finished or already has a signal of that name (the first is kept), 3 if
+the id is unknown.`,
+		Args: cobra.RangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			payload := json.RawMessage("null")
+			if len(args) == 3 {
+				payload = json.RawMessage(args[2])
+			}
+			t, err := c.client().Signal(cmd.Context(), args[0], args[1], payload)
+			if err != nil {
+				return err
+			}
+			if c.json {
+				return c.printJSON(t)
+			}
+			fmt.Fprintf(c.out, "signalled %s with %s (%s)\n", t.ID, args[1], t.Status)
+			return nil
+		},
+	}
+}
+
 func (c *cli) retryCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "retry ID",

@@ -148,6 +148,7 @@ func (s *Server) register() {
 	s.handle("POST /api/v1/tasks/{id}/cancel", auth.Admin, s.cancel)
 	s.handle("POST /api/v1/tasks/{id}/retry", auth.Admin, s.retry)
 	s.handle("DELETE /api/v1/tasks/{id}", auth.Admin, s.delete)
+	s.handle("POST /api/v1/tasks/{id}/signals/{name}", auth.Submit, s.signal)
 	// Authorized by the attempt's own progress token, not an API token.
 	s.public("POST /api/v1/tasks/{id}/progress", s.reportProgress)
 	s.handle("DELETE /api/v1/tasks", auth.Admin, s.cleanup)

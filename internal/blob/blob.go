@@ -73,6 +73,13 @@ func PayloadKey(id string) string { return prefix(id) + id + "/payload" }
 // overwrite the result of the worker that finished the task.
 func ResultKey(id string, v int64) string { return fmt.Sprintf("%s%s/result-%d", prefix(id), id, v) }
 
+// StepKey is the key of the result of step seq of task id, recorded by
+// attempt attempt: each attempt records under its own key, so a stale
+// attempt never overwrites the current one's.
+func StepKey(id string, seq, attempt int) string {
+	return fmt.Sprintf("%s%s/step-%d-%d", prefix(id), id, seq, attempt)
+}
+
 func prefix(id string) string {
 	h := fnv.New32a()
 	h.Write([]byte(id))

@@ -295,6 +295,15 @@ func (d *DLQ) Retry(ctx context.Context, id string) (*task.Task, error) {
 	if dead.Status != triagetype.DeadLetter {
 		return dead, &store.StateError{ID: id, Status: dead.Status, Op: "retry"}
 	}
+	// A durable step's recorded permanent error would fail the retry
+	// again: the retry runs that step anew (internal/durable).
+	if f, ok := d.store.(interface {
+		ForgetFailedSteps(ctx context.Context, t *task.Task) error
+	}); ok {
+		if err := f.ForgetFailedSteps(ctx, dead); err != nil {
+			return nil, err
+		}
+	}
 	t, err := d.retry.Retry(ctx, d.store.Get, id)
 	if err != nil {
 		return t, err

@@ -188,6 +188,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 				n.RetryAt = nil
 				n.Held, n.Released = "", false
 				n.ProgressToken = task.NewProgressToken() // this attempt's alone
+				n.Suspend = nil                           // resumed
 			})
 			if err == nil {
 				c.mx.Started(t, now)

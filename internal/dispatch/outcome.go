@@ -32,6 +32,8 @@ func (c *Consumer) finish(ctx context.Context, j *job, a triagetype.Attempt, o e
 		c.retryAfter(ctx, j, a, o.RetryAfter)
 	case execution.Snooze:
 		c.snooze(ctx, j, a, o.Snooze)
+	case execution.Suspend:
+		c.suspend(ctx, j, a, o.Suspend)
 	case execution.Cancel:
 		a.Error = o.Err.Error()
 		c.finishCancelled(ctx, j, a, task.NewError(o.Message, false))

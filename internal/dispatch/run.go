@@ -58,6 +58,7 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 		r := execution.Request(t, payload)
 		r.Traceparent, r.ProgressURL, r.Reporter = tracing.Traceparent(spanCtx), c.progressURL(t.ID), j.rep
 		r.Parents = parents
+		r.Durable = c.durableState(t)
 		result, err = c.safeHandle(spanCtx, h, r)
 		c.mx.Ran(t, time.Since(ranFrom))
 	}

@@ -59,6 +59,13 @@ const (
 	// Waiting: the task was created waiting for its parents (after, or a
 	// workflow node); it is a submit too, and has no task.submitted.
 	Waiting Type = "task.waiting"
+	// Sleeping: an attempt ended durably (worker.Sleep or WaitSignal): the
+	// task waits without spending the attempt until RetryAt, or until
+	// Signal arrives when it names one.
+	Sleeping Type = "task.sleeping"
+	// Signalled: signal Signal was delivered to the task (it is kept until
+	// the task's wait consumes it).
+	Signalled Type = "task.signalled"
 	// WorkflowCompleted: every node of a workflow is terminal (BatchID is
 	// the workflow's id, Counts how its nodes ended).
 	WorkflowCompleted Type = "workflow.completed"
@@ -76,7 +83,7 @@ const (
 
 // Types lists every event type.
 func Types() []Type {
-	return []Type{Submitted, Started, Retrying, Completed, DeadLettered, Cancelled, Promoted, Requeued, ScheduleTicked, Waiting, WorkflowCompleted, BatchCompleted, SetAside, Released}
+	return []Type{Submitted, Started, Retrying, Completed, DeadLettered, Cancelled, Promoted, Requeued, ScheduleTicked, Waiting, Sleeping, Signalled, WorkflowCompleted, BatchCompleted, SetAside, Released}
 }
 
 // ParseType returns the event type named s.
@@ -119,9 +126,13 @@ type Event struct {
 	// Error is why the attempt or the task failed (retrying, dead_lettered,
 	// and cancelled by the handler).
 	Error *triagetype.TaskError `json:"error,omitempty"`
-	// RetryAt is when a retrying task runs again.
+	// RetryAt is when a retrying task runs again (a sleeping one: when it
+	// wakes, at the latest).
 	RetryAt *time.Time `json:"retry_at,omitempty"`
-	TraceID string     `json:"trace_id,omitempty"`
+	// Signal is the signal a sleeping task waits for, or the one a
+	// task.signalled event delivered.
+	Signal  string `json:"signal,omitempty"`
+	TraceID string `json:"trace_id,omitempty"`
 	// Schedule is the schedule of a schedule.ticked event, whose Time is
 	// the tick's.
 	Schedule string `json:"schedule,omitempty"`
@@ -143,6 +154,7 @@ func Derive(old, new *task.Task) (ev Event, ok bool) {
 		return Event{}, false // removals (deletes, TTL) are not lifecycle events
 	}
 	var typ Type
+	signal := ""
 	switch {
 	case old == nil && new.Status == triagetype.Waiting:
 		typ = Waiting
@@ -152,10 +164,14 @@ func Derive(old, new *task.Task) (ev Event, ok bool) {
 		typ = SetAside // a Retry-After's set-aside ends an attempt: task.retrying
 	case new.Status == triagetype.Queued && old.Held != "" && new.Held == "":
 		typ = Released
+	case old.Status == new.Status && len(new.Signals) > len(old.Signals):
+		typ, signal = Signalled, newSignal(old, new)
 	case old.Status == new.Status:
 		if new.EffectivePriority.Rank() < old.EffectivePriority.Rank() {
 			typ = Promoted
 		}
+	case new.Status == triagetype.Retrying && new.Suspend != nil:
+		typ, signal = Sleeping, new.Suspend.Signal
 	case new.Status == triagetype.Executing:
 		typ = Started
 	case new.Status == triagetype.Retrying:
@@ -196,6 +212,15 @@ func Derive(old, new *task.Task) (ev Event, ok bool) {
 		ev.Scope = new.Held
 	case Released:
 		ev.Scope = old.Held
+	case Signalled:
+		// A signal's write does not bump the version: its own ID, one per
+		// name (a second signal of a name is refused).
+		ev.ID, ev.Signal = fmt.Sprintf("%s-%d-signal-%s", new.ID, new.Version, signal), signal
+		if sg, ok := new.SignalNamed(signal); ok {
+			ev.Time = sg.At
+		}
+	case Sleeping:
+		ev.RetryAt, ev.Signal = new.RetryAt, signal
 	case Promoted:
 		ev.PreviousPriority = old.EffectivePriority
 	case Retrying:
@@ -214,6 +239,16 @@ func Derive(old, new *task.Task) (ev Event, ok bool) {
 		ev.DurationMS = duration(old, new, ev.Time)
 	}
 	return ev, true
+}
+
+// newSignal names a signal new has and old has not.
+func newSignal(old, new *task.Task) string {
+	for _, sg := range new.Signals {
+		if _, had := old.SignalNamed(sg.Name); !had {
+			return sg.Name
+		}
+	}
+	return ""
 }
 
 // DeriveTick returns the schedule.ticked event of a stream record: the

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/triagehq/triage/internal/durable"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/task"
 )
@@ -107,6 +108,10 @@ const (
 	// until Outcome.RetryAfter.Until; the task is set aside there without
 	// spending the attempt.
 	Hold
+	// Suspend: the handler slept or waits for a signal (package durable);
+	// the task waits without spending the attempt until
+	// Outcome.Suspend.WakeAt, or its signal.
+	Suspend
 	// Cancel: the handler cancelled the task (handler.Cancel); it is not
 	// retried and Outcome.Message is the reason.
 	Cancel
@@ -127,6 +132,8 @@ func (k Kind) String() string {
 		return "snooze"
 	case Hold:
 		return "hold"
+	case Suspend:
+		return "suspend"
 	case Cancel:
 		return "cancel"
 	case DeadLetter:
@@ -157,6 +164,9 @@ type Outcome struct {
 	Snooze time.Duration
 	// RetryAfter is, for Hold, the scope that waits and until when.
 	RetryAfter *handler.RetryAfterError
+	// Suspend is, for Suspend, until when the task waits, and for which
+	// signal.
+	Suspend *durable.SuspendError
 }
 
 // Decide reads what attempt attempt (from 1) of a task allowed
@@ -168,7 +178,8 @@ type Outcome struct {
 //   - the attempt's timeout passed: the timeout is the error, whatever
 //     the handler returned (a RetryAfter or Snooze that arrives too late
 //     is not honoured), then read as below;
-//   - a RetryAfter: Hold; a Snooze: Snooze; a Cancel: Cancel;
+//   - a RetryAfter: Hold; a durable sleep or signal wait
+//     (durable.SuspendError): Suspend; a Snooze: Snooze; a Cancel: Cancel;
 //   - a retriable error while attempts remain: Retry;
 //   - anything else (Permanent, a panic, a result that cannot be stored,
 //     a retriable error on the last attempt): DeadLetter.
@@ -187,6 +198,9 @@ func Decide(ctx context.Context, result json.RawMessage, err error, attempt, max
 	}
 	if ra, ok := handler.RetryAfterOf(err); ok {
 		return Outcome{Kind: Hold, Err: err, Message: ra.Error(), RetryAfter: ra}
+	}
+	if se, ok := durable.SuspendOf(err); ok {
+		return Outcome{Kind: Suspend, Err: err, Message: se.Error(), Suspend: se}
 	}
 	if d, ok := handler.SnoozeOf(err); ok {
 		return Outcome{Kind: Snooze, Err: err, Message: fmt.Sprintf("snoozed for %s", d), Snooze: d}

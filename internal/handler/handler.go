@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/triagehq/triage/internal/durable"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
@@ -58,6 +59,9 @@ type Request struct {
 	// Reporter records an in-process handler's progress and checkpoints
 	// (nil when nothing is listening, as in a unit test: see Report).
 	Reporter Reporter `json:"-"`
+	// Durable is the attempt's replay of the task's recorded steps, sleeps
+	// and signal waits (package durable); nil when nothing records them.
+	Durable *durable.State `json:"-"`
 }
 
 // Reporter records what a running attempt reports. Reports are cheap to
@@ -122,7 +126,11 @@ func Permanent(err error) error {
 }
 
 // Retriable reports whether the task may be tried again after err.
-func Retriable(err error) bool { return !errors.Is(err, ErrPermanent) && !errors.Is(err, ErrCancel) }
+// A non-determinism error (durable.ErrNonDeterminism) is never retriable:
+// the same code meets the same records again.
+func Retriable(err error) bool {
+	return !errors.Is(err, ErrPermanent) && !errors.Is(err, ErrCancel) && !errors.Is(err, durable.ErrNonDeterminism)
+}
 
 // ErrCancel matches (errors.Is) every error made with Cancel.
 var ErrCancel = errors.New("cancelled by its handler")

@@ -133,6 +133,7 @@ type Service struct {
 	submit    *submit.Service
 	schedules *schedule.Service // nil without d.Schedules
 	known     task.KnownTypes
+	log       *slog.Logger
 }
 
 // New returns the service over d: the one wiring of the submit service
@@ -154,7 +155,7 @@ func New(d Deps, o Options) *Service {
 	if r, ok := d.Controls.(submit.Router); ok {
 		so.Fair = r
 	}
-	s := &Service{d: d, submit: submit.New(d.Enqueuer, so), known: known}
+	s := &Service{d: d, submit: submit.New(d.Enqueuer, so), known: known, log: o.Logger}
 	if d.Schedules != nil {
 		s.schedules = schedule.NewService(d.Schedules, o.KnownTypes)
 	}

@@ -106,5 +106,10 @@ func BlobKeys(t *task.Task) []string {
 			keys = append(keys, k)
 		}
 	}
+	for _, st := range t.Steps {
+		if st.ResultRef != "" {
+			keys = append(keys, st.ResultRef)
+		}
+	}
 	return keys
 }

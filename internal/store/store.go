@@ -162,7 +162,11 @@ func (s *Store) item(t *task.Task) (map[string]types.AttributeValue, error) {
 	return av, nil
 }
 
-func unmarshal(av map[string]types.AttributeValue) (*task.Task, error) {
+// unmarshal decodes a task item, its durable records (durable.go)
+// included.
+func unmarshal(av map[string]types.AttributeValue) (*task.Task, error) { return Unmarshal(av) }
+
+func unmarshalTask(av map[string]types.AttributeValue) (*task.Task, error) {
 	var t task.Task
 	if err := attributevalue.UnmarshalMap(av, &t); err != nil {
 		return nil, fmt.Errorf("unmarshal task: %w", err)

@@ -53,6 +53,9 @@ func TestPublicMatchesJSON(t *testing.T) {
 		Promotions: []triagetype.Promotion{{From: triagetype.Low, To: triagetype.Medium, At: later, WaitedMS: 60000}},
 		After:      []string{"p"}, OnParentFailure: "run", WaitingOn: []string{"p"}, WorkflowID: "w", Node: "n", BatchID: "b",
 		HasChildren: true, BatchCounted: true,
+		Steps:   []Step{{Seq: 0, Name: "charge", Kind: StepRun, Type: "int", Result: json.RawMessage(`1`), ResultSize: 1, Attempt: 1, At: at, DurationMS: 5}},
+		Signals: []Signal{{Name: "approval", Payload: json.RawMessage(`true`), At: later}},
+		Suspend: &Suspend{Kind: StepWait, Signal: "approval", WakeAt: later},
 	}
 	want, err := json.Marshal(tk)
 	if err != nil {

@@ -66,6 +66,13 @@ type Task struct {
 	// attempt is given.
 	Progress   *Progress       `json:"progress,omitempty" dynamodbav:"progress,omitempty"`
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty" dynamodbav:"checkpoint,omitempty"`
+	// Steps and Signals are the task's durable execution records (see
+	// durable.go): never written by a transition (dynamodbav "-"), read
+	// from their own attributes by the store. Suspend says why a task
+	// that slept or waits for a signal waits.
+	Steps   []Step   `json:"steps,omitempty" dynamodbav:"-"`
+	Signals []Signal `json:"signals,omitempty" dynamodbav:"-"`
+	Suspend *Suspend `json:"suspended,omitempty" dynamodbav:"suspended,omitempty"`
 	// Promotions are the aging steps the promoter made (promotion.go),
 	// written in the same update as the promotion itself.
 	Promotions []triagetype.Promotion `json:"promotions,omitempty" dynamodbav:"promotions,omitempty"`
@@ -189,6 +196,12 @@ func (t *Task) Clone() *Task {
 		c.Checkpoint = append(json.RawMessage(nil), t.Checkpoint...)
 	}
 	c.After = append([]string(nil), t.After...)
+	c.Steps = append([]Step(nil), t.Steps...)
+	c.Signals = append([]Signal(nil), t.Signals...)
+	if t.Suspend != nil {
+		sp := *t.Suspend
+		c.Suspend = &sp
+	}
 	c.WaitingOn = append([]string(nil), t.WaitingOn...)
 	return &c
 }
@@ -232,6 +245,26 @@ func (t *Task) AddAttempt(a triagetype.Attempt) {
 	if n := len(t.History); n > MaxHistory {
 		t.History = append([]triagetype.Attempt(nil), t.History[n-MaxHistory:]...)
 	}
+}
+
+// StepAt returns the step recorded at seq, if any.
+func (t *Task) StepAt(seq int) (Step, bool) {
+	for _, s := range t.Steps {
+		if s.Seq == seq {
+			return s, true
+		}
+	}
+	return Step{}, false
+}
+
+// SignalNamed returns the signal named name delivered to t, if any.
+func (t *Task) SignalNamed(name string) (Signal, bool) {
+	for _, s := range t.Signals {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Signal{}, false
 }
 
 // Message is the small SQS body of a task dispatched by triage: the payload
