@@ -39,6 +39,7 @@ import (
 	"github.com/triagehq/triage/internal/execution"
 	"github.com/triagehq/triage/internal/gohandlers"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 	"github.com/triagehq/triage/worker"
 )
 
@@ -209,7 +210,7 @@ func (rn *Runner) task(tb testing.TB, typ string, payload any, opts *WorkOptions
 		tb.Fatalf("workertest: attempt %d of a task allowed %d (set triage.WithMaxAttempts in WorkOptions.Submit)", t.Attempts, t.MaxAttempts)
 	}
 	if p := opts.EffectivePriority; p != "" {
-		if _, err := triage.ParsePriority(string(p)); err != nil || p.Rank() > t.Priority.Rank() {
+		if _, err := triagetype.ParsePriority(string(p)); err != nil || p.Rank() > t.Priority.Rank() {
 			tb.Fatalf("workertest: effective priority %q: a task runs at its submitted priority (%s) or higher", p, t.Priority)
 		}
 		t.EffectivePriority = p
