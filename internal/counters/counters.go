@@ -40,7 +40,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -406,11 +405,11 @@ func TaskFromImage(img map[string]types.AttributeValue) (*task.Task, bool, error
 	if pk == nil || !strings.HasPrefix(pk.Value, spec.TaskKeyPrefix) {
 		return nil, false, nil
 	}
-	var t task.Task
-	if err := attributevalue.UnmarshalMap(img, &t); err != nil {
+	t, err := store.UnmarshalTask(img)
+	if err != nil {
 		return nil, false, fmt.Errorf("decode task image: %w", err)
 	}
-	return &t, true, nil
+	return t, true, nil
 }
 
 // changeOf builds the Change of one stream record from its images (nil or
