@@ -272,6 +272,6 @@ var scenarios = []scenario{
 	{name: "low submit over the depth limit", env: "depth", want: []string{`"status":429`, `"code":"too_many_requests"`, `"retry_after":"5s"`}, do: submit("echo", nil, triage.WithPriority(triage.Low))},
 	{name: "high submit under its own limit", env: "depth", want: []string{`"status":"queued"`}, do: submit("echo", nil, triage.WithPriority(triage.High))},
 	{name: "batch over the depth limit", env: "depth", want: []string{`"status":429`, `"status":201`}, do: func(r *run) (any, error) {
-		return value(r.c.SubmitBatch(r.ctx, []triage.SubmitRequest{{Type: "echo", Priority: string(triage.Low)}, {Type: "echo", Priority: string(triage.High)}}))
+		return value(r.c.SubmitBatch(r.ctx, []triage.SubmitRequest{{Type: "echo", Priority: triage.Low}, {Type: "echo", Priority: triage.High}}))
 	}},
 }

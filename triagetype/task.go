@@ -103,8 +103,8 @@ type SubmitRequest struct {
 	// empty means DefaultKey.
 	Key     string          `json:"key,omitempty"`
 	Payload json.RawMessage `json:"payload,omitempty"`
-	// Priority names a Priority; empty is medium.
-	Priority       string     `json:"priority,omitempty"`
+	// Priority is high, medium or low; empty is medium.
+	Priority       Priority   `json:"priority,omitempty"`
 	MaxAttempts    *int       `json:"max_attempts,omitempty"`
 	TimeoutSeconds *int       `json:"timeout_seconds,omitempty"`
 	RunAt          *time.Time `json:"run_at,omitempty"`

@@ -35,11 +35,20 @@ func Priorities() []Priority { return []Priority{High, Medium, Low} }
 // ParsePriority returns the priority named s, or an error naming the
 // allowed values.
 func ParsePriority(s string) (Priority, error) {
-	switch p := Priority(s); p {
-	case High, Medium, Low:
-		return p, nil
+	if err := Priority(s).Validate(); err != nil {
+		return "", err
 	}
-	return "", fmt.Errorf("unknown priority %q: want high, medium or low", s)
+	return Priority(s), nil
+}
+
+// Validate returns nil for High, Medium and Low, and an error naming the
+// allowed values for anything else (the empty priority too).
+func (p Priority) Validate() error {
+	switch p {
+	case High, Medium, Low:
+		return nil
+	}
+	return fmt.Errorf("unknown priority %q: want high, medium or low", string(p))
 }
 
 // Rank orders priorities: high is 0, medium 1, low 2.

@@ -58,7 +58,7 @@ the last. Without --file, the batch is created empty and open.`,
 			}
 			r := triage.BatchCreate{Open: open || len(reqs) > triage.MaxBatch}
 			if onType != "" {
-				r.OnComplete = &triage.SubmitRequest{Type: onType, Priority: onPriority}
+				r.OnComplete = &triage.SubmitRequest{Type: onType, Priority: triage.Priority(onPriority)}
 				if onPayload != "" {
 					if !json.Valid([]byte(onPayload)) {
 						return usageError{fmt.Errorf("--on-complete-payload is not valid JSON")}
