@@ -28,7 +28,7 @@ type Transport interface {
 	Cancel(ctx context.Context, id string) (*Task, error)
 	Retry(ctx context.Context, id string) (*Task, error)
 	Delete(ctx context.Context, id string) error
-	// Cleanup starts a cleanup job (GetCleanup follows it).
+	// StartCleanup starts a cleanup job (GetCleanup follows it).
 	StartCleanup(ctx context.Context, olderThan time.Time) (*triagetype.Cleanup, error)
 	GetCleanup(ctx context.Context, id string) (*triagetype.Cleanup, error)
 	GetStats(ctx context.Context) (*triagetype.Stats, error)
@@ -44,7 +44,7 @@ type Transport interface {
 	// SetKeyControls changes fairness key key's controls (nil fields keep
 	// their setting).
 	SetKeyControls(ctx context.Context, key string, r triagetype.KeyControlsRequest) (*triagetype.ControlSettings, error)
-	// Workers lists the consumer instances in the worker registry.
+	// ListWorkers lists the consumer instances in the worker registry.
 	ListWorkers(ctx context.Context) (*triagetype.WorkerList, error)
 
 	// SubmitWorkflow submits a workflow whole; created is false when its
@@ -52,7 +52,7 @@ type Transport interface {
 	SubmitWorkflow(ctx context.Context, r WorkflowRequest) (w *triagetype.Workflow, created bool, err error)
 	GetWorkflow(ctx context.Context, id string) (*triagetype.Workflow, error)
 
-	// CreateBatch, AddToBatch, SealBatch and Batch carry batches with a
+	// CreateBatch, AddToBatch, SealBatch and GetBatch carry batches with a
 	// completion callback.
 	CreateBatch(ctx context.Context, r BatchCreate) (*triagetype.Batch, error)
 	AddToBatch(ctx context.Context, id string, rs []SubmitRequest) (*triagetype.Batch, error)
