@@ -11,7 +11,7 @@ import (
 
 // A batch with a completion callback: campaign-report is enqueued once,
 // when every email has finished, with the counts in its payload
-// (triage.BatchCallback). The batch stays open while members are added,
+// (triagetype.BatchCallback). The batch stays open while members are added,
 // 100 a request, and is sealed after the last.
 func ExampleClient_CreateBatch() {
 	ctx := context.Background()
@@ -47,7 +47,7 @@ func ExampleClient_CreateBatch() {
 		log.Fatal(err)
 	}
 	// Progress is one O(1) read, however large the batch.
-	b, err = c.Batch(ctx, b.ID)
+	b, err = c.GetBatch(ctx, b.ID)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -22,49 +22,49 @@ type Transport interface {
 	// nothing is written.
 	Submit(ctx context.Context, r SubmitRequest) (t *Task, created bool, err error)
 	// SubmitBatch submits 1 to MaxBatch tasks; each gets its own result.
-	SubmitBatch(ctx context.Context, rs []SubmitRequest) ([]BatchResult, error)
+	SubmitBatch(ctx context.Context, rs []SubmitRequest) ([]triagetype.BatchResult, error)
 	Get(ctx context.Context, id string) (*Task, error)
-	List(ctx context.Context, p ListParams) (*TaskPage, error)
+	List(ctx context.Context, p ListParams) (*triagetype.TaskPage, error)
 	Cancel(ctx context.Context, id string) (*Task, error)
 	Retry(ctx context.Context, id string) (*Task, error)
 	Delete(ctx context.Context, id string) error
-	// Cleanup starts a cleanup job (GetCleanup follows it).
-	Cleanup(ctx context.Context, olderThan time.Time) (*triagetype.Cleanup, error)
+	// StartCleanup starts a cleanup job (GetCleanup follows it).
+	StartCleanup(ctx context.Context, olderThan time.Time) (*triagetype.Cleanup, error)
 	GetCleanup(ctx context.Context, id string) (*triagetype.Cleanup, error)
-	Stats(ctx context.Context) (*Stats, error)
+	GetStats(ctx context.Context) (*triagetype.Stats, error)
 	// SetPaused pauses (or resumes) task type typ, or every type when typ
 	// is empty.
-	SetPaused(ctx context.Context, typ string, paused bool) (*ControlSettings, error)
-	SetLimits(ctx context.Context, typ string, l LimitsRequest) (*ControlSettings, error)
-	Controls(ctx context.Context) ([]ControlSettings, error)
-	// DLQ reads up to limit messages (0: DefaultListLimit) from priority's
-	// DLQ, or from all three when priority is empty.
-	DLQ(ctx context.Context, priority Priority, limit int) ([]DLQMessage, error)
-	ReplayDLQ(ctx context.Context, r ReplayRequest) (*ReplayResult, error)
+	SetPaused(ctx context.Context, typ string, paused bool) (*triagetype.ControlSettings, error)
+	SetLimits(ctx context.Context, typ string, l triagetype.LimitsRequest) (*triagetype.ControlSettings, error)
+	ListControls(ctx context.Context) ([]triagetype.ControlSettings, error)
+	// ListDLQ reads up to limit messages (0: DefaultListLimit) from
+	// priority's DLQ, or from all three when priority is empty.
+	ListDLQ(ctx context.Context, priority Priority, limit int) ([]triagetype.DLQMessage, error)
+	ReplayDLQ(ctx context.Context, r triagetype.ReplayRequest) (*triagetype.ReplayResult, error)
 	// SetKeyControls changes fairness key key's controls (nil fields keep
 	// their setting).
-	SetKeyControls(ctx context.Context, key string, r KeyControlsRequest) (*ControlSettings, error)
-	// Workers lists the consumer instances in the worker registry.
-	Workers(ctx context.Context) (*WorkerList, error)
+	SetKeyControls(ctx context.Context, key string, r triagetype.KeyControlsRequest) (*triagetype.ControlSettings, error)
+	// ListWorkers lists the consumer instances in the worker registry.
+	ListWorkers(ctx context.Context) (*triagetype.WorkerList, error)
 
 	// SubmitWorkflow submits a workflow whole; created is false when its
 	// idempotency key named an earlier one, which comes back.
-	SubmitWorkflow(ctx context.Context, r WorkflowRequest) (w *Workflow, created bool, err error)
-	Workflow(ctx context.Context, id string) (*Workflow, error)
+	SubmitWorkflow(ctx context.Context, r WorkflowRequest) (w *triagetype.Workflow, created bool, err error)
+	GetWorkflow(ctx context.Context, id string) (*triagetype.Workflow, error)
 
-	// CreateBatch, AddToBatch, SealBatch and Batch carry batches with a
+	// CreateBatch, AddToBatch, SealBatch and GetBatch carry batches with a
 	// completion callback.
-	CreateBatch(ctx context.Context, r BatchCreate) (*Batch, error)
-	AddToBatch(ctx context.Context, id string, rs []SubmitRequest) (*Batch, error)
-	SealBatch(ctx context.Context, id string) (*Batch, error)
-	Batch(ctx context.Context, id string) (*Batch, error)
+	CreateBatch(ctx context.Context, r BatchCreate) (*triagetype.Batch, error)
+	AddToBatch(ctx context.Context, id string, rs []SubmitRequest) (*triagetype.Batch, error)
+	SealBatch(ctx context.Context, id string) (*triagetype.Batch, error)
+	GetBatch(ctx context.Context, id string) (*triagetype.Batch, error)
 
 	// PutSchedule creates (created true) or replaces the schedule s names.
 	PutSchedule(ctx context.Context, s Schedule) (sc *Schedule, created bool, err error)
 	GetSchedule(ctx context.Context, name string) (*Schedule, error)
 	// ListSchedules returns up to limit (1 to 100; 0: 100) schedules by
 	// name after cursor ("" from the start).
-	ListSchedules(ctx context.Context, limit int, cursor string) (*SchedulePage, error)
+	ListSchedules(ctx context.Context, limit int, cursor string) (*triagetype.SchedulePage, error)
 	DeleteSchedule(ctx context.Context, name string) error
 	SetSchedulePaused(ctx context.Context, name string, paused bool) (*Schedule, error)
 }
@@ -113,9 +113,9 @@ func (c *Client) Submit(ctx context.Context, typ string, payload any, opts ...Su
 // SubmitBatch submits 1 to MaxBatch tasks in one call (build them with
 // NewRequest). The call fails as a whole only when the request does
 // (authorization, a malformed batch, the network); each task's own outcome
-// is its BatchResult, in order, so a batch can partly succeed: check each
+// is its triagetype.BatchResult, in order, so a batch can partly succeed: check each
 // result's Err.
-func (c *Client) SubmitBatch(ctx context.Context, rs []SubmitRequest) ([]BatchResult, error) {
+func (c *Client) SubmitBatch(ctx context.Context, rs []SubmitRequest) ([]triagetype.BatchResult, error) {
 	res, err := c.t.SubmitBatch(ctx, rs)
 	if err == nil && len(res) != len(rs) {
 		return res, fmt.Errorf("submit batch: %d results for %d tasks", len(res), len(rs))
@@ -142,10 +142,10 @@ func (c *Client) SubmitArgs(ctx context.Context, args Args, opts ...SubmitOption
 // SubmitArgsBatch submits 1 to MaxBatch typed tasks in one call, as
 // River's InsertMany does: SubmitBatch with each item's type and payload
 // taken from its Args. Items go to the deployment as they are, so each
-// one's validation is the deployment's answer in its BatchResult, as in
+// one's validation is the deployment's answer in its triagetype.BatchResult, as in
 // SubmitBatch; only an item with nil args or a payload that does not
 // encode fails the whole call, before anything is sent, naming its index.
-func (c *Client) SubmitArgsBatch(ctx context.Context, items []ArgsItem) ([]BatchResult, error) {
+func (c *Client) SubmitArgsBatch(ctx context.Context, items []ArgsItem) ([]triagetype.BatchResult, error) {
 	rs := make([]SubmitRequest, len(items))
 	for i, it := range items {
 		if it.Args == nil { // named as the deployment names a batch item's field
@@ -224,7 +224,9 @@ func endError(t *Task) error {
 
 // List reads one page of tasks, newest first; pass its NextCursor as
 // p.Cursor to read the next, or use ListAll.
-func (c *Client) List(ctx context.Context, p ListParams) (*TaskPage, error) { return c.t.List(ctx, p) }
+func (c *Client) List(ctx context.Context, p ListParams) (*triagetype.TaskPage, error) {
+	return c.t.List(ctx, p)
+}
 
 // ErrStop, returned by a ListAll callback, ends the walk early without an
 // error.
@@ -274,14 +276,14 @@ func (c *Client) Retry(ctx context.Context, id string) (*Task, error) { return c
 // ErrConflict: cancel it first.
 func (c *Client) Delete(ctx context.Context, id string) error { return c.t.Delete(ctx, id) }
 
-// Cleanup starts a cleanup job that deletes every task that finished
+// StartCleanup starts a cleanup job that deletes every task that finished
 // before olderThan (completed, cancelled or dead-lettered; the dead ones'
 // DLQ copies too) and returns it at once, running: the promoter does the
 // work, page by page, and resumes it after a crash. GetCleanup shows how
 // far it has got. One runs at a time: while one runs, Cleanup is
 // ErrConflict naming it.
-func (c *Client) Cleanup(ctx context.Context, olderThan time.Time) (*triagetype.Cleanup, error) {
-	return c.t.Cleanup(ctx, olderThan)
+func (c *Client) StartCleanup(ctx context.Context, olderThan time.Time) (*triagetype.Cleanup, error) {
+	return c.t.StartCleanup(ctx, olderThan)
 }
 
 // GetCleanup reads cleanup job id: its state and the tasks deleted so far.
@@ -289,39 +291,42 @@ func (c *Client) GetCleanup(ctx context.Context, id string) (*triagetype.Cleanup
 	return c.t.GetCleanup(ctx, id)
 }
 
-// Stats reads the queue depths, task counts and throughput.
-func (c *Client) Stats(ctx context.Context) (*Stats, error) { return c.t.Stats(ctx) }
+// GetStats reads the queue depths, task counts and throughput.
+func (c *Client) GetStats(ctx context.Context) (*triagetype.Stats, error) { return c.t.GetStats(ctx) }
 
-// Pause stops consumers from starting tasks of type typ, or of every type
+// PauseType stops consumers from starting tasks of type typ, or of every type
 // when typ is empty. Running tasks finish; queued ones wait.
-func (c *Client) Pause(ctx context.Context, typ string) (*ControlSettings, error) {
+func (c *Client) PauseType(ctx context.Context, typ string) (*triagetype.ControlSettings, error) {
 	return c.t.SetPaused(ctx, typ, true)
 }
 
-// Resume undoes Pause for typ (or globally when typ is empty).
-func (c *Client) Resume(ctx context.Context, typ string) (*ControlSettings, error) {
+// ResumeType undoes PauseType for typ (or globally when typ is empty).
+func (c *Client) ResumeType(ctx context.Context, typ string) (*triagetype.ControlSettings, error) {
 	return c.t.SetPaused(ctx, typ, false)
 }
 
-// SetLimits sets task type typ's rate limit (task starts per second across
-// every consumer) and concurrency limit. Both are always set, and 0 means
-// no limit, so one call states the type's whole limit configuration.
-func (c *Client) SetLimits(ctx context.Context, typ string, ratePerSecond float64, maxConcurrency int) (*ControlSettings, error) {
-	return c.t.SetLimits(ctx, typ, LimitsRequest{RateLimitPerSecond: ratePerSecond, MaxConcurrency: maxConcurrency})
+// SetLimits sets task type typ's limits: l.RateLimitPerSecond task starts
+// per second across every consumer and l.MaxConcurrency at once. Both are
+// always set, and 0 means no limit, so one call states the type's whole
+// limit configuration.
+func (c *Client) SetLimits(ctx context.Context, typ string, l triagetype.LimitsRequest) (*triagetype.ControlSettings, error) {
+	return c.t.SetLimits(ctx, typ, l)
 }
 
-// Controls lists the control settings: the global ones first, then those
+// ListControls lists the control settings: the global ones first, then those
 // of every type that has any.
-func (c *Client) Controls(ctx context.Context) ([]ControlSettings, error) { return c.t.Controls(ctx) }
+func (c *Client) ListControls(ctx context.Context) ([]triagetype.ControlSettings, error) {
+	return c.t.ListControls(ctx)
+}
 
-// DLQ reads up to limit messages (0: 100) from priority's dead-letter
+// ListDLQ reads up to limit messages (0: 100) from priority's dead-letter
 // queue, or from all three when priority is empty, without consuming them.
-func (c *Client) DLQ(ctx context.Context, priority Priority, limit int) ([]DLQMessage, error) {
-	return c.t.DLQ(ctx, priority, limit)
+func (c *Client) ListDLQ(ctx context.Context, priority Priority, limit int) ([]triagetype.DLQMessage, error) {
+	return c.t.ListDLQ(ctx, priority, limit)
 }
 
 // ReplayDLQ sends dead_letter tasks whose DLQ message matches r back to
 // queued, with their attempts reset, and deletes those DLQ messages.
-func (c *Client) ReplayDLQ(ctx context.Context, r ReplayRequest) (*ReplayResult, error) {
+func (c *Client) ReplayDLQ(ctx context.Context, r triagetype.ReplayRequest) (*triagetype.ReplayResult, error) {
 	return c.t.ReplayDLQ(ctx, r)
 }

@@ -28,17 +28,44 @@
 //
 //	task, created, err := c.SubmitArgs(ctx, Resize{URL: u}, triage.WithPriority(triage.High))
 //
-// # Design
+// # Names
 //
-// The vocabulary (Task, Priority, Status, SubmitRequest, the API's answers
-// and errors) is defined once, in package triagetype, and re-exported here
-// in one alias block (types.go), so a caller needs one import. It lives in
-// its own leaf package because triage's internal packages use the same
-// definitions directly (the store persists a triagetype.Status, the
-// consumer records a triagetype.Attempt), and they cannot import this
-// package: the direct transport imports them. So a task travels from the
-// store to a caller by a Go conversion, never through JSON, and there is
-// one definition of each wire type.
+// The wire types are defined once, in package triagetype. This package
+// re-exports only the nine a caller writes out by name, so a program that
+// submits, waits and checks errors needs one import:
+//
+//   - Task, the answer of a submit and of every read of a task;
+//   - SubmitRequest, what NewRequest builds and SubmitBatch takes;
+//   - Priority with High, Medium and Low, and Status with its constants;
+//   - Error, with the sentinels it matches (ErrBadRequest, ErrTooMany, ...);
+//   - WorkflowRequest, WorkflowNode, BatchCreate and Schedule, the bodies a
+//     caller builds for SubmitWorkflow, CreateBatch and PutSchedule.
+//
+// Everything else (TaskPage, Stats, Workflow, Batch, the control, DLQ and
+// worker answers) is only received, and is named triagetype.X. The
+// package lives apart because triage's internal packages use the same
+// definitions and cannot import this package (the direct transport imports
+// them), so a task travels from the store to a caller by a Go conversion,
+// never through JSON.
+//
+// Client's methods are named by one rule: a call on the task itself is a
+// bare verb (Submit, Get, Wait, List, ListAll, Cancel, Retry, Delete); any
+// other is a verb and the noun it acts on, Get for one, List for many
+// (SubmitBatch, SubmitArgs, GetBatch, GetWorkflow, GetSchedule,
+// ListSchedules, ListWorkers, ListControls, ListDLQ, GetStats,
+// StartCleanup, PauseType, PauseSchedule, SetLimits, SetKeyControls, ...).
+// A method takes the same struct its Transport method does
+// (SetLimits takes a triagetype.LimitsRequest). Transport's methods carry
+// the same names, except that it sets a pause with one call, SetPaused
+// (SetSchedulePaused), where Client has PauseType and ResumeType
+// (PauseSchedule and ResumeSchedule).
+//
+// Settings are named by one rule too: a struct of settings is Options (or
+// XxxOptions: direct.Options, worker.Options, workertest.WorkOptions), a
+// functional option is XxxOption (HTTPOption, SubmitOption), and the
+// filter of a listing is ListParams.
+//
+// # Transports
 //
 // The HTTP transport lives here. Outside the standard library this package
 // depends only on triagetype, two small internal packages (the task rules

@@ -188,7 +188,7 @@ func ExampleValidateRequest() {
 	if errors.As(err, &e) {
 		fmt.Println(errors.Is(err, triage.ErrBadRequest), e.Field)
 	}
-	r.Priority = string(triage.Medium)
+	r.Priority = triage.Medium
 	fmt.Println(triage.ValidateRequest(r))
 	// Output:
 	// true priority

@@ -69,7 +69,7 @@ func (h *HTTPTransport) Submit(ctx context.Context, r SubmitRequest) (*Task, boo
 }
 
 // SubmitBatch implements Transport: POST /tasks/batch.
-func (h *HTTPTransport) SubmitBatch(ctx context.Context, rs []SubmitRequest) ([]BatchResult, error) {
+func (h *HTTPTransport) SubmitBatch(ctx context.Context, rs []SubmitRequest) ([]triagetype.BatchResult, error) {
 	var out triagetype.BatchResponse
 	if _, err := h.do(ctx, http.MethodPost, "/tasks/batch", nil, triagetype.BatchRequest{Tasks: rs}, &out); err != nil {
 		return nil, err
@@ -83,7 +83,7 @@ func (h *HTTPTransport) Get(ctx context.Context, id string) (*Task, error) {
 }
 
 // List implements Transport: GET /tasks.
-func (h *HTTPTransport) List(ctx context.Context, p ListParams) (*TaskPage, error) {
+func (h *HTTPTransport) List(ctx context.Context, p ListParams) (*triagetype.TaskPage, error) {
 	q := url.Values{}
 	for k, v := range map[string]string{"type": p.Type, "status": string(p.Status), "priority": string(p.Priority), "cursor": p.Cursor} {
 		if v != "" {
@@ -93,7 +93,7 @@ func (h *HTTPTransport) List(ctx context.Context, p ListParams) (*TaskPage, erro
 	if p.Limit > 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))
 	}
-	var out TaskPage
+	var out triagetype.TaskPage
 	if _, err := h.do(ctx, http.MethodGet, "/tasks", q, nil, &out); err != nil {
 		return nil, err
 	}
@@ -131,8 +131,8 @@ func (h *HTTPTransport) Delete(ctx context.Context, id string) error {
 	return err
 }
 
-// Cleanup implements Transport: DELETE /tasks?older_than= (202).
-func (h *HTTPTransport) Cleanup(ctx context.Context, olderThan time.Time) (*triagetype.Cleanup, error) {
+// StartCleanup implements Transport: DELETE /tasks?older_than= (202).
+func (h *HTTPTransport) StartCleanup(ctx context.Context, olderThan time.Time) (*triagetype.Cleanup, error) {
 	var out triagetype.Cleanup
 	q := url.Values{"older_than": {olderThan.UTC().Format(time.RFC3339)}}
 	if _, err := h.do(ctx, http.MethodDelete, "/tasks", q, nil, &out); err != nil {
@@ -153,18 +153,18 @@ func (h *HTTPTransport) GetCleanup(ctx context.Context, id string) (*triagetype.
 	return &out, nil
 }
 
-// Stats implements Transport: GET /stats.
-func (h *HTTPTransport) Stats(ctx context.Context) (*Stats, error) {
-	var s Stats
+// GetStats implements Transport: GET /stats.
+func (h *HTTPTransport) GetStats(ctx context.Context) (*triagetype.Stats, error) {
+	var s triagetype.Stats
 	if _, err := h.do(ctx, http.MethodGet, "/stats", nil, nil, &s); err != nil {
 		return nil, err
 	}
 	return &s, nil
 }
 
-// Workers implements Transport: GET /workers.
-func (h *HTTPTransport) Workers(ctx context.Context) (*WorkerList, error) {
-	var l WorkerList
+// ListWorkers implements Transport: GET /workers.
+func (h *HTTPTransport) ListWorkers(ctx context.Context) (*triagetype.WorkerList, error) {
+	var l triagetype.WorkerList
 	if _, err := h.do(ctx, http.MethodGet, "/workers", nil, nil, &l); err != nil {
 		return nil, err
 	}
@@ -172,7 +172,7 @@ func (h *HTTPTransport) Workers(ctx context.Context) (*WorkerList, error) {
 }
 
 // SetPaused implements Transport: POST /control/pause or /control/resume.
-func (h *HTTPTransport) SetPaused(ctx context.Context, typ string, paused bool) (*ControlSettings, error) {
+func (h *HTTPTransport) SetPaused(ctx context.Context, typ string, paused bool) (*triagetype.ControlSettings, error) {
 	path := "/control/resume"
 	if paused {
 		path = "/control/pause"
@@ -181,7 +181,7 @@ func (h *HTTPTransport) SetPaused(ctx context.Context, typ string, paused bool) 
 	if typ != "" {
 		q = url.Values{"type": {typ}}
 	}
-	var s ControlSettings
+	var s triagetype.ControlSettings
 	if _, err := h.do(ctx, http.MethodPost, path, q, nil, &s); err != nil {
 		return nil, err
 	}
@@ -189,22 +189,22 @@ func (h *HTTPTransport) SetPaused(ctx context.Context, typ string, paused bool) 
 }
 
 // SetLimits implements Transport: PUT /control/types/{type}.
-func (h *HTTPTransport) SetLimits(ctx context.Context, typ string, l LimitsRequest) (*ControlSettings, error) {
+func (h *HTTPTransport) SetLimits(ctx context.Context, typ string, l triagetype.LimitsRequest) (*triagetype.ControlSettings, error) {
 	if typ == "" {
 		// Limits are per type; sent, an empty one would change the route.
 		return nil, invalid("type", "is required")
 	}
-	var s ControlSettings
+	var s triagetype.ControlSettings
 	if _, err := h.do(ctx, http.MethodPut, "/control/types/"+url.PathEscape(typ), nil, l, &s); err != nil {
 		return nil, err
 	}
 	return &s, nil
 }
 
-// Controls implements Transport: GET /control.
-func (h *HTTPTransport) Controls(ctx context.Context) ([]ControlSettings, error) {
+// ListControls implements Transport: GET /control.
+func (h *HTTPTransport) ListControls(ctx context.Context) ([]triagetype.ControlSettings, error) {
 	var out struct {
-		Controls []ControlSettings `json:"controls"`
+		Controls []triagetype.ControlSettings `json:"controls"`
 	}
 	if _, err := h.do(ctx, http.MethodGet, "/control", nil, nil, &out); err != nil {
 		return nil, err
@@ -212,8 +212,8 @@ func (h *HTTPTransport) Controls(ctx context.Context) ([]ControlSettings, error)
 	return out.Controls, nil
 }
 
-// DLQ implements Transport: GET /dlq.
-func (h *HTTPTransport) DLQ(ctx context.Context, priority Priority, limit int) ([]DLQMessage, error) {
+// ListDLQ implements Transport: GET /dlq.
+func (h *HTTPTransport) ListDLQ(ctx context.Context, priority Priority, limit int) ([]triagetype.DLQMessage, error) {
 	q := url.Values{}
 	if priority != "" {
 		q.Set("priority", string(priority))
@@ -222,7 +222,7 @@ func (h *HTTPTransport) DLQ(ctx context.Context, priority Priority, limit int) (
 		q.Set("limit", strconv.Itoa(limit))
 	}
 	var out struct {
-		Messages []DLQMessage `json:"messages"`
+		Messages []triagetype.DLQMessage `json:"messages"`
 	}
 	if _, err := h.do(ctx, http.MethodGet, "/dlq", q, nil, &out); err != nil {
 		return nil, err
@@ -231,8 +231,8 @@ func (h *HTTPTransport) DLQ(ctx context.Context, priority Priority, limit int) (
 }
 
 // ReplayDLQ implements Transport: POST /dlq/replay.
-func (h *HTTPTransport) ReplayDLQ(ctx context.Context, r ReplayRequest) (*ReplayResult, error) {
-	var out ReplayResult
+func (h *HTTPTransport) ReplayDLQ(ctx context.Context, r triagetype.ReplayRequest) (*triagetype.ReplayResult, error) {
+	var out triagetype.ReplayResult
 	if _, err := h.do(ctx, http.MethodPost, "/dlq/replay", nil, r, &out); err != nil {
 		return nil, err
 	}
@@ -318,7 +318,7 @@ func (h *HTTPTransport) send(ctx context.Context, method, path string, query url
 func responseError(resp *http.Response, data []byte) *Error {
 	e := &Error{Status: resp.StatusCode}
 	var eb struct {
-		Error *ErrorDetail `json:"error"`
+		Error *triagetype.ErrorDetail `json:"error"`
 	}
 	if json.Unmarshal(data, &eb) == nil && eb.Error != nil {
 		e.Code, e.Message, e.Field = eb.Error.Code, eb.Error.Message, eb.Error.Field

@@ -178,23 +178,26 @@ func TestPaths(t *testing.T) {
 			_, err := c.Signal(ctx, "01M8ESRJ6HFKSSREDYE328VSDQ", "approval", map[string]bool{"ok": true})
 			return err
 		}, "POST", "/api/v1/tasks/01M8ESRJ6HFKSSREDYE328VSDQ/signals/approval", "", `{"ok":true}`},
-		{"cleanup", `{"id":"01C","state":"running"}`, func(ctx context.Context, c *triage.Client) error { _, err := c.Cleanup(ctx, older); return err }, "DELETE", "/api/v1/tasks", "older_than=2026-01-02T02%3A04%3A05Z", ""},
+		{"cleanup", `{"id":"01C","state":"running"}`, func(ctx context.Context, c *triage.Client) error { _, err := c.StartCleanup(ctx, older); return err }, "DELETE", "/api/v1/tasks", "older_than=2026-01-02T02%3A04%3A05Z", ""},
 		{"cleanup status", `{"id":"01C","state":"done"}`, func(ctx context.Context, c *triage.Client) error { _, err := c.GetCleanup(ctx, "01C"); return err }, "GET", "/api/v1/cleanups/01C", "", ""},
 		{"batch", `{"results":[{"index":0,"status":201,"task":` + taskJSON + `}]}`, func(ctx context.Context, c *triage.Client) error {
 			_, err := c.SubmitBatch(ctx, []triage.SubmitRequest{{Type: "echo"}})
 			return err
 		}, "POST", "/api/v1/tasks/batch", "", `{"tasks":[{"type":"echo"}]}`},
-		{"stats", `{"queues":{}}`, func(ctx context.Context, c *triage.Client) error { _, err := c.Stats(ctx); return err }, "GET", "/api/v1/stats", "", ""},
-		{"pause", `{}`, func(ctx context.Context, c *triage.Client) error { _, err := c.Pause(ctx, "echo"); return err }, "POST", "/api/v1/control/pause", "type=echo", ""},
-		{"resume all", `{}`, func(ctx context.Context, c *triage.Client) error { _, err := c.Resume(ctx, ""); return err }, "POST", "/api/v1/control/resume", "", ""},
+		{"stats", `{"queues":{}}`, func(ctx context.Context, c *triage.Client) error { _, err := c.GetStats(ctx); return err }, "GET", "/api/v1/stats", "", ""},
+		{"pause", `{}`, func(ctx context.Context, c *triage.Client) error { _, err := c.PauseType(ctx, "echo"); return err }, "POST", "/api/v1/control/pause", "type=echo", ""},
+		{"resume all", `{}`, func(ctx context.Context, c *triage.Client) error { _, err := c.ResumeType(ctx, ""); return err }, "POST", "/api/v1/control/resume", "", ""},
 		{"limits", `{}`, func(ctx context.Context, c *triage.Client) error {
-			_, err := c.SetLimits(ctx, "echo", 0, 0)
+			_, err := c.SetLimits(ctx, "echo", triagetype.LimitsRequest{})
 			return err
 		}, "PUT", "/api/v1/control/types/echo", "", `{"rate_limit_per_second":0,"max_concurrency":0}`},
-		{"controls", `{"controls":[]}`, func(ctx context.Context, c *triage.Client) error { _, err := c.Controls(ctx); return err }, "GET", "/api/v1/control", "", ""},
-		{"dlq", `{"messages":[]}`, func(ctx context.Context, c *triage.Client) error { _, err := c.DLQ(ctx, triage.Low, 10); return err }, "GET", "/api/v1/dlq", "limit=10&priority=low", ""},
+		{"controls", `{"controls":[]}`, func(ctx context.Context, c *triage.Client) error { _, err := c.ListControls(ctx); return err }, "GET", "/api/v1/control", "", ""},
+		{"dlq", `{"messages":[]}`, func(ctx context.Context, c *triage.Client) error {
+			_, err := c.ListDLQ(ctx, triage.Low, 10)
+			return err
+		}, "GET", "/api/v1/dlq", "limit=10&priority=low", ""},
 		{"replay", `{"replayed":1}`, func(ctx context.Context, c *triage.Client) error {
-			_, err := c.ReplayDLQ(ctx, triage.ReplayRequest{Type: "echo"})
+			_, err := c.ReplayDLQ(ctx, triagetype.ReplayRequest{Type: "echo"})
 			return err
 		}, "POST", "/api/v1/dlq/replay", "", `{"type":"echo"}`},
 	}
@@ -223,8 +226,11 @@ func TestPaths(t *testing.T) {
 func TestEmptyPathParameters(t *testing.T) {
 	f, c := serve(t, http.StatusOK, taskJSON)
 	calls := map[string]func() error{
-		"id":   func() error { _, err := c.Get(ctx(t), ""); return err },
-		"type": func() error { _, err := c.SetLimits(ctx(t), "", 1, 1); return err },
+		"id": func() error { _, err := c.Get(ctx(t), ""); return err },
+		"type": func() error {
+			_, err := c.SetLimits(ctx(t), "", triagetype.LimitsRequest{RateLimitPerSecond: 1, MaxConcurrency: 1})
+			return err
+		},
 	}
 	for field, call := range calls {
 		var e *triage.Error
@@ -536,7 +542,7 @@ func TestAnswers(t *testing.T) {
 			return tk.Status, err
 		}, triage.Cancelled},
 		{"cleanup", 202, `{"id":"01C","older_than":"2026-01-02T02:04:05Z","state":"running","deleted":0}`, func(ctx context.Context, c *triage.Client) (any, error) {
-			j, err := c.Cleanup(ctx, older)
+			j, err := c.StartCleanup(ctx, older)
 			return words(j.ID, j.State, j.OlderThan.Year()), err
 		}, "01C running 2026"},
 		{"cleanup status", 200, `{"id":"01C","state":"done","deleted":42}`, func(ctx context.Context, c *triage.Client) (any, error) {
@@ -545,7 +551,7 @@ func TestAnswers(t *testing.T) {
 		}, "done 42"},
 		{"stats", 200, `{"queues":{"high":{"depth":3,"in_flight":1,"delayed":0,"dlq_depth":2,"oldest_age_seconds":1.5}},"statuses":{"queued":3},"types":{"echo":{"queued":3}},"throughput":{"completed_last_minute":9,"failed_last_minute":1},"generated_at":"2026-01-02T03:04:05Z"}`,
 			func(ctx context.Context, c *triage.Client) (any, error) {
-				s, err := c.Stats(ctx)
+				s, err := c.GetStats(ctx)
 				if err != nil {
 					return nil, err
 				}
@@ -553,22 +559,22 @@ func TestAnswers(t *testing.T) {
 				return words(h.Depth, h.DLQDepth, h.OldestAgeSeconds, s.Statuses["queued"], s.Types["echo"]["queued"], s.Throughput.CompletedLastMinute, s.GeneratedAt.Year()), nil
 			}, "3 2 1.5 3 3 9 2026"},
 		{"set limits", 200, `{"type":"echo","paused":false,"rate_limit_per_second":2.5,"max_concurrency":4}`, func(ctx context.Context, c *triage.Client) (any, error) {
-			s, err := c.SetLimits(ctx, "echo", 2.5, 4)
+			s, err := c.SetLimits(ctx, "echo", triagetype.LimitsRequest{RateLimitPerSecond: 2.5, MaxConcurrency: 4})
 			return words(s.Type, s.RateLimitPerSecond, s.MaxConcurrency), err
 		}, "echo 2.5 4"},
 		{"controls", 200, `{"controls":[{"paused":false},{"type":"echo","paused":true,"max_concurrency":2}]}`, func(ctx context.Context, c *triage.Client) (any, error) {
-			cs, err := c.Controls(ctx)
+			cs, err := c.ListControls(ctx)
 			return words(len(cs), cs[1].Type, cs[1].Paused, cs[1].MaxConcurrency), err
 		}, "2 echo true 2"},
 		{"dlq", 200, `{"messages":[{"priority":"low","message_id":"m1","task_id":"01X","type":"echo","reason":"boom","body":"{}","sent_at":"2026-01-02T03:04:05Z","receive_count":5}]}`,
 			func(ctx context.Context, c *triage.Client) (any, error) {
-				ms, err := c.DLQ(ctx, triage.Low, 10)
+				ms, err := c.ListDLQ(ctx, triage.Low, 10)
 				return words(ms[0].MessageID, ms[0].TaskID, ms[0].ReceiveCount, ms[0].Reason), err
 			}, "m1 01X 5 boom"},
 		{"replay", 200, `{"replayed":3,"skipped":1}`, func(ctx context.Context, c *triage.Client) (any, error) {
-			r, err := c.ReplayDLQ(ctx, triage.ReplayRequest{Priority: triage.High, Type: "echo", Limit: 5})
+			r, err := c.ReplayDLQ(ctx, triagetype.ReplayRequest{Priority: triage.High, Type: "echo", Limit: 5})
 			return *r, err
-		}, triage.ReplayResult{Replayed: 3, Skipped: 1}},
+		}, triagetype.ReplayResult{Replayed: 3, Skipped: 1}},
 		{"delete", 204, "", func(ctx context.Context, c *triage.Client) (any, error) { return "ok", c.Delete(ctx, "01X") }, "ok"},
 	}
 	for _, tt := range tests {

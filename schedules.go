@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+
+	"github.com/triagehq/triage/triagetype"
 )
 
 // PutSchedule creates or replaces a schedule; created says which. Bad
@@ -20,7 +22,7 @@ func (c *Client) GetSchedule(ctx context.Context, name string) (*Schedule, error
 }
 
 // ListSchedules returns one page of schedules by name.
-func (c *Client) ListSchedules(ctx context.Context, limit int, cursor string) (*SchedulePage, error) {
+func (c *Client) ListSchedules(ctx context.Context, limit int, cursor string) (*triagetype.SchedulePage, error) {
 	return c.t.ListSchedules(ctx, limit, cursor)
 }
 
@@ -55,7 +57,7 @@ func (h *HTTPTransport) GetSchedule(ctx context.Context, name string) (*Schedule
 }
 
 // ListSchedules implements Transport: GET /schedules.
-func (h *HTTPTransport) ListSchedules(ctx context.Context, limit int, cursor string) (*SchedulePage, error) {
+func (h *HTTPTransport) ListSchedules(ctx context.Context, limit int, cursor string) (*triagetype.SchedulePage, error) {
 	q := url.Values{}
 	if limit != 0 {
 		q.Set("limit", fmt.Sprint(limit))
@@ -63,7 +65,7 @@ func (h *HTTPTransport) ListSchedules(ctx context.Context, limit int, cursor str
 	if cursor != "" {
 		q.Set("cursor", cursor)
 	}
-	var p SchedulePage
+	var p triagetype.SchedulePage
 	if _, err := h.do(ctx, http.MethodGet, "/schedules", q, nil, &p); err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ type SubmitOption func(*SubmitRequest)
 
 // WithPriority sets the task's priority (default Medium).
 func WithPriority(p Priority) SubmitOption {
-	return func(r *SubmitRequest) { r.Priority = string(p) }
+	return func(r *SubmitRequest) { r.Priority = p }
 }
 
 // WithMaxAttempts sets how many times the task may run before it is

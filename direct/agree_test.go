@@ -22,6 +22,7 @@ import (
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triageconfig"
+	"github.com/triagehq/triage/triagetype"
 	"github.com/triagehq/triage/worker"
 )
 
@@ -243,10 +244,12 @@ func list(p triage.ListParams) func(*run) (any, error) {
 }
 
 func limits(typ string, rate float64, conc int) func(*run) (any, error) {
-	return func(r *run) (any, error) { return value(r.c.SetLimits(r.ctx, typ, rate, conc)) }
+	return func(r *run) (any, error) {
+		return value(r.c.SetLimits(r.ctx, typ, triagetype.LimitsRequest{RateLimitPerSecond: rate, MaxConcurrency: conc}))
+	}
 }
 
-func replay(req triage.ReplayRequest) func(*run) (any, error) {
+func replay(req triagetype.ReplayRequest) func(*run) (any, error) {
 	return func(r *run) (any, error) { return value(r.c.ReplayDLQ(r.ctx, req)) }
 }
 
@@ -326,9 +329,9 @@ func batchLife(r *run) (any, error) {
 			return nil, err
 		}
 	}
-	var done *triage.Batch
+	var done *triagetype.Batch
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if done, err = r.c.Batch(r.ctx, b.ID); err != nil || done.State == triage.BatchCompleted || time.Now().After(deadline) {
+		if done, err = r.c.GetBatch(r.ctx, b.ID); err != nil || done.State == triagetype.BatchCompleted || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -339,7 +342,7 @@ func batchLife(r *run) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var payload triage.BatchCallback
+	var payload triagetype.BatchCallback
 	err = json.Unmarshal(cb.Payload, &payload)
 	callback := err == nil && cb.Type == "report" && payload.BatchID == b.ID && payload.Counts == done.Progress && string(payload.Payload) == `{"campaign":7}`
 	again, err := r.c.SealBatch(r.ctx, b.ID)

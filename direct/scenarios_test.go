@@ -102,11 +102,11 @@ var scenarios = []scenario{
 		if _, err := r.c.Cancel(r.ctx, ids[1]); err != nil {
 			return nil, err
 		}
-		job, err := r.c.Cleanup(r.ctx, time.Now().Add(time.Minute))
+		job, err := r.c.StartCleanup(r.ctx, time.Now().Add(time.Minute))
 		if err != nil {
 			return nil, err
 		}
-		_, busy := r.other.Cleanup(r.ctx, time.Now()) // one runs at a time
+		_, busy := r.other.StartCleanup(r.ctx, time.Now()) // one runs at a time
 		st := store.New(r.d.env.DynamoDB, r.d.env.Spec.Table.Name)
 		if _, err := cleanup.NewRunner(st, cleanup.Options{Owner: r.tag}).Run(r.ctx, time.Minute); err != nil {
 			return nil, err
@@ -117,23 +117,25 @@ var scenarios = []scenario{
 			"cleaned": job.State == triagetype.CleanupRunning && done.State == triagetype.CleanupDone && done.Deleted >= 1 && status(left) == 404}, err
 	}},
 	{name: "controls", want: []string{`{"paused":false},{"type":"echo","paused":true,"rate_limit_per_second":2.5,"max_concurrency":3}`}, do: func(r *run) (any, error) {
-		for _, call := range []func() (*triage.ControlSettings, error){
-			func() (*triage.ControlSettings, error) { return r.c.Pause(r.ctx, "echo") },
-			func() (*triage.ControlSettings, error) { return r.other.SetLimits(r.ctx, "echo", 2.5, 3) },
-			func() (*triage.ControlSettings, error) { return r.c.Pause(r.ctx, "") },
-			func() (*triage.ControlSettings, error) { return r.other.Resume(r.ctx, "") },
+		for _, call := range []func() (*triagetype.ControlSettings, error){
+			func() (*triagetype.ControlSettings, error) { return r.c.PauseType(r.ctx, "echo") },
+			func() (*triagetype.ControlSettings, error) {
+				return r.other.SetLimits(r.ctx, "echo", triagetype.LimitsRequest{RateLimitPerSecond: 2.5, MaxConcurrency: 3})
+			},
+			func() (*triagetype.ControlSettings, error) { return r.c.PauseType(r.ctx, "") },
+			func() (*triagetype.ControlSettings, error) { return r.other.ResumeType(r.ctx, "") },
 		} {
 			if _, err := call(); err != nil {
 				return nil, err
 			}
 		}
-		return value(r.c.Controls(r.ctx))
+		return value(r.c.ListControls(r.ctx))
 	}},
 	{name: "key controls", want: []string{`"key":"k-<tr>"`, `"paused":true`}, do: func(r *run) (any, error) {
-		return value(r.c.SetKeyControls(r.ctx, "k-"+r.tag, triage.KeyControlsRequest{Paused: new(true)}))
+		return value(r.c.SetKeyControls(r.ctx, "k-"+r.tag, triagetype.KeyControlsRequest{Paused: new(true)}))
 	}},
 	{name: "key controls: weight of a type", want: fails(400, "weight"), do: func(r *run) (any, error) {
-		return value(r.c.SetKeyControls(r.ctx, "k", triage.KeyControlsRequest{Type: "echo", Weight: new(2)}))
+		return value(r.c.SetKeyControls(r.ctx, "k", triagetype.KeyControlsRequest{Type: "echo", Weight: new(2)}))
 	}},
 
 	// Refusals, field by field.
@@ -164,15 +166,15 @@ var scenarios = []scenario{
 	{name: "list a bad type", env: "types", want: fails(400, "type"), do: list(triage.ListParams{Type: "a#b"})},
 	{name: "list too many", env: "types", want: fails(400, "limit"), do: list(triage.ListParams{Limit: triage.MaxListLimit + 1})},
 	{name: "list from a forged cursor", env: "types", want: fails(400, "cursor"), do: list(triage.ListParams{Cursor: "forged"})},
-	{name: "pause a bad type", env: "types", want: fails(400, "type"), do: func(r *run) (any, error) { return value(r.c.Pause(r.ctx, "a\nb")) }},
+	{name: "pause a bad type", env: "types", want: fails(400, "type"), do: func(r *run) (any, error) { return value(r.c.PauseType(r.ctx, "a\nb")) }},
 	{name: "negative rate", env: "types", want: fails(400, "rate_limit_per_second"), do: limits("echo", -1, 0)},
 	{name: "concurrency over the limit", env: "types", want: fails(400, "max_concurrency"), do: limits("echo", 0, 20000)},
 	{name: "limits without a type", env: "types", want: fails(400, "type"), do: limits("", 1, 1)},
-	{name: "dlq of an unknown priority", env: "types", want: fails(400, "priority"), do: func(r *run) (any, error) { return value(r.c.DLQ(r.ctx, "urgent", 0)) }},
-	{name: "dlq too many", env: "types", want: fails(400, "limit"), do: func(r *run) (any, error) { return value(r.c.DLQ(r.ctx, "", triage.MaxListLimit+1)) }},
-	{name: "replay too many", env: "types", want: fails(400, "limit"), do: replay(triage.ReplayRequest{Limit: 20000})},
-	{name: "replay an unknown priority", env: "types", want: fails(400, "priority"), do: replay(triage.ReplayRequest{Priority: "urgent"})},
-	{name: "replay a type no task can have", env: "types", want: fails(400, "type"), do: replay(triage.ReplayRequest{Type: strings.Repeat("t", 100_000)})},
+	{name: "dlq of an unknown priority", env: "types", want: fails(400, "priority"), do: func(r *run) (any, error) { return value(r.c.ListDLQ(r.ctx, "urgent", 0)) }},
+	{name: "dlq too many", env: "types", want: fails(400, "limit"), do: func(r *run) (any, error) { return value(r.c.ListDLQ(r.ctx, "", triage.MaxListLimit+1)) }},
+	{name: "replay too many", env: "types", want: fails(400, "limit"), do: replay(triagetype.ReplayRequest{Limit: 20000})},
+	{name: "replay an unknown priority", env: "types", want: fails(400, "priority"), do: replay(triagetype.ReplayRequest{Priority: "urgent"})},
+	{name: "replay a type no task can have", env: "types", want: fails(400, "type"), do: replay(triagetype.ReplayRequest{Type: strings.Repeat("t", 100_000)})},
 
 	// Workflows and batches.
 	{name: "workflow", env: "types", want: []string{`"state":"running"`, `"created":true`, `"again":true`, `"status":"waiting"`}, do: func(r *run) (any, error) {
@@ -185,7 +187,7 @@ var scenarios = []scenario{
 		if err != nil {
 			return nil, err
 		}
-		read, err := r.other.Workflow(r.ctx, w.ID)
+		read, err := r.other.GetWorkflow(r.ctx, w.ID)
 		return map[string]any{"workflow": read, "created": created, "again": !created2 && again.ID == w.ID}, err
 	}},
 	{name: "workflow with a cycle", env: "types", want: fails(400, "nodes"), do: workflow(triage.WorkflowRequest{Nodes: []triage.WorkflowNode{
@@ -196,14 +198,14 @@ var scenarios = []scenario{
 		other.Name = "different"
 		return workflow(other)(r)
 	}},
-	{name: "unknown workflow", env: "types", want: fails(404, "id"), do: func(r *run) (any, error) { return value(r.c.Workflow(r.ctx, r.d.queued.ID)) }},
+	{name: "unknown workflow", env: "types", want: fails(404, "id"), do: func(r *run) (any, error) { return value(r.c.GetWorkflow(r.ctx, r.d.queued.ID)) }},
 	{name: "batch life", env: "types", want: []string{`"state":"completed"`, `"total":3,"done":3`, `"field":"tasks[0].batch_id"`, `"callback":true`}, do: batchLife},
 	{name: "batch of too many", env: "types", want: fails(400, "tasks"), do: createBatch(triage.BatchCreate{Tasks: make([]triage.SubmitRequest, triage.MaxBatch+1)})},
 	{name: "batch sealed and empty", env: "types", want: fails(400, "tasks"), do: createBatch(triage.BatchCreate{})},
 	{name: "batch callback with after", env: "types", want: fails(400, "on_complete"), do: createBatch(triage.BatchCreate{Open: true, OnComplete: &triage.SubmitRequest{Type: "report", After: []string{unknownID}}})},
 	{name: "batch callback of an unknown type", env: "types", want: fails(400, "on_complete.type"), do: createBatch(triage.BatchCreate{Open: true, OnComplete: &triage.SubmitRequest{Type: "resize"}})},
 	{name: "batch add nothing", env: "types", want: fails(400, "tasks"), do: func(r *run) (any, error) { return value(r.c.AddToBatch(r.ctx, unknownID, nil)) }},
-	{name: "batch with a bad id", env: "types", want: fails(400, "id"), do: func(r *run) (any, error) { return value(r.c.Batch(r.ctx, "nope")) }},
+	{name: "batch with a bad id", env: "types", want: fails(400, "id"), do: func(r *run) (any, error) { return value(r.c.GetBatch(r.ctx, "nope")) }},
 	{name: "seal an unknown batch", env: "types", want: fails(404, "id"), do: func(r *run) (any, error) { return value(r.c.SealBatch(r.ctx, r.d.queued.ID)) }},
 
 	// Schedules.
@@ -252,24 +254,24 @@ var scenarios = []scenario{
 		}
 		return value(r.other.Wait(r.ctx, tk.ID, 50*time.Millisecond))
 	}},
-	{name: "dlq listed", env: "work", want: []string{`"type":"doomed-<tr>"`}, do: func(r *run) (any, error) { return value(r.c.DLQ(r.ctx, triage.High, 0)) }},
+	{name: "dlq listed", env: "work", want: []string{`"type":"doomed-<tr>"`}, do: func(r *run) (any, error) { return value(r.c.ListDLQ(r.ctx, triage.High, 0)) }},
 	{name: "stats", env: "work", want: []string{`"dlq_depth":4`, `"active":1`}, do: func(r *run) (any, error) {
-		st, err := r.c.Stats(r.ctx)
+		st, err := r.c.GetStats(r.ctx)
 		if err == nil {
 			st.Keys = nil // its rates move with each heartbeat of the running worker
 		}
 		return st, err
 	}},
-	{name: "workers", env: "work", want: []string{`"kind":"worker"`, `"state":"active"`}, do: func(r *run) (any, error) { return value(r.c.Workers(r.ctx)) }},
+	{name: "workers", env: "work", want: []string{`"kind":"worker"`, `"state":"active"`}, do: func(r *run) (any, error) { return value(r.c.ListWorkers(r.ctx)) }},
 	{name: "retry a dead task", env: "work", want: []string{`"status":"queued"`, `"attempts":0`}, do: func(r *run) (any, error) { return value(r.c.Retry(r.ctx, r.d.dead[r.tag][0])) }},
 	{name: "replay the dead", env: "work", want: []string{`"replayed":1,"skipped":0`}, do: func(r *run) (any, error) {
-		return replay(triage.ReplayRequest{Priority: triage.High, Type: "doomed-" + r.tag})(r)
+		return replay(triagetype.ReplayRequest{Priority: triage.High, Type: "doomed-" + r.tag})(r)
 	}},
 
 	// Over the depth limit.
 	{name: "low submit over the depth limit", env: "depth", want: []string{`"status":429`, `"code":"too_many_requests"`, `"retry_after":"5s"`}, do: submit("echo", nil, triage.WithPriority(triage.Low))},
 	{name: "high submit under its own limit", env: "depth", want: []string{`"status":"queued"`}, do: submit("echo", nil, triage.WithPriority(triage.High))},
 	{name: "batch over the depth limit", env: "depth", want: []string{`"status":429`, `"status":201`}, do: func(r *run) (any, error) {
-		return value(r.c.SubmitBatch(r.ctx, []triage.SubmitRequest{{Type: "echo", Priority: string(triage.Low)}, {Type: "echo", Priority: string(triage.High)}}))
+		return value(r.c.SubmitBatch(r.ctx, []triage.SubmitRequest{{Type: "echo", Priority: triage.Low}, {Type: "echo", Priority: triage.High}}))
 	}},
 }

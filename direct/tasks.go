@@ -26,7 +26,7 @@ func (d *Transport) Submit(ctx context.Context, r triage.SubmitRequest) (*triage
 }
 
 // SubmitBatch implements triage.Transport.
-func (d *Transport) SubmitBatch(ctx context.Context, rs []triage.SubmitRequest) ([]triage.BatchResult, error) {
+func (d *Transport) SubmitBatch(ctx context.Context, rs []triage.SubmitRequest) ([]triagetype.BatchResult, error) {
 	reqs := make([]task.Request, len(rs))
 	for i, r := range rs {
 		reqs[i] = task.Request(r)
@@ -48,7 +48,7 @@ func (d *Transport) Get(ctx context.Context, id string) (*triage.Task, error) {
 }
 
 // List implements triage.Transport.
-func (d *Transport) List(ctx context.Context, p triage.ListParams) (*triage.TaskPage, error) {
+func (d *Transport) List(ctx context.Context, p triage.ListParams) (*triagetype.TaskPage, error) {
 	q := service.ListQuery{Type: p.Type, Priority: string(p.Priority), Limit: max(p.Limit, 0), Cursor: p.Cursor}
 	if p.Status != "" {
 		q.Statuses = []string{string(p.Status)}
@@ -57,7 +57,7 @@ func (d *Transport) List(ctx context.Context, p triage.ListParams) (*triage.Task
 	if err != nil {
 		return nil, public(err)
 	}
-	page := &triage.TaskPage{Tasks: make([]triage.Task, len(ts)), NextCursor: next}
+	page := &triagetype.TaskPage{Tasks: make([]triage.Task, len(ts)), NextCursor: next}
 	for i, t := range ts {
 		page.Tasks[i] = *t.Public()
 	}
@@ -86,8 +86,8 @@ func (d *Transport) Delete(ctx context.Context, id string) error {
 	return public(d.svc.Delete(ctx, id))
 }
 
-// Cleanup implements triage.Transport.
-func (d *Transport) Cleanup(ctx context.Context, olderThan time.Time) (*triagetype.Cleanup, error) {
+// StartCleanup implements triage.Transport.
+func (d *Transport) StartCleanup(ctx context.Context, olderThan time.Time) (*triagetype.Cleanup, error) {
 	return result(d.svc.Cleanup(ctx, olderThan.Truncate(time.Second)))
 }
 
@@ -96,39 +96,39 @@ func (d *Transport) GetCleanup(ctx context.Context, id string) (*triagetype.Clea
 	return result(d.svc.GetCleanup(ctx, id))
 }
 
-// Stats implements triage.Transport.
-func (d *Transport) Stats(ctx context.Context) (*triage.Stats, error) {
+// GetStats implements triage.Transport.
+func (d *Transport) GetStats(ctx context.Context) (*triagetype.Stats, error) {
 	return result(d.svc.Stats(ctx))
 }
 
-// Workers implements triage.Transport.
-func (d *Transport) Workers(ctx context.Context) (*triage.WorkerList, error) {
+// ListWorkers implements triage.Transport.
+func (d *Transport) ListWorkers(ctx context.Context) (*triagetype.WorkerList, error) {
 	return result(d.svc.Workers(ctx))
 }
 
 // SetPaused implements triage.Transport.
-func (d *Transport) SetPaused(ctx context.Context, typ string, paused bool) (*triage.ControlSettings, error) {
+func (d *Transport) SetPaused(ctx context.Context, typ string, paused bool) (*triagetype.ControlSettings, error) {
 	return result(d.svc.SetPaused(ctx, typ, paused))
 }
 
 // SetLimits implements triage.Transport.
-func (d *Transport) SetLimits(ctx context.Context, typ string, l triage.LimitsRequest) (*triage.ControlSettings, error) {
+func (d *Transport) SetLimits(ctx context.Context, typ string, l triagetype.LimitsRequest) (*triagetype.ControlSettings, error) {
 	return result(d.svc.SetLimits(ctx, typ, l.RateLimitPerSecond, l.MaxConcurrency))
 }
 
 // SetKeyControls implements triage.Transport.
-func (d *Transport) SetKeyControls(ctx context.Context, key string, r triage.KeyControlsRequest) (*triage.ControlSettings, error) {
+func (d *Transport) SetKeyControls(ctx context.Context, key string, r triagetype.KeyControlsRequest) (*triagetype.ControlSettings, error) {
 	return result(d.svc.SetKeyControls(ctx, key, r))
 }
 
-// Controls implements triage.Transport.
-func (d *Transport) Controls(ctx context.Context) ([]triage.ControlSettings, error) {
+// ListControls implements triage.Transport.
+func (d *Transport) ListControls(ctx context.Context) ([]triagetype.ControlSettings, error) {
 	cs, err := d.svc.Controls(ctx)
 	return cs, public(err)
 }
 
-// DLQ implements triage.Transport.
-func (d *Transport) DLQ(ctx context.Context, priority triage.Priority, limit int) ([]triage.DLQMessage, error) {
+// ListDLQ implements triage.Transport.
+func (d *Transport) ListDLQ(ctx context.Context, priority triage.Priority, limit int) ([]triagetype.DLQMessage, error) {
 	msgs, _, err := d.svc.DLQ(ctx, service.DLQQuery{Priority: string(priority), Limit: max(limit, 0)})
 	if err != nil {
 		return nil, public(err)
@@ -137,7 +137,7 @@ func (d *Transport) DLQ(ctx context.Context, priority triage.Priority, limit int
 }
 
 // ReplayDLQ implements triage.Transport.
-func (d *Transport) ReplayDLQ(ctx context.Context, r triage.ReplayRequest) (*triage.ReplayResult, error) {
+func (d *Transport) ReplayDLQ(ctx context.Context, r triagetype.ReplayRequest) (*triagetype.ReplayResult, error) {
 	sel := service.DLQSelection{Priority: string(r.Priority), Type: r.Type}
 	if r.Limit != 0 {
 		sel.Limit = &r.Limit
@@ -146,7 +146,7 @@ func (d *Transport) ReplayDLQ(ctx context.Context, r triage.ReplayRequest) (*tri
 }
 
 // SubmitWorkflow implements triage.Transport.
-func (d *Transport) SubmitWorkflow(ctx context.Context, r triage.WorkflowRequest) (*triage.Workflow, bool, error) {
+func (d *Transport) SubmitWorkflow(ctx context.Context, r triage.WorkflowRequest) (*triagetype.Workflow, bool, error) {
 	w, created, err := d.svc.SubmitWorkflow(ctx, r)
 	if err != nil {
 		return nil, false, public(err)
@@ -154,28 +154,28 @@ func (d *Transport) SubmitWorkflow(ctx context.Context, r triage.WorkflowRequest
 	return w, created, nil
 }
 
-// Workflow implements triage.Transport.
-func (d *Transport) Workflow(ctx context.Context, id string) (*triage.Workflow, error) {
+// GetWorkflow implements triage.Transport.
+func (d *Transport) GetWorkflow(ctx context.Context, id string) (*triagetype.Workflow, error) {
 	return result(d.svc.Workflow(ctx, id))
 }
 
 // CreateBatch implements triage.Transport.
-func (d *Transport) CreateBatch(ctx context.Context, r triage.BatchCreate) (*triage.Batch, error) {
+func (d *Transport) CreateBatch(ctx context.Context, r triage.BatchCreate) (*triagetype.Batch, error) {
 	return result(d.svc.CreateBatch(ctx, r))
 }
 
 // AddToBatch implements triage.Transport.
-func (d *Transport) AddToBatch(ctx context.Context, id string, rs []triage.SubmitRequest) (*triage.Batch, error) {
+func (d *Transport) AddToBatch(ctx context.Context, id string, rs []triage.SubmitRequest) (*triagetype.Batch, error) {
 	return result(d.svc.AddToBatch(ctx, id, rs))
 }
 
 // SealBatch implements triage.Transport.
-func (d *Transport) SealBatch(ctx context.Context, id string) (*triage.Batch, error) {
+func (d *Transport) SealBatch(ctx context.Context, id string) (*triagetype.Batch, error) {
 	return result(d.svc.SealBatch(ctx, id))
 }
 
-// Batch implements triage.Transport.
-func (d *Transport) Batch(ctx context.Context, id string) (*triage.Batch, error) {
+// GetBatch implements triage.Transport.
+func (d *Transport) GetBatch(ctx context.Context, id string) (*triagetype.Batch, error) {
 	return result(d.svc.Batch(ctx, id))
 }
 
@@ -194,7 +194,7 @@ func (d *Transport) GetSchedule(ctx context.Context, name string) (*triage.Sched
 }
 
 // ListSchedules implements triage.Transport.
-func (d *Transport) ListSchedules(ctx context.Context, limit int, cursor string) (*triage.SchedulePage, error) {
+func (d *Transport) ListSchedules(ctx context.Context, limit int, cursor string) (*triagetype.SchedulePage, error) {
 	return result(d.svc.ListSchedules(ctx, limit, cursor))
 }
 

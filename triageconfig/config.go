@@ -395,7 +395,7 @@ func (c Config) Validate() error {
 		return bad("Weights", EnvWeights, "%v", err)
 	}
 	for p, b := range c.RetryBackoff {
-		if _, err := triagetype.ParsePriority(string(p)); err != nil {
+		if err := p.Validate(); err != nil {
 			return bad("RetryBackoff", EnvRetryBackoff, "%v", err)
 		}
 		if err := b.check(); err != nil {
@@ -407,7 +407,7 @@ func (c Config) Validate() error {
 		m     map[triagetype.Priority]string
 	}{{"QueueURLs", c.QueueURLs}, {"DLQURLs", c.DLQURLs}} {
 		for p := range urls.m {
-			if _, err := triagetype.ParsePriority(string(p)); err != nil {
+			if err := p.Validate(); err != nil {
 				return bad(urls.field, EnvQueueURLPrefix+"*", "%v", err)
 			}
 		}
@@ -661,7 +661,7 @@ func ParseWeights(s string) (map[triagetype.Priority]int, error) {
 func CheckWeights(w map[triagetype.Priority]int) error {
 	sum := 0
 	for p, n := range w {
-		if _, err := triagetype.ParsePriority(string(p)); err != nil {
+		if err := p.Validate(); err != nil {
 			return err
 		}
 		if n < 0 {

@@ -171,26 +171,25 @@ type Throughput struct {
 }
 
 // ControlSettings are the controls of one scope: global when Type is
-// empty, else one task type. A zero limit means no limit. The dynamodbav
-// names are the stored item's.
+// empty, else one task type. A zero limit means no limit.
 type ControlSettings struct {
-	Type string `json:"type,omitempty" dynamodbav:"type,omitempty"`
+	Type string `json:"type,omitempty"`
 	// Key, when set, makes these the controls of one fairness key (of
 	// every type, or of Type's tasks only).
-	Key                string  `json:"key,omitempty" dynamodbav:"key,omitempty"`
-	Paused             bool    `json:"paused" dynamodbav:"paused"`
-	RateLimitPerSecond float64 `json:"rate_limit_per_second,omitempty" dynamodbav:"rate_limit_per_second,omitempty"`
-	MaxConcurrency     int     `json:"max_concurrency,omitempty" dynamodbav:"max_concurrency,omitempty"`
+	Key                string  `json:"key,omitempty"`
+	Paused             bool    `json:"paused"`
+	RateLimitPerSecond float64 `json:"rate_limit_per_second,omitempty"`
+	MaxConcurrency     int     `json:"max_concurrency,omitempty"`
 	// Held says the scope has tasks set aside (paused, at a limit): they
 	// wait in the table without a message and are released in submit
 	// order, and its new tasks join the back of them.
-	Held bool `json:"held,omitempty" dynamodbav:"held,omitempty"`
+	Held bool `json:"held,omitempty"`
 	// WaitUntil is when a handler's Retry-After for the scope ends: until
 	// then its tasks are set aside and none starts.
-	WaitUntil *time.Time `json:"wait_until,omitempty" dynamodbav:"wait_until,omitempty"`
+	WaitUntil *time.Time `json:"wait_until,omitempty"`
 	// Weight is a key's share of each priority's starts against the other
 	// keys with work waiting there (absent: 1).
-	Weight int `json:"weight,omitempty" dynamodbav:"weight,omitempty"`
+	Weight int `json:"weight,omitempty"`
 }
 
 // KeyControlsRequest is the body of PUT /control/keys/{key}: the controls

@@ -16,28 +16,28 @@ const (
 
 // Step is one recorded step of a task.
 type Step struct {
-	Seq  int    `json:"seq" dynamodbav:"seq"`
-	Name string `json:"name" dynamodbav:"name"`
-	Kind string `json:"kind" dynamodbav:"kind"`
+	Seq  int    `json:"seq"`
+	Name string `json:"name"`
+	Kind string `json:"kind"`
 	// Type is the Go type (or the handler's declared type) of a run
 	// step's result: replaying it as another type is non-determinism.
-	Type string `json:"-" dynamodbav:"type,omitempty"`
+	Type string `json:"-"`
 	// Result is the step's JSON result (run), or the consumed signal's
 	// payload; ResultRef names it in the blob store when it is larger
 	// than the inline limit (3 KiB). ResultSize is its length either way.
-	Result     json.RawMessage `json:"-" dynamodbav:"result,omitempty"`
-	ResultRef  string          `json:"-" dynamodbav:"ref,omitempty"`
-	ResultSize int             `json:"result_size" dynamodbav:"size"`
+	Result     json.RawMessage `json:"-"`
+	ResultRef  string          `json:"-"`
+	ResultSize int             `json:"result_size"`
 	// Error is a run step's permanent error, replayed as one.
-	Error string `json:"error,omitempty" dynamodbav:"error,omitempty"`
+	Error string `json:"error,omitempty"`
 	// Until is when a sleep ends or a wait times out.
-	Until    *time.Time `json:"until,omitempty" dynamodbav:"until,omitempty"`
-	Signal   string     `json:"signal,omitempty" dynamodbav:"signal,omitempty"`
-	TimedOut bool       `json:"timed_out,omitempty" dynamodbav:"timed_out,omitempty"`
-	Attempt  int        `json:"attempt" dynamodbav:"attempt"`
-	At       time.Time  `json:"at" dynamodbav:"at"`
+	Until    *time.Time `json:"until,omitempty"`
+	Signal   string     `json:"signal,omitempty"`
+	TimedOut bool       `json:"timed_out,omitempty"`
+	Attempt  int        `json:"attempt"`
+	At       time.Time  `json:"at"`
 	// DurationMS is how long a run step's function ran.
-	DurationMS int64 `json:"duration_ms" dynamodbav:"ms"`
+	DurationMS int64 `json:"duration_ms"`
 }
 
 // Outcome names what the step came to, for the API and the dashboard:
@@ -70,9 +70,9 @@ func (s Step) MarshalJSON() ([]byte, error) {
 // Signal is a signal delivered to a task: its JSON payload and when it
 // arrived.
 type Signal struct {
-	Name    string          `json:"name" dynamodbav:"name"`
-	Payload json.RawMessage `json:"payload" dynamodbav:"payload"`
-	At      time.Time       `json:"at" dynamodbav:"at"`
+	Name    string          `json:"name"`
+	Payload json.RawMessage `json:"payload"`
+	At      time.Time       `json:"at"`
 }
 
 // Suspend says why a task that ended an attempt durably (a sleep or a
@@ -80,7 +80,7 @@ type Signal struct {
 // status retrying (its retry_at is WakeAt), and cleared by the claim that
 // resumes it.
 type Suspend struct {
-	Kind   string    `json:"kind" dynamodbav:"kind"` // StepSleep or StepWait
-	Signal string    `json:"signal,omitempty" dynamodbav:"signal,omitempty"`
-	WakeAt time.Time `json:"wake_at" dynamodbav:"wake_at"`
+	Kind   string    `json:"kind"` // StepSleep or StepWait
+	Signal string    `json:"signal,omitempty"`
+	WakeAt time.Time `json:"wake_at"`
 }

@@ -78,20 +78,19 @@ type Task struct {
 // Terminal reports whether the task will not change by itself any more.
 func (t *Task) Terminal() bool { return t.Status.Terminal() }
 
-// TaskError is the failure recorded on a task. Its dynamodbav names are
-// the stored item's, so the one definition serves the API and the table.
+// TaskError is the failure recorded on a task.
 type TaskError struct {
-	Message   string `json:"message" dynamodbav:"message"`
-	Retriable bool   `json:"retriable" dynamodbav:"retriable"`
+	Message   string `json:"message"`
+	Retriable bool   `json:"retriable"`
 }
 
 // Attempt is one entry of a task's attempt history.
 type Attempt struct {
-	Attempt    int       `json:"attempt" dynamodbav:"attempt"`
-	WorkerID   string    `json:"worker_id" dynamodbav:"worker_id"`
-	StartedAt  time.Time `json:"started_at" dynamodbav:"started_at"`
-	FinishedAt time.Time `json:"finished_at" dynamodbav:"finished_at"`
-	Error      string    `json:"error,omitempty" dynamodbav:"error,omitempty"`
+	Attempt    int       `json:"attempt"`
+	WorkerID   string    `json:"worker_id"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+	Error      string    `json:"error,omitempty"`
 }
 
 // DefaultKey is the fairness key of every task submitted without one: such
@@ -110,8 +109,8 @@ type SubmitRequest struct {
 	// empty means DefaultKey.
 	Key     string          `json:"key,omitempty"`
 	Payload json.RawMessage `json:"payload,omitempty"`
-	// Priority names a Priority; empty is medium.
-	Priority       string     `json:"priority,omitempty"`
+	// Priority is high, medium or low; empty is medium.
+	Priority       Priority   `json:"priority,omitempty"`
 	MaxAttempts    *int       `json:"max_attempts,omitempty"`
 	TimeoutSeconds *int       `json:"timeout_seconds,omitempty"`
 	RunAt          *time.Time `json:"run_at,omitempty"`
@@ -135,12 +134,12 @@ type SubmitRequest struct {
 // Progress is what a running task's handler last reported: how far it got
 // and what it is doing. It stays on the task after the attempt ends (a
 // finished task shows its last report), and Attempt says which attempt
-// made it. Its dynamodbav names are the stored item's.
+// made it.
 type Progress struct {
-	Percent   int       `json:"percent" dynamodbav:"percent"`
-	Message   string    `json:"message,omitempty" dynamodbav:"message,omitempty"`
-	Attempt   int       `json:"attempt" dynamodbav:"attempt"`
-	UpdatedAt time.Time `json:"updated_at" dynamodbav:"updated_at"`
+	Percent   int       `json:"percent"`
+	Message   string    `json:"message,omitempty"`
+	Attempt   int       `json:"attempt"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // ProgressReport is the body of POST /api/v1/tasks/{id}/progress, which an

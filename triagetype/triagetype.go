@@ -1,16 +1,17 @@
 // Package triagetype holds the types triage's API speaks: a task, its
 // priority and status, a submit, the answers of the other endpoints, and
-// the API's errors. Each is defined here once, with the JSON names the API
-// uses.
+// the API's errors and their codes. Each is defined here once, with the
+// JSON names the API uses and no storage mapping (the store keeps its own,
+// in internal/store).
 //
-// Most programs import package triage instead, which re-exports every
-// name here; this package exists so that triage's internal packages can
-// share the same definitions without importing the client (which imports
-// them): internal/task's Priority, Status, Error and Attempt are aliases of
-// the types here, its Request is a defined type over SubmitRequest, and
-// the API's stats, DLQ and control answers are aliases too. A value
-// crosses from the internals to a caller by a Go conversion, never by
-// encoding it and decoding it again.
+// Package triage re-exports the few of these a caller writes out by name
+// (Task, SubmitRequest, Priority, Status, Error and the bodies a caller
+// builds; its package doc lists them); everything else is used as
+// triagetype.X. triage's internal packages use the same definitions
+// (internal/task's Priority, Status, Error and Attempt are aliases of the
+// types here, its Request is a defined type over SubmitRequest), so a
+// value crosses from the internals to a caller by a Go conversion, never
+// by encoding it and decoding it again.
 //
 // Invariant: this package imports only the standard library, so that
 // anything may import it.
@@ -34,11 +35,20 @@ func Priorities() []Priority { return []Priority{High, Medium, Low} }
 // ParsePriority returns the priority named s, or an error naming the
 // allowed values.
 func ParsePriority(s string) (Priority, error) {
-	switch p := Priority(s); p {
-	case High, Medium, Low:
-		return p, nil
+	if err := Priority(s).Validate(); err != nil {
+		return "", err
 	}
-	return "", fmt.Errorf("unknown priority %q: want high, medium or low", s)
+	return Priority(s), nil
+}
+
+// Validate returns nil for High, Medium and Low, and an error naming the
+// allowed values for anything else (the empty priority too).
+func (p Priority) Validate() error {
+	switch p {
+	case High, Medium, Low:
+		return nil
+	}
+	return fmt.Errorf("unknown priority %q: want high, medium or low", string(p))
 }
 
 // Rank orders priorities: high is 0, medium 1, low 2.

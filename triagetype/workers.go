@@ -67,12 +67,6 @@ type WorkerInfo struct {
 	KeyFinishes map[string]int `json:"key_finishes,omitempty"`
 }
 
-// Worker is the former name of WorkerInfo.
-//
-// Deprecated: use WorkerInfo; the name Worker is the runtime's
-// (worker.Worker). Kept only until internal/api and direct switch.
-type Worker = WorkerInfo
-
 // WorkerList is the answer of GET /workers: every registered instance that
 // is alive or died within the last few minutes, oldest first.
 type WorkerList struct {

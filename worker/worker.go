@@ -51,6 +51,7 @@ import (
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triageconfig"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Task is one attempt of a task, as a handler sees it.
@@ -74,7 +75,7 @@ type Task struct {
 	EffectivePriority triage.Priority
 	// Parents are the tasks this one waited for (its after list, or its
 	// workflow node's), with their status and result or error.
-	Parents []triage.Parent
+	Parents []triagetype.Parent
 
 	req handler.Request // reports go to its Reporter; its Checkpoint is the last one saved
 }

@@ -253,7 +253,7 @@ func (rn *Runner) task(tb testing.TB, typ string, payload any, opts *WorkOptions
 		tb.Fatalf("workertest: attempt %d of a task allowed %d (set triage.WithMaxAttempts in WorkOptions.Submit)", t.Attempts, t.MaxAttempts)
 	}
 	if p := opts.EffectivePriority; p != "" {
-		if _, err := triage.ParsePriority(string(p)); err != nil || p.Rank() > t.Priority.Rank() {
+		if err := p.Validate(); err != nil || p.Rank() > t.Priority.Rank() {
 			tb.Fatalf("workertest: effective priority %q: a task runs at its submitted priority (%s) or higher", p, t.Priority)
 		}
 		t.EffectivePriority = p

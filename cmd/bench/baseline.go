@@ -47,7 +47,7 @@ type Baselines struct {
 
 // rawItem is a task item as the store writes it, with a fresh id.
 func rawItem(d *deployment) (map[string]ddbtypes.AttributeValue, *task.Task, error) {
-	r := task.Request{Type: "noop", Priority: string(triagetype.Medium), Payload: json.RawMessage(`{"bench":true}`)}
+	r := task.Request{Type: "noop", Priority: triagetype.Medium, Payload: json.RawMessage(`{"bench":true}`)}
 	t := r.NewTask(time.Now().UTC(), 15*time.Minute)
 	av, err := d.app.Store.Item(t)
 	return av, t, err

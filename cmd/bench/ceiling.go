@@ -346,7 +346,7 @@ func ceilingPK(i int) string { return fmt.Sprintf("TASK#ceiling-%06d", i) }
 // attributes, its key and its index attributes), keyed for the ceiling run.
 func ceilingItem(st *store.Store) func(int) (map[string]ddbtypes.AttributeValue, error) {
 	return func(i int) (map[string]ddbtypes.AttributeValue, error) {
-		r := task.Request{Type: "noop", Priority: string(triagetype.Medium)}
+		r := task.Request{Type: "noop", Priority: triagetype.Medium}
 		av, err := st.Item(r.NewTask(time.Now().UTC(), 15*time.Minute))
 		if err != nil {
 			return nil, fmt.Errorf("ceiling item: %w", err)

@@ -127,7 +127,7 @@ func measureDurable(ctx context.Context, cl clients, cnt *counter, o options, pr
 	c := consumerapp.New(d.app, durableHandlers(0).Registry(), dispatch.Options{Concurrency: 8, PollWait: time.Second}, dispatch.Deps{})
 	var ids []string
 	for range x.Signals {
-		r := task.Request{Type: "waiter", Priority: string(triagetype.High)}
+		r := task.Request{Type: "waiter", Priority: triagetype.High}
 		tk := r.NewTask(d.app.Store.Now(), 0)
 		saved, _, err := d.app.Enqueuer.Submit(ctx, tk)
 		if err != nil {

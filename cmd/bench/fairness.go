@@ -122,7 +122,7 @@ func submitKeyed(ctx context.Context, svc *submit.Service, key string, n int) ([
 	for start := 0; start < n; start += 100 {
 		rs := make([]task.Request, min(100, n-start))
 		for i := range rs {
-			rs[i] = task.Request{Type: "noop", Key: key, Priority: string(triagetype.High)}
+			rs[i] = task.Request{Type: "noop", Key: key, Priority: triagetype.High}
 		}
 		outs, err := svc.SubmitBatch(ctx, rs)
 		if err != nil {

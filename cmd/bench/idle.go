@@ -130,7 +130,7 @@ func measureIdleStart(ctx context.Context, cl clients, cnt *counter, o options, 
 	}
 	warm := ts[tries]
 	ts = ts[:tries]
-	if _, _, err := warm.d.app.Enqueuer.Submit(ctx, (&task.Request{Type: "noop", Priority: string(triagetype.High)}).NewTask(time.Now().UTC(), time.Minute)); err != nil {
+	if _, _, err := warm.d.app.Enqueuer.Submit(ctx, (&task.Request{Type: "noop", Priority: triagetype.High}).NewTask(time.Now().UTC(), time.Minute)); err != nil {
 		return res, fmt.Errorf("warm-up submit: %w", err)
 	}
 	select {
@@ -168,7 +168,7 @@ func measureIdleStart(ctx context.Context, cl clients, cnt *counter, o options, 
 		if i > 0 {
 			sleepCtx(ctx, gap)
 		}
-		r := task.Request{Type: "noop", Priority: string(triagetype.High)}
+		r := task.Request{Type: "noop", Priority: triagetype.High}
 		sent := time.Now()
 		if _, _, err := t.d.app.Enqueuer.Submit(ctx, r.NewTask(sent.UTC(), time.Minute)); err != nil {
 			return res, fmt.Errorf("submit: %w", err)

@@ -78,7 +78,7 @@ func measureLatency(ctx context.Context, cl clients, cnt *counter, o options, ba
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			id, err := p.submit(bounded, task.Request{Type: "noop", Priority: string(triagetype.High)})
+			id, err := p.submit(bounded, task.Request{Type: "noop", Priority: triagetype.High})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

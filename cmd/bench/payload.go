@@ -91,7 +91,7 @@ func measurePayload(ctx context.Context, cl clients, cnt *counter, o options, ba
 	prios := triagetype.Priorities()
 	rs := make([]task.Request, o.PayloadTasks)
 	for i := range rs {
-		rs[i] = task.Request{Type: "noop", Priority: string(prios[i%len(prios)]), Payload: payload}
+		rs[i] = task.Request{Type: "noop", Priority: prios[i%len(prios)], Payload: payload}
 	}
 	chunk := submitChunk(size)
 	r := PayloadRun{PayloadBytes: size, Tasks: len(rs), APIBatch: chunk, BatchMode: batchViaInProcess, Target: payloadTargets[size]}

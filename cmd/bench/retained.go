@@ -68,7 +68,7 @@ var retainedTypes = []string{"noop", "email", "report", "thumbnail"}
 // consumer leaves one.
 func retainedTask(i int, now time.Time, retention time.Duration) *task.Task {
 	prios := triagetype.Priorities()
-	r := task.Request{Type: retainedTypes[i%len(retainedTypes)], Priority: string(prios[i%len(prios)])}
+	r := task.Request{Type: retainedTypes[i%len(retainedTypes)], Priority: prios[i%len(prios)]}
 	t := r.NewTask(now, 15*time.Minute)
 	started, finished := now.Add(-time.Second), now
 	t.Status, t.Attempts, t.Version = triagetype.Completed, 1, 3

@@ -332,7 +332,7 @@ func submitTimed(ctx context.Context, p *producer, n, workers int) ([]time.Durat
 					return
 				}
 				s := time.Now()
-				_, err := p.submit(ctx, task.Request{Type: "noop", Priority: string(prios[i%len(prios)])})
+				_, err := p.submit(ctx, task.Request{Type: "noop", Priority: prios[i%len(prios)]})
 				el := time.Since(s)
 				mu.Lock()
 				if err != nil && firstErr == nil {

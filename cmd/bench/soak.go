@@ -377,7 +377,7 @@ func soakUnits(n int, rng *rand.Rand) []soakUnit {
 func soakRequest(prefix string, i int) task.Request {
 	prios := []triagetype.Priority{triagetype.High, triagetype.Medium, triagetype.Low}
 	return task.Request{
-		Type: soakType, Priority: string(prios[i%3]),
+		Type: soakType, Priority: prios[i%3],
 		Payload:        json.RawMessage(`{"n":` + strconv.Itoa(i) + `}`),
 		IdempotencyKey: fmt.Sprintf("%s-%d", prefix, i),
 	}

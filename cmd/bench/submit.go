@@ -225,7 +225,7 @@ func (p *producer) submitBatchOnce(ctx context.Context, rs []task.Request) (ids 
 			Task   *struct {
 				ID string `json:"id"`
 			} `json:"task"`
-			Error *api.ErrorDetail `json:"error"`
+			Error *triagetype.ErrorDetail `json:"error"`
 		} `json:"results"`
 	}
 	if err := json.Unmarshal(b, &out); err != nil {
@@ -281,7 +281,7 @@ func measureSubmit(ctx context.Context, cl clients, cnt *counter, o options, bat
 	p := newProducer(d, batchAPI)
 	defer p.close()
 
-	one := task.Request{Type: "noop", Priority: string(triagetype.Medium), Payload: json.RawMessage(`{"bench":true}`)}
+	one := task.Request{Type: "noop", Priority: triagetype.Medium, Payload: json.RawMessage(`{"bench":true}`)}
 	submitOne := func(ctx context.Context) (int, error) {
 		_, err := p.submit(ctx, one)
 		if err != nil {
@@ -318,7 +318,7 @@ func measureSubmit(ctx context.Context, cl clients, cnt *counter, o options, bat
 
 	batch := make([]task.Request, batchSize)
 	for i := range batch {
-		batch[i] = task.Request{Type: "noop", Priority: string(triagetype.Medium)}
+		batch[i] = task.Request{Type: "noop", Priority: triagetype.Medium}
 	}
 	submitBatch := func(ctx context.Context) (int, error) {
 		ids, err := p.submitBatch(ctx, batch)
@@ -454,7 +454,7 @@ func loadTasksChunked(ctx context.Context, p *producer, rs []task.Request, worke
 func requests(n int, prio func(i int) triagetype.Priority) []task.Request {
 	rs := make([]task.Request, n)
 	for i := range rs {
-		rs[i] = task.Request{Type: "noop", Priority: string(prio(i))}
+		rs[i] = task.Request{Type: "noop", Priority: prio(i)}
 	}
 	return rs
 }

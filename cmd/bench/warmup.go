@@ -52,7 +52,7 @@ func warmUp(ctx context.Context, cl clients, cnt *counter, o options, batchAPI b
 	start := time.Now()
 	var mu sync.Mutex
 	var ids []string
-	single := task.Request{Type: "noop", Priority: string(triagetype.Medium)}
+	single := task.Request{Type: "noop", Priority: triagetype.Medium}
 	for round := 0; round < 60 && time.Since(start) < o.WarmupMax; round++ {
 		t0 := time.Now()
 		got, err := loadTasks(ctx, p, requests(500, func(i int) triagetype.Priority { return triagetype.Priorities()[i%3] }), 5)

@@ -10,12 +10,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // priorityOrder and statusOrder are the order people read them in.
-func priorityOrder() []string { return names(triage.Priorities()) }
+func priorityOrder() []string { return names(triagetype.Priorities()) }
 
-func statusOrder() []string { return names(triage.Statuses()) }
+func statusOrder() []string { return names(triagetype.Statuses()) }
 
 func names[S ~string](ss []S) []string {
 	out := make([]string, len(ss))
@@ -31,7 +32,7 @@ func (c *cli) statsCmd() *cobra.Command {
 		Short: "Show queue depths, task counts and throughput",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := c.client().Stats(cmd.Context())
+			s, err := c.client().GetStats(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -85,9 +86,9 @@ func (c *cli) statsCmd() *cobra.Command {
 // printQueues prints the queue table of `triage stats`: per priority the
 // SQS counts, the oldest waiting task's age, and the median and 99th
 // percentile wait of the tasks that started in the last 5 minutes (each an
-// upper bound within a factor of 2; see triage.QueueStats). An age or wait
+// upper bound within a factor of 2; see triagetype.QueueStats). An age or wait
 // with nothing to measure (no task waiting, none started) shows "-".
-func (c *cli) printQueues(qs map[triage.Priority]triage.QueueStats) error {
+func (c *cli) printQueues(qs map[triage.Priority]triagetype.QueueStats) error {
 	tw := c.table("QUEUE", "DEPTH", "IN FLIGHT", "DELAYED", "DLQ", "OLDEST", "WAIT P50", "WAIT P99")
 	for _, p := range ordered(priorityOrder(), keys(qs)) {
 		q := qs[triage.Priority(p)]
@@ -156,9 +157,9 @@ func (c *cli) pauseCmd(paused bool) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl := c.client()
-			set := cl.Pause
+			set := cl.PauseType
 			if !paused {
-				set = cl.Resume
+				set = cl.ResumeType
 			}
 			s, err := set(cmd.Context(), typ)
 			if err != nil {
@@ -201,7 +202,7 @@ the type's settings.`,
 			if rate < 0 || conc < 0 {
 				return usageError{fmt.Errorf("limits must not be negative (0 removes one)")}
 			}
-			controls, err := cl.Controls(cmd.Context())
+			controls, err := cl.ListControls(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -209,14 +210,14 @@ the type's settings.`,
 				return c.printControls(controls)
 			}
 			typ := args[0]
-			cur := triage.ControlSettings{Type: typ}
+			cur := triagetype.ControlSettings{Type: typ}
 			for _, s := range controls {
 				if s.Type == typ && s.Key == "" {
 					cur = s
 				}
 			}
 			if !rateSet && !concSet {
-				return c.printControls([]triage.ControlSettings{cur})
+				return c.printControls([]triagetype.ControlSettings{cur})
 			}
 			// The API sets both limits at once; keep the one not given.
 			if !rateSet {
@@ -225,11 +226,11 @@ the type's settings.`,
 			if !concSet {
 				conc = cur.MaxConcurrency
 			}
-			s, err := cl.SetLimits(cmd.Context(), typ, rate, conc)
+			s, err := cl.SetLimits(cmd.Context(), typ, triagetype.LimitsRequest{RateLimitPerSecond: rate, MaxConcurrency: conc})
 			if err != nil {
 				return err
 			}
-			return c.printControls([]triage.ControlSettings{*s})
+			return c.printControls([]triagetype.ControlSettings{*s})
 		},
 	}
 	cmd.Flags().Float64Var(&rate, "rate", 0, "task starts per second (0: no limit)")
@@ -237,7 +238,7 @@ the type's settings.`,
 	return cmd
 }
 
-func (c *cli) printControls(cs []triage.ControlSettings) error {
+func (c *cli) printControls(cs []triagetype.ControlSettings) error {
 	if c.json {
 		return c.printJSON(cs)
 	}
@@ -275,12 +276,12 @@ func (c *cli) dlqCmd() *cobra.Command {
 		Short: "Show messages in the dead-letter queues",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ms, err := c.client().DLQ(cmd.Context(), triage.Priority(prio), limit)
+			ms, err := c.client().ListDLQ(cmd.Context(), triage.Priority(prio), limit)
 			if err != nil {
 				return err
 			}
 			if ms == nil {
-				ms = []triage.DLQMessage{}
+				ms = []triagetype.DLQMessage{}
 			}
 			if c.json {
 				return c.printJSON(ms)
@@ -299,7 +300,7 @@ func (c *cli) dlqCmd() *cobra.Command {
 	list.Flags().StringVar(&prio, "priority", "", "only this priority's DLQ (default: all three)")
 	list.Flags().IntVar(&limit, "limit", 0, "most messages to show, up to 1000 (default 100)")
 
-	var rr triage.ReplayRequest
+	var rr triagetype.ReplayRequest
 	var replayPrio string
 	replay := &cobra.Command{
 		Use:   "replay [--priority P] [--type T] [--limit N]",

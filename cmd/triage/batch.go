@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // Batch submission tuning. 100 is the API's batch limit; four requests in
@@ -34,10 +35,10 @@ const (
 
 // lineResult is the outcome of one input line.
 type lineResult struct {
-	Line   int                 `json:"line"`
-	Status int                 `json:"status"`
-	Task   *triage.Task        `json:"task,omitempty"`
-	Error  *triage.ErrorDetail `json:"error,omitempty"`
+	Line   int                     `json:"line"`
+	Status int                     `json:"status"`
+	Task   *triage.Task            `json:"task,omitempty"`
+	Error  *triagetype.ErrorDetail `json:"error,omitempty"`
 }
 
 func (r *lineResult) ok() bool { return r.Status == http.StatusCreated || r.Status == http.StatusOK }
@@ -239,10 +240,10 @@ func sendChunk(ctx context.Context, cl *triage.Client, reqs []triage.SubmitReque
 				}
 				continue
 			}
-			detail := &triage.ErrorDetail{Code: "request_failed", Message: err.Error()}
+			detail := &triagetype.ErrorDetail{Code: "request_failed", Message: err.Error()}
 			status := 0
 			if errors.As(err, &ae) {
-				status, detail = ae.Status, &triage.ErrorDetail{Code: ae.Code, Message: ae.Message, Field: ae.Field}
+				status, detail = ae.Status, &triagetype.ErrorDetail{Code: ae.Code, Message: ae.Message, Field: ae.Field}
 			}
 			for _, i := range pending {
 				res[i].Status, res[i].Error = status, detail
@@ -267,7 +268,7 @@ func sendChunk(ctx context.Context, cl *triage.Client, reqs []triage.SubmitReque
 				}
 			} else if !res[i].ok() || it.Task == nil {
 				res[i].Status = 0
-				res[i].Error = &triage.ErrorDetail{Code: "unexpected", Message: fmt.Sprintf("status %d without a task or an error", it.Status)}
+				res[i].Error = &triagetype.ErrorDetail{Code: "unexpected", Message: fmt.Sprintf("status %d without a task or an error", it.Status)}
 			}
 		}
 		pending = again

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // batchCmd is `triage batch create|add|seal|show`: batches with a
@@ -57,7 +58,7 @@ the last. Without --file, the batch is created empty and open.`,
 			}
 			r := triage.BatchCreate{Open: open || len(reqs) > triage.MaxBatch}
 			if onType != "" {
-				r.OnComplete = &triage.SubmitRequest{Type: onType, Priority: onPriority}
+				r.OnComplete = &triage.SubmitRequest{Type: onType, Priority: triage.Priority(onPriority)}
 				if onPayload != "" {
 					if !json.Valid([]byte(onPayload)) {
 						return usageError{fmt.Errorf("--on-complete-payload is not valid JSON")}
@@ -111,7 +112,7 @@ func (c *cli) batchAddCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var results []triage.BatchResult
+			var results []triagetype.BatchResult
 			b, err := c.addMembers(cmd, args[0], reqs, &results)
 			if err != nil {
 				return err
@@ -144,7 +145,7 @@ func (c *cli) batchShowCmd() *cobra.Command {
 		Short: "Show a batch's state and progress (done of total, by outcome) and its callback",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := c.client().Batch(cmd.Context(), args[0])
+			b, err := c.client().GetBatch(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -178,8 +179,8 @@ func readMembers(cmd *cobra.Command, name string) ([]int, []triage.SubmitRequest
 // addMembers adds reqs to batch id, MaxBatch a request, appending each
 // member's result (indexed from the first of *results) to *results. A
 // failed request stops it: the members before it stay in the batch.
-func (c *cli) addMembers(cmd *cobra.Command, id string, reqs []triage.SubmitRequest, results *[]triage.BatchResult) (*triage.Batch, error) {
-	var b *triage.Batch
+func (c *cli) addMembers(cmd *cobra.Command, id string, reqs []triage.SubmitRequest, results *[]triagetype.BatchResult) (*triagetype.Batch, error) {
+	var b *triagetype.Batch
 	for len(reqs) > 0 {
 		n := min(len(reqs), triage.MaxBatch)
 		var err error
@@ -197,7 +198,7 @@ func (c *cli) addMembers(cmd *cobra.Command, id string, reqs []triage.SubmitRequ
 
 // reportBatch prints b (with the members' results, numbered by their
 // lines) and fails when any member was refused.
-func (c *cli) reportBatch(b *triage.Batch, lines []int, results []triage.BatchResult) error {
+func (c *cli) reportBatch(b *triagetype.Batch, lines []int, results []triagetype.BatchResult) error {
 	b.Results = results
 	failed := 0
 	for _, r := range results {

@@ -43,14 +43,14 @@ func (s *batchAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var req triage.BatchCreate
 	_ = json.Unmarshal(b, &req)
-	var results []triage.BatchResult
+	var results []triagetype.BatchResult
 	for i, m := range req.Tasks {
 		if m.Type == "bad" {
-			results = append(results, triage.BatchResult{Index: i, Status: 400, Error: &triage.ErrorDetail{Code: triagetype.CodeInvalidField, Field: fmt.Sprintf("tasks[%d].type", i), Message: "unknown task type"}})
+			results = append(results, triagetype.BatchResult{Index: i, Status: 400, Error: &triagetype.ErrorDetail{Code: triagetype.CodeInvalidField, Field: fmt.Sprintf("tasks[%d].type", i), Message: "unknown task type"}})
 			continue
 		}
 		s.total++
-		results = append(results, triage.BatchResult{Index: i, Status: 201, Task: &triage.Task{ID: fmt.Sprintf("m%d", s.total), Type: m.Type, BatchID: batchID}})
+		results = append(results, triagetype.BatchResult{Index: i, Status: 201, Task: &triage.Task{ID: fmt.Sprintf("m%d", s.total), Type: m.Type, BatchID: batchID}})
 	}
 	status := 200
 	switch {
@@ -59,13 +59,13 @@ func (s *batchAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasSuffix(r.URL.Path, "/seal"):
 		s.sealed = true
 	}
-	out := triage.Batch{ID: batchID, State: triage.BatchOpen, Progress: triage.BatchProgress{Total: s.total}, Results: results}
+	out := triagetype.Batch{ID: batchID, State: triagetype.BatchOpen, Progress: triagetype.BatchProgress{Total: s.total}, Results: results}
 	if s.sealed {
-		out.State = triage.BatchSealed
+		out.State = triagetype.BatchSealed
 	}
 	if r.Method == "GET" {
-		out.State, out.CallbackID = triage.BatchCompleted, "cb1"
-		out.Progress = triage.BatchProgress{Total: 3, Done: 3, Completed: 2, DeadLettered: 1}
+		out.State, out.CallbackID = triagetype.BatchCompleted, "cb1"
+		out.Progress = triagetype.BatchProgress{Total: 3, Done: 3, Completed: 2, DeadLettered: 1}
 	}
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(out)

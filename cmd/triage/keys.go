@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // keyCmd builds `key`: pause, resume or limit one fairness key.
@@ -30,7 +31,7 @@ only a rate limit, a new task may take a window's room before them).`,
 			if pause && resume {
 				return usageError{fmt.Errorf("--pause and --resume cannot be combined")}
 			}
-			r := triage.KeyControlsRequest{Type: typ}
+			r := triagetype.KeyControlsRequest{Type: typ}
 			if pause || resume {
 				r.Paused = &pause
 			}
@@ -47,7 +48,7 @@ only a rate limit, a new task may take a window's room before them).`,
 			if err != nil {
 				return err
 			}
-			return c.printControls([]triage.ControlSettings{*s})
+			return c.printControls([]triagetype.ControlSettings{*s})
 		},
 	}
 	f := cmd.Flags()
@@ -64,8 +65,8 @@ only a rate limit, a new task may take a window's room before them).`,
 // running the most (and their starts and finishes a second), and the keyed limits with their use (running tasks,
 // the rate window's starts); nothing when only the default key runs and
 // none has controls (a deployment that uses no keys sees no key table).
-func (c *cli) printKeyStats(k *triage.KeyStats) error {
-	if k == nil || len(k.Limits) == 0 && !slices.ContainsFunc(k.Top, func(r triage.KeyRunning) bool { return r.Key != triage.DefaultKey }) {
+func (c *cli) printKeyStats(k *triagetype.KeyStats) error {
+	if k == nil || len(k.Limits) == 0 && !slices.ContainsFunc(k.Top, func(r triagetype.KeyRunning) bool { return r.Key != triage.DefaultKey }) {
 		return nil
 	}
 	fmt.Fprintln(c.out)

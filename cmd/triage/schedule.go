@@ -77,7 +77,7 @@ enqueues the newest --catch-up-limit of them.`,
 	f.StringVar(&s.Timezone, "timezone", "", "IANA time zone (default UTC)")
 	f.StringVar(&s.Task.Type, "type", "", "the task type each tick enqueues")
 	f.StringVar(&payload, "payload", "", "the task's JSON payload (at most 3 KiB)")
-	f.StringVar(&s.Task.Priority, "priority", "", "high, medium (default) or low")
+	f.StringVar((*string)(&s.Task.Priority), "priority", "", "high, medium (default) or low")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts per task (default 3)")
 	f.IntVar(&timeout, "timeout", 0, "seconds per attempt (default 300)")
 	f.StringVar(&s.Missed, "missed", "", "missed ticks: skip (default) or catch_up")

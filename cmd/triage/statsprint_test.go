@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // `triage stats` prints each priority's wait p50 and p99 beside its
@@ -14,20 +15,20 @@ import (
 func TestPrintQueuesWaits(t *testing.T) {
 	tests := []struct {
 		name string
-		q    triage.QueueStats
+		q    triagetype.QueueStats
 		want string // the priority's row, columns joined by single spaces
 	}{
-		{"nothing started", triage.QueueStats{Depth: 3, DLQDepth: 1}, "high 3 0 0 1 - - -"},
-		{"waits under a second", triage.QueueStats{Waits: 40, WaitP50Seconds: 0.004, WaitP99Seconds: 0.256}, "high 0 0 0 0 - 4ms 256ms"},
-		{"waits over a second", triage.QueueStats{Depth: 7, InFlight: 2, Delayed: 1, OldestAgeSeconds: 75.4, Waits: 9, WaitP50Seconds: 2.048, WaitP99Seconds: 131.072},
+		{"nothing started", triagetype.QueueStats{Depth: 3, DLQDepth: 1}, "high 3 0 0 1 - - -"},
+		{"waits under a second", triagetype.QueueStats{Waits: 40, WaitP50Seconds: 0.004, WaitP99Seconds: 0.256}, "high 0 0 0 0 - 4ms 256ms"},
+		{"waits over a second", triagetype.QueueStats{Depth: 7, InFlight: 2, Delayed: 1, OldestAgeSeconds: 75.4, Waits: 9, WaitP50Seconds: 2.048, WaitP99Seconds: 131.072},
 			"high 7 2 1 0 1m15s 2s 2m11s"},
-		{"a p50 without a p99 still shows", triage.QueueStats{Waits: 1, WaitP50Seconds: 0.001}, "high 0 0 0 0 - 1ms -"},
+		{"a p50 without a p99 still shows", triagetype.QueueStats{Waits: 1, WaitP50Seconds: 0.001}, "high 0 0 0 0 - 1ms -"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out strings.Builder
 			c := &cli{out: &out, err: io.Discard}
-			if err := c.printQueues(map[triage.Priority]triage.QueueStats{"high": tt.q, "low": {}}); err != nil {
+			if err := c.printQueues(map[triage.Priority]triagetype.QueueStats{"high": tt.q, "low": {}}); err != nil {
 				t.Fatal(err)
 			}
 			lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")

@@ -231,7 +231,7 @@ error; --cursor continues from it, and --all follows every page.`,
 			}
 			o.Status, o.Priority = triage.Status(status), triage.Priority(prio)
 			cl := c.client()
-			var page triage.TaskPage
+			var page triagetype.TaskPage
 			if all {
 				err := cl.ListAll(cmd.Context(), o, func(t *triage.Task) error {
 					page.Tasks = append(page.Tasks, *t)
@@ -398,7 +398,7 @@ job. One cleanup runs at a time.`,
 				if perr != nil {
 					return usageError{perr}
 				}
-				job, err = c.client().Cleanup(cmd.Context(), before)
+				job, err = c.client().StartCleanup(cmd.Context(), before)
 				if err == nil && !c.json {
 					fmt.Fprintf(c.out, "cleanup %s started: deleting tasks that finished before %s\n", job.ID, job.OlderThan.UTC().Format(time.RFC3339))
 				}

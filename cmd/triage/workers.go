@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/triagetype"
 )
 
 func (c *cli) workersCmd() *cobra.Command {
@@ -22,7 +21,7 @@ func (c *cli) workersCmd() *cobra.Command {
 			"An instance that stops cleanly leaves the list.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := c.client().Workers(cmd.Context())
+			l, err := c.client().ListWorkers(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -37,14 +36,14 @@ func (c *cli) workersCmd() *cobra.Command {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			fmt.Fprintln(c.out, workersLine(triage.SummarizeWorkers(l.Workers)))
+			fmt.Fprintln(c.out, workersLine(triagetype.SummarizeWorkers(l.Workers)))
 			return nil
 		},
 	}
 }
 
 // workersLine sums the workers in one line, as `triage stats` shows them.
-func workersLine(s triage.WorkerStats) string {
+func workersLine(s triagetype.WorkerStats) string {
 	return fmt.Sprintf("workers: %d active, %d draining, %d dead; %d of %d slots busy", s.Active, s.Draining, s.Dead, s.Used, s.Capacity)
 }
 
@@ -58,7 +57,7 @@ func fmtSince(now, t time.Time) string {
 
 // fmtKeys is a worker's n keys running most, "acme:2 free:1", and "+k" for
 // the running tasks of the rest; "-" when it runs none.
-func fmtKeys(w triage.WorkerInfo, n int) string {
+func fmtKeys(w triagetype.WorkerInfo, n int) string {
 	ks := slices.SortedFunc(maps.Keys(w.Keys), func(a, b string) int {
 		if c := cmp.Compare(w.Keys[b], w.Keys[a]); c != 0 {
 			return c

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // workflowCmd is `triage workflow submit|get`.
@@ -60,7 +61,7 @@ func (c *cli) workflowCmd() *cobra.Command {
 		Short: "Show a workflow's progress and every node's status as a tree",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, err := c.client().Workflow(cmd.Context(), args[0])
+			w, err := c.client().GetWorkflow(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -78,7 +79,7 @@ func (c *cli) workflowCmd() *cobra.Command {
 
 // printWorkflow prints w's header and its nodes as a tree: each node
 // under its first parent, and under its other parents as a reference.
-func (c *cli) printWorkflow(w *triage.Workflow) {
+func (c *cli) printWorkflow(w *triagetype.Workflow) {
 	p := w.Progress
 	fmt.Fprintf(c.out, "workflow %s", w.ID)
 	if w.Name != "" {
@@ -90,7 +91,7 @@ func (c *cli) printWorkflow(w *triage.Workflow) {
 }
 
 // workflowTree renders nodes (a DAG) as an indented tree.
-func workflowTree(nodes []triage.WorkflowNodeStatus) string {
+func workflowTree(nodes []triagetype.WorkflowNodeStatus) string {
 	children := map[string][]int{}
 	for i, n := range nodes {
 		for _, a := range n.After {
@@ -131,7 +132,7 @@ func workflowTree(nodes []triage.WorkflowNodeStatus) string {
 // nodeStatus is a node's status as the tree prints it: a node its
 // workflow's submit never wrote says so, and a node with no status (its
 // finished task was deleted by retention) prints as deleted.
-func nodeStatus(n triage.WorkflowNodeStatus) string {
+func nodeStatus(n triagetype.WorkflowNodeStatus) string {
 	switch {
 	case n.Unwritten:
 		return string(n.Status) + " (never written)"

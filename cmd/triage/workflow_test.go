@@ -4,10 +4,11 @@ import (
 	"testing"
 
 	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestWorkflowTree(t *testing.T) {
-	nodes := []triage.WorkflowNodeStatus{
+	nodes := []triagetype.WorkflowNodeStatus{
 		{Name: "A", Status: triage.Completed, Type: "t", TaskID: "1"},
 		{Name: "B", After: []string{"A"}, Status: triage.Completed, Type: "t", TaskID: "2"},
 		{Name: "C", After: []string{"A"}, Status: triage.Queued, Type: "t", TaskID: "3"},
@@ -26,7 +27,7 @@ func TestWorkflowTree(t *testing.T) {
 // An abandoned workflow's tree says which nodes were never written; a
 // node whose task retention deleted prints as deleted.
 func TestWorkflowTreeUnwritten(t *testing.T) {
-	nodes := []triage.WorkflowNodeStatus{
+	nodes := []triagetype.WorkflowNodeStatus{
 		{Name: "A", Status: triage.Cancelled, Unwritten: true, Type: "t", TaskID: "1"},
 		{Name: "B", After: []string{"A"}, Status: triage.Cancelled, Type: "t", TaskID: "2"},
 		{Name: "C", After: []string{"A"}, Type: "t", TaskID: "3"},

@@ -447,9 +447,3 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
-
-// ErrorDetail is triagetype.ErrorDetail, the one error body type, under
-// the name package bench still uses.
-//
-// Deprecated: use triagetype.ErrorDetail.
-type ErrorDetail = triagetype.ErrorDetail

@@ -49,7 +49,7 @@ func FuzzSubmitDecode(f *testing.F) {
 			return
 		}
 		tk := req.NewTask(now, 15*time.Minute)
-		if _, err := triagetype.ParsePriority(string(tk.Priority)); err != nil {
+		if err := tk.Priority.Validate(); err != nil {
 			t.Fatalf("accepted task has priority %q", tk.Priority)
 		}
 		if tk.MaxAttempts < 1 || tk.MaxAttempts > task.MaxMaxAttempts || tk.TimeoutSeconds < 1 || tk.TimeoutSeconds > task.MaxTimeoutSeconds {

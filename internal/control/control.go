@@ -19,13 +19,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/spec"
+	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
@@ -95,7 +95,7 @@ func (c *Controls) Get(ctx context.Context, typ string) (Settings, error) {
 	}
 	s := Settings{Type: typ}
 	if len(out.Item) > 0 {
-		if err := attributevalue.UnmarshalMap(out.Item, &s); err != nil {
+		if err := store.UnmarshalControls(out.Item, &s); err != nil {
 			return Settings{}, fmt.Errorf("decode controls of %q: %w", typ, err)
 		}
 	}
@@ -222,7 +222,7 @@ func (c *Controls) update(ctx context.Context, typ string, upd expression.Update
 		}
 	}
 	s := Settings{Type: typ}
-	if err := attributevalue.UnmarshalMap(out.Attributes, &s); err != nil {
+	if err := store.UnmarshalControls(out.Attributes, &s); err != nil {
 		return Settings{}, err
 	}
 	c.mu.Lock()

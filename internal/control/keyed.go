@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/spec"
+	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
@@ -90,7 +90,7 @@ func (c *Controls) GetScope(ctx context.Context, sc Scope) (Settings, error) {
 		s.Type = ""
 	}
 	if len(out.Item) > 0 {
-		if err := attributevalue.UnmarshalMap(out.Item, &s); err != nil {
+		if err := store.UnmarshalControls(out.Item, &s); err != nil {
 			return Settings{}, fmt.Errorf("decode controls of %s: %w", sc, err)
 		}
 	}
@@ -166,7 +166,7 @@ func (c *Controls) setKeyed(ctx context.Context, sc Scope, edit func(expression.
 		return Settings{}, fmt.Errorf("register controls of %s: %w", sc, err)
 	}
 	s := Settings{Type: sc.Type, Key: sc.Key}
-	if err := attributevalue.UnmarshalMap(out.Attributes, &s); err != nil {
+	if err := store.UnmarshalControls(out.Attributes, &s); err != nil {
 		return Settings{}, err
 	}
 	c.mu.Lock()

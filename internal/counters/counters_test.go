@@ -123,7 +123,7 @@ func TestCountersEqualARecount(t *testing.T) {
 	t.Cleanup(func() { stop(); <-done })
 
 	submit := func(typ string, p triagetype.Priority, payload string, delay int) *task.Task {
-		r := task.Request{Type: typ, Priority: string(p), Payload: json.RawMessage(payload)}
+		r := task.Request{Type: typ, Priority: p, Payload: json.RawMessage(payload)}
 		if delay > 0 {
 			r.DelaySeconds = &delay
 		}

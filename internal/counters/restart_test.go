@@ -78,7 +78,7 @@ func TestPollerResumesFromItsCheckpoint(t *testing.T) {
 			submit := func(n int) []*task.Task {
 				var out []*task.Task
 				for range n {
-					r := task.Request{Type: "echo", Priority: string(triagetype.Low)}
+					r := task.Request{Type: "echo", Priority: triagetype.Low}
 					tk, _, err := a.Enqueuer.Submit(context.Background(), r.NewTask(time.Now().UTC(), time.Minute))
 					if err != nil {
 						t.Fatal(err)

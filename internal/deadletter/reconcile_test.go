@@ -126,7 +126,7 @@ func TestReplayAndPurgeDuringReconcile(t *testing.T) {
 		if i >= 12 {
 			p = triagetype.Low
 		}
-		req := task.Request{Type: "fail", Priority: string(p)}
+		req := task.Request{Type: "fail", Priority: p}
 		tk, _, err := a.Enqueuer.Submit(ctx, req.NewTask(time.Now().UTC(), time.Minute))
 		if err != nil {
 			t.Fatal(err)

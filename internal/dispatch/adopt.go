@@ -33,7 +33,7 @@ func (c *Consumer) adopt(ctx context.Context, m queue.Received) (*task.Task, err
 		return nil, &task.FieldError{Field: "body", Message: err.Error()}
 	}
 	if r.Priority == "" {
-		r.Priority = string(m.Priority)
+		r.Priority = m.Priority
 	}
 	if err := r.Validate(); err != nil {
 		return nil, err

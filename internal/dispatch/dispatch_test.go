@@ -31,7 +31,7 @@ func submit(t *testing.T, a *app.App, typ string, p triagetype.Priority, n int, 
 	t.Helper()
 	ts := make([]*task.Task, n)
 	for i := range ts {
-		r := task.Request{Type: typ, Priority: string(p), Payload: json.RawMessage(payload)}
+		r := task.Request{Type: typ, Priority: p, Payload: json.RawMessage(payload)}
 		ts[i] = r.NewTask(time.Now().UTC(), 15*time.Minute)
 	}
 	ids := make([]string, n)

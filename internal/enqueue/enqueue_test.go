@@ -140,7 +140,7 @@ func sortMessages(ms []task.Message) []task.Message {
 }
 
 func request(p triagetype.Priority) task.Request {
-	return task.Request{Type: "echo", Payload: json.RawMessage(`{"n": 1}`), Priority: string(p)}
+	return task.Request{Type: "echo", Payload: json.RawMessage(`{"n": 1}`), Priority: p}
 }
 
 // newTask builds the task r describes, as the API does.

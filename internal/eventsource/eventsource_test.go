@@ -53,7 +53,7 @@ func source(env *stacktest.Env, a *app.App, reg *handler.Registry) *eventsource.
 
 func submit(t *testing.T, a *app.App, typ string, p triagetype.Priority) string {
 	t.Helper()
-	r := task.Request{Type: typ, Priority: string(p), Payload: json.RawMessage(`{}`)}
+	r := task.Request{Type: typ, Priority: p, Payload: json.RawMessage(`{}`)}
 	tk, _, err := a.Enqueuer.Submit(context.Background(), r.NewTask(time.Now().UTC(), time.Minute))
 	if err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ func (s *Service) Stats(ctx context.Context) (*stats.Stats, error) {
 // Workers lists the consumer instances in the worker registry (none
 // without one).
 func (s *Service) Workers(ctx context.Context) (*triagetype.WorkerList, error) {
-	var ws []triagetype.Worker
+	var ws []triagetype.WorkerInfo
 	if s.d.Workers != nil {
 		var err error
 		if ws, err = s.d.Workers.List(ctx); err != nil {
@@ -38,7 +38,7 @@ func (s *Service) Workers(ctx context.Context) (*triagetype.WorkerList, error) {
 		}
 	}
 	if ws == nil {
-		ws = []triagetype.Worker{}
+		ws = []triagetype.WorkerInfo{}
 	}
 	return &triagetype.WorkerList{Workers: ws, GeneratedAt: s.d.Store.Now().UTC()}, nil
 }

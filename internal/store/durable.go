@@ -43,24 +43,24 @@ var ErrSignalExists = errors.New("signal already delivered")
 // Unmarshal decodes a task item, its durable records included (a read's
 // item, a write's ALL_NEW answer, a stream image).
 func Unmarshal(av map[string]types.AttributeValue) (*task.Task, error) {
-	t, err := unmarshalTask(av)
+	t, err := UnmarshalTask(av)
 	if err != nil {
 		return nil, err
 	}
 	for k, v := range av {
 		switch {
 		case strings.HasPrefix(k, task.StepAttrPrefix):
-			var s task.Step
+			var s storedStep
 			if err := attributevalue.Unmarshal(v, &s); err != nil {
 				return nil, fmt.Errorf("unmarshal step %s of task %s: %w", k, t.ID, err)
 			}
-			t.Steps = append(t.Steps, s)
+			t.Steps = append(t.Steps, task.Step(s))
 		case strings.HasPrefix(k, task.SignalAttrPrefix):
-			var s task.Signal
+			var s storedSignal
 			if err := attributevalue.Unmarshal(v, &s); err != nil {
 				return nil, fmt.Errorf("unmarshal signal %s of task %s: %w", k, t.ID, err)
 			}
-			t.Signals = append(t.Signals, s)
+			t.Signals = append(t.Signals, task.Signal(s))
 		}
 	}
 	sort.Slice(t.Steps, func(i, j int) bool { return t.Steps[i].Seq < t.Steps[j].Seq })
@@ -87,7 +87,7 @@ func (s *Store) RecordStep(ctx context.Context, id, token string, st task.Step, 
 		}
 		st.ResultRef, st.Result = key, nil
 	}
-	av, err := attributevalue.Marshal(st)
+	av, err := attributevalue.Marshal(storedStep(st))
 	if err != nil {
 		return fmt.Errorf("marshal step %q of task %s: %w", st.Name, id, err)
 	}
@@ -129,7 +129,7 @@ func (s *Store) StepResult(ctx context.Context, id string, st task.Step) ([]byte
 // (ErrNotFound). It returns the task as written, signals included, so the
 // caller can see whether the task waits for it (Suspend).
 func (s *Store) Signal(ctx context.Context, id string, sig task.Signal) (*task.Task, error) {
-	av, err := attributevalue.Marshal(sig)
+	av, err := attributevalue.Marshal(storedSignal(sig))
 	if err != nil {
 		return nil, fmt.Errorf("marshal signal %q of task %s: %w", sig.Name, id, err)
 	}

@@ -71,7 +71,7 @@ func (s *Store) Report(ctx context.Context, id string, r Report, interval time.D
 	if r.Progress != nil {
 		p := *r.Progress
 		p.Attempt, p.UpdatedAt = cur.Attempts, now
-		av, err := attributevalue.Marshal(p)
+		av, err := MarshalProgress(p)
 		if err != nil {
 			return nil, fmt.Errorf("marshal progress of task %s: %w", id, err)
 		}

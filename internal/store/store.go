@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -138,7 +137,7 @@ func (s *Store) Item(t *task.Task) (map[string]types.AttributeValue, error) { re
 // for (see spec): by-created and by-type entries always, a by-due entry
 // only in the states that have one.
 func (s *Store) item(t *task.Task) (map[string]types.AttributeValue, error) {
-	av, err := attributevalue.MarshalMap(t)
+	av, err := MarshalTask(t)
 	if err != nil {
 		return nil, fmt.Errorf("marshal task %s: %w", t.ID, err)
 	}
@@ -164,14 +163,12 @@ func (s *Store) item(t *task.Task) (map[string]types.AttributeValue, error) {
 
 // unmarshal decodes a task item, its durable records (durable.go)
 // included.
-func unmarshal(av map[string]types.AttributeValue) (*task.Task, error) { return Unmarshal(av) }
-
-func unmarshalTask(av map[string]types.AttributeValue) (*task.Task, error) {
-	var t task.Task
-	if err := attributevalue.UnmarshalMap(av, &t); err != nil {
+func unmarshal(av map[string]types.AttributeValue) (*task.Task, error) {
+	t, err := Unmarshal(av)
+	if err != nil {
 		return nil, fmt.Errorf("unmarshal task: %w", err)
 	}
-	return &t, nil
+	return t, nil
 }
 
 // Get reads a task with a strongly consistent read.

@@ -56,8 +56,8 @@ const (
 	MaxStepsInline = 96 << 10
 )
 
-// Step, Signal and Suspend are the public types (triagetype's), whose
-// dynamodbav names are the item's.
+// Step, Signal and Suspend are the public types (triagetype's); the
+// store keeps them in its own storage shapes (internal/store/item.go).
 type (
 	Step    = triagetype.Step
 	Signal  = triagetype.Signal

@@ -67,7 +67,7 @@ func (r *Request) Validate() error {
 		return &FieldError{Field: "key", Message: err.Error()}
 	}
 	if r.Priority != "" {
-		if _, err := triagetype.ParsePriority(r.Priority); err != nil {
+		if err := r.Priority.Validate(); err != nil {
 			return &FieldError{Field: "priority", Message: err.Error()}
 		}
 	}
@@ -235,9 +235,9 @@ func jsonDepth(b []byte) int {
 // task starts queued (dispatch version 1) unless it runs more than
 // directWindow from now: then it starts scheduled, with no message.
 func (r *Request) NewTask(now time.Time, directWindow time.Duration) *Task {
-	p := triagetype.Medium
-	if r.Priority != "" {
-		p = triagetype.Priority(r.Priority)
+	p := r.Priority // Validate checked it
+	if p == "" {
+		p = triagetype.Medium
 	}
 	t := &Task{
 		ID: NewID(now), Type: r.Type, Key: r.Key, Payload: compact(r.Payload),

@@ -26,7 +26,10 @@ func NewError(msg string, retriable bool) *triagetype.TaskError {
 const MaxHistory = 10
 
 // Task is one unit of work. Its JSON form is the API's task object; its
-// dynamodbav form is the DynamoDB item (the store adds the keys).
+// dynamodbav names are the DynamoDB item's, except for the four fields
+// whose types are triagetype's (Error, History, Progress, Promotions),
+// which internal/store encodes (store.MarshalTask; the store adds the
+// keys too).
 type Task struct {
 	ID                string                `json:"id" dynamodbav:"id"`
 	Type              string                `json:"type" dynamodbav:"type"`
@@ -44,13 +47,13 @@ type Task struct {
 	StartedAt         *time.Time            `json:"started_at,omitempty" dynamodbav:"started_at,omitempty"`
 	CompletedAt       *time.Time            `json:"completed_at,omitempty" dynamodbav:"completed_at,omitempty"`
 	Result            json.RawMessage       `json:"result,omitempty" dynamodbav:"result,omitempty"`
-	Error             *triagetype.TaskError `json:"error,omitempty" dynamodbav:"error,omitempty"`
+	Error             *triagetype.TaskError `json:"error,omitempty" dynamodbav:"-"`
 	IdempotencyKey    string                `json:"idempotency_key,omitempty" dynamodbav:"idempotency_key,omitempty"`
 	TraceID           string                `json:"trace_id,omitempty" dynamodbav:"trace_id,omitempty"`
 	// Traceparent is the W3C traceparent of the task's submit span: every
 	// attempt's span is its child, so a task is one trace (internal/tracing).
 	Traceparent     string               `json:"-" dynamodbav:"traceparent,omitempty"`
-	History         []triagetype.Attempt `json:"history,omitempty" dynamodbav:"history,omitempty"`
+	History         []triagetype.Attempt `json:"history,omitempty" dynamodbav:"-"`
 	CancelRequested bool                 `json:"cancel_requested,omitempty" dynamodbav:"cancel_requested,omitempty"`
 	// PayloadSize and ResultSize are set when the payload or result is too
 	// large to live on the task's record (over store.InlineMax): it is kept
@@ -64,7 +67,7 @@ type Task struct {
 	// Progress is the handler's last report (see progress.go); Checkpoint
 	// its last saved state, at most MaxCheckpointBytes, which the next
 	// attempt is given.
-	Progress   *Progress       `json:"progress,omitempty" dynamodbav:"progress,omitempty"`
+	Progress   *Progress       `json:"progress,omitempty" dynamodbav:"-"`
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty" dynamodbav:"checkpoint,omitempty"`
 	// Steps and Signals are the task's durable execution records (see
 	// durable.go): never written by a transition (dynamodbav "-"), read
@@ -72,10 +75,10 @@ type Task struct {
 	// that slept or waits for a signal waits.
 	Steps   []Step   `json:"steps,omitempty" dynamodbav:"-"`
 	Signals []Signal `json:"signals,omitempty" dynamodbav:"-"`
-	Suspend *Suspend `json:"suspended,omitempty" dynamodbav:"suspended,omitempty"`
+	Suspend *Suspend `json:"suspended,omitempty" dynamodbav:"-"`
 	// Promotions are the aging steps the promoter made (promotion.go),
 	// written in the same update as the promotion itself.
-	Promotions []triagetype.Promotion `json:"promotions,omitempty" dynamodbav:"promotions,omitempty"`
+	Promotions []triagetype.Promotion `json:"promotions,omitempty" dynamodbav:"-"`
 	// Schedule names the schedule whose tick made the task (package
 	// schedule); the tick's time is the time of the task's id.
 	Schedule string `json:"schedule,omitempty" dynamodbav:"schedule,omitempty"`

@@ -141,9 +141,9 @@ func TestKilledWorkerShowsDead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	list := func() map[string]triage.WorkerInfo {
+	list := func() map[string]triagetype.WorkerInfo {
 		t.Helper()
-		l, err := c.Workers(ctx)
+		l, err := c.ListWorkers(ctx)
 		if err != nil {
 			t.Fatalf("GET /workers: %v", err)
 		}
@@ -151,7 +151,7 @@ func TestKilledWorkerShowsDead(t *testing.T) {
 	}
 	// await polls GET /workers until ok holds, failing after within; it
 	// returns the list that satisfied it.
-	await := func(what string, within time.Duration, ok func(map[string]triage.WorkerInfo) bool) map[string]triage.WorkerInfo {
+	await := func(what string, within time.Duration, ok func(map[string]triagetype.WorkerInfo) bool) map[string]triagetype.WorkerInfo {
 		t.Helper()
 		end := time.Now().Add(within)
 		for {
@@ -168,8 +168,8 @@ func TestKilledWorkerShowsDead(t *testing.T) {
 
 	victim := startChild(t, env, "victim", every)
 	survivor := startChild(t, env, "survivor", every)
-	await("both registered and active", time.Minute, func(ws map[string]triage.WorkerInfo) bool {
-		return ws["victim"].State == triage.WorkerActive && ws["survivor"].State == triage.WorkerActive
+	await("both registered and active", time.Minute, func(ws map[string]triagetype.WorkerInfo) bool {
+		return ws["victim"].State == triagetype.WorkerActive && ws["survivor"].State == triagetype.WorkerActive
 	})
 	for id, w := range list() {
 		if w.Kind != "worker" || w.Capacity != childCapacity || w.HeartbeatSeconds != every.Seconds() {
@@ -184,21 +184,21 @@ func TestKilledWorkerShowsDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	bound := killed.Add(triage.DeadAfterBeats * every)
-	var after map[string]triage.WorkerInfo
+	bound := killed.Add(triagetype.DeadAfterBeats * every)
+	var after map[string]triagetype.WorkerInfo
 	for {
 		asked := time.Now()
 		ws := list()
-		if ws["survivor"].State != triage.WorkerActive {
+		if ws["survivor"].State != triagetype.WorkerActive {
 			t.Fatalf("%s after the kill, the survivor is %+v", asked.Sub(killed), ws["survivor"])
 		}
-		if ws["victim"].State == triage.WorkerDead {
+		if ws["victim"].State == triagetype.WorkerDead {
 			after = ws
-			t.Logf("the killed worker showed dead in a listing asked %s after SIGKILL (bound %s)", asked.Sub(killed).Round(time.Millisecond), triage.DeadAfterBeats*every)
+			t.Logf("the killed worker showed dead in a listing asked %s after SIGKILL (bound %s)", asked.Sub(killed).Round(time.Millisecond), triagetype.DeadAfterBeats*every)
 			break
 		}
 		if !asked.Before(bound) {
-			t.Fatalf("a listing asked %s after SIGKILL shows the killed worker %+v; the bound is %s", asked.Sub(killed), ws["victim"], triage.DeadAfterBeats*every)
+			t.Fatalf("a listing asked %s after SIGKILL shows the killed worker %+v; the bound is %s", asked.Sub(killed), ws["victim"], triagetype.DeadAfterBeats*every)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -209,19 +209,19 @@ func TestKilledWorkerShowsDead(t *testing.T) {
 	// /stats sums what the list shows. Nothing changes between the two
 	// reads (one worker dead, the other idle), so both must give exactly
 	// these figures.
-	st, err := c.Stats(ctx)
+	st, err := c.GetStats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := triage.WorkerStats{Active: 1, Dead: 1, Capacity: childCapacity, Used: 0}
+	want := triagetype.WorkerStats{Active: 1, Dead: 1, Capacity: childCapacity, Used: 0}
 	if st.Workers == nil || *st.Workers != want {
 		t.Errorf("/stats workers = %+v, want %+v", st.Workers, want)
 	}
-	l, err := c.Workers(ctx)
+	l, err := c.ListWorkers(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := triage.SummarizeWorkers(l.Workers); got != want {
+	if got := triagetype.SummarizeWorkers(l.Workers); got != want {
 		t.Errorf("GET /workers sums to %+v, want %+v (as /stats)", got, want)
 	}
 
@@ -231,17 +231,17 @@ func TestKilledWorkerShowsDead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	await("the survivor busy", 30*time.Second, func(ws map[string]triage.WorkerInfo) bool { return ws["survivor"].Busy == 1 })
-	if st, err := c.Stats(ctx); err != nil || st.Workers == nil || st.Workers.Used != 1 {
+	await("the survivor busy", 30*time.Second, func(ws map[string]triagetype.WorkerInfo) bool { return ws["survivor"].Busy == 1 })
+	if st, err := c.GetStats(ctx); err != nil || st.Workers == nil || st.Workers.Used != 1 {
 		t.Errorf("/stats workers with the survivor busy = %+v (%v), want 1 slot used", st.Workers, err)
 	}
 	if err := survivor.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	await("the survivor draining", 5*every, func(ws map[string]triage.WorkerInfo) bool {
-		return ws["survivor"].State == triage.WorkerDraining && ws["survivor"].Busy == 1
+	await("the survivor draining", 5*every, func(ws map[string]triagetype.WorkerInfo) bool {
+		return ws["survivor"].State == triagetype.WorkerDraining && ws["survivor"].Busy == 1
 	})
-	await("the survivor gone once its task is done", 30*time.Second, func(ws map[string]triage.WorkerInfo) bool {
+	await("the survivor gone once its task is done", 30*time.Second, func(ws map[string]triagetype.WorkerInfo) bool {
 		_, listed := ws["survivor"]
 		return !listed
 	})
@@ -251,7 +251,7 @@ func TestKilledWorkerShowsDead(t *testing.T) {
 	if done, err := c.Get(ctx, tk.ID); err != nil || done.Status != triage.Completed {
 		t.Errorf("the drained task: %+v, %v; want completed", done, err)
 	}
-	if ws := list(); ws["victim"].State != triage.WorkerDead || len(ws) != 1 {
+	if ws := list(); ws["victim"].State != triagetype.WorkerDead || len(ws) != 1 {
 		t.Errorf("at the end: %+v, want only the dead victim", ws)
 	}
 }

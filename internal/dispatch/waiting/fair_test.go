@@ -27,7 +27,7 @@ func submitVia(t *testing.T, svc *submitsvc.Service, key string, n int) []string
 	for start := 0; start < n; start += 100 {
 		rs := make([]task.Request, min(100, n-start))
 		for i := range rs {
-			rs[i] = task.Request{Type: "fair", Key: key, Priority: string(triagetype.High)}
+			rs[i] = task.Request{Type: "fair", Key: key, Priority: triagetype.High}
 		}
 		outs, e := svc.SubmitBatch(context.Background(), rs)
 		if e != nil {

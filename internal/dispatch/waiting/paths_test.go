@@ -55,7 +55,7 @@ func singles(t *testing.T, svc *submitsvc.Service, key string, n int) []string {
 		go func() {
 			defer wg.Done()
 			for i := c; i < n; i += callers {
-				o := svc.Submit(context.Background(), task.Request{Type: "fair", Key: key, Priority: string(triagetype.High)})
+				o := svc.Submit(context.Background(), task.Request{Type: "fair", Key: key, Priority: triagetype.High})
 				if o.Err != nil {
 					t.Errorf("submit: %v", o.Err)
 					return
