@@ -81,6 +81,12 @@ func runDurable(ctx context.Context, d *deployment, c *dispatch.Consumer, ids []
 	done := make(chan struct{})
 	go func() { _ = c.Run(cctx); close(done) }()
 	defer func() { stop(); <-done }()
+	return waitAll(ctx, d, ids, string(want), func(t *task.Task) bool { return t.Status == want })
+}
+
+// waitAll polls the tasks of ids until ok holds for every one, for at most
+// 5 minutes; what names the state in the error.
+func waitAll(ctx context.Context, d *deployment, ids []string, what string, ok func(*task.Task) bool) error {
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		ts, err := d.app.Store.GetMany(ctx, ids)
@@ -89,7 +95,7 @@ func runDurable(ctx context.Context, d *deployment, c *dispatch.Consumer, ids []
 		}
 		n := 0
 		for _, t := range ts {
-			if t.Status == want {
+			if ok(t) {
 				n++
 			}
 		}
@@ -97,7 +103,7 @@ func runDurable(ctx context.Context, d *deployment, c *dispatch.Consumer, ids []
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d tasks %s in 5 min", n, len(ids), want)
+			return fmt.Errorf("%d of %d tasks %s in 5 min", n, len(ids), what)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -139,25 +145,9 @@ func measureDurable(ctx context.Context, cl clients, cnt *counter, o options, pr
 	done := make(chan struct{})
 	go func() { _ = c.Run(cctx); close(done) }()
 	defer func() { stop(); <-done }()
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		ts, err := d.app.Store.GetMany(ctx, ids)
-		if err != nil {
-			return x, err
-		}
-		n := 0
-		for _, t := range ts {
-			if t.Suspend != nil && t.Status == triagetype.Retrying {
-				n++
-			}
-		}
-		if n == len(ids) {
-			break
-		}
-		if time.Now().After(deadline) {
-			return x, fmt.Errorf("%d of %d waiters parked in 5 min", n, len(ids))
-		}
-		time.Sleep(200 * time.Millisecond)
+	parked := func(t *task.Task) bool { return t.Suspend != nil && t.Status == triagetype.Retrying }
+	if err := waitAll(ctx, d, ids, "parked", parked); err != nil {
+		return x, err
 	}
 	svc := service.New(service.Deps{Store: d.app.Store, Enqueuer: d.app.Enqueuer}, service.Options{})
 	before := cnt.snapshot()
