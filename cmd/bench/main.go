@@ -135,7 +135,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.SoakTasks, "soak-tasks", 600, "soak: tasks submitted while consumer and API processes are SIGKILLed; 0 skips the group")
 	fs.StringVar(&o.Out, "out", defaultOut, "results file, relative to the repository root")
 	update := fs.Bool("update", false, "write the committed sample "+sampleOut+" instead of -out (not with -quick)")
-	fs.DurationVar(&o.MaxRun, "max", 24*time.Minute+30*time.Second, "abort the whole run after this long")
+	fs.DurationVar(&o.MaxRun, "max", 40*time.Minute, "abort the whole run after this long")
 	fs.DurationVar(&o.WarmupMax, "warmup", time.Minute, "warm the emulators up for at most this long (until their rate settles)")
 	fs.StringVar(&o.Only, "only", "", `run one group alone: "waiting" (group 13), "waiting-rate" (its rate-limited backlog only), "idle-start" (group 14: first start after 60 s idle through the local event source), "idle-month" (group 15: the idle month priced from cdk.out/TriageStack.template.json; run make synth first), "direct" (group 8: write units, SQS requests and dollars per direct-sent task), "durable" (durable steps' write units and a signal's wake-up), "retention" (group 16: end to end at few and many retained tasks, and a cleanup job), or "soak" (the crash soak)`)
 	if err := fs.Parse(args); err != nil {
@@ -492,6 +492,12 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 	if err := idleMonth(root, r, probs); err != nil {
 		probs.note("idle month not priced: %v", err)
 	}
+	progress("durable steps and signals: write units per step, signal wake-up")
+	x, err := measureDurable(ctx, cl, cnt, o, progress)
+	if err != nil {
+		return fmt.Errorf("durable: %w", err)
+	}
+	r.Durable = &x
 	if err := retention(ctx, cl, cnt, o, r, probs, progress); err != nil {
 		return err
 	}
