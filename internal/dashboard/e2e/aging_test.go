@@ -1,35 +1,43 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/triagehq/triage/internal/app/consumerapp"
+	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/emulators/stacktest"
+	"github.com/triagehq/triage/internal/handler"
 )
 
-// TestWaitsPromotionsAndDepthHistory runs a low task that waits, under a
-// global pause, until the promoter has moved it to medium and then high
-// (a global pause stops receiving, so the task stays queued and ages; a
-// type's pause would set it aside, and set-aside tasks do not age), and a few high
-// tasks that start at once. The queue cards show each priority's wait
-// p50/p99 from the counters (the low one's at least the 4 s of aging it
-// went through); the task's detail shows its two promotion steps with
-// their times and waits among its attempts; the depth chart is drawn from
-// the minutes the promoter sampled (GET /stats/history), not from what the
-// page saw since it opened.
+// TestWaitsPromotionsAndDepthHistory runs a low task that waits, queued,
+// until the promoter has moved it to medium and then high: its type has
+// no handler in triage dev, so dev's consumer hands its message back while
+// it ages (a pause would set it aside, and set-aside tasks do not age);
+// then a worker for the type starts beside dev, as a user's own would, and
+// runs it, and a few high tasks start at once. The queue cards show each
+// priority's wait p50/p99 from the counters (the low one's at least the
+// 4 s of aging it went through); the task's detail shows its two promotion
+// steps with their times and waits among its attempts; the depth chart is
+// drawn from the minutes the promoter sampled (GET /stats/history), not
+// from what the page saw since it opened.
 func TestWaitsPromotionsAndDepthHistory(t *testing.T) {
-	d := startDev(t, map[string]string{"TRIAGE_PROMOTE_LOW_AFTER": "2s", "TRIAGE_PROMOTE_MEDIUM_AFTER": "2s", "TRIAGE_PROMOTE_INTERVAL": "1s"})
-	d.pause()
-	slow := d.submit([]string{`{"type":"sleep","priority":"low","payload":{"ms":10}}`})[0]
+	d := startDev(t, map[string]string{"TRIAGE_PROMOTE_LOW_AFTER": "2s", "TRIAGE_PROMOTE_MEDIUM_AFTER": "2s", "TRIAGE_PROMOTE_INTERVAL": "1s",
+		"TRIAGE_TYPES": "echo,later"})
+	slow := d.submit([]string{`{"type":"later","priority":"low","payload":{"n":1}}`})[0]
 	var promoted struct {
 		EffectivePriority string `json:"effective_priority"`
 	}
-	d.waitTasks("the paused low task to reach high", []string{slow}, func(apiTask) bool {
+	d.waitTasks("the unhandled low task to reach high", []string{slow}, func(apiTask) bool {
 		d.call("GET", "/api/v1/tasks/"+slow, "", &promoted)
 		return promoted.EffectivePriority == "high"
 	})
-	if code := d.call("POST", "/api/v1/control/resume", "", nil); code != 200 {
-		t.Fatalf("resume: %d", code)
-	}
+	a := d.env.App(t, nil)
+	echo := handler.Func(func(_ context.Context, r handler.Request) (json.RawMessage, error) { return r.Payload, nil })
+	stacktest.Run(t, consumerapp.New(a, stacktest.Registry("later", echo), stacktest.FastDispatch(), dispatch.Deps{}))
 	fast := d.submit([]string{`{"type":"echo","priority":"high"}`, `{"type":"echo","priority":"high"}`, `{"type":"echo","priority":"high"}`})
 	d.waitTasks("all four tasks", append(fast, slow), func(tv apiTask) bool { return tv.Status == "completed" })
 
