@@ -108,11 +108,15 @@ func pauseKeys(t *testing.T, a *app.App, paused bool) {
 // (two cycles of both windows) split 3:1 within ±10 %. Direct SQS sends
 // are all on the queue before triage sees them: their window is counted
 // at adoption, per consumer and second, and they start about in send
-// order (X not behind Y is all that is asserted).
+// order (X not behind Y is all that is asserted). Single submits slower
+// than the windows are not shared by weight either: they start as they
+// arrive, and only that neither key starves (0.8:1 to 7:1) is asserted.
 func TestWeightsOnEveryPath(t *testing.T) {
 	const each = 150
 	paths := []weightPath{
-		{name: "single submits", lo: 0.8, hi: 3.3, submit: func(t *testing.T, _ *stacktest.Env, a *app.App) []string {
+		// Not held (see docs/keys.md): the split follows the submit rates;
+		// asserted is only that neither key starves.
+		{name: "single submits", lo: 0.8, hi: 7, submit: func(t *testing.T, _ *stacktest.Env, a *app.App) []string {
 			svc := fairService(a)
 			return both(t, func() []string { return singles(t, svc, "X", each) }, func() []string { return singles(t, svc, "Y", each) })
 		}},
