@@ -632,16 +632,12 @@ const receiveSlack = 10 * time.Second
 func (c *Consumer) start(ctx, work context.Context, wg *sync.WaitGroup, msgs []queue.Received) {
 	for _, m := range msgs {
 		if ctx.Err() != nil {
-			if err := c.queues.ChangeVisibility(context.WithoutCancel(ctx), m.Priority, m.ReceiptHandle, 0); err != nil {
-				c.log.Warn("release message", "priority", m.Priority, "error", err)
-			}
+			c.release(ctx, m)
 			continue
 		}
 		kind, ok := c.slots.take(m.Priority)
 		if !ok {
-			if err := c.queues.ChangeVisibility(context.WithoutCancel(ctx), m.Priority, m.ReceiptHandle, 0); err != nil {
-				c.log.Warn("release message", "priority", m.Priority, "error", err)
-			}
+			c.release(ctx, m)
 			continue
 		}
 		c.reportSlots()
@@ -653,6 +649,26 @@ func (c *Consumer) start(ctx, work context.Context, wg *sync.WaitGroup, msgs []q
 			defer func() { c.slots.release(kind, time.Since(taken)) }()
 			c.process(work, m)
 		}()
+	}
+}
+
+// release hands back a message this consumer will not start (no free
+// slot, or it is stopping): visible again at once or, when it is one
+// receive short of the redrive threshold, replaced by a fresh copy that
+// keeps its origin (queue.Replace), so hand-backs alone never push a
+// task's message to the DLQ, however many consumers pass it on.
+func (c *Consumer) release(ctx context.Context, m queue.Received) {
+	ctx = context.WithoutCancel(ctx)
+	if c.lastReceive(m) {
+		err := c.queues.Replace(ctx, m, m.Body, 0)
+		if err == nil {
+			c.del.add(m.Priority, m.ReceiptHandle)
+			return
+		}
+		c.log.Warn("refresh of a handed-back message failed; releasing it instead", "priority", m.Priority, "error", err)
+	}
+	if err := c.queues.ChangeVisibility(ctx, m.Priority, m.ReceiptHandle, 0); err != nil {
+		c.log.Warn("release message", "priority", m.Priority, "error", err)
 	}
 }
 
