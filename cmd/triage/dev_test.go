@@ -47,7 +47,6 @@ func TestDevOutsideACheckoutAndCtrlC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs the binary and starts the emulators")
 	}
-	t.Parallel() // a process of its own: overlaps the other dev-server tests' waits
 	root, err := emulators.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)

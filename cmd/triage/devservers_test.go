@@ -27,7 +27,6 @@ func TestTwoDevServersSideBySide(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts triage dev twice")
 	}
-	t.Parallel() // a process of its own: overlaps the other dev-server tests' waits
 	root, err := emulators.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)

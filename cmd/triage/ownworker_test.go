@@ -113,7 +113,6 @@ func TestOwnWorkerBesideDev(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts triage dev and builds a module")
 	}
-	t.Parallel() // a process of its own: overlaps the other dev-server tests' waits
 	root, err := emulators.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)

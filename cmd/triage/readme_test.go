@@ -103,7 +103,6 @@ func TestReadmeTranscript(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts triage dev")
 	}
-	t.Parallel() // a process of its own: overlaps the other dev-server tests' waits
 	root, err := emulators.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)
