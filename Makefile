@@ -5,7 +5,7 @@
 #   make unit   only the tests that start no emulators (about 10 s warm; no Java, the dashboard test needs Chromium)
 #   make lint   staticcheck, pinned (the first run downloads and builds it)
 #   make bench  benchmarks on the local emulators (prints tables, writes the ignored cmd/bench/out/results.json;
-#               QUICK=1 for a ~2.5 min smoke run (a full run: ~7 min on a quiet VM, the crash soak included), UPDATE=1 to refresh the committed cmd/bench/results.json,
+#               QUICK=1 for a smoke run (a full run includes fills of 50,000 and 100,000 tasks and the crash soak; -max caps it at 40 min), UPDATE=1 to refresh the committed cmd/bench/results.json,
 #               BENCH_ARGS="-tasks 500" for any other flag of `go run ./cmd/bench -h`)
 #   make cli    build the CLI into bin/triage, stamped with its version and commit
 #   make screenshots  regenerate the dashboard's screenshots (browser tests)
