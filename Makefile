@@ -63,12 +63,19 @@ run: java emulators cli
 	@echo "==> run: bin/triage dev (starts the emulators, creates the table and queues, then the API, consumer and promoter)"
 	./bin/triage dev
 
-## test: the root module's tests, then the CDK assertions (infra/). Run side
-## by side (make -j2), the CDK tests' CPU made the README transcript's
-## batch submits through triage dev time out on 2 cores.
+## test: the root module's tests and, beside them at the lowest CPU priority
+## (nice 19), the CDK assertions (infra/). The root tests mostly wait on the
+## emulators; the CDK tests' synths fill those waits without taking CPU the
+## root tests need (at equal priority they made the README transcript's
+## batch submits through triage dev time out on 2 cores). The CDK output is
+## printed after the root tests', and either one failing fails the target.
 test: deps vet sizes
-	$(GO) test -count=1 -timeout 12m ./...
-	$(MAKE) infra-test
+	@log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
+	  nice -n 19 $(MAKE) --no-print-directory infra-test INFRA_TIMEOUT=30m >"$$log" 2>&1 & infra=$$!; \
+	  echo "$(GO) test -count=1 -timeout 12m ./...   (and, beside it, nice -n 19 make infra-test)"; \
+	  $(GO) test -count=1 -timeout 12m ./...; root=$$?; \
+	  wait $$infra; cdk=$$?; echo "==> make infra-test"; cat "$$log"; \
+	  [ $$root = 0 ] && [ $$cdk = 0 ]
 
 vet:
 	$(GO) vet ./...
@@ -137,8 +144,11 @@ clean:
 	rm -rf bin cdk.out
 
 ## infra-test: the CDK assertions tests (infra/ is its own Go module).
+## INFRA_TIMEOUT is longer under `test`, where they run at nice 19 and may
+## wait for the root tests' CPU.
+INFRA_TIMEOUT ?= 10m
 infra-test:
-	cd infra && $(GO) test -count=1 -timeout 10m ./...
+	cd infra && $(GO) test -count=1 -timeout $(INFRA_TIMEOUT) ./...
 
 ## cdk-cli: the pinned CDK CLI and cdklocal, installed into the ignored .cdk/.
 cdk-cli: $(CDK_STAMP)
