@@ -27,7 +27,8 @@ const readSteps = `[...document.querySelectorAll("#detail-steps li[data-kind]")]
 // task's detail shows, in the order met, both steps (ok, with their run
 // time and result size) and the sleep with its wake time while the task
 // sleeps; once the signal is sent, the sleep as slept and the signal as
-// arrived, after the two steps.
+// arrived, after the two steps; the attempts that slept and waited show
+// as suspended, not failed.
 func TestDurableStepsTimeline(t *testing.T) {
 	d := startDev(t, map[string]string{triageconfig.EnvTypes: "echo,saga"})
 	cfg, err := triageconfig.Decode(d.env.Getenv(nil))
@@ -125,6 +126,24 @@ func TestDurableStepsTimeline(t *testing.T) {
 	}
 	if last := rows[len(rows)-1]; !strings.HasPrefix(last.Meta, "arrived ") || !strings.Contains(last.Meta, "payload 11 B") {
 		t.Errorf("the signal %+v does not show its arrival and payload size", last)
+	}
+	// The attempts that slept and waited ended without being spent: the
+	// attempt timeline says so, not that they failed.
+	var attempts []attemptRow
+	b.eval(readTimeline, &attempts)
+	var outcomes []string
+	for _, a := range attempts {
+		outcomes = append(outcomes, a.Attempt+":"+a.Outcome)
+	}
+	if want := "1:suspended 1:suspended 1:succeeded"; strings.Join(outcomes, " ") != want {
+		t.Errorf("attempts %q, want %q", strings.Join(outcomes, " "), want)
+	}
+	var gaps []string
+	b.eval(`[...document.querySelectorAll("#detail-timeline .gap")].map(g => g.textContent)`, &gaps)
+	for _, g := range gaps {
+		if !strings.Contains(g, "suspended: no attempt spent") {
+			t.Errorf("the wait after a suspended attempt says %q", g)
+		}
 	}
 	b.screenshot("task-steps", "#detail")
 }

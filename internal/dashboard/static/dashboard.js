@@ -1239,14 +1239,15 @@
       const li = document.createElement('li');
       li.dataset.attempt = String(a.attempt);
       const last = i === hist.length - 1;
-      let outcome = a.error ? 'failed' : 'succeeded';
+      const parked = parkedAttempt(a);
+      let outcome = parked || (a.error ? 'failed' : 'succeeded');
       if (last && !a.error && task.status !== 'completed') outcome = task.status === 'cancelled' ? 'cancelled' : 'ended';
-      li.className = 'attempt ' + (a.error ? 'failed' : 'ok');
+      li.className = 'attempt ' + (parked ? 'parked' : a.error ? 'failed' : 'ok');
       const head = document.createElement('div');
       head.className = 'attempt-head';
       const mark = document.createElement('span');
       mark.className = 'mark';
-      mark.textContent = a.error ? '✕' : '✓';
+      mark.textContent = parked ? '☾' : a.error ? '✕' : '✓';
       const title = document.createElement('strong');
       title.textContent = 'Attempt ' + a.attempt;
       const out = document.createElement('span');
@@ -1272,7 +1273,7 @@
         const gap = document.createElement('div');
         gap.className = 'gap small muted';
         gap.textContent = '↓ waited ' + duration((Date.parse(nxt.started_at) - Date.parse(a.finished_at)) / 1000) +
-          (nxt.attempt <= a.attempt ? ' (retried by hand: attempts reset)' : ' before the next attempt');
+          (parked ? ' (' + parked + ': no attempt spent)' : nxt.attempt <= a.attempt ? ' (retried by hand: attempts reset)' : ' before the next attempt');
         li.append(gap);
       }
       items.push({ at: Date.parse(a.started_at), li });
@@ -1286,6 +1287,17 @@
       li.textContent = task.status === 'scheduled' || task.status === 'queued' ? 'Not started yet.' : 'No attempts recorded.';
       ol.append(li);
     }
+  }
+
+  // parkedAttempt names an attempt that ended without being spent, by the
+  // message the consumer records for it (durable.SuspendError for a sleep
+  // or a signal wait, the consumer's snooze): 'suspended' or 'snoozed';
+  // '' for any other attempt.
+  function parkedAttempt(a) {
+    const e = a.error || '';
+    if (e.startsWith('sleeping until ') || e.startsWith('waiting for signal ')) return 'suspended';
+    if (e.startsWith('snoozed for ')) return 'snoozed';
+    return '';
   }
 
   // renderBodies shows the payload and result in collapsible JSON
