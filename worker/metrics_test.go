@@ -18,7 +18,7 @@ import (
 
 // With TRIAGE_METRICS_ADDR set and workerprom enabled, Run serves the
 // consumer's metrics at /metrics while it runs, and stops serving when it
-// returns. Without workerprom, a set address is a start-up error naming
+// returns (a durable step counted among them). Without workerprom, a set address is a start-up error naming
 // the variable and the package to enable, not a silent absence.
 func TestRunServesMetrics(t *testing.T) {
 	env := stacktest.New(t)
@@ -37,7 +37,9 @@ func TestRunServesMetrics(t *testing.T) {
 
 	w := worker.New(opt)
 	workerprom.Enable(w)
-	w.Handle("greet", func(context.Context, *worker.Task) (any, error) { return "hi", nil })
+	w.Handle("greet", func(ctx context.Context, tk *worker.Task) (any, error) {
+		return worker.Step(ctx, tk, "compose", func(context.Context) (string, error) { return "hi", nil })
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -66,8 +68,9 @@ func TestRunServesMetrics(t *testing.T) {
 	for k, v := range map[string]float64{
 		`triage_tasks_started_total{priority="high",type="greet"}`: 1,
 		completed: 1,
-		`triage_task_run_seconds_count{type="greet"}`: 1,
-		`triage_consumer_slots_capacity`:              8,
+		`triage_task_run_seconds_count{type="greet"}`:              1,
+		`triage_consumer_slots_capacity`:                           8,
+		`triage_steps_total{kind="run",outcome="ok",type="greet"}`: 1,
 	} {
 		if got[k] != v {
 			t.Errorf("%s = %v, want %v", k, got[k], v)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/internal/devserver"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // cli holds the global flags and output streams.
@@ -243,12 +244,7 @@ func (c *cli) printTask(t *triage.Task) error {
 		}
 		fmt.Fprintf(c.out, "suspended: %s until %s\n", what, fmtTime(s.WakeAt))
 	}
-	for _, st := range t.Steps {
-		fmt.Fprintf(c.out, "step %d:    %s %s %s (%d ms, %d bytes, attempt %d)\n", st.Seq, st.Name, st.Kind, st.Outcome(), st.DurationMS, st.ResultSize, st.Attempt)
-	}
-	for _, sg := range t.Signals {
-		fmt.Fprintf(c.out, "signal:    %s at %s (%d bytes)\n", sg.Name, fmtTime(sg.At), len(sg.Payload))
-	}
+	c.printDurable(t)
 	// The request outlives the attempt it stopped (the flag stays on the
 	// record), so it is news only while the task can still run.
 	if t.CancelRequested && !t.Terminal() {
@@ -261,6 +257,91 @@ func (c *cli) printTask(t *triage.Task) error {
 		fmt.Fprintf(c.out, "error:     %s (retriable %v)\n", t.Error.Message, t.Error.Retriable)
 	}
 	return nil
+}
+
+// printDurable lists t's durable life: its steps in the order met (a run
+// step's outcome, run time and result size; a sleep's wake time; a signal
+// wait's timeout or its signal's arrival), then the signals delivered.
+func (c *cli) printDurable(t *triage.Task) {
+	if len(t.Steps) > 0 {
+		fmt.Fprintln(c.out, "steps:")
+		tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
+		for _, st := range t.Steps {
+			kind, detail := st.Kind, ""
+			switch st.Kind {
+			case triagetype.StepRun:
+				detail = fmt.Sprintf("ran %s, result %s", fmtMS(st.DurationMS), fmtBytes(st.ResultSize))
+				if st.Error != "" {
+					detail = fmt.Sprintf("ran %s: %s", fmtMS(st.DurationMS), truncate(st.Error, 60))
+				}
+			case triagetype.StepSleep:
+				detail = "until " + fmtTimePtr(st.Until)
+			case triagetype.StepWait:
+				detail = "for signal " + st.Signal + ", times out " + fmtTimePtr(st.Until)
+			case triagetype.StepSignal:
+				kind = triagetype.StepWait
+				if st.TimedOut {
+					detail = "no signal " + st.Signal + " by " + fmtTimePtr(st.Until)
+				} else {
+					detail = fmt.Sprintf("signal %s, payload %s", st.Signal, fmtBytes(st.ResultSize))
+					if sg, ok := signalNamed(t.Signals, st.Signal); ok {
+						detail = fmt.Sprintf("signal %s arrived %s, payload %s", st.Signal, fmtTime(sg.At), fmtBytes(st.ResultSize))
+					}
+				}
+			}
+			outcome := st.Outcome()
+			if s := t.Suspend; s != nil && s.Kind == triagetype.StepSleep && st.Kind == triagetype.StepSleep && st.Until != nil && st.Until.Equal(s.WakeAt) {
+				outcome = "sleeping"
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s (attempt %d, %s)\n", st.Seq+1, st.Name, kind, outcome, detail, st.Attempt, fmtTime(st.At))
+		}
+		tw.Flush()
+	}
+	if len(t.Signals) > 0 {
+		fmt.Fprintln(c.out, "signals:")
+		tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
+		for _, sg := range t.Signals {
+			fmt.Fprintf(tw, "  %s\tarrived %s\tpayload %s\n", sg.Name, fmtTime(sg.At), fmtBytes(len(sg.Payload)))
+		}
+		tw.Flush()
+	}
+}
+
+// signalNamed is the signal of that name among sigs.
+func signalNamed(sigs []triagetype.Signal, name string) (triagetype.Signal, bool) {
+	for _, sg := range sigs {
+		if sg.Name == name {
+			return sg, true
+		}
+	}
+	return triagetype.Signal{}, false
+}
+
+// fmtMS shows a step's run time: milliseconds under 10 s, then seconds.
+func fmtMS(ms int64) string {
+	if ms < 10_000 {
+		return fmt.Sprintf("%d ms", ms)
+	}
+	return (time.Duration(ms) * time.Millisecond).Round(100 * time.Millisecond).String()
+}
+
+// fmtBytes shows a size in bytes, KiB or MiB.
+func fmtBytes(n int) string {
+	switch {
+	case n < 1024:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/1024)
+	}
+	return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+}
+
+// fmtTimePtr is fmtTime of a time that may be unset.
+func fmtTimePtr(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return fmtTime(*t)
 }
 
 // table starts a tab-aligned table with a header row; the caller writes

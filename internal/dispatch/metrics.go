@@ -5,11 +5,14 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/execution"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/internal/tracing"
 )
 
 // Metrics is what the consumer reports (*metrics.Recorder). Every call is
@@ -25,6 +28,8 @@ type Metrics interface {
 	KeyPutOff(t *task.Task, why metrics.PutOff) // a keyed control put t off
 	Recovered(how metrics.Recovery)
 	Slots(s metrics.Slots)
+	// Step: a durable step of t's handler replayed, or just recorded.
+	Step(t *task.Task, st task.Step, replayed bool)
 }
 
 // ExplainingGate is a Gate that also says which control put a task off,
@@ -55,6 +60,18 @@ func (noMetrics) PutOff(metrics.PutOff)                {}
 func (noMetrics) KeyPutOff(*task.Task, metrics.PutOff) {}
 func (noMetrics) Recovered(metrics.Recovery)           {}
 func (noMetrics) Slots(metrics.Slots)                  {}
+func (noMetrics) Step(*task.Task, task.Step, bool)     {}
+
+// observeSteps counts each durable step of t's attempt (Metrics.Step) and
+// adds it to the attempt's span as an event (tracing.EventStep).
+func (c *Consumer) observeSteps(t *task.Task, span trace.Span) func(task.Step, bool) {
+	return func(st task.Step, replayed bool) {
+		c.mx.Step(t, st, replayed)
+		kind, outcome := metrics.StepLabels(st, replayed)
+		span.AddEvent(tracing.EventStep, trace.WithAttributes(tracing.AttrStepName.String(st.Name),
+			tracing.AttrStepKind.String(kind), tracing.AttrStepOutcome.String(outcome)))
+	}
+}
 
 // reportSlots records the slot figures as they are now.
 func (c *Consumer) reportSlots() {

@@ -59,6 +59,7 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 		r.Traceparent, r.ProgressURL, r.Reporter = tracing.Traceparent(spanCtx), c.progressURL(t.ID), j.rep
 		r.Parents = parents
 		r.Durable = c.durableState(t)
+		r.Durable.Observe(c.observeSteps(t, span))
 		result, err = c.safeHandle(spanCtx, h, r)
 		c.mx.Ran(t, time.Since(ranFrom))
 	}

@@ -116,6 +116,16 @@ type State struct {
 	steps   map[int]task.Step
 	signals map[string]task.Signal
 	inline  int
+	observe func(st task.Step, replayed bool)
+}
+
+// Observe makes s call f for every step met: replayed (true) from its
+// record, or recorded (false) once its record is written. f runs under
+// s's lock, so it must be quick and must not call s.
+func (s *State) Observe(f func(st task.Step, replayed bool)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.observe = f
 }
 
 // New returns the state of attempt attempt of a task with the given
@@ -170,6 +180,9 @@ func (s *State) take(kind, name, typ string) (int, task.Step, bool, error) {
 		if rec.Name != name || !sameKind || (kind == task.StepRun && rec.Type != typ) {
 			return seq, rec, true, &NonDeterminismError{Seq: seq, Met: met, Recorded: describe(rec.Kind, rec.Name, rec.Type)}
 		}
+		if s.observe != nil {
+			s.observe(rec, true)
+		}
 		return seq, rec, true, nil
 	}
 	for other, rec := range s.steps {
@@ -204,6 +217,9 @@ func (s *State) record(ctx context.Context, st task.Step) error {
 	}
 	s.mu.Lock()
 	s.steps[st.Seq] = st
+	if s.observe != nil {
+		s.observe(st, false)
+	}
 	if len(st.Result) <= task.MaxStepInline && inline+len(st.Result) <= task.MaxStepsInline {
 		s.inline += len(st.Result)
 	}

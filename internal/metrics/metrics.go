@@ -69,6 +69,7 @@ const (
 	KeyTasksStarted
 	KeyTasksFinished
 	KeyPutOffs
+	Steps
 	numIDs
 )
 
@@ -164,6 +165,7 @@ func Definitions() []Def {
 	d[KeyTasksStarted] = Def{Name: "triage_key_tasks_started_total", Help: "Attempts started, by fairness key: keys with keyed controls by name (at most 50), every other key as \"#other\".", Kind: Counter, Labels: []string{LabelKey}, Unit: "Count", Rollups: total}
 	d[KeyTasksFinished] = Def{Name: "triage_key_tasks_finished_total", Help: "Attempts whose outcome was recorded, by fairness key (named as in triage_key_tasks_started_total) and outcome: completed, retried, dead_lettered, cancelled, snoozed, handed_back.", Kind: Counter, Labels: []string{LabelKey, LabelOutcome}, Unit: "Count", Rollups: [][]string{{LabelOutcome}, {}}}
 	d[KeyPutOffs] = Def{Name: "triage_key_putoffs_total", Help: "Tasks a keyed control put off (set aside or hidden), by fairness key (named as in triage_key_tasks_started_total) and reason, as in triage_putoffs_total.", Kind: Counter, Labels: []string{LabelKey, LabelReason}, Unit: "Count", Rollups: [][]string{{LabelReason}, {}}}
+	d[Steps] = Def{Name: "triage_steps_total", Help: "Durable steps met by handlers, by task type, kind (run, sleep, wait) and outcome: ok and error (a run step's result or permanent error recorded), started (a sleep or signal wait begun), signalled and timed_out (a wait's end recorded), replayed (read back from its record, its function not run).", Kind: Counter, Labels: []string{LabelType, LabelKind, LabelOutcome}, Unit: "Count", Rollups: [][]string{{LabelKind, LabelOutcome}, {}}}
 	return d
 }
 
@@ -394,6 +396,50 @@ func (r *Recorder) Finished(t *task.Task, o Outcome) {
 
 // outcomeNames are the outcome label values of triage_key_tasks_finished_total.
 var outcomeNames = [...]string{Completed: "completed", Retried: "retried", DeadLettered: "dead_lettered", Cancelled: "cancelled", Snoozed: "snoozed", HandedBack: "handed_back"}
+
+// The outcome label values of triage_steps_total.
+const (
+	StepOK        = "ok"        // a run step's result recorded
+	StepError     = "error"     // a run step's permanent error recorded
+	StepStarted   = "started"   // a sleep or a signal wait recorded as begun
+	StepSignalled = "signalled" // a wait's signal consumed
+	StepTimedOut  = "timed_out" // a wait's timeout recorded
+	StepReplayed  = "replayed"  // a record read back; nothing ran
+)
+
+// Step records a durable step of t's handler: st was replayed from its
+// record, or (replayed false) just recorded.
+func (r *Recorder) Step(t *task.Task, st task.Step, replayed bool) {
+	if r == nil {
+		return
+	}
+	kind, outcome := StepLabels(st, replayed)
+	r.add(Steps, 1, t.Type, kind, outcome)
+}
+
+// StepLabels are st's kind and outcome labels in triage_steps_total (and
+// on the attempt span's step events): the kind is st's, a consumed wait
+// (task.StepSignal) counting as task.StepWait; the outcome one of the
+// Step* outcome values.
+func StepLabels(st task.Step, replayed bool) (kind, outcome string) {
+	kind, outcome = st.Kind, StepOK
+	switch {
+	case replayed:
+		outcome = StepReplayed
+	case st.Kind == task.StepRun && st.Error != "":
+		outcome = StepError
+	case st.Kind == task.StepSleep, st.Kind == task.StepWait:
+		outcome = StepStarted
+	case st.Kind == task.StepSignal && st.TimedOut:
+		outcome = StepTimedOut
+	case st.Kind == task.StepSignal:
+		outcome = StepSignalled
+	}
+	if kind == task.StepSignal {
+		kind = task.StepWait
+	}
+	return kind, outcome
+}
 
 // KeyPutOff records a task that a keyed control (its key's, or its type
 // and key's) put off, by the task's key label.

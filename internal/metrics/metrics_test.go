@@ -49,6 +49,10 @@ func workload(r *metrics.Recorder) {
 	r.Slots(metrics.Slots{Capacity: 8, Reserved: 1, Busy: 5, ReservedBusy: 1})
 	r.Slots(metrics.Slots{Capacity: 8, Reserved: 1, Busy: 2, ReservedBusy: 0})
 	r.Queue(triagetype.Low, metrics.Queue{Depth: 12, DLQDepth: 1, OldestAge: 90 * time.Second})
+	r.Step(low, task.Step{Kind: task.StepRun}, false)
+	r.Step(low, task.Step{Kind: task.StepRun, Error: "declined"}, false)
+	r.Step(low, task.Step{Kind: task.StepRun}, true)
+	r.Step(low, task.Step{Kind: task.StepSignal, TimedOut: true}, false)
 }
 
 // The same events give the same series, by the same names, through both
@@ -76,29 +80,33 @@ func TestSinksAgree(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]float64{
-		`triage_tasks_submitted_total{priority="high",type="echo"}`:      150,
-		`triage_tasks_submitted_total{priority="low",type="resize"}`:     1,
-		`triage_tasks_started_total{priority="high",type="echo"}`:        150,
-		`triage_tasks_started_total{priority="low",type="resize"}`:       2,
-		`triage_tasks_completed_total{priority="high",type="echo"}`:      150,
-		`triage_tasks_retried_total{priority="low",type="resize"}`:       1,
-		`triage_tasks_dead_lettered_total{priority="low",type="resize"}`: 1,
-		`triage_task_failures_total{reason="timeout",type="resize"}`:     1,
-		`triage_task_failures_total{reason="permanent",type="resize"}`:   1,
-		`triage_task_wait_seconds_count{priority="high"}`:                150,
-		`triage_task_wait_seconds_count{priority="low"}`:                 1, // the retry's start is not a queue wait
-		`triage_task_promoted_wait_seconds_count{priority="high"}`:       1,
-		`triage_task_run_seconds_count{type="echo"}`:                     150,
-		`triage_messages_dropped_total{reason="stale"}`:                  2,
-		`triage_messages_dropped_total{reason="no_task"}`:                1,
-		`triage_putoffs_total{reason="rate_limit"}`:                      1,
-		`triage_recoveries_total{kind="lease_expired"}`:                  1,
-		`triage_promotions_total{from="low",to="medium"}`:                4,
-		`triage_consumer_slots_capacity`:                                 8,
-		`triage_consumer_slots_reserved_high_capacity`:                   1,
-		`triage_queue_depth{priority="low"}`:                             12,
-		`triage_dlq_depth{priority="low"}`:                               1,
-		`triage_queue_oldest_age_seconds{priority="low"}`:                90,
+		`triage_tasks_submitted_total{priority="high",type="echo"}`:         150,
+		`triage_tasks_submitted_total{priority="low",type="resize"}`:        1,
+		`triage_tasks_started_total{priority="high",type="echo"}`:           150,
+		`triage_tasks_started_total{priority="low",type="resize"}`:          2,
+		`triage_tasks_completed_total{priority="high",type="echo"}`:         150,
+		`triage_tasks_retried_total{priority="low",type="resize"}`:          1,
+		`triage_tasks_dead_lettered_total{priority="low",type="resize"}`:    1,
+		`triage_task_failures_total{reason="timeout",type="resize"}`:        1,
+		`triage_task_failures_total{reason="permanent",type="resize"}`:      1,
+		`triage_task_wait_seconds_count{priority="high"}`:                   150,
+		`triage_task_wait_seconds_count{priority="low"}`:                    1, // the retry's start is not a queue wait
+		`triage_task_promoted_wait_seconds_count{priority="high"}`:          1,
+		`triage_task_run_seconds_count{type="echo"}`:                        150,
+		`triage_messages_dropped_total{reason="stale"}`:                     2,
+		`triage_messages_dropped_total{reason="no_task"}`:                   1,
+		`triage_putoffs_total{reason="rate_limit"}`:                         1,
+		`triage_recoveries_total{kind="lease_expired"}`:                     1,
+		`triage_promotions_total{from="low",to="medium"}`:                   4,
+		`triage_consumer_slots_capacity`:                                    8,
+		`triage_consumer_slots_reserved_high_capacity`:                      1,
+		`triage_queue_depth{priority="low"}`:                                12,
+		`triage_dlq_depth{priority="low"}`:                                  1,
+		`triage_queue_oldest_age_seconds{priority="low"}`:                   90,
+		`triage_steps_total{kind="run",outcome="ok",type="resize"}`:         1,
+		`triage_steps_total{kind="run",outcome="error",type="resize"}`:      1,
+		`triage_steps_total{kind="run",outcome="replayed",type="resize"}`:   1,
+		`triage_steps_total{kind="wait",outcome="timed_out",type="resize"}`: 1,
 	}
 	for k, v := range want {
 		if fromEMF[k] != v {

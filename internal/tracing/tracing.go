@@ -42,14 +42,22 @@ const (
 	SpanPromote = "triage.promote"
 )
 
+// EventStep is the event an attempt's span gets for each durable step its
+// handler meets, with AttrStepName, AttrStepKind and AttrStepOutcome (the
+// labels of the triage_steps_total metric).
+const EventStep = "triage.step"
+
 // Attribute keys set on triage's spans.
 const (
-	AttrTaskID    = attribute.Key("triage.task.id")
-	AttrTaskType  = attribute.Key("triage.task.type")
-	AttrPriority  = attribute.Key("triage.task.priority")
-	AttrEffective = attribute.Key("triage.task.effective_priority")
-	AttrAttempt   = attribute.Key("triage.task.attempt")
-	AttrOutcome   = attribute.Key("triage.attempt.outcome")
+	AttrTaskID      = attribute.Key("triage.task.id")
+	AttrTaskType    = attribute.Key("triage.task.type")
+	AttrPriority    = attribute.Key("triage.task.priority")
+	AttrEffective   = attribute.Key("triage.task.effective_priority")
+	AttrAttempt     = attribute.Key("triage.task.attempt")
+	AttrOutcome     = attribute.Key("triage.attempt.outcome")
+	AttrStepName    = attribute.Key("triage.step.name")
+	AttrStepKind    = attribute.Key("triage.step.kind")
+	AttrStepOutcome = attribute.Key("triage.step.outcome")
 )
 
 // Provider is the tracer provider of a triage process.

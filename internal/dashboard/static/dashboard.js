@@ -992,6 +992,8 @@
     $('detail-id').textContent = id;
     $('detail-fields').replaceChildren(textNode('Loading…'));
     $('detail-timeline').replaceChildren();
+    $('detail-steps').replaceChildren();
+    $('detail-durable').hidden = true;
     $('detail-bodies').replaceChildren();
     $('detail-error').hidden = true;
     $('detail-status').textContent = '';
@@ -1095,6 +1097,12 @@
     field(dl, 'Duration', taskDuration(task), 'duration');
     if (task.retry_at) field(dl, 'Next attempt', when(task.retry_at), 'retry_at');
     if (task.cancel_requested) field(dl, 'Cancel', 'requested', 'cancel_requested');
+    if (task.suspended) {
+      const sus = document.createElement('span');
+      sus.append(task.suspended.kind === 'wait' ? 'waiting for signal ' : 'sleeping', task.suspended.kind === 'wait' ? code(task.suspended.signal || '') : '',
+        ' until ', when(task.suspended.wake_at));
+      field(dl, 'Suspended', sus, 'suspended');
+    }
     field(dl, 'Trace id', task.trace_id ? code(task.trace_id) : '', 'trace_id');
     if (task.idempotency_key) field(dl, 'Idempotency key', code(task.idempotency_key), 'idempotency_key');
     const errBox = $('detail-error');
@@ -1103,7 +1111,101 @@
       errBox.textContent = (task.error.retriable ? 'Error (retriable): ' : 'Error (permanent): ') + task.error.message;
     }
     renderTimeline(task);
+    renderSteps(task);
     renderBodies(task);
+  }
+
+  // renderSteps lists the task's durable life in the order its handler met
+  // it: each run step with its outcome, duration and result size; each
+  // sleep with its wake time; each signal wait with its timeout and, once
+  // consumed, the signal's arrival (or its timeout); then the signals that
+  // arrived with no wait for them yet.
+  function renderSteps(task) {
+    const ol = $('detail-steps');
+    ol.replaceChildren();
+    const steps = Array.isArray(task.steps) ? task.steps.slice().sort((a, b) => a.seq - b.seq) : [];
+    const signals = Array.isArray(task.signals) ? task.signals : [];
+    const arrived = new Map(signals.map((sg) => [sg.name, sg]));
+    const waitedFor = new Set();
+    const sus = task.suspended;
+    const item = (kind, name, outcome, mark, title) => {
+      const li = document.createElement('li');
+      li.className = 'attempt step ' + (outcome === 'error' || outcome === 'timed_out' ? 'failed' : 'ok');
+      li.dataset.kind = kind;
+      li.dataset.step = name;
+      const head = document.createElement('div');
+      head.className = 'attempt-head';
+      const m = document.createElement('span');
+      m.className = 'mark';
+      m.textContent = mark;
+      const t = document.createElement('strong');
+      t.append(...title);
+      const out = document.createElement('span');
+      out.className = 'outcome';
+      out.dataset.outcome = outcome;
+      out.textContent = outcome.replace('_', ' ');
+      head.append(m, ' ', t, ' ', out);
+      const meta = document.createElement('div');
+      meta.className = 'small muted';
+      li.append(head, meta);
+      ol.append(li);
+      return meta;
+    };
+    for (const st of steps) {
+      const n = (st.seq || 0) + 1;
+      if (st.kind === 'run') {
+        const meta = item('run', st.name, st.outcome || (st.error ? 'error' : 'ok'), st.error ? '✕' : '✓', [n + '. ', code(st.name)]);
+        const ms = st.duration_ms || 0;
+        meta.append(when(st.at), ' · ran ' + (ms < 1000 ? ms + ' ms' : duration(ms / 1000)) +
+          ' · result ' + bytes(st.result_size) + ' · attempt ' + st.attempt);
+        meta.dataset.duration = String(ms);
+        if (st.error) {
+          const e = document.createElement('div');
+          e.className = 'attempt-error';
+          e.dataset.error = '';
+          e.textContent = st.error;
+          meta.after(e);
+        }
+      } else if (st.kind === 'sleep') {
+        const asleep = sus && sus.kind === 'sleep' && st.until && Date.parse(sus.wake_at) === Date.parse(st.until);
+        const meta = item('sleep', st.name, asleep ? 'sleeping' : 'slept', '☾', [n + '. Sleep ', code(st.name)]);
+        meta.append(asleep ? 'wakes ' : 'woke ', wake(st.until), ' · from ', when(st.at), ' · attempt ' + st.attempt);
+      } else {
+        const signal = st.signal || st.name;
+        waitedFor.add(signal);
+        const sg = arrived.get(signal);
+        const outcome = st.kind === 'wait' ? 'waiting' : (st.timed_out ? 'timed_out' : 'signalled');
+        const meta = item('wait', st.name, outcome, st.kind === 'wait' ? '…' : (st.timed_out ? '✕' : '✓'), [n + '. Signal ', code(signal)]);
+        if (sg && !st.timed_out) {
+          meta.append('arrived ', wake(sg.at), ' · payload ' + bytes(st.result_size || JSON.stringify(sg.payload === undefined ? null : sg.payload).length));
+        } else if (st.kind === 'wait') {
+          meta.append('times out ', wake(st.until));
+        } else {
+          meta.append('timed out ', wake(st.until));
+        }
+        meta.append(' · attempt ' + st.attempt);
+      }
+    }
+    for (const sg of signals) {
+      if (waitedFor.has(sg.name)) continue;
+      const meta = item('signal', sg.name, 'arrived', '✉', ['Signal ', code(sg.name)]);
+      meta.append('arrived ', wake(sg.at), ' · not waited for yet · payload ' + bytes(JSON.stringify(sg.payload === undefined ? null : sg.payload).length));
+    }
+    $('detail-durable').hidden = !ol.childElementCount;
+  }
+
+  // wake shows a time of the durable timeline: its date and time, with
+  // how long ago (or in how long) as its title.
+  function wake(iso) {
+    const t = document.createElement('time');
+    if (!iso) {
+      t.textContent = '–';
+      return t;
+    }
+    t.dateTime = iso;
+    t.textContent = new Date(iso).toLocaleString();
+    t.title = ago(iso);
+    return t;
   }
 
   // renderTimeline lists the attempts the task keeps (the last 10), each
@@ -1137,14 +1239,15 @@
       const li = document.createElement('li');
       li.dataset.attempt = String(a.attempt);
       const last = i === hist.length - 1;
-      let outcome = a.error ? 'failed' : 'succeeded';
+      const parked = parkedAttempt(a);
+      let outcome = parked || (a.error ? 'failed' : 'succeeded');
       if (last && !a.error && task.status !== 'completed') outcome = task.status === 'cancelled' ? 'cancelled' : 'ended';
-      li.className = 'attempt ' + (a.error ? 'failed' : 'ok');
+      li.className = 'attempt ' + (parked ? 'parked' : a.error ? 'failed' : 'ok');
       const head = document.createElement('div');
       head.className = 'attempt-head';
       const mark = document.createElement('span');
       mark.className = 'mark';
-      mark.textContent = a.error ? '✕' : '✓';
+      mark.textContent = parked ? '☾' : a.error ? '✕' : '✓';
       const title = document.createElement('strong');
       title.textContent = 'Attempt ' + a.attempt;
       const out = document.createElement('span');
@@ -1170,7 +1273,7 @@
         const gap = document.createElement('div');
         gap.className = 'gap small muted';
         gap.textContent = '↓ waited ' + duration((Date.parse(nxt.started_at) - Date.parse(a.finished_at)) / 1000) +
-          (nxt.attempt <= a.attempt ? ' (retried by hand: attempts reset)' : ' before the next attempt');
+          (parked ? ' (' + parked + ': no attempt spent)' : nxt.attempt <= a.attempt ? ' (retried by hand: attempts reset)' : ' before the next attempt');
         li.append(gap);
       }
       items.push({ at: Date.parse(a.started_at), li });
@@ -1184,6 +1287,17 @@
       li.textContent = task.status === 'scheduled' || task.status === 'queued' ? 'Not started yet.' : 'No attempts recorded.';
       ol.append(li);
     }
+  }
+
+  // parkedAttempt names an attempt that ended without being spent, by the
+  // message the consumer records for it (durable.SuspendError for a sleep
+  // or a signal wait, the consumer's snooze): 'suspended' or 'snoozed';
+  // '' for any other attempt.
+  function parkedAttempt(a) {
+    const e = a.error || '';
+    if (e.startsWith('sleeping until ') || e.startsWith('waiting for signal ')) return 'suspended';
+    if (e.startsWith('snoozed for ')) return 'snoozed';
+    return '';
   }
 
   // renderBodies shows the payload and result in collapsible JSON
