@@ -27,6 +27,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/triagehq/triage/internal/control"
+	"github.com/triagehq/triage/internal/devserver"
 	"github.com/triagehq/triage/internal/devserver/devtest"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 )
@@ -46,12 +47,18 @@ type dev struct {
 // vars over the process environment; it stops when the test ends.
 func startDev(t *testing.T, vars map[string]string) *dev {
 	t.Helper()
+	return startDevWith(t, vars, nil)
+}
+
+// startDevWith is startDev with the server's options changed by set.
+func startDevWith(t *testing.T, vars map[string]string, set func(*devserver.Options)) *dev {
+	t.Helper()
 	env := stacktest.New(t)
 	all := map[string]string{"TRIAGE_ADDR": "127.0.0.1:0", "TRIAGE_TOKEN": token, "TRIAGE_PREFIX": env.Prefix}
 	for k, v := range vars {
 		all[k] = v
 	}
-	return &dev{t: t, base: devtest.Start(t, all), env: env}
+	return &dev{t: t, base: devtest.StartWith(t, all, set), env: env}
 }
 
 // call sends an API request with the admin token, decodes a JSON answer

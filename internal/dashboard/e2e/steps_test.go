@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triagehq/triage/internal/devserver"
 	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/worker"
 )
@@ -28,9 +29,12 @@ const readSteps = `[...document.querySelectorAll("#detail-steps li[data-kind]")]
 // time and result size) and the sleep with its wake time while the task
 // sleeps; once the signal is sent, the sleep as slept and the signal as
 // arrived, after the two steps; the attempts that slept and waited show
-// as suspended, not failed.
+// as suspended, not failed. The worker is the only consumer, as under
+// `triage dev --no-consumer`: beside dev's own consumer, a woken task's
+// message can be handed back between the two for tens of seconds on a
+// loaded machine, longer than the waits here.
 func TestDurableStepsTimeline(t *testing.T) {
-	d := startDev(t, map[string]string{triageconfig.EnvTypes: "echo,saga"})
+	d := startDevWith(t, map[string]string{triageconfig.EnvTypes: "echo,saga"}, func(o *devserver.Options) { o.NoConsumer = true })
 	cfg, err := triageconfig.Decode(d.env.Getenv(nil))
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,14 @@ import (
 // within 30 s; it must be ready within 90 s.
 func Start(t testing.TB, vars map[string]string) string {
 	t.Helper()
+	return StartWith(t, vars, nil)
+}
+
+// StartWith is Start with the server's options changed by set (when not
+// nil) before it runs: say NoConsumer, for a test whose own worker is to
+// be the only consumer, as `triage dev --no-consumer` leaves it.
+func StartWith(t testing.TB, vars map[string]string, set func(*devserver.Options)) string {
+	t.Helper()
 	root, err := emulators.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)
@@ -36,19 +44,21 @@ func Start(t testing.TB, vars map[string]string) string {
 	ready := make(chan string, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- devserver.Run(ctx, devserver.Options{
-			Getenv: func(k string) string {
-				if v, ok := vars[k]; ok {
-					return v
-				}
-				return os.Getenv(k)
-			},
-			Setenv: func(string, string) error { return nil },
-			Root:   root, Out: io.Discard, Logs: io.Discard, StateDir: t.TempDir(),
-			Ready: func(url, _ string) { ready <- url },
-		})
-	}()
+	opt := devserver.Options{
+		Getenv: func(k string) string {
+			if v, ok := vars[k]; ok {
+				return v
+			}
+			return os.Getenv(k)
+		},
+		Setenv: func(string, string) error { return nil },
+		Root:   root, Out: io.Discard, Logs: io.Discard, StateDir: t.TempDir(),
+		Ready: func(url, _ string) { ready <- url },
+	}
+	if set != nil {
+		set(&opt)
+	}
+	go func() { done <- devserver.Run(ctx, opt) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
