@@ -108,7 +108,8 @@ func pauseKeys(t *testing.T, a *app.App, paused bool) {
 // (two cycles of both windows) split 3:1 within ±10 %. Direct SQS sends
 // are all on the queue before triage sees them: their window is counted
 // at adoption, per consumer and second, and they start about in send
-// order (X not behind Y is all that is asserted). Single submits slower
+// order: both keys' producers send at once, so only that neither key
+// starves (0.6:1 to 3.3:1) is asserted; measured 80:80, 90:70 and 70:90. Single submits slower
 // than the windows are not shared by weight either: they start as they
 // arrive, and only that neither key starves (0.8:1 to 7:1) is asserted.
 func TestWeightsOnEveryPath(t *testing.T) {
@@ -128,7 +129,7 @@ func TestWeightsOnEveryPath(t *testing.T) {
 			x, y := fairService(a), fairService(env.App(t, nil))
 			return both(t, func() []string { return batches(t, x, "X", each) }, func() []string { return batches(t, y, "Y", each) })
 		}},
-		{name: "direct SQS sends", lo: 1, hi: 3.3, submit: func(t *testing.T, _ *stacktest.Env, a *app.App) []string {
+		{name: "direct SQS sends", lo: 0.6, hi: 3.3, submit: func(t *testing.T, _ *stacktest.Env, a *app.App) []string {
 			both(t, func() []string { directSends(t, a, "X", each); return nil }, func() []string { directSends(t, a, "Y", each); return nil })
 			return nil // adopted ids are known once started: X's are told by their key
 		}},
