@@ -11,6 +11,11 @@
 // result. A return value that is not JSON (which Lambda allows for some
 // runtimes) is wrapped as a JSON string.
 //
+// The event also carries the task's recorded "steps" and delivered
+// "signals"; a result object with the field durable.ResponseField
+// ("triage_durable") records steps, sleeps, waits for a signal or asks to
+// be invoked again, as a webhook's does (docs/durable.md).
+//
 // Failures are sorted into retriable and permanent (handler.Permanent):
 //
 //   - The function failed (the X-Amz-Function-Error header, "Unhandled" or

@@ -24,6 +24,12 @@
 //     replayed to a place nobody configured, so the route must be fixed.
 //   - 5xx, network errors and the task deadline: retriable.
 //
+// Durable steps: the body also carries the task's recorded "steps" and
+// delivered "signals", and a 2xx JSON object with the field
+// durable.ResponseField ("triage_durable") records steps, sleeps, waits
+// for a signal or asks to be POSTed again (package durable's Drive;
+// docs/durable.md states the protocol).
+//
 // The request runs under the context passed to Handle, which carries the
 // task's deadline; the default HTTP client has no timeout of its own.
 package webhook
