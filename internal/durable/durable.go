@@ -116,6 +116,7 @@ type State struct {
 	steps   map[int]task.Step
 	signals map[string]task.Signal
 	inline  int
+	spawner Spawner // nil: no child steps
 }
 
 // New returns the state of attempt attempt of a task with the given
