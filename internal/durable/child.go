@@ -62,7 +62,10 @@ func ParseChildKey(key string) (parent, step string, ok bool) {
 		return "", "", false
 	}
 	parent, step, ok = strings.Cut(rest, ":")
-	return parent, step, ok && parent != "" && step != ""
+	if !ok || parent == "" || step == "" {
+		return "", "", false
+	}
+	return parent, step, true
 }
 
 // ChildSignal is the signal a child's outcome reaches step's wait as.
