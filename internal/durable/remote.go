@@ -24,8 +24,8 @@ import (
 //   - A result object with the field ResponseField is a Directive, not
 //     the task's result: it records steps (each name with its JSON result,
 //     or an error, recorded as the step's permanent error), then asks to
-//     sleep, to wait for a signal, or to finish with "result". With none
-//     of the three it asks to be called again at once, with the new
+//     sleep, to wait for a signal, to submit and await a child task
+//     ("child"), or to finish with "result". With none of these it asks to be called again at once, with the new
 //     records, in the same attempt: so a handler that returns after each
 //     step it runs has each step's side effect run once per task.
 //   - Any other result is the task's result, as without durable steps.
@@ -74,7 +74,16 @@ type Directive struct {
 	Steps  []ReportedStep  `json:"steps,omitempty"`
 	Sleep  *SleepDirective `json:"sleep,omitempty"`
 	Wait   *WaitDirective  `json:"wait,omitempty"`
+	Child  *ChildDirective `json:"child,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// ChildDirective asks to submit a child task, once per task under the
+// step Name, and to wait for it (State.Child). Request is the child's
+// submit request, as POST /tasks takes it.
+type ChildDirective struct {
+	Name    string          `json:"name"`
+	Request json.RawMessage `json:"request"`
 }
 
 // ReportedStep is a step a remote handler ran: its JSON result, or the
@@ -179,6 +188,23 @@ func Drive(ctx context.Context, s *State, call Call, permanent func(error) error
 			if _, err := s.WaitSignal(ctx, d.Wait.Signal, timeout); err != nil && !errors.Is(err, ErrSignalTimeout) {
 				return nil, asPermanent(err, permanent)
 			}
+		case d.Child != nil:
+			var r task.Request
+			if err := json.Unmarshal(d.Child.Request, &r); err != nil {
+				return nil, permanent(fmt.Errorf("%s.child.request: %w", ResponseField, err))
+			}
+			_, err := s.Child(ctx, d.Child.Name, r)
+			var failed *ChildFailedError
+			var replayed *ReplayedError
+			var fe *task.FieldError
+			switch {
+			case err == nil, errors.As(err, &failed), errors.Is(err, ErrSignalTimeout):
+				// recorded: the next call sees the outcome
+			case errors.As(err, &fe), errors.As(err, &replayed), errors.Is(err, ErrNoSpawner):
+				return nil, permanent(fmt.Errorf("%s.child: %w", ResponseField, err))
+			default:
+				return nil, asPermanent(err, permanent)
+			}
 		}
 	}
 }
@@ -223,16 +249,20 @@ func (d Directive) check() error {
 		}
 	}
 	n := 0
-	for _, set := range []bool{d.Sleep != nil, d.Wait != nil, d.Result != nil} {
+	for _, set := range []bool{d.Sleep != nil, d.Wait != nil, d.Child != nil, d.Result != nil} {
 		if set {
 			n++
 		}
 	}
 	switch {
 	case n > 1:
-		return bad("", "at most one of sleep, wait and result")
+		return bad("", "at most one of sleep, wait, child and result")
 	case n == 0 && len(d.Steps) == 0:
-		return bad("", "records nothing and asks for nothing: want steps, sleep, wait or result")
+		return bad("", "records nothing and asks for nothing: want steps, sleep, wait, child or result")
+	case d.Child != nil && (task.CheckStepName("", d.Child.Name) != nil || len(d.Child.Name) > MaxChildName):
+		return bad("child.name", fmt.Sprintf("%q must be 1 to %d letters, digits, '_', '.', ':' or '-'", task.Shorten(d.Child.Name, 80), MaxChildName))
+	case d.Child != nil && len(d.Child.Request) == 0:
+		return bad("child.request", "is required: the child's submit request")
 	case d.Sleep != nil && (d.Sleep.Seconds == nil) == (d.Sleep.Until == nil):
 		return bad("sleep", "want one of seconds and until")
 	case d.Sleep != nil && d.Sleep.Seconds != nil && (*d.Sleep.Seconds < 0 || *d.Sleep.Seconds > maxSleepSeconds):

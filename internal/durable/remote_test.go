@@ -166,3 +166,47 @@ func TestDriveEarlySignal(t *testing.T) {
 		t.Fatalf("result %s err %v calls %+v", res, err, seen)
 	}
 }
+
+type fakeSpawner struct{ spawned []string }
+
+func (f *fakeSpawner) Spawn(_ context.Context, step string, r task.Request) (string, *ChildOutcome, error) {
+	f.spawned = append(f.spawned, step+":"+r.Type)
+	return "c-" + step, nil, nil
+}
+
+func (f *fakeSpawner) ChildResult(context.Context, string) (json.RawMessage, error) {
+	return nil, errors.New("not here")
+}
+
+// A remote handler's child directive submits the child once and waits;
+// its outcome reaches the handler as the record "child:<name>".
+func TestDriveChild(t *testing.T) {
+	ctx := context.Background()
+	j := &memJournal{recs: map[int]task.Step{}}
+	sp := &fakeSpawner{}
+	call := func(_ context.Context, r Records) (json.RawMessage, error) {
+		for _, st := range r.Steps {
+			if st.Name == "child:ship" {
+				var o ChildOutcome
+				if err := json.Unmarshal(st.Result, &o); err != nil {
+					return nil, err
+				}
+				return json.RawMessage(`{"shipped":` + string(o.Result) + `}`), nil
+			}
+		}
+		return json.RawMessage(`{"triage_durable":{"child":{"name":"ship","request":{"type":"ship","payload":{"order":1}}}}}`), nil
+	}
+	st := New(nil, nil, 1, j, time.Now)
+	st.SetSpawner(sp)
+	_, err := Drive(ctx, st, call, permanent)
+	if se, ok := SuspendOf(err); !ok || se.Signal != "child:ship" {
+		t.Fatalf("first: %v; want a wait for child:ship", err)
+	}
+	out, _ := json.Marshal(ChildOutcome{ID: "c-ship", Status: "completed", Result: json.RawMessage(`"1Z"`)})
+	st = New(j.steps(), []task.Signal{{Name: "child:ship", Payload: out, At: time.Now()}}, 1, j, time.Now)
+	st.SetSpawner(sp)
+	res, err := Drive(ctx, st, call, permanent)
+	if err != nil || string(res) != `{"shipped":"1Z"}` || len(sp.spawned) != 1 || sp.spawned[0] != "ship:ship" {
+		t.Fatalf("resumed: %s, %v, spawned %v", res, err, sp.spawned)
+	}
+}
