@@ -71,6 +71,11 @@ func ParseChildKey(key string) (parent, step string, ok bool) {
 // ChildSignal is the signal a child's outcome reaches step's wait as.
 func ChildSignal(step string) string { return childSignalPrefix + step }
 
+// ReservedSignal reports whether name is a child's outcome signal, which
+// only a child's finish delivers: the API refuses it, so no caller can
+// forge a child's outcome.
+func ReservedSignal(name string) bool { return strings.HasPrefix(name, childSignalPrefix) }
+
 // ChildOutcome is a finished child as its parent's wait gets it: its id
 // and status, its result when it fits a signal (else ResultSize says how
 // large it is, and the waiter reads it from the child), or its error.
