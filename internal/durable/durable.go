@@ -116,7 +116,8 @@ type State struct {
 	steps   map[int]task.Step
 	signals map[string]task.Signal
 	inline  int
-	spawner Spawner // nil: no child steps
+	spawner Spawner                 // nil: no child steps
+	fetched map[int]json.RawMessage // results read from the blob store, by seq (remote.go)
 }
 
 // New returns the state of attempt attempt of a task with the given

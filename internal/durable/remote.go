@@ -313,17 +313,32 @@ func (s *State) replayRecords(ctx context.Context) error {
 }
 
 // records are s's records as a remote handler's request carries them,
-// results read from the blob store where they are kept there.
+// results read from the blob store where they are kept there (once per
+// attempt: the calls of one attempt share them).
 func (s *State) records(ctx context.Context) (Records, error) {
 	var r Records
 	for _, st := range s.Steps() {
 		rs := RemoteStep{Seq: st.Seq, Name: st.Name, Kind: st.Kind, Error: st.Error, Until: st.Until, Signal: st.Signal, TimedOut: st.TimedOut}
-		if st.ResultRef != "" || len(st.Result) > 0 {
+		s.mu.Lock()
+		cached := s.fetched[st.Seq]
+		s.mu.Unlock()
+		switch {
+		case st.ResultRef == "":
+			rs.Result = st.Result
+		case cached != nil:
+			rs.Result = cached
+		default:
 			res, err := s.result(ctx, st)
 			if err != nil {
 				return r, fmt.Errorf("read result of step %q: %w", st.Name, err)
 			}
 			rs.Result = res
+			s.mu.Lock()
+			if s.fetched == nil {
+				s.fetched = map[int]json.RawMessage{}
+			}
+			s.fetched[st.Seq] = res
+			s.mu.Unlock()
 		}
 		r.Steps = append(r.Steps, rs)
 	}
