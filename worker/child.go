@@ -32,8 +32,9 @@ var ErrNoChildren = durable.ErrNoSpawner
 // until the child reaches a terminal status, whose write delivers the
 // outcome to the parent as the signal "child:<name>" and wakes it. A
 // child that fails (dead-lettered) or is cancelled is a
-// *ChildFailedError; after 30 days without an outcome Child returns an
-// error matching ErrSignalTimeout.
+// *ChildFailedError. Every 6 hours without the outcome the parent wakes
+// and reads the child itself, so an outcome lost to a crash delays the
+// parent by at most that.
 //
 // Cost on AWS: the child's submit (a task's writes), one UpdateItem to
 // mark it, the step record; its outcome is one signal write on the
@@ -52,7 +53,7 @@ func Child[R any](ctx context.Context, t *Task, name string, req triage.SubmitRe
 		var replayed *durable.ReplayedError
 		var fe *task.FieldError
 		if errors.As(err, &failed) || errors.As(err, &replayed) || errors.As(err, &fe) ||
-			errors.Is(err, ErrNoChildren) || errors.Is(err, ErrSignalTimeout) {
+			errors.Is(err, ErrNoChildren) {
 			return zero, handler.Permanent(err)
 		}
 		return zero, err

@@ -349,6 +349,10 @@ func (sp *spawner) Spawn(_ context.Context, step string, r task.Request) (string
 	return "child-" + step, nil, nil
 }
 
+func (sp *spawner) ChildOutcome(context.Context, string) (*durable.ChildOutcome, error) {
+	return nil, nil // a child's outcome is given in WorkOptions.Children
+}
+
 func (sp *spawner) ChildResult(context.Context, string) (json.RawMessage, error) {
 	return nil, errors.New("workertest: a child's result is given whole in WorkOptions.Children")
 }

@@ -114,6 +114,20 @@ func (sp spawner) Spawn(ctx context.Context, step string, r task.Request) (strin
 	return child.ID, &o, nil
 }
 
+// ChildOutcome reads child id (one GetItem): its outcome once it
+// finished, nil while it has not.
+func (sp spawner) ChildOutcome(ctx context.Context, id string) (*durable.ChildOutcome, error) {
+	t, err := sp.c.store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !t.Status.Terminal() {
+		return nil, nil
+	}
+	o := durable.OutcomeOf(t)
+	return &o, nil
+}
+
 // ChildResult reads completed child id's result.
 func (sp spawner) ChildResult(ctx context.Context, id string) (json.RawMessage, error) {
 	t, err := sp.c.store.Get(ctx, id)

@@ -32,14 +32,17 @@ import (
 //     while it waits wakes it, and the consumed signal is recorded, so a
 //     replay returns the same outcome.
 //
-// The window left: a crash between the child's terminal write and its
-// hook leaves the parent waiting until its wait's timeout (ChildTimeout).
+//   - The wait has no timeout, but every ChildRecheck without the signal
+//     the parent wakes and reads the child (one GetItem): a crash between
+//     the child's terminal write and its hook, which loses the signal,
+//     delays the parent by at most ChildRecheck.
 
 // ChildType is the result type recorded for a child's submit step.
 const ChildType = "child"
 
-// ChildTimeout is how long a parent waits for its child at most.
-const ChildTimeout = 30 * 24 * time.Hour
+// ChildRecheck is how long a parent waits for its child's signal before
+// it reads the child itself, and waits again if it has not finished.
+const ChildRecheck = 6 * time.Hour
 
 // childKeyPrefix starts the idempotency key of a child task.
 const childKeyPrefix = "triage.child:"
@@ -134,6 +137,9 @@ type Spawner interface {
 	// ChildResult reads a completed child's result (one too large for
 	// its outcome's signal).
 	ChildResult(ctx context.Context, id string) (json.RawMessage, error)
+	// ChildOutcome reads child id: its outcome once it finished, nil
+	// while it has not.
+	ChildOutcome(ctx context.Context, id string) (*ChildOutcome, error)
 }
 
 // ErrNoSpawner is a child step's error where nothing can submit tasks
@@ -149,9 +155,9 @@ func (s *State) SetSpawner(sp Spawner) {
 
 // Child meets the child step name: it submits the child r once (a run
 // step recording its id), then waits for it (a signal wait of
-// ChildSignal(name), at most ChildTimeout), and returns its result once
-// it completed, a *ChildFailedError once it failed or was cancelled, or
-// a *SuspendError while it runs.
+// ChildSignal(name), re-checked every ChildRecheck), and returns its
+// result once it completed, a *ChildFailedError once it failed or was
+// cancelled, or a *SuspendError while it runs.
 func (s *State) Child(ctx context.Context, name string, r task.Request) (json.RawMessage, error) {
 	if len(name) > MaxChildName {
 		return nil, fmt.Errorf("child step name %q is longer than %d", task.Shorten(name, 80), MaxChildName)
@@ -181,11 +187,8 @@ func (s *State) Child(ctx context.Context, name string, r task.Request) (json.Ra
 	if err := json.Unmarshal(raw, &id); err != nil {
 		return nil, fmt.Errorf("child %q: recorded id %s: %w", name, raw, ErrNonDeterminism)
 	}
-	payload, err := s.WaitSignal(ctx, ChildSignal(name), ChildTimeout)
+	payload, err := s.awaitChild(ctx, ChildSignal(name), id, sp)
 	if err != nil {
-		if errors.Is(err, ErrSignalTimeout) {
-			return nil, fmt.Errorf("child %q (task %s): %w", name, id, err)
-		}
 		return nil, err
 	}
 	var o ChildOutcome
@@ -202,6 +205,54 @@ func (s *State) Child(ctx context.Context, name string, r task.Request) (json.Ra
 		return sp.ChildResult(ctx, o.ID)
 	}
 	return o.Result, nil
+}
+
+// awaitChild is WaitSignal for child id's outcome, signal name, with no
+// timeout: each time its wake time (every ChildRecheck) comes without the
+// signal it reads the child, consumes its outcome if it finished, and
+// waits again otherwise.
+func (s *State) awaitChild(ctx context.Context, name, id string, sp Spawner) (json.RawMessage, error) {
+	seq, rec, ok, err := s.take(task.StepWait, name, "")
+	if err != nil {
+		return nil, err
+	}
+	if ok && rec.Kind == task.StepSignal { // consumed
+		return s.result(ctx, rec)
+	}
+	now := s.now().UTC()
+	s.mu.Lock()
+	sg, arrived := s.signals[name]
+	s.mu.Unlock()
+	var payload json.RawMessage
+	switch {
+	case arrived:
+		payload = sg.Payload
+	case ok && !now.Before(*rec.Until) && sp != nil:
+		o, err := sp.ChildOutcome(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("read child %s: %w", id, err)
+		}
+		if o != nil {
+			if payload, err = json.Marshal(o); err != nil {
+				return nil, err
+			}
+		}
+	case ok:
+		return nil, &SuspendError{WakeAt: *rec.Until, Signal: name}
+	}
+	if payload != nil {
+		done := task.Step{Seq: seq, Name: name, Kind: task.StepSignal, Signal: name, Until: &now, Attempt: s.attempt, At: now, Result: payload, ResultSize: len(payload)}
+		if err := s.record(ctx, done); err != nil {
+			return nil, fmt.Errorf("record outcome of child %s: %w", id, err)
+		}
+		return payload, nil
+	}
+	until := now.Add(ChildRecheck)
+	wait := task.Step{Seq: seq, Name: name, Kind: task.StepWait, Signal: name, Until: &until, Attempt: s.attempt, At: now}
+	if err := s.record(ctx, wait); err != nil {
+		return nil, fmt.Errorf("record wait for child %s: %w", id, err)
+	}
+	return nil, &SuspendError{WakeAt: until, Signal: name}
 }
 
 // Notifier delivers a finished child's outcome to its parent: the

@@ -95,3 +95,41 @@ func TestNotifierFinished(t *testing.T) {
 		}
 	}
 }
+
+// A parent whose child's signal never came (its hook lost to a crash)
+// reads the child every ChildRecheck: it waits again while the child
+// runs, and consumes the outcome it reads once the child finished.
+func TestChildRecheck(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	j := &memJournal{recs: map[int]task.Step{}}
+	sp := &fakeSpawner{}
+	attempt := func() (json.RawMessage, error) {
+		st := New(j.steps(), nil, 1, j, clock)
+		st.SetSpawner(sp)
+		return st.Child(ctx, "sq", task.Request{Type: "square"})
+	}
+	_, err := attempt()
+	if se, ok := SuspendOf(err); !ok || !se.WakeAt.Equal(now.Add(ChildRecheck)) || sp.reads != 0 {
+		t.Fatalf("first: %v, %d reads; want a wait until the recheck and no read", err, sp.reads)
+	}
+	now = now.Add(ChildRecheck)
+	_, err = attempt()
+	if se, ok := SuspendOf(err); !ok || !se.WakeAt.Equal(now.Add(ChildRecheck)) || sp.reads != 1 {
+		t.Fatalf("recheck, child running: %v, %d reads; want one read and a wait until the next recheck", err, sp.reads)
+	}
+	now = now.Add(time.Hour) // woken early: waits on, reads nothing
+	if _, err = attempt(); err == nil || sp.reads != 1 {
+		t.Fatalf("early: %v, %d reads", err, sp.reads)
+	}
+	now = now.Add(ChildRecheck)
+	sp.done = &ChildOutcome{ID: "c-sq", Status: triagetype.Completed, Result: json.RawMessage(`49`)}
+	res, err := attempt()
+	if err != nil || string(res) != "49" || sp.reads != 2 || len(sp.spawned) != 1 {
+		t.Fatalf("recheck, child done: %s, %v, %d reads, spawned %v", res, err, sp.reads, sp.spawned)
+	}
+	if res, err = attempt(); err != nil || string(res) != "49" || sp.reads != 2 {
+		t.Fatalf("replay: %s, %v, %d reads; want the recorded outcome, no read", res, err, sp.reads)
+	}
+}

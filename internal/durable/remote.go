@@ -198,7 +198,7 @@ func Drive(ctx context.Context, s *State, call Call, permanent func(error) error
 			var replayed *ReplayedError
 			var fe *task.FieldError
 			switch {
-			case err == nil, errors.As(err, &failed), errors.Is(err, ErrSignalTimeout):
+			case err == nil, errors.As(err, &failed):
 				// recorded: the next call sees the outcome
 			case errors.As(err, &fe), errors.As(err, &replayed), errors.Is(err, ErrNoSpawner):
 				return nil, permanent(fmt.Errorf("%s.child: %w", ResponseField, err))
@@ -289,17 +289,26 @@ const maxSleepSeconds = 10 * 365 * 24 * 3600.0
 func (s *State) replayRecords(ctx context.Context) error {
 	for _, rec := range s.Steps() {
 		s.mu.Lock()
-		gap := rec.Seq != s.next
+		next := s.next
 		s.mu.Unlock()
-		if gap {
+		if rec.Seq < next { // met already: a child's wait, met with its submit
+			continue
+		}
+		if rec.Seq > next {
 			return nil
 		}
-		switch rec.Kind {
-		case task.StepSleep:
+		var failed *ChildFailedError
+		var replayed *ReplayedError
+		switch {
+		case rec.Kind == task.StepRun && rec.Type == ChildType:
+			if _, err := s.Child(ctx, rec.Name, task.Request{}); err != nil && !errors.As(err, &failed) && !errors.As(err, &replayed) {
+				return err
+			}
+		case rec.Kind == task.StepSleep:
 			if err := s.Sleep(ctx, rec.Name, *rec.Until); err != nil {
 				return err
 			}
-		case task.StepWait, task.StepSignal:
+		case rec.Kind == task.StepWait || rec.Kind == task.StepSignal:
 			if _, err := s.WaitSignal(ctx, rec.Name, 0); err != nil && !errors.Is(err, ErrSignalTimeout) {
 				return err
 			}

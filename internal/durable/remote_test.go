@@ -167,7 +167,16 @@ func TestDriveEarlySignal(t *testing.T) {
 	}
 }
 
-type fakeSpawner struct{ spawned []string }
+type fakeSpawner struct {
+	spawned []string
+	done    *ChildOutcome // what a read of the child finds
+	reads   int
+}
+
+func (f *fakeSpawner) ChildOutcome(context.Context, string) (*ChildOutcome, error) {
+	f.reads++
+	return f.done, nil
+}
 
 func (f *fakeSpawner) Spawn(_ context.Context, step string, r task.Request) (string, *ChildOutcome, error) {
 	f.spawned = append(f.spawned, step+":"+r.Type)
