@@ -23,6 +23,11 @@
 //     records its consumption) or, once its timeout passed,
 //     ErrSignalTimeout.
 //
+// A child step (child.go) is a run step that submits a child task once
+// and a wait for the child's outcome, delivered as a signal by the
+// child's finish. Webhook and Lambda handlers get all of this through
+// their protocol (remote.go, Drive), over the same State.
+//
 // Nothing here talks to AWS: the consumer's Journal writes through
 // internal/store, workertest's keeps the records in memory.
 package durable
