@@ -1,12 +1,14 @@
 package durable_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
+	"github.com/triagehq/triage/worker"
 )
 
 // A webhook handler uses steps and a sleep through the protocol: it
@@ -100,5 +103,65 @@ func TestWebhookStepsAndSleep(t *testing.T) {
 	}
 	if done.Attempts != 1 || len(done.Steps) != 3 || done.Steps[2].Outcome() != "slept" {
 		t.Fatalf("attempts %d steps %+v", done.Attempts, done.Steps)
+	}
+}
+
+// A webhook handler submits a child task through the protocol (a child
+// directive) and gets its outcome as the record "child:<name>".
+func TestWebhookChild(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	secret := []byte("durable-webhook-secret")
+	var mu sync.Mutex
+	calls := 0
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req durable.Records
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		for _, st := range req.Steps {
+			if st.Name == durable.ChildSignal("sq") {
+				var o durable.ChildOutcome
+				if err := json.Unmarshal(st.Result, &o); err != nil {
+					http.Error(w, err.Error(), 400)
+					return
+				}
+				_ = json.NewEncoder(w).Encode(map[string]any{"child": o.ID, "status": o.Status, "square": o.Result})
+				return
+			}
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{durable.ResponseField: map[string]any{
+			"child": map[string]any{"name": "sq", "request": map[string]any{"type": "square", "payload": map[string]int{"n": 4}, "priority": "high"}}}})
+	}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	w := newWorker(t, env, map[string]string{
+		triageconfig.EnvRoutes:        "hook=" + srv.URL,
+		triageconfig.EnvWebhookSecret: string(secret),
+	})
+	var squares atomic.Int32
+	must(t, w.Handle("square", func(ctx context.Context, tk *worker.Task) (any, error) {
+		var in struct{ N int }
+		if err := tk.Decode(&in); err != nil {
+			return nil, worker.Permanent(err)
+		}
+		squares.Add(1)
+		return in.N * in.N, nil
+	}))
+	start(t, w)
+	p := submit(t, a, "hook", nil)
+	done := stacktest.WaitStatus(t, a.Store, p.ID, triagetype.Completed, 40*time.Second)
+	child, err := a.Store.ByIdempotencyKey(context.Background(), durable.ChildKey(p.ID, "sq"))
+	must(t, err)
+	want := `{"child":"` + child.ID + `","square":16,"status":"completed"}`
+	if string(done.Result) != want || squares.Load() != 1 || done.Attempts != 1 {
+		t.Fatalf("result %s, squares %d, attempts %d; want %s, 1, 1", done.Result, squares.Load(), done.Attempts, want)
 	}
 }
