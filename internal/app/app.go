@@ -140,8 +140,10 @@ func Assemble(ctx context.Context, cfg triageconfig.Config, log *slog.Logger, aw
 	children := durable.Notifier{Signal: a.Store.Signal, Redispatch: a.Enqueuer.Redispatch}
 	a.Store.OnFinish(func(ctx context.Context, t *task.Task) {
 		a.Flow.Finished(ctx, t)
-		if err := children.Finished(ctx, t); err != nil && !errors.Is(err, store.ErrSignalExists) && !errors.Is(err, store.ErrConflict) {
-			log.Warn("a child task's outcome did not reach its parent; the parent waits until its timeout", "task_id", t.ID, "error", err)
+		// Delivered already, a parent that finished or is gone, a wake
+		// another waker made: nothing to repair.
+		if err := children.Finished(ctx, t); err != nil && !errors.Is(err, store.ErrSignalExists) && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+			log.Warn("a child task's outcome did not reach its parent; the parent reads it at its next recheck", "task_id", t.ID, "error", err)
 		}
 	})
 	a.Enqueuer.SetLinker(a.Flow)
