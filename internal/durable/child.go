@@ -31,7 +31,6 @@ import (
 //     signal that came before the wait is consumed at once, one that comes
 //     while it waits wakes it, and the consumed signal is recorded, so a
 //     replay returns the same outcome.
-//
 //   - The wait has no timeout, but every ChildRecheck without the signal
 //     the parent wakes and reads the child (one GetItem): a crash between
 //     the child's terminal write and its hook, which loses the signal,
