@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triagehq/triage"
 	"github.com/triagehq/triage/worker"
 	"github.com/triagehq/triage/workertest"
 )
@@ -80,5 +81,42 @@ func TestDurableSteps(t *testing.T) {
 	}
 	if runs["charge"] != 1 || runs["reserve"] != 1 {
 		t.Fatalf("step runs %v after the reorder; want none more", runs)
+	}
+}
+
+// A child step submits its child once and waits; the child's outcome,
+// given by step name, is its result or a *worker.ChildFailedError.
+func TestChildSteps(t *testing.T) {
+	ctx := context.Background()
+	w := worker.New(worker.Options{})
+	err := w.Handle("parent", func(ctx context.Context, tk *worker.Task) (any, error) {
+		req, err := triage.NewRequest("square", map[string]int{"n": 7})
+		if err != nil {
+			return nil, worker.Permanent(err)
+		}
+		v, err := worker.Child[int](ctx, tk, "square", req)
+		var failed *worker.ChildFailedError
+		if errors.As(err, &failed) {
+			return "failed: " + failed.Message, nil
+		}
+		return v, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn := workertest.New(w)
+	res, err := rn.WorkTask(ctx, t, "parent", nil, nil)
+	if err != nil || res.Outcome != workertest.Suspended || res.Signal != "child:square" || res.Children["square"].Type != "square" {
+		t.Fatalf("first attempt: %+v, %v; want a wait for the child it submitted", res, err)
+	}
+	steps := res.Steps
+	res, err = rn.WorkTask(ctx, t, "parent", nil, &workertest.WorkOptions{Steps: steps, Children: map[string]any{"square": 49}})
+	if err != nil || string(res.Result) != "49" || len(res.Children) != 0 {
+		t.Fatalf("child done: %+v, %v; want 49 and no second submit", res, err)
+	}
+	res, err = rn.WorkTask(ctx, t, "parent", nil, &workertest.WorkOptions{Steps: steps, Children: map[string]any{
+		"square": &worker.ChildFailedError{Status: triage.DeadLetter, Message: "negative"}}})
+	if err != nil || string(res.Result) != `"failed: negative"` {
+		t.Fatalf("child failed: %+v, %v", res, err)
 	}
 }

@@ -31,6 +31,7 @@ package workertest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -83,6 +84,11 @@ type WorkOptions struct {
 	// Now is the attempt's clock for sleeps and signal timeouts (default
 	// time.Now): set it past a Result's WakeAt to run the resumed attempt.
 	Now func() time.Time
+	// Children are the outcomes of the task's child tasks (worker.Child)
+	// by step name: the child's result (a json.RawMessage as is, anything
+	// else encoded), or a *worker.ChildFailedError for a child that
+	// failed. A child step with none here waits (Suspended).
+	Children map[string]any
 }
 
 // Outcome is what becomes of the task after the attempt.
@@ -149,6 +155,9 @@ type Result struct {
 	// signal that would wake it sooner ("" for a sleep).
 	WakeAt time.Time
 	Signal string
+	// Children are the child tasks the attempt submitted (worker.Child),
+	// by step name; a child's id in the steps is "child-<name>".
+	Children map[string]triage.SubmitRequest
 }
 
 // Work runs one attempt of a task whose type is args.Kind() and whose
@@ -197,7 +206,26 @@ func (rn *Runner) WorkTask(ctx context.Context, tb testing.TB, typ string, paylo
 		}
 		signals = append(signals, task.Signal{Name: name, Payload: raw, At: now()})
 	}
+	for name, c := range opts.Children {
+		o := durable.ChildOutcome{ID: "child-" + name, Status: triage.Completed}
+		if f, ok := c.(*worker.ChildFailedError); ok {
+			o.Status, o.Error = f.Status, f.Message
+		} else {
+			raw, ok := c.(json.RawMessage)
+			if !ok {
+				var err error
+				if raw, err = json.Marshal(c); err != nil {
+					tb.Fatalf("workertest: child %q: %v", name, err)
+				}
+			}
+			o.Result = raw
+		}
+		payload, _ := json.Marshal(o) // an outcome always marshals
+		signals = append(signals, task.Signal{Name: durable.ChildSignal(name), Payload: payload, At: now()})
+	}
 	r.Durable = durable.New(opts.Steps, signals, t.Attempts, nil, now)
+	sp := &spawner{}
+	r.Durable.SetSpawner(sp)
 
 	runCtx, cancel := execution.WithTimeout(ctx, t.TimeoutSeconds)
 	defer cancel()
@@ -211,6 +239,7 @@ func (rn *Runner) WorkTask(ctx context.Context, tb testing.TB, typ string, paylo
 		res.WakeAt, res.Signal = o.Suspend.WakeAt, o.Suspend.Signal
 	}
 	res.Steps = r.Durable.Steps()
+	res.Children = sp.submitted
 	res.Progress, res.Checkpoint = rec.reports()
 	if o.Kind == execution.Retry || o.Kind == execution.DeadLetter {
 		return res, o.Err
@@ -299,4 +328,31 @@ func (r *recorder) reports() ([]Progress, json.RawMessage) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.progress, r.checkpoint
+}
+
+// spawner records the child tasks an attempt submits.
+type spawner struct {
+	mu        sync.Mutex
+	submitted map[string]triage.SubmitRequest
+}
+
+func (sp *spawner) Spawn(_ context.Context, step string, r task.Request) (string, *durable.ChildOutcome, error) {
+	if err := r.Validate(); err != nil {
+		return "", nil, err
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.submitted == nil {
+		sp.submitted = map[string]triage.SubmitRequest{}
+	}
+	sp.submitted[step] = triage.SubmitRequest(r)
+	return "child-" + step, nil, nil
+}
+
+func (sp *spawner) ChildOutcome(context.Context, string) (*durable.ChildOutcome, error) {
+	return nil, nil // a child's outcome is given in WorkOptions.Children
+}
+
+func (sp *spawner) ChildResult(context.Context, string) (json.RawMessage, error) {
+	return nil, errors.New("workertest: a child's result is given whole in WorkOptions.Children")
 }

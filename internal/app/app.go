@@ -12,6 +12,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,12 +29,14 @@ import (
 	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/counters"
+	"github.com/triagehq/triage/internal/durable"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/flow"
 	"github.com/triagehq/triage/internal/hold"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
+	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/internal/tracing"
 	"github.com/triagehq/triage/internal/workers"
 	"github.com/triagehq/triage/triageconfig"
@@ -134,7 +137,15 @@ func Assemble(ctx context.Context, cfg triageconfig.Config, log *slog.Logger, aw
 	}
 	a.Enqueuer = enqueue.New(a.Store, a.Queues)
 	a.Flow = flow.New(a.Store, a.Enqueuer, flow.Options{Logger: log})
-	a.Store.OnFinish(a.Flow.Finished)
+	children := durable.Notifier{Signal: a.Store.Signal, Redispatch: a.Enqueuer.Redispatch}
+	a.Store.OnFinish(func(ctx context.Context, t *task.Task) {
+		a.Flow.Finished(ctx, t)
+		// Delivered already, a parent that finished or is gone, a wake
+		// another waker made: nothing to repair.
+		if err := children.Finished(ctx, t); err != nil && !errors.Is(err, store.ErrSignalExists) && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+			log.Warn("a child task's outcome did not reach its parent; the parent reads it at its next recheck", "task_id", t.ID, "error", err)
+		}
+	})
 	a.Enqueuer.SetLinker(a.Flow)
 	a.Controls = control.New(a.DynamoDB, cfg.Table, control.DefaultCacheTTL)
 	a.Holds = hold.New(a.Store, a.Enqueuer, a.Controls, log)

@@ -2,11 +2,15 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/triagehq/triage/internal/durable"
 	"github.com/triagehq/triage/internal/metrics"
 	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
@@ -44,7 +48,96 @@ func (c *Consumer) durableState(t *task.Task) *durable.State {
 	if rec, ok := c.store.(StepRecorder); ok && t.ProgressToken != "" {
 		j = journal{rec: rec, id: t.ID, token: t.ProgressToken}
 	}
-	return durable.New(t.Steps, t.Signals, t.Attempts, j, c.store.Now)
+	st := durable.New(t.Steps, t.Signals, t.Attempts, j, c.store.Now)
+	sub, ok1 := c.redisp.(ChildSubmitter)
+	cs, ok2 := c.store.(ChildStore)
+	if ok1 && ok2 {
+		st.SetSpawner(spawner{c: c, sub: sub, store: cs, parent: t})
+	}
+	return st
+}
+
+// ChildSubmitter submits a parent's child tasks (*enqueue.Enqueuer, the
+// consumer's Redispatcher); a consumer without it gives handlers no child
+// steps.
+type ChildSubmitter interface {
+	Submit(ctx context.Context, t *task.Task) (*task.Task, bool, error)
+}
+
+// ChildStore marks a child so its finish notifies its parent, delivers
+// the outcome of a child that finished first, and reads a large result
+// (*store.Store).
+type ChildStore interface {
+	MarkParent(ctx context.Context, id string) (*task.Task, error)
+	LoadBodies(ctx context.Context, t *task.Task) error
+	Signal(ctx context.Context, id string, sg task.Signal) (*task.Task, error)
+}
+
+// spawner is an attempt's durable.Spawner: it submits parent's children.
+type spawner struct {
+	c      *Consumer
+	sub    ChildSubmitter
+	store  ChildStore
+	parent *task.Task
+}
+
+// Spawn submits the child with its ChildKey (a repeat gets the first
+// child), then marks it (has_children) so that its terminal write calls
+// the store's finish hook, which delivers its outcome (durable.Notifier). A
+// child that finished before the mark is delivered here. Costs: the
+// submit's writes (as any task: ≈ 5 units with its index entries), the
+// mark (1 unit), no read beyond the idempotency key's.
+func (sp spawner) Spawn(ctx context.Context, step string, r task.Request) (string, *durable.ChildOutcome, error) {
+	r.IdempotencyKey = durable.ChildKey(sp.parent.ID, step)
+	if r.TraceID == "" {
+		r.TraceID = sp.parent.TraceID
+	}
+	if err := r.Validate(); err != nil {
+		return "", nil, err
+	}
+	child, _, err := sp.sub.Submit(ctx, r.NewTask(sp.c.store.Now(), queue.MaxDelay))
+	if err != nil {
+		return "", nil, fmt.Errorf("submit child %q: %w", step, err)
+	}
+	marked, err := sp.store.MarkParent(ctx, child.ID)
+	if err != nil {
+		return "", nil, fmt.Errorf("mark child %q (task %s): %w", step, child.ID, err)
+	}
+	if !marked.Status.Terminal() {
+		return child.ID, nil, nil
+	}
+	o := durable.OutcomeOf(marked)
+	n := durable.Notifier{Signal: sp.store.Signal, Redispatch: sp.c.redisp.Redispatch}
+	if err := n.Finished(ctx, marked); err != nil && !errors.Is(err, store.ErrSignalExists) && !errors.Is(err, store.ErrConflict) {
+		sp.c.log.Warn("child finished before it was marked; its outcome is returned but not kept on the parent", "task_id", sp.parent.ID, "child_id", child.ID, "error", err)
+	}
+	return child.ID, &o, nil
+}
+
+// ChildOutcome reads child id (one GetItem): its outcome once it
+// finished, nil while it has not.
+func (sp spawner) ChildOutcome(ctx context.Context, id string) (*durable.ChildOutcome, error) {
+	t, err := sp.c.store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !t.Status.Terminal() {
+		return nil, nil
+	}
+	o := durable.OutcomeOf(t)
+	return &o, nil
+}
+
+// ChildResult reads completed child id's result.
+func (sp spawner) ChildResult(ctx context.Context, id string) (json.RawMessage, error) {
+	t, err := sp.c.store.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("read child %s: %w", id, err)
+	}
+	if err := sp.store.LoadBodies(ctx, t); err != nil {
+		return nil, fmt.Errorf("read result of child %s: %w", id, err)
+	}
+	return t.Result, nil
 }
 
 // suspend parks a task whose handler slept or waits for a signal, without

@@ -23,6 +23,11 @@
 //     records its consumption) or, once its timeout passed,
 //     ErrSignalTimeout.
 //
+// A child step (child.go) is a run step that submits a child task once
+// and a wait for the child's outcome, delivered as a signal by the
+// child's finish. Webhook and Lambda handlers get all of this through
+// their protocol (remote.go, Drive), over the same State.
+//
 // Nothing here talks to AWS: the consumer's Journal writes through
 // internal/store, workertest's keeps the records in memory.
 package durable
@@ -117,6 +122,8 @@ type State struct {
 	signals map[string]task.Signal
 	inline  int
 	observe func(st task.Step, replayed bool)
+	spawner Spawner                 // nil: no child steps
+	fetched map[int]json.RawMessage // results read from the blob store, by seq (remote.go)
 }
 
 // Observe makes s call f for every step met: replayed (true) from its

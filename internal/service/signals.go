@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/triagehq/triage/internal/durable"
 	"github.com/triagehq/triage/internal/fault"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
@@ -26,9 +27,11 @@ type Waker interface {
 // Signal delivers signal name with its JSON payload to task id, and wakes
 // the task when it waits for that signal. The rules:
 //
-//   - name is 1 to 64 letters, digits, '_', '.', ':' or '-' (400 naming
-//     "name"); payload a JSON value of at most task.MaxSignalBytes (400
-//     naming "payload"); an unknown task is 404, a finished one 409.
+//   - name is 1 to 64 letters, digits, '_', '.', ':' or '-', and does
+//     not start with "child:", reserved for child tasks' outcomes (400
+//     naming "name"); payload a JSON value of at most
+//     task.MaxSignalBytes (400 naming "payload"); an unknown task is 404,
+//     a finished one 409.
 //   - The signal is kept on the task (one conditional UpdateItem) whether
 //     or not the task waits for it yet: a wait that comes later consumes
 //     it at once, so no wake-up is lost.
@@ -46,6 +49,9 @@ func (s *Service) Signal(ctx context.Context, id, name string, payload json.RawM
 	}
 	if fe := task.CheckStepName("name", name); fe != nil {
 		return nil, fe.Fault("")
+	}
+	if durable.ReservedSignal(name) {
+		return nil, (&task.FieldError{Field: "name", Message: fmt.Sprintf("%q is reserved: a child task's outcome reaches its parent as a signal child:<step>", task.Shorten(name, 80))}).Fault("")
 	}
 	if fe := task.CheckSignalPayload(payload); fe != nil {
 		return nil, fe.Fault("")

@@ -399,6 +399,7 @@ func TestSignals(t *testing.T) {
 		tk := submit(t, a, "approve", map[string]int{"timeout_ms": 3600_000})
 		for _, c := range []struct{ name, payload, field string }{
 			{"bad name!", `1`, "name"},
+			{"child:square", `{"status":"completed"}`, "name"}, // a forged child outcome
 			{"ok", strings.Repeat(" ", 4000) + "1", "payload"},
 			{"ok", `{`, "payload"},
 		} {

@@ -11,6 +11,11 @@
 // result. A return value that is not JSON (which Lambda allows for some
 // runtimes) is wrapped as a JSON string.
 //
+// The event also carries the task's recorded "steps" and delivered
+// "signals"; a result object with the field durable.ResponseField
+// ("triage_durable") records steps, sleeps, waits for a signal or asks to
+// be invoked again, as a webhook's does (docs/durable.md).
+//
 // Failures are sorted into retriable and permanent (handler.Permanent):
 //
 //   - The function failed (the X-Amz-Function-Error header, "Unhandled" or
@@ -48,6 +53,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/triagehq/triage/internal/durable"
 	"github.com/triagehq/triage/internal/handler"
 )
 
@@ -77,7 +83,10 @@ func New(client Invoker, functionARN string) *Handler {
 	return &Handler{client: client, arn: functionARN}
 }
 
-// Handle invokes the function with r as its event and waits for the result.
+// Handle invokes the function with r as its event and waits for the
+// result. A result that is a durable directive (durable.ResponseField)
+// records steps, sleeps or waits, and may have the attempt invoke the
+// function again (durable.Drive), as webhooks do.
 func (h *Handler) Handle(ctx context.Context, r handler.Request) (json.RawMessage, error) {
 	if h.client == nil {
 		return nil, handler.Permanent(fmt.Errorf("invoke %s: no Lambda client", h.arn))
@@ -85,7 +94,21 @@ func (h *Handler) Handle(ctx context.Context, r handler.Request) (json.RawMessag
 	if h.arn == "" {
 		return nil, handler.Permanent(errors.New("invoke: empty function name"))
 	}
-	payload, err := json.Marshal(r)
+	st := r.Durable
+	if st == nil {
+		st = durable.New(nil, nil, r.Attempt, nil, time.Now)
+	}
+	return durable.Drive(ctx, st, func(ctx context.Context, recs durable.Records) (json.RawMessage, error) {
+		return h.invoke(ctx, r, recs)
+	}, handler.Permanent)
+}
+
+// invoke makes one invocation with r and the task's records recs.
+func (h *Handler) invoke(ctx context.Context, r handler.Request, recs durable.Records) (json.RawMessage, error) {
+	payload, err := json.Marshal(struct {
+		handler.Request
+		durable.Records
+	}{r, recs})
 	if err != nil {
 		return nil, handler.Permanent(fmt.Errorf("invoke %s: encode request: %w", h.arn, err))
 	}

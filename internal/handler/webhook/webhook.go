@@ -24,6 +24,12 @@
 //     replayed to a place nobody configured, so the route must be fixed.
 //   - 5xx, network errors and the task deadline: retriable.
 //
+// Durable steps: the body also carries the task's recorded "steps" and
+// delivered "signals", and a 2xx JSON object with the field
+// durable.ResponseField ("triage_durable") records steps, sleeps, waits
+// for a signal or asks to be POSTed again (package durable's Drive;
+// docs/durable.md states the protocol).
+//
 // The request runs under the context passed to Handle, which carries the
 // task's deadline; the default HTTP client has no timeout of its own.
 package webhook
@@ -45,6 +51,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/triagehq/triage/internal/durable"
 	"github.com/triagehq/triage/internal/handler"
 )
 
@@ -136,7 +143,9 @@ func New(rawURL string, secret []byte, opts ...Option) *Handler {
 }
 
 // Handle POSTs r to the handler's URL and maps the response to a result or
-// an error as the package documentation describes.
+// an error as the package documentation describes. A response that is a
+// durable directive (durable.ResponseField) records steps, sleeps or
+// waits, and may have the attempt POST again (durable.Drive).
 func (h *Handler) Handle(ctx context.Context, r handler.Request) (json.RawMessage, error) {
 	if h.urlErr != nil {
 		return nil, handler.Permanent(fmt.Errorf("webhook %s: %w", h.shown, h.urlErr))
@@ -144,7 +153,21 @@ func (h *Handler) Handle(ctx context.Context, r handler.Request) (json.RawMessag
 	if len(h.secret) == 0 {
 		return nil, handler.Permanent(fmt.Errorf("webhook %s: empty signing secret", h.shown))
 	}
-	body, err := json.Marshal(r)
+	st := r.Durable
+	if st == nil {
+		st = durable.New(nil, nil, r.Attempt, nil, time.Now)
+	}
+	return durable.Drive(ctx, st, func(ctx context.Context, recs durable.Records) (json.RawMessage, error) {
+		return h.post(ctx, r, recs)
+	}, handler.Permanent)
+}
+
+// post makes one POST of r with the task's records recs.
+func (h *Handler) post(ctx context.Context, r handler.Request, recs durable.Records) (json.RawMessage, error) {
+	body, err := json.Marshal(struct {
+		handler.Request
+		durable.Records
+	}{r, recs})
 	if err != nil {
 		return nil, handler.Permanent(fmt.Errorf("webhook %s: encode request: %w", h.shown, err))
 	}
