@@ -121,8 +121,11 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 			t = cur
 		}
 	case pb.ID == "" && len(pb.Type) > 0:
-		var err error
-		t, err = c.adopt(ctx, m)
+		got, adopted, err := c.adopt(ctx, m)
+		if got.task != nil {
+			return got, true
+		}
+		t = adopted
 		if err != nil {
 			var fe *task.FieldError
 			if errors.As(err, &fe) {
