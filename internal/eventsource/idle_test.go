@@ -80,7 +80,7 @@ func TestIdleStackWritesNothing(t *testing.T) {
 		return json.RawMessage(`{}`), nil
 	})))
 	stacktest.Run(t, src)
-	p := promoterapp.New(a, promote.Options{})
+	p := promoterapp.New(a, promote.Options{Counts: a.Counters})
 	before := cnt.snapshot()
 	const idle = 60 * time.Second
 	deadline := time.Now().Add(idle)
