@@ -545,7 +545,7 @@ func TestRedispatch(t *testing.T) {
 			rec := f.get(t, cur.ID)
 			// The message goes out first, carrying the version the record
 			// gets if the write succeeds.
-			msg := msgFor(cur, cur.Version + 1, tc.p)
+			msg := msgFor(cur, cur.Version+1, tc.p)
 			if tc.wantDelay {
 				f.waitDepth(t, tc.p, queue.Depth{Delayed: 1})
 			} else if msgs := f.take(t, tc.p, 1); msgs[0] != msg {
@@ -698,7 +698,7 @@ func TestRedispatchBatch(t *testing.T) {
 		if rec := f.get(t, bad.ID); rec.Version != bad.Version || rec.EffectivePriority != triagetype.Low {
 			t.Fatalf("task with the refused send moved to %s v%d", rec.EffectivePriority, rec.Version)
 		}
-		if msgs := f.take(t, triagetype.High, 1); msgs[0] != (msgFor(good, good.Version + 1, triagetype.High)) {
+		if msgs := f.take(t, triagetype.High, 1); msgs[0] != (msgFor(good, good.Version+1, triagetype.High)) {
 			t.Fatalf("message %+v", msgs[0])
 		}
 	})
