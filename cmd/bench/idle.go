@@ -243,14 +243,22 @@ const (
 	// promoterIdleSeconds is one idle promoter run's billed duration: a
 	// handful of queries and receives, each ~10 ms in region.
 	promoterIdleSeconds = 0.3
-	// promoterIdleReadUnits and promoterIdleSQS are one idle promoter run's
-	// requests, as internal/eventsource's TestIdleStackWritesNothing counts
-	// them on an idle stack with the default 16 shards: 176 Queries (the
-	// due index's classes and the aging sweeps' windows, per shard) at 0.5
-	// read units and 39 consistent GetItems (marks, controls, schedules,
-	// cleanup) at 1, and a receive on each of the three DLQs. It writes
-	// nothing.
-	promoterIdleReadUnits = 176*0.5 + 39
+	// promoterFullReadUnits and promoterIdleSQS are one idle promoter
+	// run's requests when it sweeps everything, as internal/eventsource's
+	// TestIdleStackWritesNothing counts them on an idle stack with the
+	// default 16 shards: 176 Queries (the due index's classes and the aging
+	// sweeps' windows, per shard) at 0.5 read units and 39 consistent
+	// GetItems (marks, controls, schedules, cleanup) at 1, and a receive on
+	// each of the three DLQs. It writes nothing. A run sweeps everything
+	// once every promote.FullSweepEvery (10 runs); the runs between read
+	// the task counters first and skip the task sweeps when nothing is
+	// counted: 16 Queries (the schedule ticker's due index, per shard) and
+	// 2 GetItems (the counters, eventually consistent, and the cleanup
+	// job), as the same test counts them.
+	promoterFullReadUnits = 176*0.5 + 39
+	promoterSkipReadUnits = 16*0.5 + 0.5 + 1
+	promoterRunsPerFull   = 10
+	promoterIdleReadUnits = (promoterFullReadUnits + (promoterRunsPerFull-1)*promoterSkipReadUnits) / promoterRunsPerFull
 	promoterIdleSQS       = 3
 	// scheduledConsumerReserve is how long before its deadline a scheduled
 	// consumer stops polling (consumerapp.LambdaReserve); it drains then.
@@ -371,7 +379,8 @@ func priceIdleMonth(path string, pr Prices) (IdleMonth, error) {
 	res.Assumptions = []string{
 		"us-east-1 list prices, arm64, no free tier; a 30-day month",
 		fmt.Sprintf("SQS event source mappings: Lambda keeps %d long polls of %.0f s on each idle queue, billed as SQS receives (Lambda's pollers are not otherwise charged)", pollersPerMapping, pollerWait),
-		fmt.Sprintf("an idle promoter run bills %.1f s, reads %.0f units (176 queries and 39 reads, counted by TestIdleStackWritesNothing), writes nothing and receives from the 3 DLQs", promoterIdleSeconds, promoterIdleReadUnits),
+		fmt.Sprintf("an idle promoter run bills %.1f s, reads %.1f units on average (one run in %d sweeps everything: 176 queries and 39 reads, %.0f units; the others read the task counters and skip the task sweeps: 16 queries and 2 reads, %.1f units; counted by TestIdleStackWritesNothing), writes nothing and receives from the 3 DLQs",
+			promoterIdleSeconds, float64(promoterIdleReadUnits), promoterRunsPerFull, float64(promoterFullReadUnits), float64(promoterSkipReadUnits)),
 		"a scheduled consumer (opt-in) polls until 40 s before its timeout, one receive per queue a second, and heartbeats every 10 s",
 		"free while idle: EventBridge schedules, empty table/bucket/queues/log groups, the HTTP API, SQS-managed encryption, the stream trigger",
 	}

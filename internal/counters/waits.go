@@ -83,17 +83,22 @@ func readyAt(img *task.Task) time.Time {
 	return at
 }
 
-// claimWait returns the wait a change records, if it is a claim.
+// claimWait returns the wait a change records, if it is a claim: a
+// waiting task moved to executing, or a task recorded executing.
 func claimWait(c Change) (minute int64, attr string, ok bool) {
-	if c.Old == nil || c.New == nil || c.New.Status != triagetype.Executing || c.New.StartedAt == nil {
+	if c.New == nil || c.New.Status != triagetype.Executing || c.New.StartedAt == nil {
 		return 0, "", false
 	}
-	if c.Old.Status != triagetype.Queued && c.Old.Status != triagetype.Retrying {
+	from := c.Old
+	switch {
+	case c.Old == nil:
+		from = c.New // recorded claimed: an adopted direct send
+	case c.Old.Status != triagetype.Queued && c.Old.Status != triagetype.Retrying:
 		return 0, "", false
 	}
 	started := *c.New.StartedAt
-	wait := max(started.Sub(readyAt(c.Old)), 0)
-	return started.Unix() / 60, waitAttr(c.Old.Priority, WaitBucket(wait)), true
+	wait := max(started.Sub(readyAt(from)), 0)
+	return started.Unix() / 60, waitAttr(from.Priority, WaitBucket(wait)), true
 }
 
 // WaitStats are one priority's waits over a window.

@@ -3,6 +3,9 @@ package counters
 import (
 	"testing"
 	"time"
+
+	"github.com/triagehq/triage/internal/task"
+	"github.com/triagehq/triage/triagetype"
 )
 
 func TestWaitBucket(t *testing.T) {
@@ -42,5 +45,31 @@ func TestHistogramQuantiles(t *testing.T) {
 	}
 	if got := h.quantile(0.99); got != 16384*time.Millisecond {
 		t.Errorf("p99 = %v, want 16.384s", got)
+	}
+}
+
+// A claim's wait is counted from a waiting task moved to executing and
+// from a task recorded executing (an adopted direct send); other changes
+// count none.
+func TestClaimWait(t *testing.T) {
+	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	started := created.Add(30 * time.Millisecond)
+	queued := &task.Task{Priority: triagetype.Low, Status: triagetype.Queued, CreatedAt: created}
+	running := &task.Task{Priority: triagetype.Low, Status: triagetype.Executing, CreatedAt: created, StartedAt: &started}
+	done := &task.Task{Priority: triagetype.Low, Status: triagetype.Completed, CreatedAt: created, StartedAt: &started}
+	for _, c := range []struct {
+		name string
+		c    Change
+		ok   bool
+	}{
+		{"claimed", Change{Old: queued, New: running}, true},
+		{"recorded claimed", Change{New: running}, true},
+		{"completed", Change{Old: running, New: done}, false},
+		{"recorded queued", Change{New: queued}, false},
+	} {
+		minute, attr, ok := claimWait(c.c)
+		if ok != c.ok || ok && (minute != started.Unix()/60 || attr != waitAttr(triagetype.Low, WaitBucket(30*time.Millisecond))) {
+			t.Errorf("%s: claimWait = %d, %q, %t; want ok %t", c.name, minute, attr, ok, c.ok)
+		}
 	}
 }

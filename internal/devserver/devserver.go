@@ -295,7 +295,10 @@ func Run(ctx context.Context, opt Options) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = src.Run(runCtx) }()
 	}
-	go func() { defer wg.Done(); _ = promoterapp.New(a, promote.Options{Metrics: rec}).Run(runCtx, interval) }()
+	go func() {
+		defer wg.Done()
+		_ = promoterapp.New(a, promote.Options{Metrics: rec, Counts: a.Counters}).Run(runCtx, interval)
+	}()
 
 	banner := fmt.Sprintf("  API:        %s/api/v1\n  dashboard:  %s/#token=%s\n  token:      %s\n", base, base, token, token)
 	wenv := workerEnv(opt.Getenv, emu, cfg)

@@ -25,6 +25,11 @@ type probe struct {
 	ID      string          `json:"id"`
 	Version *int64          `json:"v"`
 	Type    json.RawMessage `json:"type"`
+	// A triage message's copies of its task's type, key and timeout
+	// (task.Message).
+	MsgType    string `json:"t"`
+	MsgKey     string `json:"k"`
+	MsgTimeout int    `json:"s"`
 }
 
 // decodeProbe reads body into pb and returns "" when body is a JSON object
@@ -97,6 +102,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 		return claimed{}, false
 	}
 	var msg task.Message
+	var t *task.Task // the task as last written, once known
 	switch {
 	case pb.ID != "" && pb.Version != nil:
 		if !task.ValidID(pb.ID) {
@@ -106,9 +112,20 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 			c.poison(ctx, m, fmt.Sprintf("id %q is not a task id (a 26-character ULID)", task.Truncate(pb.ID, 64)))
 			return claimed{}, false
 		}
-		msg = task.Message{ID: pb.ID, Version: *pb.Version, Priority: m.Priority}
+		msg = task.Message{ID: pb.ID, Version: *pb.Version, Priority: m.Priority, Type: pb.MsgType, Key: pb.MsgKey, TimeoutSeconds: pb.MsgTimeout}
+		if msg.Claimable() {
+			got, cur, done := c.claimFromMessage(ctx, m, msg)
+			if done {
+				return got, got.task != nil
+			}
+			t = cur
+		}
 	case pb.ID == "" && len(pb.Type) > 0:
-		t, err := c.adopt(ctx, m)
+		got, adopted, err := c.adopt(ctx, m)
+		if got.task != nil {
+			return got, true
+		}
+		t = adopted
 		if err != nil {
 			var fe *task.FieldError
 			if errors.As(err, &fe) {
@@ -119,20 +136,23 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 			}
 			return claimed{}, false
 		}
-		msg = task.Message{ID: t.ID, Version: 0, Priority: m.Priority}
+		msg = task.MessageFor(t, 0)
+		msg.Priority = m.Priority
 	default:
 		c.mx.Dropped(metrics.DropInvalid)
 		c.poison(ctx, m, `body has neither "id" and "v" (a triage message) nor "type" (a direct send)`)
 		return claimed{}, false
 	}
 
-	t, err := c.load(ctx, m, msg)
-	if err != nil {
-		c.log.Warn("read task failed; the message will come back", "task_id", msg.ID, "error", err)
-		return claimed{}, false
-	}
 	if t == nil {
-		return claimed{}, false // disposed of by load
+		var err error
+		if t, err = c.load(ctx, m, msg); err != nil {
+			c.log.Warn("read task failed; the message will come back", "task_id", msg.ID, "error", err)
+			return claimed{}, false
+		}
+		if t == nil {
+			return claimed{}, false // disposed of by load
+		}
 	}
 	for range 5 {
 		now := c.store.Now()
@@ -231,6 +251,64 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 	c.mx.PutOff(metrics.PutOffContention)
 	c.putOff(ctx, m, msg, time.Second)
 	return claimed{}, false
+}
+
+// claimFromMessage claims the task msg names with one conditional write
+// and no read first (store.Claim): the handler lookup, the controls and
+// the lease are decided on the message's copies of the task's type, key
+// and timeout, and the write's condition checks them, the message's
+// version and a waiting status. It is done when it claimed the task or
+// disposed of the message. Otherwise it returns the task as the refused
+// write found it (ALL_OLD: stale, running, finished, or of another shape
+// than the message says), or nil when there is none yet or the message's
+// task must be read first: no handler here (the hand-back rules look at
+// the task) or a control that sets tasks aside (setAside writes the task
+// as read); the caller then goes on as after a read.
+//
+// An admission is decided before the write, so a message that turns out
+// stale may have taken a rate-limit start (the claim's release gives a
+// concurrency slot back): a rate limit can only admit fewer starts for it.
+func (c *Consumer) claimFromMessage(ctx context.Context, m queue.Received, msg task.Message) (got claimed, cur *task.Task, done bool) {
+	if _, err := c.handlers.Lookup(msg.Type); err != nil {
+		return claimed{}, nil, false
+	}
+	release := func() {}
+	if c.opt.Gate != nil {
+		d, err := c.decide(ctx, msg.Task())
+		switch {
+		case err != nil:
+			c.log.Warn("control check failed; the message will come back", "task_id", msg.ID, "error", err)
+			c.mx.PutOff(metrics.PutOffControlError)
+			c.putOff(ctx, m, msg, time.Second)
+			return claimed{}, nil, true
+		case d.Release == nil && d.Scope == "":
+			c.mx.PutOff(d.Why)
+			c.putOff(ctx, m, msg, d.Delay)
+			return claimed{}, nil, true
+		case d.Release == nil:
+			return claimed{}, nil, false // set aside: decided again on the task as read
+		}
+		release = c.chainReleases(ctx, d)
+	}
+	now := c.store.Now()
+	t, err := c.store.Claim(ctx, store.Claim{
+		ID: msg.ID, DispatchVersion: msg.Version,
+		Type: msg.Type, Key: msg.Key, TimeoutSeconds: msg.TimeoutSeconds,
+		WorkerID:      c.opt.WorkerID,
+		LeaseUntil:    c.lease().claimUntil(now, time.Duration(msg.TimeoutSeconds)*time.Second),
+		ProgressToken: task.NewProgressToken(), // this attempt's alone
+	})
+	if err == nil {
+		c.mx.Started(t, now)
+		done, rel := c.keyUse.start(t), release
+		return claimed{task: t, release: func() { rel(); done() }}, nil, true
+	}
+	release()
+	if !errors.Is(err, store.ErrConflict) {
+		c.log.Warn("claim failed; the message will come back", "task_id", msg.ID, "error", err)
+		return claimed{}, nil, true
+	}
+	return claimed{}, c.current(err), false
 }
 
 // recordWaits are the pauses before re-reading a task that was not found

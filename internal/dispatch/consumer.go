@@ -26,6 +26,7 @@ import (
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/spec"
+	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/internal/tracing"
 	"github.com/triagehq/triage/internal/workers"
@@ -39,6 +40,7 @@ type Store interface {
 	Get(ctx context.Context, id string) (*task.Task, error)
 	Create(ctx context.Context, t *task.Task) (*task.Task, bool, error)
 	Transition(ctx context.Context, cur *task.Task, to triagetype.Status, apply func(*task.Task)) (*task.Task, error)
+	Claim(ctx context.Context, c store.Claim) (*task.Task, error)
 	Touch(ctx context.Context, cur *task.Task, apply func(*task.Task)) (*task.Task, error)
 	CancelRequested(ctx context.Context, id string) (bool, error)
 	Payload(ctx context.Context, t *task.Task) (json.RawMessage, error)

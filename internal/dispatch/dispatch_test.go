@@ -14,6 +14,7 @@ import (
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/enqueue"
 	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
@@ -211,5 +212,75 @@ func TestConcurrentConsumersRunEachTaskOnce(t *testing.T) {
 	}
 	if len(workers) < 2 {
 		t.Errorf("only %d consumer(s) did work; want the load spread", len(workers))
+	}
+}
+
+// With the consumer started by SQS events (one mapping a queue, as in
+// Lambda), a low message starts an invocation of its own at once, so low
+// work runs beside a high backlog: strict order holds within an
+// invocation, and the low mapping's maximum concurrency (times the
+// consumer's slots) bounds the low work beside high. Here 1 × 1: while
+// high tasks wait, at most one low task runs, and the high backlog is
+// done long before the low one.
+func TestEventsStrictModeBoundsLowBesideHigh(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	low := submit(t, a, "rec", triagetype.Low, 40, `{}`)
+	high := submit(t, a, "rec", triagetype.High, 10, `{}`)
+
+	l := newLedger(func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
+		time.Sleep(100 * time.Millisecond)
+		return nil, nil
+	})
+	opt := stacktest.FastDispatch()
+	opt.Strict, opt.Concurrency, opt.ReservedHigh = new(true), 1, 0
+	src := stacktest.Events(a, stacktest.Registry("rec", l), opt)
+	const maxConcurrency, slots = 1, 1
+	src.Mapping = spec.Mapping{BatchSize: 1, MaxConcurrency: maxConcurrency}
+	stop := stacktest.Run(t, src)
+	waitEnds(t, l, 50, 2*time.Minute)
+	stop()
+	checkOnce(t, l, append(low, high...))
+
+	var firstHigh, lastHigh, lastLow time.Time
+	for _, e := range l.Starts() {
+		switch e.Priority {
+		case triagetype.High:
+			if firstHigh.IsZero() || e.At.Before(firstHigh) {
+				firstHigh = e.At
+			}
+			if e.At.After(lastHigh) {
+				lastHigh = e.At
+			}
+		case triagetype.Low:
+			if e.At.After(lastLow) {
+				lastLow = e.At
+			}
+		}
+	}
+	// Low runs at each low start within the high backlog's starts.
+	ends := map[string]time.Time{}
+	for _, e := range l.Ends() {
+		ends[e.ID] = e.At
+	}
+	most := 0
+	for _, s := range l.Starts() {
+		if s.Priority != triagetype.Low || s.At.Before(firstHigh) || s.At.After(lastHigh) {
+			continue
+		}
+		n := 0
+		for _, o := range l.Starts() {
+			if o.Priority == triagetype.Low && !o.At.After(s.At) && ends[o.ID].After(s.At) {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	t.Logf("high starts %v .. %v, last low start %v; low runs at once beside high: %d", firstHigh.Format("15:04:05.000"), lastHigh.Format("15:04:05.000"), lastLow.Format("15:04:05.000"), most)
+	if most > maxConcurrency*slots {
+		t.Errorf("%d low tasks ran at once beside the high backlog, want at most %d (the low mapping's maximum concurrency × slots)", most, maxConcurrency*slots)
+	}
+	if !lastHigh.Before(lastLow) {
+		t.Errorf("the last high task started at %v, after the last low one (%v): high waited behind the low backlog", lastHigh, lastLow)
 	}
 }

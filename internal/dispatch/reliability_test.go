@@ -34,6 +34,7 @@ import (
 	"github.com/triagehq/triage/internal/handler/demo"
 	"github.com/triagehq/triage/internal/queue"
 	"github.com/triagehq/triage/internal/spec"
+	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triageconfig"
 	"github.com/triagehq/triage/triagetype"
@@ -176,7 +177,17 @@ func TestCrashedConsumerTaskIsFinishedByAnother(t *testing.T) {
 	t.Parallel() // its own stack; waits, not timing, make it slow
 	crashedTaskFinishedByAnother(t, func(a *app.App, reg *handler.Registry, opt dispatch.Options) stacktest.Runner {
 		return consumerapp.New(a, reg, opt, dispatch.Deps{WorkerID: "rescuer"})
-	}, "rescuer")
+	}, "rescuer", false)
+}
+
+// The same for a direct send, which the victim records already claimed
+// (create and claim in one put): its lease expires, and the rescuer
+// reclaims it with the lost attempt counted.
+func TestCrashedDirectSendIsFinishedByAnother(t *testing.T) {
+	t.Parallel()
+	crashedTaskFinishedByAnother(t, func(a *app.App, reg *handler.Registry, opt dispatch.Options) stacktest.Runner {
+		return consumerapp.New(a, reg, opt, dispatch.Deps{WorkerID: "rescuer"})
+	}, "rescuer", true)
 }
 
 // The same with the rescuer started by SQS events, as in Lambda: the
@@ -184,13 +195,14 @@ func TestCrashedConsumerTaskIsFinishedByAnother(t *testing.T) {
 // invocation, and the task is reclaimed with the lost attempt counted.
 func TestEventsCrashedConsumerTaskIsFinishedByAnother(t *testing.T) {
 	t.Parallel()
-	crashedTaskFinishedByAnother(t, byEvents, "")
+	crashedTaskFinishedByAnother(t, byEvents, "", false)
 }
 
 // crashedTaskFinishedByAnother SIGKILLs a consumer process ("victim")
 // running a task and starts a rescuer with start, which must finish the
-// task on its second attempt (as worker rescuer, when not "").
-func crashedTaskFinishedByAnother(t *testing.T, start starter, rescuer string) {
+// task on its second attempt (as worker rescuer, when not ""). With
+// direct, the task is sent straight to the high queue, not submitted.
+func crashedTaskFinishedByAnother(t *testing.T, start starter, rescuer string, direct bool) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	child := exec.Command(os.Args[0], "-test.run=^$")
@@ -202,9 +214,14 @@ func crashedTaskFinishedByAnother(t *testing.T, start starter, rescuer string) {
 	}
 	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
 
-	tk := submitOne(t, a, task.Request{Type: "sleep", Priority: "high", Payload: json.RawMessage(`{"ms":3000}`), TimeoutSeconds: intp(20), MaxAttempts: intp(3)})
+	var tk *task.Task
+	if direct {
+		tk = sendDirect(t, env, a, `{"type":"sleep","payload":{"ms":3000},"timeout_seconds":20,"max_attempts":3}`)
+	} else {
+		tk = submitOne(t, a, task.Request{Type: "sleep", Priority: "high", Payload: json.RawMessage(`{"ms":3000}`), TimeoutSeconds: intp(20), MaxAttempts: intp(3)})
+	}
 	running := stacktest.WaitStatus(t, a.Store, tk.ID, triagetype.Executing, 20*time.Second)
-	if running.WorkerID != "victim" {
+	if running.WorkerID != "victim" || running.Attempts != 1 {
 		t.Fatalf("claimed by %q", running.WorkerID)
 	}
 	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
@@ -672,4 +689,32 @@ func TestUnusableDirectSendsGoToDLQ(t *testing.T) {
 			t.Errorf("a task was created: %s", pk.Value)
 		}
 	}
+}
+
+// sendDirect sends body straight to the high queue, as a producer inside
+// AWS does, and returns the task the consumer records for it (the only
+// task of its type in env).
+func sendDirect(t *testing.T, env *stacktest.Env, a *app.App, body string) *task.Task {
+	t.Helper()
+	ctx := context.Background()
+	var probe struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal([]byte(body), &probe); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(a.Queues.URL(triagetype.High)), MessageBody: aws.String(body)}); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		ts, _, err := a.Store.List(ctx, store.ListFilter{Type: probe.Type}, 10, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ts) == 1 {
+			return ts[0]
+		}
+	}
+	t.Fatalf("no task recorded for the direct send %s", body)
+	return nil
 }

@@ -68,7 +68,7 @@ var ErrNotRecorded = errors.New("task not recorded")
 
 // Body is the SQS body of t's message at dispatch version v.
 func Body(t *task.Task, v int64) string {
-	b, _ := json.Marshal(task.Message{ID: t.ID, Version: v, Priority: t.EffectivePriority})
+	b, _ := json.Marshal(task.MessageFor(t, v))
 	return string(b)
 }
 

@@ -167,7 +167,7 @@ func TestBodyNamesTaskVersionAndEffectivePriority(t *testing.T) {
 				t.Fatalf("Body = %s, want %s", got, tc.want)
 			}
 			var m task.Message
-			if err := json.Unmarshal([]byte(got), &m); err != nil || m != (task.Message{ID: tc.t.ID, Version: tc.v, Priority: tc.t.EffectivePriority}) {
+			if err := json.Unmarshal([]byte(got), &m); err != nil || m != (msgFor(&tc.t, tc.v, tc.t.EffectivePriority)) {
 				t.Fatalf("Body decodes to %+v, %v", m, err)
 			}
 		})
@@ -213,7 +213,7 @@ func TestSubmitRecordsTaskAndSendsOneMessage(t *testing.T) {
 					f.waitDepth(t, p, queue.Depth{Delayed: 1})
 				default:
 					msgs := f.take(t, p, 1)
-					if want := (task.Message{ID: tk.ID, Version: 1, Priority: p}); msgs[0] != want {
+					if want := (msgFor(tk, 1, p)); msgs[0] != want {
 						t.Fatalf("message %+v, want %+v", msgs[0], want)
 					}
 				}
@@ -278,7 +278,7 @@ func TestSubmitIdempotencyKeyReturnsFirstTask(t *testing.T) {
 				t.Fatalf("second Submit returned %s %s %s %s, want the first task %s", b.ID, b.Type, b.Priority, b.Payload, a.ID)
 			}
 			// One message in all: the first task's.
-			if msgs := f.take(t, triagetype.High, 1); msgs[0] != (task.Message{ID: a.ID, Version: 1, Priority: triagetype.High}) {
+			if msgs := f.take(t, triagetype.High, 1); msgs[0] != (msgFor(a, 1, triagetype.High)) {
 				t.Fatalf("message %+v", msgs[0])
 			}
 			f.noMessages(t)
@@ -338,16 +338,16 @@ func TestSubmitBatch(t *testing.T) {
 	want := map[triagetype.Priority][]task.Message{}
 	for range 11 { // two send requests
 		tk := add(request(triagetype.High))
-		want[triagetype.High] = append(want[triagetype.High], task.Message{ID: tk.ID, Version: 1, Priority: triagetype.High})
+		want[triagetype.High] = append(want[triagetype.High], msgFor(tk, 1, triagetype.High))
 	}
 	for range 2 {
 		tk := add(request(triagetype.Low))
-		want[triagetype.Low] = append(want[triagetype.Low], task.Message{ID: tk.ID, Version: 1, Priority: triagetype.Low})
+		want[triagetype.Low] = append(want[triagetype.Low], msgFor(tk, 1, triagetype.Low))
 	}
 	later := now.Add(2 * time.Hour)
 	scheduled := add(task.Request{Type: "echo", Priority: "medium", RunAt: &later})
 	dupFirst := add(task.Request{Type: "echo", Priority: "medium", IdempotencyKey: "twice"})
-	want[triagetype.Medium] = append(want[triagetype.Medium], task.Message{ID: dupFirst.ID, Version: 1, Priority: triagetype.Medium})
+	want[triagetype.Medium] = append(want[triagetype.Medium], msgFor(dupFirst, 1, triagetype.Medium))
 	dupSecond := add(task.Request{Type: "echo", Priority: "high", IdempotencyKey: "twice"})
 	seen := add(task.Request{Type: "echo", Priority: "low", IdempotencyKey: "seen"})
 
@@ -446,7 +446,7 @@ func TestSubmitBatchDiscardsTasksWhoseSendFailed(t *testing.T) {
 						t.Errorf("task %d: %+v, want created", i, r)
 					}
 					p := ts[i].EffectivePriority
-					sent[p] = append(sent[p], task.Message{ID: ts[i].ID, Version: 1, Priority: p})
+					sent[p] = append(sent[p], msgFor(ts[i], 1, p))
 					continue
 				}
 				if !errors.Is(r.Err, enqueue.ErrNotSent) || r.Task != nil || r.Created {
@@ -545,7 +545,7 @@ func TestRedispatch(t *testing.T) {
 			rec := f.get(t, cur.ID)
 			// The message goes out first, carrying the version the record
 			// gets if the write succeeds.
-			msg := task.Message{ID: cur.ID, Version: cur.Version + 1, Priority: tc.p}
+			msg := msgFor(cur, cur.Version+1, tc.p)
 			if tc.wantDelay {
 				f.waitDepth(t, tc.p, queue.Depth{Delayed: 1})
 			} else if msgs := f.take(t, tc.p, 1); msgs[0] != msg {
@@ -698,7 +698,7 @@ func TestRedispatchBatch(t *testing.T) {
 		if rec := f.get(t, bad.ID); rec.Version != bad.Version || rec.EffectivePriority != triagetype.Low {
 			t.Fatalf("task with the refused send moved to %s v%d", rec.EffectivePriority, rec.Version)
 		}
-		if msgs := f.take(t, triagetype.High, 1); msgs[0] != (task.Message{ID: good.ID, Version: good.Version + 1, Priority: triagetype.High}) {
+		if msgs := f.take(t, triagetype.High, 1); msgs[0] != (msgFor(good, good.Version+1, triagetype.High)) {
 			t.Fatalf("message %+v", msgs[0])
 		}
 	})
@@ -751,7 +751,7 @@ func TestRetry(t *testing.T) {
 				t.Fatalf("enqueued_at %v, want stamped at the retry", tk.EnqueuedAt)
 			}
 		}
-		if msgs := f.take(t, triagetype.Low, 1); msgs[0] != (task.Message{ID: dead.ID, Version: 10, Priority: triagetype.Low}) {
+		if msgs := f.take(t, triagetype.Low, 1); msgs[0] != (msgFor(dead, 10, triagetype.Low)) {
 			t.Fatalf("message %+v", msgs[0])
 		}
 		f.noMessages(t)
@@ -834,4 +834,11 @@ func TestRetry(t *testing.T) {
 			}
 		}
 	})
+}
+
+// msgFor is the message of t at version v on priority p's queue.
+func msgFor(t *task.Task, v int64, p triagetype.Priority) task.Message {
+	m := task.MessageFor(t, v)
+	m.Priority = p
+	return m
 }

@@ -80,26 +80,36 @@ func TestIdleStackWritesNothing(t *testing.T) {
 		return json.RawMessage(`{}`), nil
 	})))
 	stacktest.Run(t, src)
-	p := promoterapp.New(a, promote.Options{})
+	p := promoterapp.New(a, promote.Options{Counts: a.Counters})
+	// The promoter's first run sweeps everything (and again every
+	// promote.FullSweepEvery); the runs between read the counters first.
 	before := cnt.snapshot()
+	if _, err := p.RunOnce(ctx); err != nil {
+		t.Fatalf("promoter's full run: %v", err)
+	}
+	full := diffOf(before, cnt.snapshot())
+	t.Logf("the promoter's full run: %v", full)
+	before = cnt.snapshot()
 	const idle = 60 * time.Second
 	deadline := time.Now().Add(idle)
+	ticks := 0
 	for tick := 0; time.Now().Before(deadline); tick++ {
 		if tick%2 == 0 { // the promoter's tick, twice as often as deployed
 			if _, err := p.RunOnce(ctx); err != nil {
 				t.Fatalf("promoter tick: %v", err)
 			}
+			ticks++
 		}
 		time.Sleep(15 * time.Second)
 	}
-	after := cnt.snapshot()
-	diff := map[string]int{}
-	for k, v := range after {
-		if d := v - before[k]; d > 0 {
-			diff[k] = d
-		}
+	diff := diffOf(before, cnt.snapshot())
+	t.Logf("requests over %v idle (%d promoter runs): %v; event source %+v", idle, ticks, diff, src.Stats())
+	// Between full runs only the schedule ticker queries (its due index,
+	// one query a shard): the task sweeps are skipped, as the counters
+	// count no task.
+	if n, most := diff["DynamoDB Query"], ticks*a.Store.Shards(); n > most || n*4 > full["DynamoDB Query"]*ticks {
+		t.Errorf("%d DynamoDB queries by %d idle promoter runs after the full one (%d queries), want at most %d (the schedule ticker's)", n, ticks, full["DynamoDB Query"], most)
 	}
-	t.Logf("requests over %v idle: %v; event source %+v", idle, diff, src.Stats())
 	for _, op := range dynamoWrites {
 		if n := diff["DynamoDB "+op]; n != 0 {
 			t.Errorf("%d DynamoDB %s requests while idle, want none", n, op)
@@ -111,4 +121,15 @@ func TestIdleStackWritesNothing(t *testing.T) {
 	if diff["SQS ReceiveMessage"] == 0 {
 		t.Errorf("no receive counted: the counter sees nothing, so its zeros prove nothing")
 	}
+}
+
+// diffOf is after minus before, the requests made in between.
+func diffOf(before, after map[string]int) map[string]int {
+	diff := map[string]int{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			diff[k] = d
+		}
+	}
+	return diff
 }

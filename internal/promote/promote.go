@@ -126,7 +126,24 @@ type Options struct {
 	// the safety net behind the releases a resume or a freed slot makes
 	// (hold.Sweeper).
 	Held HeldSweeper
+	// Counts, if set, lets a run skip the sweeps that have nothing to do:
+	// the counters (*counters.Keeper, kept from the table's stream) are
+	// read first, and a sweep runs only when they count tasks in its
+	// statuses (see pending). Set it only where the counters are kept.
+	Counts Counts
 }
+
+// Counts counts retained tasks by status and effective priority
+// (*counters.Keeper: one read of half a unit).
+type Counts interface {
+	Tasks(ctx context.Context) (map[triagetype.Status]map[triagetype.Priority]int64, error)
+}
+
+// FullSweepEvery is the longest a promoter with Counts goes without a run
+// that sweeps everything whatever the counters say: the bound on what
+// counters that lag or fail (their function down) can delay, and on how
+// far a skipped aging sweep's mark falls behind the index.
+const FullSweepEvery = 10 * time.Minute
 
 // CleanupRunner works on the running cleanup job for up to budget
 // (*cleanup.Runner).
@@ -206,6 +223,7 @@ func (o *Options) defaults() {
 // Promoter runs the sweeps.
 type Promoter struct {
 	swept time.Time // the last flow sweep (RunOnce runs one at a time)
+	full  time.Time // the last run that swept everything (with Counts)
 	// cleanupApart: Run works on cleanups in a loop of its own, so its
 	// RunOnce calls leave them alone.
 	cleanupApart bool
@@ -254,13 +272,22 @@ func (p *Promoter) RunOnce(ctx context.Context) (Report, error) {
 			errs = append(errs, err)
 		}
 	}
+	has := p.pending(ctx)
 	for _, step := range []struct {
 		from  triagetype.Priority
 		after time.Duration
 	}{{triagetype.Medium, p.opt.MediumAfter}, {triagetype.Low, p.opt.LowAfter}} {
-		note(p.age(ctx, step.from, step.after, &r))
+		if has(triagetype.Queued, step.from) {
+			note(p.age(ctx, step.from, step.after, &r))
+		}
 	}
-	n, err := p.release(ctx)
+	var statuses []triagetype.Status
+	for _, st := range []triagetype.Status{triagetype.Scheduled, triagetype.Retrying} {
+		if has(st, "") {
+			statuses = append(statuses, st)
+		}
+	}
+	n, err := p.release(ctx, statuses)
 	r.Released += n
 	note(err)
 	n, rescued, err := p.reconcile(ctx)
@@ -272,13 +299,13 @@ func (p *Promoter) RunOnce(ctx context.Context) (Report, error) {
 		r.Ticked = tr.Enqueued
 		note(err)
 	}
-	if now := p.store.Now(); p.opt.Flow != nil && now.Sub(p.swept) >= FlowSweepEvery {
+	if now := p.store.Now(); p.opt.Flow != nil && now.Sub(p.swept) >= FlowSweepEvery && has(triagetype.Waiting, "") {
 		p.swept = now
 		sr, err := p.opt.Flow.Sweep(ctx)
 		r.Released += sr.Released
 		note(err)
 	}
-	if p.opt.Held != nil {
+	if p.opt.Held != nil && has(triagetype.Queued, "") {
 		n, err = p.opt.Held.Sweep(ctx)
 		r.Released += n
 		note(err)
@@ -299,6 +326,44 @@ func (p *Promoter) RunOnce(ctx context.Context) (Report, error) {
 			"released", r.Released, "reconciled", r.Reconciled, "rescued", r.Rescued, "tracked", r.Tracked, "cleaned", r.Cleaned, "errors", r.Errors)
 	}
 	return r, errors.Join(errs...)
+}
+
+// pending says which sweeps a run makes: has(st, p) reports whether the
+// counters count a task in status st at effective priority p (any
+// priority when p is ""), and is true for everything without Counts,
+// when they cannot be read, and on a run FullSweepEvery after the last
+// full one. So an idle deployment's run costs one read, not a query per
+// shard and class.
+//
+// Skipping loses nothing while the counters are current: a task is
+// counted within seconds of its write (the stream's delay), well before
+// any sweep has anything to do for it (an aging threshold, a due time in
+// the direct-send window, a flow sweep's 30 s grace). When they lag or
+// fail, the full runs bound the delay by FullSweepEvery. A skipped aging
+// sweep leaves its marks where they were; the next sweep pages over the
+// entries created since (at most Limit a shard per run, as always).
+func (p *Promoter) pending(ctx context.Context) func(triagetype.Status, triagetype.Priority) bool {
+	all := func(triagetype.Status, triagetype.Priority) bool { return true }
+	if p.opt.Counts == nil {
+		return all
+	}
+	if now := p.store.Now(); now.Sub(p.full) >= FullSweepEvery {
+		p.full = now
+		return all
+	}
+	counts, err := p.opt.Counts.Tasks(ctx)
+	if err != nil {
+		p.log.Warn("task counters not read; sweeping everything", "error", err)
+		return all
+	}
+	return func(st triagetype.Status, pr triagetype.Priority) bool {
+		for q, n := range counts[st] {
+			if n > 0 && (pr == "" || q == pr) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // Run sweeps every interval until ctx ends, and works on cleanup jobs
@@ -489,14 +554,15 @@ func (p *Promoter) eachShard(fn func(shard int)) {
 // sweepKey names the sweep mark of one priority and shard.
 func sweepKey(p triagetype.Priority, shard int) string { return string(p) + "#" + strconv.Itoa(shard) }
 
-// release sends scheduled tasks and parked retries that come due within the
-// direct-send window, and re-sends retries whose message went missing.
-func (p *Promoter) release(ctx context.Context) (int, error) {
+// release sends the tasks of statuses (scheduled, retrying) that come due
+// within the direct-send window, and re-sends retries whose message went
+// missing.
+func (p *Promoter) release(ctx context.Context, statuses []triagetype.Status) (int, error) {
 	now := p.store.Now()
 	var mu sync.Mutex // guards released and errs: shards run at once
 	released := 0
 	var errs []error
-	for _, st := range []triagetype.Status{triagetype.Scheduled, triagetype.Retrying} {
+	for _, st := range statuses {
 		class, _ := store.DueStatus(st)
 		p.eachShard(func(sh int) {
 			_, err := p.pages(func(a string) ([]*task.Task, string, error) {

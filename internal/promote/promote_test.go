@@ -592,3 +592,51 @@ func TestRedrivenMessageOfALostClaimIsResent(t *testing.T) {
 	}
 }
 func intp(n int) *int { return &n }
+
+// fakeCounts is a Counts that returns what it holds.
+type fakeCounts struct {
+	mu sync.Mutex
+	n  map[triagetype.Status]map[triagetype.Priority]int64
+}
+
+func (f *fakeCounts) set(st triagetype.Status, p triagetype.Priority, n int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n = map[triagetype.Status]map[triagetype.Priority]int64{st: {p: n}}
+}
+
+func (f *fakeCounts) Tasks(context.Context) (map[triagetype.Status]map[triagetype.Priority]int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n, nil
+}
+
+// With Counts, a run between full runs skips the aging sweep of a
+// priority the counters count no queued task of, and sweeps it once they
+// do; the first run sweeps everything whatever they say.
+func TestRunSkipsSweepsTheCountersSayAreEmpty(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	counts := &fakeCounts{}
+	p := promoterapp.New(a, promote.Options{LowAfter: time.Second, MediumAfter: time.Hour, Counts: counts})
+	ctx := context.Background()
+	if _, err := p.RunOnce(ctx); err != nil { // the full run, of nothing
+		t.Fatal(err)
+	}
+	tk := submitReq(t, a, task.Request{Type: "x", Priority: "low"}, queue.MaxDelay)
+	time.Sleep(1500 * time.Millisecond) // past LowAfter
+	r, err := p.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := a.Store.Get(ctx, tk.ID); r.Promoted[triagetype.Medium] != 0 || got.EffectivePriority != triagetype.Low {
+		t.Fatalf("a run whose counters count nothing promoted %v (task at %s), want the sweep skipped", r.Promoted, got.EffectivePriority)
+	}
+	counts.set(triagetype.Queued, triagetype.Low, 1)
+	if r, err = p.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := a.Store.Get(ctx, tk.ID); r.Promoted[triagetype.Medium] != 1 || got.EffectivePriority != triagetype.Medium {
+		t.Fatalf("with a low task counted, promoted %v (task at %s), want it medium", r.Promoted, got.EffectivePriority)
+	}
+}

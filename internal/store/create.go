@@ -77,9 +77,17 @@ func (s *Store) create(ctx context.Context, t *task.Task) (saved *task.Task, cre
 			TableName: &s.table, Item: av,
 			ConditionExpression:      taskCond.Condition(),
 			ExpressionAttributeNames: taskCond.Names(),
+			// The task a redelivered direct send names comes back with the
+			// refusal: no read to find it.
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
+			if len(ccf.Item) > 0 {
+				if existing, uerr := unmarshal(ccf.Item); uerr == nil {
+					return existing, false, nil
+				}
+			}
 			existing, gerr := s.Get(ctx, t.ID)
 			if gerr != nil {
 				return nil, false, fmt.Errorf("create task %s: it exists, and reading it failed: %w", t.ID, gerr)

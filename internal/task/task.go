@@ -271,11 +271,33 @@ func (t *Task) SignalNamed(name string) (Signal, bool) {
 }
 
 // Message is the small SQS body of a task dispatched by triage: the payload
-// and state stay in DynamoDB.
+// and state stay in DynamoDB. Type, Key and TimeoutSeconds are copies of
+// the task's own, which never change after creation: they let a consumer
+// look up the handler, ask the controls and compute the lease before it
+// writes, so it claims with one conditional write and no read first (the
+// write's condition checks the copies against the item). A message
+// without them (an older producer's) is claimed after a read.
 type Message struct {
-	ID       string              `json:"id"`
-	Version  int64               `json:"v"`
-	Priority triagetype.Priority `json:"p"`
+	ID             string              `json:"id"`
+	Version        int64               `json:"v"`
+	Priority       triagetype.Priority `json:"p"`
+	Type           string              `json:"t,omitempty"`
+	Key            string              `json:"k,omitempty"`
+	TimeoutSeconds int                 `json:"s,omitempty"`
+}
+
+// MessageFor is the message of t at dispatch version v.
+func MessageFor(t *Task, v int64) Message {
+	return Message{ID: t.ID, Version: v, Priority: t.EffectivePriority, Type: t.Type, Key: t.Key, TimeoutSeconds: t.TimeoutSeconds}
+}
+
+// Claimable reports whether m carries what a claim without a read needs.
+func (m Message) Claimable() bool { return m.Type != "" && m.TimeoutSeconds > 0 }
+
+// Task is the part of m's task a claim decides on before it writes: id,
+// type, key, priorities and timeout, as the message states them.
+func (m Message) Task() *Task {
+	return &Task{ID: m.ID, Type: m.Type, Key: m.Key, Priority: m.Priority, EffectivePriority: m.Priority, TimeoutSeconds: m.TimeoutSeconds, DispatchVersion: m.Version}
 }
 
 // EnqueuedAtOr returns EnqueuedAt, or def when the task was never queued.

@@ -58,7 +58,7 @@ func SampleQueuesEvery(ctx context.Context, a *app.App, rec *metrics.Recorder, i
 // stdout as EMF at the end of each invocation.
 func lambdaWithMetrics(a *app.App) func(context.Context, events.EventBridgeEvent) (promote.Report, error) {
 	rec := metrics.New(metrics.NewEMF(os.Stdout, a.Config.MetricsNamespace, nil))
-	h := LambdaHandler(New(a, promote.Options{Metrics: rec}), FanOut(a), a.Log)
+	h := LambdaHandler(New(a, promote.Options{Metrics: rec, Counts: a.Counters}), FanOut(a), a.Log)
 	return func(ctx context.Context, ev events.EventBridgeEvent) (promote.Report, error) {
 		r, err := h(ctx, ev)
 		if serr := SampleQueues(ctx, a, rec); serr != nil {
