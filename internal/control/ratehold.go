@@ -103,17 +103,18 @@ func (c *Controls) ClaimWindow(ctx context.Context, scope string, next time.Time
 // window's opening) has its start counted in that window before it is
 // sent: Reserve adds the released tasks to the window's count while the
 // window has not opened yet, so no arrival can have spent it, and each
-// released task carries the reservation (task.Task.RateWindow). Decide
-// admits it past the rate on it, without counting it again: arrivals meanwhile find the
-// window full and are set aside behind the held set. So a released task
-// is never refused by the rate again. Received before its window (SQS
-// delays are whole seconds, rounded up, so only with a skewed clock), it
-// is hidden until the window opens. Received after it (its message sat
-// behind a backlog on the queue, a loaded consumer, a slow release), it
-// is still admitted: its start stays counted in the window it reserved,
-// which started that many fewer. So each start is counted once and the
-// long-run rate is exact; a window can start its limit plus the released
-// tasks that reached it late.
+// released task carries the reservation (task.Task.RateWindow). Received
+// in that window, Decide admits it past the rate without counting it
+// again; arrivals meanwhile find the window full and are set aside behind
+// the held set. So a released task is never refused by arrivals in its
+// window. Received before it (SQS delays are whole seconds, rounded up,
+// so only with a skewed clock), it is hidden until the window opens.
+// Received after it (its message sat behind a backlog on the queue, a
+// consumer without a free slot, a release slower than the window), the
+// reservation has lapsed and it takes a count like any arrival; refused,
+// it is set aside again, at its place in submit order (first in the next
+// release). Each start is counted once, in one window, so the
+// fixed-window bound stays exact.
 //
 // Cost: one conditional write per release (per window, per rate item of
 // the scope), not one per task: the released tasks' own starts then
@@ -126,22 +127,32 @@ func Reservation(scope string, open time.Time) string {
 }
 
 // reserved says what t's reservation is worth in scope, whose current
-// window opened at slot: counted (its start is already in the count of
-// this window or an earlier one), or a wait until its window opens.
-// Neither: no reservation in scope.
+// window opened at slot: counted (its start is in this window's count
+// already), or a wait until its window opens. Neither: no reservation
+// in scope, or it lapsed (its window ended).
 func reserved(t *task.Task, scope string, slot time.Time) (counted bool, wait time.Duration) {
+	open, ok := ReservedWindow(t, scope)
+	switch {
+	case !ok:
+		return false, 0
+	case open.After(slot):
+		return false, open.Sub(slot)
+	}
+	return open.Equal(slot), 0
+}
+
+// ReservedWindow is the opening of the window t's release reserved its
+// start in, if it was released for one of scope's windows.
+func ReservedWindow(t *task.Task, scope string) (time.Time, bool) {
 	s, at, ok := strings.Cut(t.RateWindow, "@")
 	if !ok || s != scope {
-		return false, 0
+		return time.Time{}, false
 	}
 	ns, err := strconv.ParseInt(at, 10, 64)
 	if err != nil {
-		return false, 0
+		return time.Time{}, false
 	}
-	if open := time.Unix(0, ns); open.After(slot) {
-		return false, open.Sub(slot)
-	}
-	return true, 0
+	return time.Unix(0, ns), true
 }
 
 // Reserve counts up to n starts of scope in its rate window opening at

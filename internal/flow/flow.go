@@ -167,10 +167,22 @@ const gatePrefix = "wf:"
 // isGate reports whether a waiting_on entry is a workflow gate.
 func isGate(entry string) bool { return strings.HasPrefix(entry, gatePrefix) }
 
-// Link prepares new tasks that name parents, before they are recorded:
-// each parent is marked has_children (which also proves it exists) and
-// each edge is written. It returns, per task, nil or the refusal: a
-// *task.FieldError naming the after entry that is no task (400).
+// Link prepares new tasks that name parents, before they are recorded.
+// It reads their parents first (strongly consistent, one read unit each,
+// no write), which proves they exist: a parent that is no task refuses
+// the task with a *task.FieldError naming the after entry (400). Then:
+//   - every parent already completed: the task needs no waiting at all.
+//     It is made queued, to be sent and recorded as a plain task (no
+//     edge, no mark, no waiting index entry, no release: the price of a
+//     plain task). Its After still names its parents, for its handler.
+//   - otherwise each unfinished parent not marked yet is marked
+//     has_children (MarkParent: a parent marked already is not written
+//     again, so a fan-out of n children marks its parent once), and an
+//     edge is written for each unfinished parent. A parent that finished
+//     (any terminal status) needs neither: Settle applies it once the
+//     child is recorded, and the sweep if Settle does not.
+//
+// It returns, per task, nil or the refusal.
 func (f *Flow) Link(ctx context.Context, ts []*task.Task) []error {
 	errs := make([]error, len(ts))
 	f.checkBatches(ctx, ts, errs)
@@ -179,27 +191,75 @@ func (f *Flow) Link(ctx context.Context, ts []*task.Task) []error {
 		if len(t.After) == 0 || errs[i] != nil {
 			return
 		}
-		var mu sync.Mutex
-		parallel(len(t.After), 16, func(j int) {
-			if _, err := f.store.MarkParent(ctx, t.After[j]); err != nil {
-				mu.Lock()
-				defer mu.Unlock()
-				if errs[i] != nil {
-					return
-				}
-				if errors.Is(err, store.ErrNotFound) {
-					errs[i] = &task.FieldError{Field: fmt.Sprintf("after[%d]", j), Message: fmt.Sprintf("no task %s", t.After[j])}
-					return
-				}
-				errs[i] = err
-			}
-		})
-		if errs[i] != nil {
-			return
-		}
-		errs[i] = f.store.PutEdges(ctx, t.ID, t.After)
+		errs[i] = f.link(ctx, t)
 	})
 	return errs
+}
+
+// link is Link for one task.
+func (f *Flow) link(ctx context.Context, t *task.Task) error {
+	ps, err := f.store.GetManyConsistent(ctx, t.After)
+	if err != nil {
+		return err
+	}
+	byID := make(map[string]*task.Task, len(ps))
+	for _, p := range ps {
+		byID[p.ID] = p
+	}
+	var open, unmarked []string
+	for j, id := range t.After {
+		p := byID[id]
+		if p == nil {
+			return &task.FieldError{Field: fmt.Sprintf("after[%d]", j), Message: fmt.Sprintf("no task %s", id)}
+		}
+		if p.Status.Terminal() {
+			continue
+		}
+		open = append(open, id)
+		if !p.HasChildren {
+			unmarked = append(unmarked, id)
+		}
+	}
+	if len(open) == 0 && f.runnableNow(t, byID) {
+		// Every parent completed: queued now, as a plain task.
+		now := f.store.Now()
+		t.Status, t.DispatchVersion, t.WaitingOn = triagetype.Queued, 1, nil
+		t.EnqueuedAt = &now
+		return nil
+	}
+	var mu sync.Mutex
+	var first error
+	parallel(len(unmarked), 16, func(j int) {
+		if _, err := f.store.MarkParent(ctx, unmarked[j]); err != nil {
+			if errors.Is(err, store.ErrNotFound) { // removed since the read
+				err = &task.FieldError{Field: "after", Message: fmt.Sprintf("no task %s", unmarked[j])}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if first == nil {
+				first = err
+			}
+		}
+	})
+	if first != nil {
+		return first
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	return f.store.PutEdges(ctx, t.ID, open)
+}
+
+// runnableNow says whether waiting task t, whose parents (byID) all
+// finished, may be queued at its submit: every parent completed, and its
+// run_at, if any, within the direct window.
+func (f *Flow) runnableNow(t *task.Task, byID map[string]*task.Task) bool {
+	for _, id := range t.After {
+		if byID[id].Status != triagetype.Completed {
+			return false
+		}
+	}
+	return t.RunAt == nil || t.RunAt.Sub(f.store.Now()) <= f.opt.DirectWindow
 }
 
 // Settle finishes what Link began once the tasks are recorded: it reads

@@ -10,6 +10,7 @@ import (
 
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/app/consumerapp"
+	"github.com/triagehq/triage/internal/control"
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
@@ -22,15 +23,28 @@ import (
 // set-asides.
 type countingHolds struct {
 	*hold.Holds
-	mu   sync.Mutex
-	held map[string]int
+	window time.Duration // the scope's rate window
+	mu     sync.Mutex
+	held   map[string]int
+	// inWindow counts the tasks set aside again while their released
+	// reservation's window was open; late, those set aside again after
+	// it ended.
+	inWindow, late int
 }
 
 func (c *countingHolds) Hold(ctx context.Context, t *task.Task, scope string, extra ...func(*task.Task)) (*task.Task, error) {
+	open, reserved := control.ReservedWindow(t, scope)
+	now := time.Now()
 	got, err := c.Holds.Hold(ctx, t, scope, extra...)
 	if err == nil {
 		c.mu.Lock()
 		c.held[t.ID]++
+		switch {
+		case reserved && now.Before(open.Add(c.window)):
+			c.inWindow++
+		case reserved:
+			c.late++
+		}
 		c.mu.Unlock()
 	}
 	return got, err
@@ -41,9 +55,13 @@ func (c *countingHolds) Hold(ctx context.Context, t *task.Task, scope string, ex
 // new arrivals, faster than the rate, all the while it is released. Each
 // window's release counts its tasks' starts in the window before they
 // are sent (control.Reserve), so the arrivals find those windows full and
-// are set aside behind them: no task is set aside twice (counted per task
-// by wrapping each consumer's holds). Two consumers; each task starts
-// once; the long-run rate holds (each start counted once).
+// are set aside behind them: no released task is set aside again while
+// its window is open (counted per task by wrapping each consumer's
+// holds); one received after its window ended (the loaded machine's
+// receive lag) takes a count like an arrival, so only those may be set
+// aside twice. Two consumers; each task starts once; the fixed-window
+// bound holds. Before reservations: 6 and 17 of 70 set aside two to four
+// times.
 func TestReleasedTaskIsNotRefusedAgain(t *testing.T) {
 	const backlog, arrivals, rate = 30, 40, 5.0
 	cases := []struct {
@@ -76,7 +94,7 @@ func TestReleasedTaskIsNotRefusedAgain(t *testing.T) {
 				reg.Register("metered", starts.handler())
 				opt := stacktest.FastDispatch()
 				opt.Concurrency = 6
-				ch := &countingHolds{Holds: ca.Holds, held: map[string]int{}}
+				ch := &countingHolds{Holds: ca.Holds, window: time.Second, held: map[string]int{}}
 				holds = append(holds, ch)
 				stacktest.Run(t, consumerapp.New(ca, reg, opt, dispatch.Deps{WorkerID: fmt.Sprintf("consumer-%d", i), Holds: ch}))
 			}
@@ -92,12 +110,17 @@ func TestReleasedTaskIsNotRefusedAgain(t *testing.T) {
 			}
 
 			held := map[string]int{}
+			inWindow, late := 0, 0
 			for _, h := range holds {
 				h.mu.Lock()
 				for id, n := range h.held {
 					held[id] += n
 				}
+				inWindow, late = inWindow+h.inWindow, late+h.late
 				h.mu.Unlock()
+			}
+			if inWindow > 0 {
+				t.Errorf("%d released tasks were set aside again in their reserved window", inWindow)
 			}
 			var at []time.Time
 			twice, setAside := 0, 0
@@ -112,7 +135,6 @@ func TestReleasedTaskIsNotRefusedAgain(t *testing.T) {
 				}
 				if held[id] > 1 {
 					twice++
-					t.Errorf("task %s was set aside %d times, want at most 1", id, held[id])
 				}
 			}
 			starts.mu.Lock()
@@ -124,15 +146,19 @@ func TestReleasedTaskIsNotRefusedAgain(t *testing.T) {
 			starts.mu.Unlock()
 			sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
 			one, two := maxInWindow(at, time.Second), maxInWindow(at, 2*time.Second)
-			t.Logf("%d tasks (%d backlog, %d arriving at ~7/s) at %.0f/s (%s), two consumers: %d set aside, %d of them twice; most starts in a sliding 1 s %d, 2 s %d (fixed windows: 10 and 15, plus the released tasks that reached a window late); span %v",
-				len(ids), backlog, arrivals, rate, tc.name, setAside, twice, one, two, at[len(at)-1].Sub(at[0]).Round(time.Millisecond))
+			t.Logf("%d tasks (%d backlog, %d arriving at ~7/s) at %.0f/s (%s), two consumers: %d set aside, %d of them twice (%d re-holds in the reserved window, %d after it lapsed); most starts in a sliding 1 s %d (bound 10), 2 s %d (bound 15); span %v",
+				len(ids), backlog, arrivals, rate, tc.name, setAside, twice, inWindow, late, one, two, at[len(at)-1].Sub(at[0]).Round(time.Millisecond))
+			// A release received after its window ended takes a count
+			// like an arrival (the rate stays exact): set aside again
+			// then, but only then.
+			if twice > late {
+				t.Errorf("%d tasks set aside twice or more, but only %d re-holds came after a lapsed reservation", twice, late)
+			}
 			if setAside == 0 {
 				t.Errorf("no task set aside: the backlog did not wait for the rate")
 			}
-			// Each start is counted once, so the long-run rate is exact:
-			// n starts span at least (n - 2 windows' worth) / rate.
-			if min := time.Duration(float64(len(ids)-2*int(rate)) / rate * float64(time.Second)); at[len(at)-1].Sub(at[0]) < min {
-				t.Errorf("%d starts in %v, want at least %v at %.0f/s", len(ids), at[len(at)-1].Sub(at[0]), min, rate)
+			if one > 10 || two > 15 {
+				t.Errorf("rate %.0f/s exceeded: %d starts in a sliding second, %d in two", rate, one, two)
 			}
 		})
 	}
