@@ -370,7 +370,21 @@ func (f *Flow) resolve(ctx context.Context, id string, p *task.Task) bool {
 
 // take resolves the edge parent -> id, releases the child when it was the
 // last one, and reports whether this call resolved the edge.
+//
+// The last edge costs one write, not two: the child is read first (half a
+// read unit; waiting_on only shrinks, so a stale read shows a superset),
+// and when parent is all it still waits on, its release takes it out in
+// the same conditional write (on the child's version) that moves it to
+// its queue. A conflict (another parent resolved meanwhile, a cancel)
+// falls back to the resolve below.
 func (f *Flow) take(ctx context.Context, id, parent string) bool {
+	if c, err := f.store.Get(ctx, id); err == nil && c.Status == triagetype.Waiting &&
+		len(c.WaitingOn) == 1 && c.WaitingOn[0] == parent {
+		if n := f.release(ctx, []*task.Task{c}); n == 1 {
+			f.released.Add(1)
+			return true
+		}
+	}
 	child, resolved, err := f.store.ResolveParent(ctx, id, parent)
 	if err != nil {
 		f.log.Warn("could not resolve a parent; the sweep will", "task_id", id, "parent", parent, "error", err)
@@ -384,18 +398,22 @@ func (f *Flow) take(ctx context.Context, id, parent string) bool {
 
 // release moves waiting tasks whose parents all finished to their queue
 // (or to scheduled, when their run_at is further away than the direct
-// window). Each move is conditional on the task's version, so a task
-// released twice at once moves once.
+// window): every parent still in their waiting_on must be one the caller
+// has applied (take's last edge), and the move empties it. Each move is
+// conditional on the task's version, so a task released twice at once
+// moves once, and one whose waiting_on changed since it was read does
+// not move.
 func (f *Flow) release(ctx context.Context, ts []*task.Task) int {
 	now := f.store.Now()
 	byPrio := map[triagetype.Priority][]enqueue.Move{}
 	n := 0
+	resolved := func(n *task.Task) { n.WaitingOn = nil }
 	for _, t := range ts {
-		if t.Status != triagetype.Waiting || len(t.WaitingOn) > 0 {
+		if t.Status != triagetype.Waiting {
 			continue
 		}
 		if t.RunAt != nil && t.RunAt.Sub(now) > f.opt.DirectWindow {
-			if _, err := f.store.Transition(ctx, t, triagetype.Scheduled, nil); err == nil {
+			if _, err := f.store.Transition(ctx, t, triagetype.Scheduled, resolved); err == nil {
 				n++
 			}
 			continue
@@ -404,7 +422,7 @@ func (f *Flow) release(ctx context.Context, ts []*task.Task) int {
 		if t.RunAt != nil {
 			delay = max(0, t.RunAt.Sub(now))
 		}
-		byPrio[t.EffectivePriority] = append(byPrio[t.EffectivePriority], enqueue.Move{Task: t, Delay: delay})
+		byPrio[t.EffectivePriority] = append(byPrio[t.EffectivePriority], enqueue.Move{Task: t, Delay: delay, Apply: resolved})
 	}
 	for p, moves := range byPrio {
 		done, err := f.mover.RedispatchBatch(ctx, triagetype.Queued, p, moves)

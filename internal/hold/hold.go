@@ -32,7 +32,11 @@
 // window of a rate-limited scope (released just before the window opens,
 // with a delay, by the one consumer that claimed that window: package
 // dispatch's window releaser), and by the promoter's sweep as the safety
-// net. Each call keeps at most Window released tasks per trigger in SQS at
+// net. A release for a rate window (ReleaseAt) first reserves its tasks'
+// starts in that window (Reserver, when the flags are one), releases only
+// as many as fit, and stamps each with the reservation, so arrivals that
+// spend the window cannot refuse them again (control.Reserve).
+// Each call keeps at most Window released tasks per trigger in SQS at
 // once (for a rate, a window's worth per window claimed, up to two ahead),
 // so SQS's best-effort ordering has little to reorder.
 //
