@@ -125,13 +125,13 @@ func measureFlow(ctx context.Context, cl clients, cnt *counter, tasks, nodes int
 	r.PlainWrites = units(before) / float64(tasks)
 
 	// Parents and their children (one each): minus the parents' plain cost.
-	// The parents start 3 s after their submit (an SQS delay: a plain
+	// The parents start 10 s after their submit (an SQS delay: a plain
 	// task's writes), so every child is linked while its parent is
 	// pending: the general case, edge, mark, waiting and release.
 	before = cnt.snapshot()
 	parents := make([]*task.Task, tasks)
 	for i := range parents {
-		rq := task.Request{Type: "noop", DelaySeconds: ptrInt(3)}
+		rq := task.Request{Type: "noop", DelaySeconds: ptrInt(10)}
 		parents[i] = rq.NewTask(time.Now().UTC(), 15*time.Minute)
 	}
 	pids, err := submit(parents)

@@ -74,6 +74,7 @@ type Store interface {
 	Transition(ctx context.Context, cur *task.Task, to triagetype.Status, apply func(*task.Task)) (*task.Task, error)
 	MarkParent(ctx context.Context, id string) (*task.Task, error)
 	PutEdges(ctx context.Context, child string, parents []string) error
+	PutEdgeBatch(ctx context.Context, edges []store.Edge) error
 	Children(ctx context.Context, parent, after string, limit int32) ([]string, string, error)
 	ResolveParent(ctx context.Context, child, parent string) (*task.Task, bool, error)
 	Due(ctx context.Context, c store.DueClass, shard int, before time.Time, after string, limit int32) ([]*task.Task, string, error)
