@@ -312,6 +312,9 @@ func (f *Flow) walk(ctx context.Context, t *task.Task) {
 			f.log.Warn("could not walk a finished task's children; the sweep will", "task_id", t.ID, "error", err)
 			return
 		}
+		if t.Status == triagetype.Completed {
+			ids = f.releaseLast(ctx, t.ID, ids)
+		}
 		parallel(len(ids), 16, func(i int) { f.resolve(ctx, ids[i], t) })
 		if after = next; after == "" {
 			return
@@ -369,6 +372,48 @@ func (f *Flow) resolve(ctx context.Context, id string, p *task.Task) bool {
 	return false
 }
 
+// releaseLast releases, together, the children among ids whose last
+// unfinished parent is parent (which completed): one batch read of the
+// page (eventually consistent: a stale read of waiting_on shows a
+// superset, never a subset, of the parents left), then one
+// RedispatchBatch per priority (SQS sends ten to a request), each move
+// one conditional write that also empties waiting_on. It returns the
+// children left to resolve one by one: those that wait on other parents
+// too, those the read did not show, and those whose move was refused.
+func (f *Flow) releaseLast(ctx context.Context, parent string, ids []string) []string {
+	kids, err := f.store.GetMany(ctx, ids)
+	if err != nil {
+		return ids
+	}
+	byID := make(map[string]*task.Task, len(kids))
+	for _, k := range kids {
+		byID[k.ID] = k
+	}
+	var last []*task.Task
+	var rest []string
+	for _, id := range ids {
+		k := byID[id]
+		switch {
+		case k == nil:
+			rest = append(rest, id) // not visible yet: take reads it strongly
+		case k.Status != triagetype.Waiting || !contains(k.WaitingOn, parent):
+			// resolved already (waiting_on only shrinks)
+		case len(k.WaitingOn) == 1:
+			last = append(last, k)
+		default:
+			rest = append(rest, id)
+		}
+	}
+	moved := f.releaseMoved(ctx, last)
+	f.released.Add(int64(len(moved)))
+	for _, k := range last {
+		if !moved[k.ID] {
+			rest = append(rest, k.ID)
+		}
+	}
+	return rest
+}
+
 // take resolves the edge parent -> id, releases the child when it was the
 // last one, and reports whether this call resolved the edge.
 //
@@ -405,9 +450,14 @@ func (f *Flow) take(ctx context.Context, id, parent string) bool {
 // moves once, and one whose waiting_on changed since it was read does
 // not move.
 func (f *Flow) release(ctx context.Context, ts []*task.Task) int {
+	return len(f.releaseMoved(ctx, ts))
+}
+
+// releaseMoved is release, returning the ids of the tasks it moved.
+func (f *Flow) releaseMoved(ctx context.Context, ts []*task.Task) map[string]bool {
 	now := f.store.Now()
 	byPrio := map[triagetype.Priority][]enqueue.Move{}
-	n := 0
+	moved := map[string]bool{}
 	resolved := func(n *task.Task) { n.WaitingOn = nil }
 	for _, t := range ts {
 		if t.Status != triagetype.Waiting {
@@ -415,7 +465,7 @@ func (f *Flow) release(ctx context.Context, ts []*task.Task) int {
 		}
 		if t.RunAt != nil && t.RunAt.Sub(now) > f.opt.DirectWindow {
 			if _, err := f.store.Transition(ctx, t, triagetype.Scheduled, resolved); err == nil {
-				n++
+				moved[t.ID] = true
 			}
 			continue
 		}
@@ -427,12 +477,16 @@ func (f *Flow) release(ctx context.Context, ts []*task.Task) int {
 	}
 	for p, moves := range byPrio {
 		done, err := f.mover.RedispatchBatch(ctx, triagetype.Queued, p, moves)
-		n += len(done)
+		for _, d := range done {
+			if d != nil {
+				moved[d.ID] = true
+			}
+		}
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			f.log.Warn("could not release waiting tasks; the sweep will", "priority", p, "error", err)
 		}
 	}
-	return n
+	return moved
 }
 
 func contains(xs []string, x string) bool {
