@@ -35,16 +35,15 @@
 // shard and a page at a time, from a resume mark that wraps around, and
 // resolves every finished parent in their waiting_on sets.
 //
-// Write units per dependency (one parent -> child edge), beyond the
-// child's own task writes: 2 for the edge item and its index entry, 1 to
-// mark the parent (has_children; an update is billed by the parent item's
-// size, 1 KB a unit), 1 to resolve it on the child. A child with any
-// parents also enters and leaves the waiting index (2), makes one more
-// transition (waiting -> queued, 1), and, released after its creation,
-// enters and leaves the aging index as a promoted task does (2). So a
-// child of one parent costs 5 + 4 + 5 = 14 write units against a plain
-// task's 5 (the bench's group 11 measured 14.00 against 5.01); each
-// further parent adds 4.
+// Write units of a child of one parent, beyond a plain task's 5: none
+// when the parent had completed at its submit (Link queues it as a plain
+// task). With the parent pending: 1 to mark the parent (none when it is
+// marked already), 2 for the edge item and its index entry, 2 for the
+// waiting index entry (in and out), 1 for the release, which also takes
+// the parent out of waiting_on (take, releaseLast), and 2 for the aging
+// entry of a wait that began at the release: +8 (the bench's group 11:
+// 13.00 against 5.02). Each further pending parent adds 4. See
+// docs/workflows.md for what each write guarantees.
 package flow
 
 import (
