@@ -170,12 +170,20 @@ func (c *Controls) Decide(ctx context.Context, t *task.Task) (Decision, error) {
 		return Decision{Scope: scope, Why: metrics.PutOffBehindHeld, Batch: rateBatch(typ.RateLimitPerSecond)}, nil
 	}
 	if typ.RateLimitPerSecond > 0 {
-		ok, wait, err := c.takeRate(ctx, t.Type, typ.RateLimitPerSecond)
-		if err != nil {
-			return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
+		_, slot, _, _ := rateWindow("", typ.RateLimitPerSecond, c.now())
+		counted, early := reserved(t, scope, slot)
+		if early > 0 {
+			// Released for a window not open yet: hidden until it opens.
+			return Decision{Delay: early, Why: metrics.PutOffRate}, nil
 		}
-		if !ok {
-			return Decision{Scope: scope, Delay: wait, Batch: windowStarts(typ.RateLimitPerSecond), Why: metrics.PutOffRate}, nil
+		if !counted {
+			ok, wait, err := c.takeRate(ctx, t.Type, typ.RateLimitPerSecond)
+			if err != nil {
+				return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
+			}
+			if !ok {
+				return Decision{Scope: scope, Delay: wait, Batch: windowStarts(typ.RateLimitPerSecond), Why: metrics.PutOffRate}, nil
+			}
 		}
 	}
 	d := Decision{Release: func() {}}

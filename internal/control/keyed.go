@@ -276,10 +276,21 @@ func (c *Controls) decideKeyed(ctx context.Context, t *task.Task, d Decision) (D
 			return d, err
 		}
 		if s.RateLimitPerSecond > 0 {
-			ok, wait, err := c.takeRateScope(ctx, sc, s.RateLimitPerSecond)
-			if err != nil {
-				d.Release()
-				return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
+			_, slot, _, _ := rateWindow("", s.RateLimitPerSecond, c.now())
+			counted, early := reserved(t, name, slot)
+			if early > 0 {
+				// Released for a window not open yet: hidden until it opens.
+				d, err := refuse(metrics.PutOffRate, early)
+				d.Scope = ""
+				return d, err
+			}
+			ok, wait := counted, time.Duration(0)
+			if !counted {
+				ok, wait, err = c.takeRateScope(ctx, sc, s.RateLimitPerSecond)
+				if err != nil {
+					d.Release()
+					return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
+				}
 			}
 			if !ok {
 				d, err := refuse(metrics.PutOffRate, wait)

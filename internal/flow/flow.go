@@ -35,16 +35,15 @@
 // shard and a page at a time, from a resume mark that wraps around, and
 // resolves every finished parent in their waiting_on sets.
 //
-// Write units per dependency (one parent -> child edge), beyond the
-// child's own task writes: 2 for the edge item and its index entry, 1 to
-// mark the parent (has_children; an update is billed by the parent item's
-// size, 1 KB a unit), 1 to resolve it on the child. A child with any
-// parents also enters and leaves the waiting index (2), makes one more
-// transition (waiting -> queued, 1), and, released after its creation,
-// enters and leaves the aging index as a promoted task does (2). So a
-// child of one parent costs 5 + 4 + 5 = 14 write units against a plain
-// task's 5 (the bench's group 11 measured 14.00 against 5.01); each
-// further parent adds 4.
+// Write units of a child of one parent, beyond a plain task's 5: none
+// when the parent had completed at its submit (Link queues it as a plain
+// task). With the parent pending: 1 to mark the parent (none when it is
+// marked already), 2 for the edge item and its index entry, 2 for the
+// waiting index entry (in and out), 1 for the release, which also takes
+// the parent out of waiting_on (take, releaseLast), and 2 for the aging
+// entry of a wait that began at the release: +8 (the bench's group 11:
+// 13.00 against 5.02). Each further pending parent adds 4. See
+// docs/workflows.md for what each write guarantees.
 package flow
 
 import (
@@ -74,6 +73,7 @@ type Store interface {
 	Transition(ctx context.Context, cur *task.Task, to triagetype.Status, apply func(*task.Task)) (*task.Task, error)
 	MarkParent(ctx context.Context, id string) (*task.Task, error)
 	PutEdges(ctx context.Context, child string, parents []string) error
+	PutEdgeBatch(ctx context.Context, edges []store.Edge) error
 	Children(ctx context.Context, parent, after string, limit int32) ([]string, string, error)
 	ResolveParent(ctx context.Context, child, parent string) (*task.Task, bool, error)
 	Due(ctx context.Context, c store.DueClass, shard int, before time.Time, after string, limit int32) ([]*task.Task, string, error)
@@ -167,10 +167,22 @@ const gatePrefix = "wf:"
 // isGate reports whether a waiting_on entry is a workflow gate.
 func isGate(entry string) bool { return strings.HasPrefix(entry, gatePrefix) }
 
-// Link prepares new tasks that name parents, before they are recorded:
-// each parent is marked has_children (which also proves it exists) and
-// each edge is written. It returns, per task, nil or the refusal: a
-// *task.FieldError naming the after entry that is no task (400).
+// Link prepares new tasks that name parents, before they are recorded.
+// It reads their parents first (strongly consistent, one read unit each,
+// no write), which proves they exist: a parent that is no task refuses
+// the task with a *task.FieldError naming the after entry (400). Then:
+//   - every parent already completed: the task needs no waiting at all.
+//     It is made queued, to be sent and recorded as a plain task (no
+//     edge, no mark, no waiting index entry, no release: the price of a
+//     plain task). Its After still names its parents, for its handler.
+//   - otherwise each unfinished parent not marked yet is marked
+//     has_children (MarkParent: a parent marked already is not written
+//     again, so a fan-out of n children marks its parent once), and an
+//     edge is written for each unfinished parent. A parent that finished
+//     (any terminal status) needs neither: Settle applies it once the
+//     child is recorded, and the sweep if Settle does not.
+//
+// It returns, per task, nil or the refusal.
 func (f *Flow) Link(ctx context.Context, ts []*task.Task) []error {
 	errs := make([]error, len(ts))
 	f.checkBatches(ctx, ts, errs)
@@ -179,27 +191,75 @@ func (f *Flow) Link(ctx context.Context, ts []*task.Task) []error {
 		if len(t.After) == 0 || errs[i] != nil {
 			return
 		}
-		var mu sync.Mutex
-		parallel(len(t.After), 16, func(j int) {
-			if _, err := f.store.MarkParent(ctx, t.After[j]); err != nil {
-				mu.Lock()
-				defer mu.Unlock()
-				if errs[i] != nil {
-					return
-				}
-				if errors.Is(err, store.ErrNotFound) {
-					errs[i] = &task.FieldError{Field: fmt.Sprintf("after[%d]", j), Message: fmt.Sprintf("no task %s", t.After[j])}
-					return
-				}
-				errs[i] = err
-			}
-		})
-		if errs[i] != nil {
-			return
-		}
-		errs[i] = f.store.PutEdges(ctx, t.ID, t.After)
+		errs[i] = f.link(ctx, t)
 	})
 	return errs
+}
+
+// link is Link for one task.
+func (f *Flow) link(ctx context.Context, t *task.Task) error {
+	ps, err := f.store.GetManyConsistent(ctx, t.After)
+	if err != nil {
+		return err
+	}
+	byID := make(map[string]*task.Task, len(ps))
+	for _, p := range ps {
+		byID[p.ID] = p
+	}
+	var open, unmarked []string
+	for j, id := range t.After {
+		p := byID[id]
+		if p == nil {
+			return &task.FieldError{Field: fmt.Sprintf("after[%d]", j), Message: fmt.Sprintf("no task %s", id)}
+		}
+		if p.Status.Terminal() {
+			continue
+		}
+		open = append(open, id)
+		if !p.HasChildren {
+			unmarked = append(unmarked, id)
+		}
+	}
+	if len(open) == 0 && f.runnableNow(t, byID) {
+		// Every parent completed: queued now, as a plain task.
+		now := f.store.Now()
+		t.Status, t.DispatchVersion, t.WaitingOn = triagetype.Queued, 1, nil
+		t.EnqueuedAt = &now
+		return nil
+	}
+	var mu sync.Mutex
+	var first error
+	parallel(len(unmarked), 16, func(j int) {
+		if _, err := f.store.MarkParent(ctx, unmarked[j]); err != nil {
+			if errors.Is(err, store.ErrNotFound) { // removed since the read
+				err = &task.FieldError{Field: "after", Message: fmt.Sprintf("no task %s", unmarked[j])}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if first == nil {
+				first = err
+			}
+		}
+	})
+	if first != nil {
+		return first
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	return f.store.PutEdges(ctx, t.ID, open)
+}
+
+// runnableNow says whether waiting task t, whose parents (byID) all
+// finished, may be queued at its submit: every parent completed, and its
+// run_at, if any, within the direct window.
+func (f *Flow) runnableNow(t *task.Task, byID map[string]*task.Task) bool {
+	for _, id := range t.After {
+		if byID[id].Status != triagetype.Completed {
+			return false
+		}
+	}
+	return t.RunAt == nil || t.RunAt.Sub(f.store.Now()) <= f.opt.DirectWindow
 }
 
 // Settle finishes what Link began once the tasks are recorded: it reads
@@ -250,6 +310,9 @@ func (f *Flow) walk(ctx context.Context, t *task.Task) {
 		if err != nil {
 			f.log.Warn("could not walk a finished task's children; the sweep will", "task_id", t.ID, "error", err)
 			return
+		}
+		if t.Status == triagetype.Completed {
+			ids = f.releaseLast(ctx, t.ID, ids)
 		}
 		parallel(len(ids), 16, func(i int) { f.resolve(ctx, ids[i], t) })
 		if after = next; after == "" {
@@ -308,9 +371,65 @@ func (f *Flow) resolve(ctx context.Context, id string, p *task.Task) bool {
 	return false
 }
 
+// releaseLast releases, together, the children among ids whose last
+// unfinished parent is parent (which completed): one batch read of the
+// page (eventually consistent: a stale read of waiting_on shows a
+// superset, never a subset, of the parents left), then one
+// RedispatchBatch per priority (SQS sends ten to a request), each move
+// one conditional write that also empties waiting_on. It returns the
+// children left to resolve one by one: those that wait on other parents
+// too, those the read did not show, and those whose move was refused.
+func (f *Flow) releaseLast(ctx context.Context, parent string, ids []string) []string {
+	kids, err := f.store.GetMany(ctx, ids)
+	if err != nil {
+		return ids
+	}
+	byID := make(map[string]*task.Task, len(kids))
+	for _, k := range kids {
+		byID[k.ID] = k
+	}
+	var last []*task.Task
+	var rest []string
+	for _, id := range ids {
+		k := byID[id]
+		switch {
+		case k == nil:
+			rest = append(rest, id) // not visible yet: take reads it strongly
+		case k.Status != triagetype.Waiting || !contains(k.WaitingOn, parent):
+			// resolved already (waiting_on only shrinks)
+		case len(k.WaitingOn) == 1:
+			last = append(last, k)
+		default:
+			rest = append(rest, id)
+		}
+	}
+	moved := f.releaseMoved(ctx, last)
+	f.released.Add(int64(len(moved)))
+	for _, k := range last {
+		if !moved[k.ID] {
+			rest = append(rest, k.ID)
+		}
+	}
+	return rest
+}
+
 // take resolves the edge parent -> id, releases the child when it was the
 // last one, and reports whether this call resolved the edge.
+//
+// The last edge costs one write, not two: the child is read first (half a
+// read unit; waiting_on only shrinks, so a stale read shows a superset),
+// and when parent is all it still waits on, its release takes it out in
+// the same conditional write (on the child's version) that moves it to
+// its queue. A conflict (another parent resolved meanwhile, a cancel)
+// falls back to the resolve below.
 func (f *Flow) take(ctx context.Context, id, parent string) bool {
+	if c, err := f.store.Get(ctx, id); err == nil && c.Status == triagetype.Waiting &&
+		len(c.WaitingOn) == 1 && c.WaitingOn[0] == parent {
+		if n := f.release(ctx, []*task.Task{c}); n == 1 {
+			f.released.Add(1)
+			return true
+		}
+	}
 	child, resolved, err := f.store.ResolveParent(ctx, id, parent)
 	if err != nil {
 		f.log.Warn("could not resolve a parent; the sweep will", "task_id", id, "parent", parent, "error", err)
@@ -324,19 +443,28 @@ func (f *Flow) take(ctx context.Context, id, parent string) bool {
 
 // release moves waiting tasks whose parents all finished to their queue
 // (or to scheduled, when their run_at is further away than the direct
-// window). Each move is conditional on the task's version, so a task
-// released twice at once moves once.
+// window): every parent still in their waiting_on must be one the caller
+// has applied (take's last edge), and the move empties it. Each move is
+// conditional on the task's version, so a task released twice at once
+// moves once, and one whose waiting_on changed since it was read does
+// not move.
 func (f *Flow) release(ctx context.Context, ts []*task.Task) int {
+	return len(f.releaseMoved(ctx, ts))
+}
+
+// releaseMoved is release, returning the ids of the tasks it moved.
+func (f *Flow) releaseMoved(ctx context.Context, ts []*task.Task) map[string]bool {
 	now := f.store.Now()
 	byPrio := map[triagetype.Priority][]enqueue.Move{}
-	n := 0
+	moved := map[string]bool{}
+	resolved := func(n *task.Task) { n.WaitingOn = nil }
 	for _, t := range ts {
-		if t.Status != triagetype.Waiting || len(t.WaitingOn) > 0 {
+		if t.Status != triagetype.Waiting {
 			continue
 		}
 		if t.RunAt != nil && t.RunAt.Sub(now) > f.opt.DirectWindow {
-			if _, err := f.store.Transition(ctx, t, triagetype.Scheduled, nil); err == nil {
-				n++
+			if _, err := f.store.Transition(ctx, t, triagetype.Scheduled, resolved); err == nil {
+				moved[t.ID] = true
 			}
 			continue
 		}
@@ -344,16 +472,20 @@ func (f *Flow) release(ctx context.Context, ts []*task.Task) int {
 		if t.RunAt != nil {
 			delay = max(0, t.RunAt.Sub(now))
 		}
-		byPrio[t.EffectivePriority] = append(byPrio[t.EffectivePriority], enqueue.Move{Task: t, Delay: delay})
+		byPrio[t.EffectivePriority] = append(byPrio[t.EffectivePriority], enqueue.Move{Task: t, Delay: delay, Apply: resolved})
 	}
 	for p, moves := range byPrio {
 		done, err := f.mover.RedispatchBatch(ctx, triagetype.Queued, p, moves)
-		n += len(done)
+		for _, d := range done {
+			if d != nil {
+				moved[d.ID] = true
+			}
+		}
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			f.log.Warn("could not release waiting tasks; the sweep will", "priority", p, "error", err)
 		}
 	}
-	return n
+	return moved
 }
 
 func contains(xs []string, x string) bool {

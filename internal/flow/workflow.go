@@ -164,14 +164,18 @@ func (f *Flow) record(ctx context.Context, id string, r *triagetype.WorkflowRequ
 	if err := f.store.PutWorkflowNodes(ctx, id, recs); err != nil {
 		return err
 	}
-	errs := make([]error, n)
-	parallel(n, 16, func(i int) {
-		if len(ts[i].After) > 0 {
-			if err := f.store.PutEdges(ctx, ts[i].ID, ts[i].After); err != nil {
-				errs[i] = err
-				return
-			}
+	// Every edge before any node: 25 to a request, not one each.
+	var edges []store.Edge
+	for _, t := range ts {
+		for _, parent := range t.After {
+			edges = append(edges, store.Edge{Parent: parent, Child: t.ID})
 		}
+	}
+	if err := f.store.PutEdgeBatch(ctx, edges); err != nil {
+		return err
+	}
+	errs := make([]error, n)
+	parallel(n, 32, func(i int) {
 		if _, _, err := f.store.Create(ctx, ts[i]); err != nil {
 			errs[i] = fmt.Errorf("record node %s: %w", p.nodes[i].Name, err)
 		}

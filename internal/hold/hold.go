@@ -32,7 +32,11 @@
 // window of a rate-limited scope (released just before the window opens,
 // with a delay, by the one consumer that claimed that window: package
 // dispatch's window releaser), and by the promoter's sweep as the safety
-// net. Each call keeps at most Window released tasks per trigger in SQS at
+// net. A release for a rate window (ReleaseAt) first reserves its tasks'
+// starts in that window (Reserver, when the flags are one), releases only
+// as many as fit, and stamps each with the reservation, so arrivals that
+// spend the window cannot refuse them again (control.Reserve).
+// Each call keeps at most Window released tasks per trigger in SQS at
 // once (for a rate, a window's worth per window claimed, up to two ahead),
 // so SQS's best-effort ordering has little to reorder.
 //
@@ -77,6 +81,14 @@ type Flags interface {
 	ClearHeld(ctx context.Context, scope string) error
 }
 
+// Reserver counts a rate window's starts for the tasks released into it
+// before they are sent (*control.Controls: see control.Reserve), so that
+// arrivals in that window cannot refuse them again. Flags that are also a
+// Reserver get it on every release made for a window (ReleaseAt).
+type Reserver interface {
+	Reserve(ctx context.Context, scope string, open time.Time, n int) (int, string, error)
+}
+
 // Holds sets tasks aside and releases them.
 type Holds struct {
 	store Store
@@ -108,7 +120,7 @@ func (h *Holds) Hold(ctx context.Context, t *task.Task, scope string, extra ...f
 		for _, f := range extra {
 			f(n)
 		}
-		n.Held, n.Released = scope, false
+		n.Held, n.Released, n.RateWindow = scope, false, ""
 		n.DispatchVersion = task.NoMessage
 		n.RetryAt, n.LeaseUntil, n.WorkerID = nil, nil, ""
 	})
@@ -157,7 +169,20 @@ func (h *Holds) ReleaseAt(ctx context.Context, scope string, n int, at time.Time
 				batch = append(batch, t)
 			}
 		}
-		got, err := h.release(ctx, batch, at)
+		stamp := ""
+		if r, ok := h.flags.(Reserver); ok && !at.IsZero() && len(batch) > 0 {
+			k, res, err := r.Reserve(ctx, scope, at, len(batch))
+			if err != nil {
+				return released, err
+			}
+			if k < len(batch) {
+				// The window has no room for the rest: they stay held,
+				// first in line for the next window.
+				batch, n = batch[:k], released+k
+			}
+			stamp = res
+		}
+		got, err := h.release(ctx, batch, at, stamp)
 		released += got
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			return released, err
@@ -168,7 +193,7 @@ func (h *Holds) ReleaseAt(ctx context.Context, scope string, n int, at time.Time
 
 // release re-dispatches ts (in order), grouped by priority, and counts the
 // tasks moved.
-func (h *Holds) release(ctx context.Context, ts []*task.Task, at time.Time) (int, error) {
+func (h *Holds) release(ctx context.Context, ts []*task.Task, at time.Time, reservation string) (int, error) {
 	var delay time.Duration
 	if !at.IsZero() {
 		delay = max(time.Until(at), 0) // at the send, after the query
@@ -180,7 +205,7 @@ func (h *Holds) release(ctx context.Context, ts []*task.Task, at time.Time) (int
 		if _, ok := by[p]; !ok {
 			order = append(order, p)
 		}
-		by[p] = append(by[p], enqueue.Move{Task: t, Delay: delay, Apply: func(n *task.Task) { n.Held, n.Released = "", true }})
+		by[p] = append(by[p], enqueue.Move{Task: t, Delay: delay, Apply: func(n *task.Task) { n.Held, n.Released, n.RateWindow = "", true, reservation }})
 	}
 	moved := 0
 	var errs []error

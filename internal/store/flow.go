@@ -77,6 +77,54 @@ func (s *Store) PutEdges(ctx context.Context, child string, parents []string) er
 	return errors.Join(errs...)
 }
 
+// Edge is one parent -> child dependency.
+type Edge struct{ Parent, Child string }
+
+// PutEdgeBatch records many edges as PutEdges does, 25 to a BatchWriteItem
+// request, 4 requests at a time: a workflow's edges, all known at its
+// submit, in a few round trips instead of one each. The puts are not
+// conditional (writing an edge twice is harmless); items DynamoDB leaves
+// unprocessed are sent again with a growing pause. Same units as PutEdges.
+func (s *Store) PutEdgeBatch(ctx context.Context, edges []Edge) error {
+	exp := strconv.FormatInt(s.now().Add(EdgeTTL).Unix(), 10)
+	var g errgroup.Group
+	g.SetLimit(4)
+	for start := 0; start < len(edges); start += 25 {
+		chunk := edges[start:min(start+25, len(edges))]
+		g.Go(func() error {
+			reqs := make([]types.WriteRequest, len(chunk))
+			for i, e := range chunk {
+				reqs[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
+					spec.AttrPK:    &types.AttributeValueMemberS{Value: edgePrefix + e.Parent + "#" + e.Child},
+					spec.AttrDuePK: &types.AttributeValueMemberS{Value: edgePartition + e.Parent},
+					spec.AttrDueSK: &types.AttributeValueMemberS{Value: e.Child},
+					spec.AttrTTL:   &types.AttributeValueMemberN{Value: exp},
+				}}}
+			}
+			items := map[string][]types.WriteRequest{s.table: reqs}
+			for attempt := 0; len(items[s.table]) > 0; attempt++ {
+				if attempt > 0 {
+					if attempt > 8 {
+						return fmt.Errorf("record edges: %d left unprocessed", len(items[s.table]))
+					}
+					select {
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-time.After(time.Duration(attempt*attempt) * 25 * time.Millisecond):
+					}
+				}
+				out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: items})
+				if err != nil {
+					return fmt.Errorf("record edges: %w", err)
+				}
+				items = out.UnprocessedItems
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
 // Children returns up to limit children of parent (from its edges, an
 // eventually consistent index read) after the child id after, and where
 // to resume ("" at the end).

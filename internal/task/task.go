@@ -118,6 +118,11 @@ type Task struct {
 	// been claimed yet: it may start although its scope still holds later
 	// tasks (new arrivals of such a scope join the back of the held set).
 	Released bool `json:"-" dynamodbav:"released,omitempty"`
+	// RateWindow is a released task's reservation in its rate-limited
+	// scope ("<scope>@<window opening, Unix ns>"): its start was counted
+	// in that window when it was released, so arrivals cannot spend it
+	// (control.Reserve).
+	RateWindow string `json:"-" dynamodbav:"rate_window,omitempty"`
 	// FairAt is the task's place among its key's tasks in weighted fair
 	// order (control.Controls.Route): its submit time, pushed later by
 	// 1/(FairWindow × weight) s for each earlier task its key submitted
