@@ -76,6 +76,9 @@ type ListParams struct {
 	Status Status
 	// Priority filters on the effective priority, the queue a task is on now.
 	Priority Priority
+	// Suspended keeps only tasks waiting durably (worker.Sleep,
+	// worker.WaitSignal): "any", "sleep" or "wait".
+	Suspended string
 	// Limit is the page size, 1 to MaxListLimit.
 	Limit int
 	// Cursor is a previous page's NextCursor.

@@ -85,7 +85,7 @@ func (h *HTTPTransport) Get(ctx context.Context, id string) (*Task, error) {
 // List implements Transport: GET /tasks.
 func (h *HTTPTransport) List(ctx context.Context, p ListParams) (*triagetype.TaskPage, error) {
 	q := url.Values{}
-	for k, v := range map[string]string{"type": p.Type, "status": string(p.Status), "priority": string(p.Priority), "cursor": p.Cursor} {
+	for k, v := range map[string]string{"type": p.Type, "status": string(p.Status), "priority": string(p.Priority), "suspended": p.Suspended, "cursor": p.Cursor} {
 		if v != "" {
 			q.Set(k, v)
 		}

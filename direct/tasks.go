@@ -49,7 +49,7 @@ func (d *Transport) Get(ctx context.Context, id string) (*triage.Task, error) {
 
 // List implements triage.Transport.
 func (d *Transport) List(ctx context.Context, p triage.ListParams) (*triagetype.TaskPage, error) {
-	q := service.ListQuery{Type: p.Type, Priority: string(p.Priority), Limit: max(p.Limit, 0), Cursor: p.Cursor}
+	q := service.ListQuery{Type: p.Type, Priority: string(p.Priority), Suspended: p.Suspended, Limit: max(p.Limit, 0), Cursor: p.Cursor}
 	if p.Status != "" {
 		q.Statuses = []string{string(p.Status)}
 	}

@@ -218,10 +218,11 @@ func (c *cli) listCmd() *cobra.Command {
 	var status, prio string
 	var all bool
 	cmd := &cobra.Command{
-		Use:   "list [--type T] [--status S] [--priority P] [--limit N] [--all]",
+		Use:   "list [--type T] [--status S] [--priority P] [--suspended K] [--limit N] [--all]",
 		Short: "List tasks, newest pages first as the server orders them",
 		Long: `List tasks matching the filters. --priority filters on the effective
-priority (the queue a task is on now). Without --all one page of --limit
+priority (the queue a task is on now); --suspended any|sleep|wait keeps
+the tasks waiting durably (a sleep or a signal wait). Without --all one page of --limit
 tasks is shown, and the cursor of the next page is printed on standard
 error; --cursor continues from it, and --all follows every page.`,
 		Args: cobra.NoArgs,
@@ -278,6 +279,7 @@ error; --cursor continues from it, and --all follows every page.`,
 	f.StringVar(&o.Type, "type", "", "only tasks of this type")
 	f.StringVar(&status, "status", "", "only tasks in this status (scheduled, queued, executing, retrying, completed, cancelled, dead_letter, waiting)")
 	f.StringVar(&prio, "priority", "", "only tasks whose effective priority is this (high, medium, low)")
+	f.StringVar(&o.Suspended, "suspended", "", "only tasks waiting durably: any, sleep or wait (a signal wait)")
 	f.IntVar(&o.Limit, "limit", 100, "tasks per page, 1 to 1000")
 	f.StringVar(&o.Cursor, "cursor", "", "continue from a previous page's cursor")
 	f.BoolVar(&all, "all", false, "follow every page to the end")

@@ -100,7 +100,7 @@ const MaxListLimit = triagetype.MaxListLimit
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	lq := service.ListQuery{Type: q.Get("type"), Priority: q.Get("priority"), Cursor: q.Get("cursor")}
+	lq := service.ListQuery{Type: q.Get("type"), Priority: q.Get("priority"), Suspended: q.Get("suspended"), Cursor: q.Get("cursor")}
 	// status may name several, comma-separated or repeated
 	// (status=queued,retrying or status=queued&status=retrying).
 	for _, v := range q["status"] {

@@ -70,6 +70,10 @@ type ListQuery struct {
 	Statuses []string
 	// Priority filters on the effective priority.
 	Priority string
+	// Suspended keeps only tasks waiting durably: "any", "sleep" or
+	// "wait" (a signal wait). Such tasks are retrying, so with no status
+	// given the listing walks the retrying tasks only.
+	Suspended string
 	// Limit is the page size: 0 is triagetype.DefaultListLimit; anything
 	// else must be from 1 to triagetype.MaxListLimit.
 	Limit  int
@@ -88,6 +92,16 @@ func (s *Service) List(ctx context.Context, q ListQuery) ([]*task.Task, string, 
 			return nil, "", fault.Invalid("status", err.Error())
 		}
 		f.Statuses = appendNew(f.Statuses, st)
+	}
+	switch q.Suspended {
+	case "":
+	case store.SuspendedAny, triagetype.StepSleep, triagetype.StepWait:
+		f.Suspended = q.Suspended
+		if len(f.Statuses) == 0 {
+			f.Statuses = []triagetype.Status{triagetype.Retrying}
+		}
+	default:
+		return nil, "", fault.Invalid("suspended", fmt.Sprintf("must be %s, %s or %s", store.SuspendedAny, triagetype.StepSleep, triagetype.StepWait))
 	}
 	if q.Priority != "" {
 		p, err := triagetype.ParsePriority(q.Priority)

@@ -25,6 +25,9 @@ type ListFilter struct {
 	// by-due holds one class per partition key, sorted by due time, so no
 	// one walk of it could keep created order across classes.
 	Statuses []triagetype.Status
+	// Suspended, when set, matches only a task that waits durably: "any",
+	// or the kind of its wait (triagetype.StepSleep, triagetype.StepWait).
+	Suspended string
 }
 
 // ErrBadCursor is returned for a cursor List did not issue.
@@ -122,8 +125,13 @@ func (f ListFilter) matches(t *task.Task) bool {
 	return (f.Type == "" || t.Type == f.Type) &&
 		(f.Status == "" || t.Status == f.Status) &&
 		(len(f.Statuses) == 0 || slices.Contains(f.Statuses, t.Status)) &&
-		(f.Priority == "" || t.EffectivePriority == f.Priority)
+		(f.Priority == "" || t.EffectivePriority == f.Priority) &&
+		(f.Suspended == "" || t.Suspend != nil && (f.Suspended == SuspendedAny || t.Suspend.Kind == f.Suspended))
 }
+
+// SuspendedAny is the ListFilter.Suspended value that matches every
+// durable wait, a sleep or a signal wait.
+const SuspendedAny = "any"
 
 func attrString(v types.AttributeValue) string {
 	if s, ok := v.(*types.AttributeValueMemberS); ok {

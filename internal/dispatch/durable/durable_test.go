@@ -515,11 +515,42 @@ func TestWaitingTasksHoldNoMessages(t *testing.T) {
 		t.Fatalf("handlers ran %d times (%d before the quiet window); want %d, once each", got, ranBefore, n)
 	}
 	svc := service.New(service.Deps{Store: a.Store, Enqueuer: a.Enqueuer}, service.Options{})
+	// The suspended filter lists the waiters, walking the retrying tasks
+	// (by-due) page by page; a sleep filter finds none of them.
+	suspended := func(kind string) int {
+		t.Helper()
+		seen, cursor := 0, ""
+		for {
+			ts, next, err := svc.List(ctx, service.ListQuery{Suspended: kind, Limit: 100, Cursor: cursor})
+			if err != nil {
+				t.Fatalf("list suspended=%s: %v", kind, err)
+			}
+			for _, tk := range ts {
+				if tk.Suspend == nil || kind != "any" && tk.Suspend.Kind != kind {
+					t.Fatalf("list suspended=%s returned %s, suspended %+v", kind, tk.ID, tk.Suspend)
+				}
+			}
+			if seen += len(ts); next == "" {
+				return seen
+			}
+			cursor = next
+		}
+	}
+	if got, none := suspended(triagetype.StepWait), suspended(triagetype.StepSleep); got != n || none != 0 {
+		t.Fatalf("suspended=wait lists %d, suspended=sleep %d; want %d and 0", got, none, n)
+	}
+	var fe *fault.Error
+	if _, _, err := svc.List(ctx, service.ListQuery{Suspended: "nap"}); !errors.As(err, &fe) || fe.Field != "suspended" {
+		t.Fatalf("suspended=nap: %v, want a field error naming suspended", err)
+	}
 	if _, err := svc.Signal(ctx, ids[0], "go", json.RawMessage(`7`)); err != nil {
 		t.Fatal(err)
 	}
 	if done := stacktest.WaitStatus(t, a.Store, ids[0], triagetype.Completed, 20*time.Second); string(done.Result) != "7" {
 		t.Fatalf("result %s", done.Result)
+	}
+	if got := suspended("any"); got != n-1 {
+		t.Fatalf("after one signal, suspended=any lists %d, want %d", got, n-1)
 	}
 }
 
