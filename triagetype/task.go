@@ -91,7 +91,24 @@ type Attempt struct {
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
 	Error      string    `json:"error,omitempty"`
+	// Outcome says how the attempt ended (one of the Attempt* constants),
+	// so a reader tells a failure from a durable sleep or a snooze without
+	// parsing Error. Empty in attempts recorded before it existed.
+	Outcome string `json:"outcome,omitempty"`
 }
+
+// The outcomes of an attempt (Attempt.Outcome). Only AttemptFailed and
+// AttemptLeaseExpired spend an attempt that max_attempts counts.
+const (
+	AttemptCompleted    = "completed"     // the handler succeeded
+	AttemptFailed       = "failed"        // an error: retried, or dead-lettered when permanent or the last
+	AttemptSnoozed      = "snoozed"       // the handler asked to run again later
+	AttemptSuspended    = "suspended"     // a durable sleep or signal wait (worker.Sleep, worker.WaitSignal)
+	AttemptSetAside     = "set_aside"     // the handler's RetryAfter held its type or key
+	AttemptCancelled    = "cancelled"     // cancelled on request
+	AttemptInterrupted  = "interrupted"   // the consumer shut down and handed the task back
+	AttemptLeaseExpired = "lease_expired" // the worker stopped renewing its lease (a crash)
+)
 
 // DefaultKey is the fairness key of every task submitted without one: such
 // tasks share one key's weight, limits and waits.

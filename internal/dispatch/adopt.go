@@ -56,7 +56,7 @@ func (c *Consumer) adopt(ctx context.Context, m queue.Received) (got claimed, t 
 		c.mx.Submitted(saved)
 		c.log.Info("adopted direct send", "task_id", saved.ID, "message_id", m.MessageID, "type", saved.Type)
 		if got.task != nil {
-			c.mx.Started(saved, *saved.StartedAt)
+			c.mx.Started(saved, *saved.StartedAt, true)
 			done, rel := c.keyUse.start(saved), got.release
 			return claimed{task: saved, release: func() { rel(); done() }}, saved, nil
 		}

@@ -211,7 +211,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 				n.Suspend = nil                           // resumed
 			})
 			if err == nil {
-				c.mx.Started(t, now)
+				c.mx.Started(t, now, t.Status == triagetype.Queued && t.Attempts == 0)
 				done, rel := c.keyUse.start(t), release
 				return claimed{task: got, release: func() { rel(); done() }}, true
 			}
@@ -299,7 +299,9 @@ func (c *Consumer) claimFromMessage(ctx context.Context, m queue.Received, msg t
 		ProgressToken: task.NewProgressToken(), // this attempt's alone
 	})
 	if err == nil {
-		c.mx.Started(t, now)
+		// t is the claimed task (ALL_NEW): a first start has its one
+		// attempt and no history (a snooze or sleep leaves an entry).
+		c.mx.Started(t, now, t.Attempts == 1 && len(t.History) == 0)
 		done, rel := c.keyUse.start(t), release
 		return claimed{task: t, release: func() { rel(); done() }}, nil, true
 	}
@@ -450,7 +452,7 @@ func (c *Consumer) current(err error) *task.Task {
 // stays counted. It returns (nil, nil) when the task had no attempts left
 // and went to the DLQ instead.
 func (c *Consumer) reclaim(ctx context.Context, t *task.Task, m queue.Received) (*task.Task, error) {
-	lost := triagetype.Attempt{Attempt: t.Attempts, WorkerID: t.WorkerID, FinishedAt: c.store.Now(), Error: "lease expired: the worker stopped renewing it"}
+	lost := triagetype.Attempt{Attempt: t.Attempts, WorkerID: t.WorkerID, FinishedAt: c.store.Now(), Error: "lease expired: the worker stopped renewing it", Outcome: triagetype.AttemptLeaseExpired}
 	if t.StartedAt != nil {
 		lost.StartedAt = *t.StartedAt
 	}

@@ -18,9 +18,9 @@ import (
 // Metrics is what the consumer reports (*metrics.Recorder). Every call is
 // in-process bookkeeping: none may make a request of AWS.
 type Metrics interface {
-	Submitted(t *task.Task)             // a direct send adopted as a new task
-	Started(t *task.Task, at time.Time) // t (as before its claim) claimed at at
-	Ran(t *task.Task, d time.Duration)  // its handler ran for d
+	Submitted(t *task.Task)                         // a direct send adopted as a new task
+	Started(t *task.Task, at time.Time, first bool) // t claimed at at; first: its first start (the wait metric)
+	Ran(t *task.Task, d time.Duration)              // its handler ran for d
 	Failed(t *task.Task, why metrics.Failure)
 	Finished(t *task.Task, o metrics.Outcome) // the attempt's outcome was recorded
 	Dropped(why metrics.Drop)
@@ -51,7 +51,7 @@ func (c *Consumer) admit(ctx context.Context, t *task.Task) (func(), time.Durati
 type noMetrics struct{}
 
 func (noMetrics) Submitted(*task.Task)                 {}
-func (noMetrics) Started(*task.Task, time.Time)        {}
+func (noMetrics) Started(*task.Task, time.Time, bool)  {}
 func (noMetrics) Ran(*task.Task, time.Duration)        {}
 func (noMetrics) Failed(*task.Task, metrics.Failure)   {}
 func (noMetrics) Finished(*task.Task, metrics.Outcome) {}

@@ -27,22 +27,26 @@ import (
 func (c *Consumer) finish(ctx context.Context, j *job, a triagetype.Attempt, o execution.Outcome, stage failStage) {
 	switch o.Kind {
 	case execution.Complete:
+		a.Outcome = triagetype.AttemptCompleted
 		c.complete(ctx, j, a, o.Result)
 	case execution.Hold:
+		a.Outcome = triagetype.AttemptSetAside
 		c.retryAfter(ctx, j, a, o.RetryAfter)
 	case execution.Snooze:
+		a.Outcome = triagetype.AttemptSnoozed
 		c.snooze(ctx, j, a, o.Snooze)
 	case execution.Suspend:
+		a.Outcome = triagetype.AttemptSuspended
 		c.suspend(ctx, j, a, o.Suspend)
 	case execution.Cancel:
-		a.Error = o.Err.Error()
+		a.Error, a.Outcome = o.Err.Error(), triagetype.AttemptCancelled
 		c.finishCancelled(ctx, j, a, task.NewError(o.Message, false))
 	case execution.Retry:
-		a.Error = o.Err.Error()
+		a.Error, a.Outcome = o.Err.Error(), triagetype.AttemptFailed
 		c.mx.Failed(j.snapshot(), failure(o.Err, o.TimedOut, stage))
 		c.retry(ctx, j, a, o.Message)
 	default: // execution.DeadLetter
-		a.Error = o.Err.Error()
+		a.Error, a.Outcome = o.Err.Error(), triagetype.AttemptFailed
 		c.mx.Failed(j.snapshot(), failure(o.Err, o.TimedOut, stage))
 		c.deadLetter(ctx, j, a, task.NewError(o.Message, o.Retriable))
 	}
@@ -88,7 +92,7 @@ func (c *Consumer) complete(ctx context.Context, j *job, a triagetype.Attempt, r
 		t := j.snapshot()
 		msg := fmt.Sprintf("the handler succeeded but its result (%d bytes) cannot be stored: with the payload (%d bytes) and history the task's record would pass DynamoDB's 400 KB item limit", len(result), len(t.Payload))
 		c.log.Error("result too large to store; task dead-lettered", "task_id", t.ID, "result_bytes", len(result), "payload_bytes", len(t.Payload), "error", err)
-		a.Error = msg
+		a.Error, a.Outcome = msg, triagetype.AttemptFailed
 		c.mx.Failed(t, metrics.FailBadResult)
 		c.deadLetter(ctx, j, a, task.NewError(msg, false))
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -56,6 +57,13 @@ func TestSnoozeCancelAndMiddleware(t *testing.T) {
 	}
 	if done.History[0].Error != "snoozed for 1s" {
 		t.Fatalf("history[0].Error = %q", done.History[0].Error)
+	}
+	var outcomes []string
+	for _, a := range done.History {
+		outcomes = append(outcomes, a.Outcome)
+	}
+	if want := []string{triagetype.AttemptSnoozed, triagetype.AttemptSnoozed, triagetype.AttemptCompleted}; !slices.Equal(outcomes, want) {
+		t.Fatalf("attempt outcomes %v, want %v", outcomes, want)
 	}
 	cancelled := stacktest.WaitStatus(t, a.Store, quitter.ID, triagetype.Cancelled, 30*time.Second)
 	if cancelled.Attempts != 1 || cancelled.Error == nil || cancelled.Error.Message != "the order is gone" || cancelled.Error.Retriable {

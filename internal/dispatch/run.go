@@ -86,11 +86,11 @@ func (c *Consumer) execute(ctx context.Context, j *job) {
 		// A result that arrived wins over a cancel request or shutdown.
 		switch {
 		case errors.Is(cause, errCancelRequested):
-			attempt.Error = "cancelled on request"
+			attempt.Error, attempt.Outcome = "cancelled on request", triagetype.AttemptCancelled
 			c.finishCancelled(wctx, j, attempt, nil)
 			return
 		case errors.Is(cause, errShutdown):
-			attempt.Error = "interrupted: consumer shut down"
+			attempt.Error, attempt.Outcome = "interrupted: consumer shut down", triagetype.AttemptInterrupted
 			c.handBack(wctx, j, attempt)
 			return
 		}

@@ -36,7 +36,7 @@ func BenchmarkTaskOverhead(b *testing.B) {
 				for pb.Next() {
 					c.r.Submitted(tk)
 					c.r.Slots(metrics.Slots{Capacity: 8, Reserved: 1, Busy: 1})
-					c.r.Started(tk, start)
+					c.r.Started(tk, start, true)
 					c.r.Ran(tk, 10*time.Millisecond)
 					c.r.Finished(tk, metrics.Completed)
 					c.r.Slots(metrics.Slots{Capacity: 8, Reserved: 1})

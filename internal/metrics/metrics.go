@@ -345,18 +345,18 @@ func (r *Recorder) Submitted(t *task.Task) {
 	r.add(TasksSubmitted, 1, t.Type, string(t.Priority))
 }
 
-// Started records a claim of t (as it was before the claim, at claimed)
-// and, for a first attempt, its wait: from enqueue, or run_at if later, to
-// at; and for a promoted task, from its last promotion to at. Retries and
-// reclaims record no wait (theirs is a backoff or a lost worker, not the
-// queue's).
-func (r *Recorder) Started(t *task.Task, at time.Time) {
+// Started records a claim of t at at and, for its first start (first,
+// which the caller tells from the task before or after its claim), its
+// wait: from enqueue, or run_at if later, to at; and for a promoted task,
+// from its last promotion to at. Retries and reclaims record no wait
+// (theirs is a backoff or a lost worker, not the queue's).
+func (r *Recorder) Started(t *task.Task, at time.Time, first bool) {
 	if r == nil {
 		return
 	}
 	r.add(TasksStarted, 1, t.Type, string(t.Priority))
 	r.add(KeyTasksStarted, 1, r.key(t))
-	if t.Status != triagetype.Queued || t.Attempts != 0 {
+	if !first {
 		return
 	}
 	ready := t.EnqueuedAtOr(t.CreatedAt)

@@ -28,13 +28,13 @@ func workload(r *metrics.Recorder) {
 	retry := &task.Task{Type: "resize", Priority: triagetype.Low, EffectivePriority: triagetype.Low, Status: triagetype.Retrying, Attempts: 1, CreatedAt: t0, EnqueuedAt: at(0)}
 	for range 150 { // past MaxValues: a histogram chunk is written before the flush
 		r.Submitted(high)
-		r.Started(high, t0.Add(200*time.Millisecond))
+		r.Started(high, t0.Add(200*time.Millisecond), true)
 		r.Ran(high, 30*time.Millisecond)
 		r.Finished(high, metrics.Completed)
 	}
 	r.Submitted(low)
-	r.Started(low, t0.Add(31*time.Minute))
-	r.Started(retry, t0.Add(time.Hour))
+	r.Started(low, t0.Add(31*time.Minute), true)
+	r.Started(retry, t0.Add(time.Hour), false)
 	r.Failed(retry, metrics.FailTimeout)
 	r.Finished(retry, metrics.Retried)
 	r.Failed(low, metrics.FailPermanent)
@@ -155,7 +155,7 @@ func TestStartedWaits(t *testing.T) {
 			var buf bytes.Buffer
 			r := metrics.New(metrics.NewEMF(&buf, "", nil))
 			tk := tt.t
-			r.Started(&tk, t0.Add(tt.start))
+			r.Started(&tk, t0.Add(tt.start), tk.Status == triagetype.Queued && tk.Attempts == 0)
 			if err := r.Flush(); err != nil {
 				t.Fatal(err)
 			}

@@ -73,6 +73,7 @@ type storedAttempt struct {
 	StartedAt  time.Time `dynamodbav:"started_at"`
 	FinishedAt time.Time `dynamodbav:"finished_at"`
 	Error      string    `dynamodbav:"error,omitempty"`
+	Outcome    string    `dynamodbav:"outcome,omitempty"`
 }
 
 type storedProgress struct {

@@ -1289,11 +1289,12 @@
     }
   }
 
-  // parkedAttempt names an attempt that ended without being spent, by the
-  // message the consumer records for it (durable.SuspendError for a sleep
-  // or a signal wait, the consumer's snooze): 'suspended' or 'snoozed';
-  // '' for any other attempt.
+  // parkedAttempt names an attempt that ended without being spent:
+  // 'suspended' (a durable sleep or signal wait) or 'snoozed'; '' for any
+  // other attempt. It reads the attempt's outcome, or, for attempts
+  // recorded before outcomes were, the message the consumer wrote.
   function parkedAttempt(a) {
+    if (a.outcome) return a.outcome === 'suspended' || a.outcome === 'snoozed' ? a.outcome : '';
     const e = a.error || '';
     if (e.startsWith('sleeping until ') || e.startsWith('waiting for signal ')) return 'suspended';
     if (e.startsWith('snoozed for ')) return 'snoozed';
