@@ -125,7 +125,13 @@ func (e *reported) Error() string { return e.msg }
 // sleep or wait that suspends the task (a *SuspendError). A malformed
 // Directive is an error wrapped by permanent (the handler's mark of a
 // permanent failure).
-func Drive(ctx context.Context, s *State, call Call, permanent func(error) error) (json.RawMessage, error) {
+//
+// A nil s (a handler run outside a consumer, with no records) drives a
+// fresh State of attempt attempt.
+func Drive(ctx context.Context, s *State, attempt int, call Call, permanent func(error) error) (json.RawMessage, error) {
+	if s == nil {
+		s = New(nil, nil, attempt, nil, time.Now)
+	}
 	if err := s.replayRecords(ctx); err != nil {
 		return nil, err
 	}

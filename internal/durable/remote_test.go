@@ -70,25 +70,25 @@ func TestDriveSaga(t *testing.T) {
 	ctx := context.Background()
 
 	// Attempt 1: both steps run (one call each), then the sleep suspends.
-	_, err := Drive(ctx, New(nil, nil, 1, j, clock), call, permanent)
+	_, err := Drive(ctx, New(nil, nil, 1, j, clock), 1, call, permanent)
 	se, ok := SuspendOf(err)
 	if !ok || !se.WakeAt.Equal(now.Add(time.Minute)) || se.Signal != "" {
 		t.Fatalf("attempt 1: %v; want a sleep until %v", err, now.Add(time.Minute))
 	}
 	// Woken early (a stray message): it sleeps again, running nothing.
-	_, err = Drive(ctx, New(j.steps(), nil, 1, j, clock), call, permanent)
+	_, err = Drive(ctx, New(j.steps(), nil, 1, j, clock), 1, call, permanent)
 	if _, ok := SuspendOf(err); !ok {
 		t.Fatalf("woken early: %v; want the sleep again", err)
 	}
 	// After the sleep: the wait suspends for the signal.
 	now = now.Add(2 * time.Minute)
-	_, err = Drive(ctx, New(j.steps(), nil, 1, j, clock), call, permanent)
+	_, err = Drive(ctx, New(j.steps(), nil, 1, j, clock), 1, call, permanent)
 	if se, ok := SuspendOf(err); !ok || se.Signal != "approval" {
 		t.Fatalf("after the sleep: %v; want a wait for approval", err)
 	}
 	// The signal arrived: the wait is consumed before the call.
 	sig := []task.Signal{{Name: "approval", Payload: json.RawMessage(`{"ok":true}`), At: now}}
-	res, err := Drive(ctx, New(j.steps(), sig, 1, j, clock), call, permanent)
+	res, err := Drive(ctx, New(j.steps(), sig, 1, j, clock), 1, call, permanent)
 	if err != nil || string(res) != `{"charge":"charge-ok","approval":{"ok":true}}` {
 		t.Fatalf("resumed: %s, %v", res, err)
 	}
@@ -128,7 +128,7 @@ func TestDriveDirectives(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			j := &memJournal{recs: map[int]task.Step{}}
 			n := 0
-			res, err := Drive(ctx, New(nil, nil, 1, j, time.Now), func(context.Context, Records) (json.RawMessage, error) {
+			res, err := Drive(ctx, New(nil, nil, 1, j, time.Now), 1, func(context.Context, Records) (json.RawMessage, error) {
 				if n >= len(c.responses) {
 					t.Fatalf("call %d: only %d responses", n+1, len(c.responses))
 				}
@@ -155,7 +155,7 @@ func TestDriveEarlySignal(t *testing.T) {
 	j := &memJournal{recs: map[int]task.Step{}}
 	sig := []task.Signal{{Name: "go", Payload: json.RawMessage(`5`), At: time.Now()}}
 	var seen []Records
-	res, err := Drive(context.Background(), New(nil, sig, 1, j, time.Now), func(_ context.Context, r Records) (json.RawMessage, error) {
+	res, err := Drive(context.Background(), New(nil, sig, 1, j, time.Now), 1, func(_ context.Context, r Records) (json.RawMessage, error) {
 		seen = append(seen, r)
 		if len(r.Steps) == 0 {
 			return json.RawMessage(`{"triage_durable":{"wait":{"signal":"go","timeout_seconds":60}}}`), nil
@@ -207,14 +207,14 @@ func TestDriveChild(t *testing.T) {
 	}
 	st := New(nil, nil, 1, j, time.Now)
 	st.SetSpawner(sp)
-	_, err := Drive(ctx, st, call, permanent)
+	_, err := Drive(ctx, st, 1, call, permanent)
 	if se, ok := SuspendOf(err); !ok || se.Signal != "child:ship" {
 		t.Fatalf("first: %v; want a wait for child:ship", err)
 	}
 	out, _ := json.Marshal(ChildOutcome{ID: "c-ship", Status: "completed", Result: json.RawMessage(`"1Z"`)})
 	st = New(j.steps(), []task.Signal{{Name: "child:ship", Payload: out, At: time.Now()}}, 1, j, time.Now)
 	st.SetSpawner(sp)
-	res, err := Drive(ctx, st, call, permanent)
+	res, err := Drive(ctx, st, 1, call, permanent)
 	if err != nil || string(res) != `{"shipped":"1Z"}` || len(sp.spawned) != 1 || sp.spawned[0] != "ship:ship" {
 		t.Fatalf("resumed: %s, %v, spawned %v", res, err, sp.spawned)
 	}

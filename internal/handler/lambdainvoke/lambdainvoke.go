@@ -94,11 +94,7 @@ func (h *Handler) Handle(ctx context.Context, r handler.Request) (json.RawMessag
 	if h.arn == "" {
 		return nil, handler.Permanent(errors.New("invoke: empty function name"))
 	}
-	st := r.Durable
-	if st == nil {
-		st = durable.New(nil, nil, r.Attempt, nil, time.Now)
-	}
-	return durable.Drive(ctx, st, func(ctx context.Context, recs durable.Records) (json.RawMessage, error) {
+	return durable.Drive(ctx, r.Durable, r.Attempt, func(ctx context.Context, recs durable.Records) (json.RawMessage, error) {
 		return h.invoke(ctx, r, recs)
 	}, handler.Permanent)
 }

@@ -153,11 +153,7 @@ func (h *Handler) Handle(ctx context.Context, r handler.Request) (json.RawMessag
 	if len(h.secret) == 0 {
 		return nil, handler.Permanent(fmt.Errorf("webhook %s: empty signing secret", h.shown))
 	}
-	st := r.Durable
-	if st == nil {
-		st = durable.New(nil, nil, r.Attempt, nil, time.Now)
-	}
-	return durable.Drive(ctx, st, func(ctx context.Context, recs durable.Records) (json.RawMessage, error) {
+	return durable.Drive(ctx, r.Durable, r.Attempt, func(ctx context.Context, recs durable.Records) (json.RawMessage, error) {
 		return h.post(ctx, r, recs)
 	}, handler.Permanent)
 }
