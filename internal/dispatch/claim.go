@@ -25,11 +25,12 @@ type probe struct {
 	ID      string          `json:"id"`
 	Version *int64          `json:"v"`
 	Type    json.RawMessage `json:"type"`
-	// A triage message's copies of its task's type, key and timeout
-	// (task.Message).
-	MsgType    string `json:"t"`
-	MsgKey     string `json:"k"`
-	MsgTimeout int    `json:"s"`
+	// A triage message's copies of its task's type, key, timeout and rate
+	// reservation (task.Message).
+	MsgType       string `json:"t"`
+	MsgKey        string `json:"k"`
+	MsgTimeout    int    `json:"s"`
+	MsgRateWindow string `json:"w"`
 }
 
 // decodeProbe reads body into pb and returns "" when body is a JSON object
@@ -112,7 +113,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 			c.poison(ctx, m, fmt.Sprintf("id %q is not a task id (a 26-character ULID)", task.Truncate(pb.ID, 64)))
 			return claimed{}, false
 		}
-		msg = task.Message{ID: pb.ID, Version: *pb.Version, Priority: m.Priority, Type: pb.MsgType, Key: pb.MsgKey, TimeoutSeconds: pb.MsgTimeout}
+		msg = task.Message{ID: pb.ID, Version: *pb.Version, Priority: m.Priority, Type: pb.MsgType, Key: pb.MsgKey, TimeoutSeconds: pb.MsgTimeout, RateWindow: pb.MsgRateWindow}
 		if msg.Claimable() {
 			got, cur, done := c.claimFromMessage(ctx, m, msg)
 			if done {

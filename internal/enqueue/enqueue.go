@@ -268,6 +268,9 @@ func (e *Enqueuer) RedispatchBatch(ctx context.Context, to triagetype.Status, p 
 	for i, m := range moves {
 		next := m.Task.Clone()
 		next.EffectivePriority = p
+		if m.Apply != nil {
+			m.Apply(next) // the message states the task as its write will leave it
+		}
 		msgs[i] = queue.Outgoing{ID: fmt.Sprint(i), Body: Body(next, m.Task.Version+1), Delay: m.Delay, Group: m.Task.FairKey()}
 	}
 	failed := map[string]string{}

@@ -289,11 +289,15 @@ type Message struct {
 	Type           string              `json:"t,omitempty"`
 	Key            string              `json:"k,omitempty"`
 	TimeoutSeconds int                 `json:"s,omitempty"`
+	// RateWindow is a released task's reservation (Task.RateWindow), so
+	// a claim that decides on the message's copy does not count the
+	// task's start a second time.
+	RateWindow string `json:"w,omitempty"`
 }
 
 // MessageFor is the message of t at dispatch version v.
 func MessageFor(t *Task, v int64) Message {
-	return Message{ID: t.ID, Version: v, Priority: t.EffectivePriority, Type: t.Type, Key: t.Key, TimeoutSeconds: t.TimeoutSeconds}
+	return Message{ID: t.ID, Version: v, Priority: t.EffectivePriority, Type: t.Type, Key: t.Key, TimeoutSeconds: t.TimeoutSeconds, RateWindow: t.RateWindow}
 }
 
 // Claimable reports whether m carries what a claim without a read needs.
@@ -302,7 +306,7 @@ func (m Message) Claimable() bool { return m.Type != "" && m.TimeoutSeconds > 0 
 // Task is the part of m's task a claim decides on before it writes: id,
 // type, key, priorities and timeout, as the message states them.
 func (m Message) Task() *Task {
-	return &Task{ID: m.ID, Type: m.Type, Key: m.Key, Priority: m.Priority, EffectivePriority: m.Priority, TimeoutSeconds: m.TimeoutSeconds, DispatchVersion: m.Version}
+	return &Task{ID: m.ID, Type: m.Type, Key: m.Key, Priority: m.Priority, EffectivePriority: m.Priority, TimeoutSeconds: m.TimeoutSeconds, DispatchVersion: m.Version, RateWindow: m.RateWindow}
 }
 
 // EnqueuedAtOr returns EnqueuedAt, or def when the task was never queued.
