@@ -256,11 +256,23 @@ var scenarios = []scenario{
 	}},
 	{name: "dlq listed", env: "work", want: []string{`"type":"doomed-<tr>"`}, do: func(r *run) (any, error) { return value(r.c.ListDLQ(r.ctx, triage.High, 0)) }},
 	{name: "stats", env: "work", want: []string{`"dlq_depth":4`, `"active":1`}, do: func(r *run) (any, error) {
-		st, err := r.c.GetStats(r.ctx)
-		if err == nil {
+		// Queue counts are live: a message the worker has finished stays
+		// in flight until its batched delete (up to 250 ms). Each
+		// transport answers once its queues are quiet, up to 10 s.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			st, err := r.c.GetStats(r.ctx)
+			if err != nil {
+				return st, err
+			}
 			st.Keys = nil // its rates move with each heartbeat of the running worker
+			busy := false
+			for _, q := range st.Queues {
+				busy = busy || q.Depth+q.InFlight+q.Delayed > 0
+			}
+			if !busy || time.Now().After(deadline) {
+				return st, nil
+			}
 		}
-		return st, err
 	}},
 	{name: "workers", env: "work", want: []string{`"kind":"worker"`, `"state":"active"`}, do: func(r *run) (any, error) { return value(r.c.ListWorkers(r.ctx)) }},
 	{name: "retry a dead task", env: "work", want: []string{`"status":"queued"`, `"attempts":0`}, do: func(r *run) (any, error) { return value(r.c.Retry(r.ctx, r.d.dead[r.tag][0])) }},
