@@ -23,12 +23,12 @@ import (
 type FlowRun struct {
 	Tasks int `json:"tasks_per_kind"`
 	// Write units per task (computed from the items written, as group 3).
-	PlainWrites  float64 `json:"plain_write_units"`
-	ChildWrites  float64 `json:"child_write_units"`  // a child of one parent still pending at its submit, its edge and release included
+	PlainWrites float64 `json:"plain_write_units"`
+	ChildWrites float64 `json:"child_write_units"` // a child of one parent still pending at its submit, its edge and release included
 	// ChildDoneWrites: a child submitted after its one parent completed
 	// (queued at once, as a plain task).
 	ChildDoneWrites float64 `json:"child_of_completed_write_units"`
-	MemberWrites float64 `json:"member_write_units"` // a batch member, its share of the batch and callback included
+	MemberWrites    float64 `json:"member_write_units"` // a batch member, its share of the batch and callback included
 	// Extra over a plain task, and in dollars per million tasks at
 	// on-demand's $1.25 per million write units.
 	ChildExtra        float64 `json:"child_extra_write_units"`

@@ -8,8 +8,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
@@ -81,20 +79,7 @@ func (s *Store) Claim(ctx context.Context, c Claim) (*task.Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build claim of task %s: %w", c.ID, err)
 	}
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           &s.table,
-		Key:                                 taskKey(c.ID),
-		UpdateExpression:                    expr.Update(),
-		ConditionExpression:                 expr.Condition(),
-		ExpressionAttributeNames:            expr.Names(),
-		ExpressionAttributeValues:           expr.Values(),
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err != nil {
-		return nil, s.conflict(c.ID, err)
-	}
-	saved, err := unmarshal(out.Attributes)
+	saved, err := s.updateTask(ctx, c.ID, expr)
 	if err != nil {
 		return nil, err
 	}

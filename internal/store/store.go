@@ -294,20 +294,7 @@ func (s *Store) update(ctx context.Context, cur, next *task.Task) (*task.Task, e
 	if counted {
 		return s.updateCounted(ctx, cur, next, expr)
 	}
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           &s.table,
-		Key:                                 taskKey(cur.ID),
-		UpdateExpression:                    expr.Update(),
-		ConditionExpression:                 expr.Condition(),
-		ExpressionAttributeNames:            expr.Names(),
-		ExpressionAttributeValues:           expr.Values(),
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err != nil {
-		return nil, s.conflict(cur.ID, err)
-	}
-	saved, err := unmarshal(out.Attributes)
+	saved, err := s.updateTask(ctx, cur.ID, expr)
 	if err != nil {
 		return nil, err
 	}
@@ -372,4 +359,24 @@ func transitionLevel(to triagetype.Status) slog.Level {
 		return slog.LevelInfo
 	}
 	return slog.LevelDebug
+}
+
+// updateTask applies expr to task id's item and returns the item as
+// written (ALL_NEW); a failed condition is a *ConflictError holding the
+// item as it was (ALL_OLD), so a refusal needs no read.
+func (s *Store) updateTask(ctx context.Context, id string, expr expression.Expression) (*task.Task, error) {
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           &s.table,
+		Key:                                 taskKey(id),
+		UpdateExpression:                    expr.Update(),
+		ConditionExpression:                 expr.Condition(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		return nil, s.conflict(id, err)
+	}
+	return unmarshal(out.Attributes)
 }
