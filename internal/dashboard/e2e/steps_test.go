@@ -117,8 +117,11 @@ func TestDurableStepsTimeline(t *testing.T) {
 		t.Fatalf("signal: %d", code)
 	}
 	d.waitTasks("the saga to complete", []string{id}, func(tv apiTask) bool { return tv.Status == "completed" })
-	b.wait("the signal consumed", `(() => { const li = document.querySelector('#detail-steps li[data-kind="wait"]');
-		return li && li.querySelector(".outcome").dataset.outcome === "signalled"; })()`)
+	// The page refreshes on its own: the render that first shows the
+	// signal can predate the completion, so wait for both.
+	b.wait("the signal consumed and the attempt succeeded", `(() => { const li = document.querySelector('#detail-steps li[data-kind="wait"]');
+		return li && li.querySelector(".outcome").dataset.outcome === "signalled" &&
+			!!document.querySelector('#detail-timeline li[data-attempt] .outcome[data-outcome="succeeded"]'); })()`)
 	rows = nil
 	b.eval(readSteps, &rows)
 	got := make([]string, len(rows))
