@@ -65,17 +65,26 @@ run: java emulators cli
 
 ## test: the root module's tests and, beside them at the lowest CPU priority
 ## (nice 19), the CDK assertions (infra/). The root tests mostly wait on the
-## emulators; the CDK tests' synths fill those waits without taking CPU the
-## root tests need (at equal priority they made the README transcript's
-## batch submits through triage dev time out on 2 cores). The CDK output is
-## printed after the root tests', and either one failing fails the target.
-test: deps vet sizes
-	@log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
-	  nice -n 19 $(MAKE) --no-print-directory infra-test INFRA_TIMEOUT=30m >"$$log" 2>&1 & infra=$$!; \
-	  echo "$(GO) test -count=1 -timeout 12m ./...   (and, beside it, nice -n 19 make infra-test)"; \
-	  $(GO) test -count=1 -timeout 12m ./...; root=$$?; \
+## emulators (about 40 % of a core a package): three packages at a time
+## (-p 3) and the CDK tests' synths fill those waits; at nice 19 the synths
+## take no CPU the root tests need (at equal priority they made the README
+## transcript's batch submits through triage dev time out on 2 cores).
+## Vet runs inside go test (-vet=all, on the compile go test does anyway),
+## then on the packages without tests. Each phase prints its time; the CDK
+## output is printed after the root tests', and any failure fails the target.
+TEST_P ?= 3
+test: deps sizes
+	@log=$$(mktemp); trap 'rm -f "$$log"' EXIT; t0=$$(date +%s); \
+	  ( s=$$(date +%s); nice -n 19 $(MAKE) --no-print-directory infra-test INFRA_TIMEOUT=30m; rc=$$?; \
+	    echo "infra-test took $$(( $$(date +%s) - s )) s"; exit $$rc ) >"$$log" 2>&1 & infra=$$!; \
+	  echo "$(GO) test -vet=all -p $(TEST_P) -count=1 -timeout 12m ./...   (and, beside it, nice -n 19 make infra-test)"; \
+	  $(GO) test -vet=all -p $(TEST_P) -count=1 -timeout 12m ./...; root=$$?; \
+	  echo "==> root tests took $$(( $$(date +%s) - t0 )) s; vet of the packages without tests:"; \
+	  notest=$$($(GO) list -f '{{if not (or .TestGoFiles .XTestGoFiles)}}{{.ImportPath}}{{end}}' ./...); \
+	  $(GO) vet $$notest; vet=$$?; \
 	  wait $$infra; cdk=$$?; echo "==> make infra-test"; cat "$$log"; \
-	  [ $$root = 0 ] && [ $$cdk = 0 ]
+	  echo "==> make test took $$(( $$(date +%s) - t0 )) s after its prerequisites"; \
+	  [ $$root = 0 ] && [ $$vet = 0 ] && [ $$cdk = 0 ]
 
 vet:
 	$(GO) vet ./...
