@@ -131,4 +131,9 @@ func (x RateBacklog) rows(tw *table) {
 	tw.row(fmt.Sprintf("rate-limited backlog: %d tasks of a key at %.0f/s, 2 consumers: receives a task while waiting", x.Tasks, x.PerSecond),
 		fmt.Sprintf("%.2f (%.2f messages received a task, %d set aside; hidden until the next window: ~%.0f)", x.WaitingPerTask, x.ReceivedPerTask, x.SetAside, x.HiddenEstimate), "~1")
 	tw.row("  most starts in a sliding second", fmt.Sprintf("%d (%d started over %.1f s)", x.MaxSliding, x.Started, x.SpanSeconds), fmt.Sprintf("<= %d (2 windows)", x.SlidingBound))
+	if x.SpanSeconds > 0 {
+		// The starts after the first span SpanSeconds: the rate the scope
+		// achieved, which lapsed reservations and a slow store lower.
+		tw.row("  starts a second achieved", fmt.Sprintf("%.1f (%.0f %% of the rate)", float64(x.Started-1)/x.SpanSeconds, 100*float64(x.Started-1)/x.SpanSeconds/x.PerSecond), fmt.Sprintf(">= %.0f (80 %%)", 0.8*x.PerSecond))
+	}
 }
