@@ -303,16 +303,22 @@ func (c *Controls) decideKeyed(ctx context.Context, t *task.Task, d Decision) (D
 		}
 		if s.MaxConcurrency > 0 {
 			lease := time.Duration(t.TimeoutSeconds)*time.Second + 30*time.Second
-			rel, err := c.takeSlotAt(ctx, "CONC#"+name+"#", t.ID, s.MaxConcurrency, slotTries, lease)
+			h, err := c.takeSlotAt(ctx, "CONC#"+name+"#", runOf(t), s.MaxConcurrency, slotTries, lease)
 			if err != nil {
 				d.Release()
 				return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
 			}
-			if rel == nil {
+			if h == nil {
 				return refuse(metrics.PutOffConcurrency, ConcurrencyRecheck)
 			}
-			prev := d.Release
-			d.Release = func() { rel(); prev() }
+			prev, prevStarted := d.Release, d.Started
+			d.Release = func() { h.release(); prev() }
+			d.Started = func() {
+				h.start()
+				if prevStarted != nil {
+					prevStarted()
+				}
+			}
 			if s.Held {
 				d.EndNext = append(d.EndNext, name)
 			} else {
