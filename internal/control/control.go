@@ -5,8 +5,10 @@
 // The limits hold across every consumer instance because the state is in
 // the table, not in a process: the rate limit counts starts in one item per
 // type and second, and the concurrency limit is a set of slot items that
-// each carry a lease, so a consumer that crashes frees its slots when the
-// lease runs out. Settings are read through a short cache.
+// each name the run holding them and carry a lease: a run's end frees its
+// slot without a write (its task's record says it ended), and a consumer
+// that crashes frees its slots when the lease runs out. Settings are read
+// through a short cache.
 package control
 
 import (
