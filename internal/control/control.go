@@ -60,6 +60,10 @@ type Controls struct {
 
 	slotsMu sync.Mutex
 	freed   map[string][]slotRef // per slot prefix: slots whose runs this process saw end (slots.go)
+	writing map[string]bool      // slots a claim of this process is writing now
+	// takenOver: runs (tokens) whose slots a claim here took over, so
+	// their release here does not remember a slot that is no longer free
+	takenOver map[string]bool
 }
 
 type cached struct {

@@ -88,13 +88,20 @@ func (h *slotHold) release() {
 	})
 }
 
-// freedCap bounds the freed slots a process remembers per scope.
-const freedCap = 64
+// freedCap bounds the freed slots a process remembers per scope, and
+// takenOverCap the runs whose slots a claim took over.
+const (
+	freedCap     = 64
+	takenOverCap = 1024
+)
 
 // addFreed remembers that ref's run ended, for this process's next claim.
 func (c *Controls) addFreed(prefix string, ref slotRef) {
 	c.slotsMu.Lock()
 	defer c.slotsMu.Unlock()
+	if c.takenOver[ref.run.token] {
+		return // a claim here took the slot over before the run's release
+	}
 	if c.freed == nil {
 		c.freed = map[string][]slotRef{}
 	}
@@ -135,7 +142,7 @@ func (c *Controls) takeSlotAt(ctx context.Context, prefix string, run slotRun, n
 		if !ok {
 			break
 		}
-		ok, err := c.putSlot(ctx, ref.pk, run, until, now, &ref.run)
+		ok, err := c.tryPut(ctx, prefix, ref.pk, run, until, now, &ref.run)
 		if err != nil {
 			return nil, err
 		}
@@ -157,7 +164,7 @@ func (c *Controls) takeSlotAt(ctx context.Context, prefix string, run slotRun, n
 				held = append(held, r)
 				continue
 			}
-			ok, err := c.putSlot(ctx, r.pk, run, until, now, nil)
+			ok, err := c.tryPut(ctx, prefix, r.pk, run, until, now, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -170,7 +177,7 @@ func (c *Controls) takeSlotAt(ctx context.Context, prefix string, run slotRun, n
 			return nil, err
 		}
 		for _, r := range ended {
-			ok, err := c.putSlot(ctx, r.pk, run, until, now, &r.run)
+			ok, err := c.tryPut(ctx, prefix, r.pk, run, until, now, &r.run)
 			if err != nil {
 				return nil, err
 			}
@@ -180,6 +187,43 @@ func (c *Controls) takeSlotAt(ctx context.Context, prefix string, run slotRun, n
 		}
 	}
 	return nil, nil
+}
+
+// tryPut is putSlot unless another claim in this process is writing slot
+// pk already, or took it from prev already (it skips the slot: claims of
+// one process never spend a write racing for one slot). A slot taken is no
+// longer remembered freed.
+func (c *Controls) tryPut(ctx context.Context, prefix, pk string, run slotRun, until int64, now time.Time, prev *slotRun) (bool, error) {
+	c.slotsMu.Lock()
+	if c.writing == nil {
+		c.writing = map[string]bool{}
+	}
+	if c.writing[pk] || (prev != nil && c.takenOver[prev.token]) {
+		c.slotsMu.Unlock()
+		return false, nil // being written, or taken from prev already (a stale read)
+	}
+	c.writing[pk] = true
+	c.slotsMu.Unlock()
+	ok, err := c.putSlot(ctx, pk, run, until, now, prev)
+	c.slotsMu.Lock()
+	delete(c.writing, pk)
+	if ok && prev != nil {
+		if c.takenOver == nil || len(c.takenOver) >= takenOverCap {
+			c.takenOver = map[string]bool{} // entries of other processes' runs, never released here
+		}
+		c.takenOver[prev.token] = true
+	}
+	if ok && len(c.freed[prefix]) > 0 {
+		l := c.freed[prefix][:0]
+		for _, r := range c.freed[prefix] {
+			if r.pk != pk {
+				l = append(l, r)
+			}
+		}
+		c.freed[prefix] = l
+	}
+	c.slotsMu.Unlock()
+	return ok, err
 }
 
 // putSlot writes run into slot pk, conditional on the slot being free as
