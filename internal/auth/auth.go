@@ -75,12 +75,11 @@ func Parse(s string) (*Tokens, error) {
 			if sc == "" {
 				continue
 			}
-			switch s := Scope(sc); s {
-			case Submit, Read, Admin:
-				ss = append(ss, s)
-			default:
-				return nil, fmt.Errorf("unknown scope %q (want submit, read or admin)", sc)
+			s, err := ParseScope(sc)
+			if err != nil {
+				return nil, err
 			}
+			ss = append(ss, s)
 		}
 		t.Add(tok, ss...)
 	}
@@ -149,12 +148,11 @@ func ParseSecret(s string) (*Tokens, error) {
 		}
 		var ss []Scope
 		for _, sc := range e.Scopes {
-			switch s := Scope(sc); s {
-			case Submit, Read, Admin:
-				ss = append(ss, s)
-			default:
-				return nil, fmt.Errorf("tokens[%d]: unknown scope %q", i, sc)
+			s, err := ParseScope(sc)
+			if err != nil {
+				return nil, fmt.Errorf("tokens[%d]: %w", i, err)
 			}
+			ss = append(ss, s)
 		}
 		if len(ss) == 0 {
 			ss = []Scope{Admin}
@@ -190,6 +188,15 @@ func (t *Tokens) AddHash(hexHash string, scopes ...Scope) error {
 	return nil
 }
 
+// ParseScope reads one scope's name.
+func ParseScope(s string) (Scope, error) {
+	switch sc := Scope(s); sc {
+	case Submit, Read, Admin:
+		return sc, nil
+	}
+	return "", fmt.Errorf("unknown scope %q (want submit, read or admin)", s)
+}
+
 // ParseScopes reads a comma-separated list of scopes ("submit,read");
 // an empty list is an error.
 func ParseScopes(s string) ([]Scope, error) {
@@ -199,13 +206,12 @@ func ParseScopes(s string) ([]Scope, error) {
 		if sc == "" {
 			continue
 		}
-		switch s := Scope(sc); s {
-		case Submit, Read, Admin:
-			if !slices.Contains(out, s) {
-				out = append(out, s)
-			}
-		default:
-			return nil, fmt.Errorf("unknown scope %q (want submit, read or admin)", sc)
+		s, err := ParseScope(sc)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
 		}
 	}
 	if len(out) == 0 {

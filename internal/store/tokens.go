@@ -51,7 +51,7 @@ var tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 type APIToken struct {
 	Name      string    `dynamodbav:"-"`
 	Hash      string    `dynamodbav:"hash"`
-	Scopes    []string  `dynamodbav:"scopes"`
+	Scopes    []string  `dynamodbav:"scopes"` // auth.Scope names: submit, read, admin
 	CreatedAt time.Time `dynamodbav:"created_at"`
 }
 

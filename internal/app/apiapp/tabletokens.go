@@ -89,9 +89,14 @@ func (t *TableTokens) current(ctx context.Context) *auth.Tokens {
 	next := &auth.Tokens{}
 	next.Merge(t.fixed)
 	for _, s := range stored {
-		scopes := make([]auth.Scope, len(s.Scopes))
-		for i, sc := range s.Scopes {
-			scopes[i] = auth.Scope(sc)
+		var scopes []auth.Scope
+		for _, name := range s.Scopes {
+			sc, err := auth.ParseScope(name)
+			if err != nil {
+				t.log.Warn("a stored API token names an unknown scope, which grants nothing", "name", s.Name, "error", err)
+				continue
+			}
+			scopes = append(scopes, sc)
 		}
 		if err := next.AddHash(s.Hash, scopes...); err != nil {
 			t.log.Warn("a stored API token is unreadable and refused", "name", s.Name, "error", err)
