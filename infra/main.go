@@ -16,7 +16,7 @@
 //	demoHandlers   "true" makes the consumer also run the demo handlers (trying it out)
 //	routes         task type handlers, "type=arn:aws:lambda:...,type2=https://hook"
 //	alarmTopicArn  SNS topic that receives alarm notifications
-//	removalPolicy  "destroy" deletes the table and tokens secret with the stack (default "retain")
+//	removalPolicy  "destroy" deletes the table with the stack (default "retain")
 //
 // Unlike the construct, whose default follows the CDK convention of
 // generated names, this app keeps the fixed names it has always given: a

@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/triagehq/triage"
+	"github.com/triagehq/triage/internal/store"
 )
 
 // Exit codes.
@@ -103,9 +104,9 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.Is(err, triage.ErrNotFound):
+	case errors.Is(err, triage.ErrNotFound), errors.Is(err, store.ErrTokenNotFound):
 		return exitNotFound
-	case errors.Is(err, triage.ErrConflict):
+	case errors.Is(err, triage.ErrConflict), errors.Is(err, store.ErrTokenExists):
 		return exitConflict
 	case errors.Is(err, triage.ErrUnauthorized), errors.Is(err, triage.ErrForbidden):
 		return exitAuth

@@ -67,7 +67,7 @@ func newRoot(out, errOut io.Writer) (*cli, *cobra.Command) {
 	root.AddCommand(c.devCmd(), c.submitCmd(), c.getCmd(), c.waitCmd(),
 		c.listCmd(), c.cancelCmd(), c.signalCmd(), c.retryCmd(), c.deleteCmd(), c.cleanupCmd(),
 		c.statsCmd(), c.pauseCmd(true), c.pauseCmd(false), c.limitsCmd(), c.keyCmd(), c.dlqCmd(),
-		c.workersCmd(), c.envCmd(), c.workflowCmd(), c.batchCmd())
+		c.workersCmd(), c.envCmd(), c.workflowCmd(), c.batchCmd(), c.tokensCmd())
 	root.AddCommand(c.scheduleCmd())
 	usageArgs(root)
 	return c, root

@@ -71,7 +71,8 @@ type Dispatcher struct {
 	API, Consumer, Promoter, Counters awslambda.Function
 	// HTTPAPI fronts the API function.
 	HTTPAPI awsapigatewayv2.HttpApi
-	// TokensSecret holds the API's bearer tokens (given or created).
+	// TokensSecret is Props.TokensSecret: nil unless given (the tokens
+	// minted with `triage tokens create` live hashed in the table).
 	TokensSecret awssecretsmanager.ISecret
 	// PromoterSchedule runs the promoter every PromoteInterval.
 	PromoterSchedule awsevents.Rule
@@ -150,24 +151,18 @@ func New(scope constructs.Construct, id string, props *Props) (*Dispatcher, erro
 		}
 		d.Queues = append(d.Queues, newQueuePair(d.Construct, q, p.PhysicalNames))
 	}
+	// The API's tokens live hashed in the table (`triage tokens create`),
+	// which costs nothing idle; a secret is read only when one is given.
 	d.TokensSecret = p.TokensSecret
-	if d.TokensSecret == nil {
-		d.TokensSecret = awssecretsmanager.NewSecret(d.Construct, jsii.String("TokensSecret"), &awssecretsmanager.SecretProps{
-			Description: jsii.String("triage API bearer tokens (" + p.Prefix + ")"),
-			GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
-				PasswordLength:     jsii.Number(48),
-				ExcludePunctuation: jsii.Bool(true),
-			},
-			RemovalPolicy: p.RemovalPolicy,
-		})
-	}
 
 	common := d.commonEnv(p)
 	d.producerEnv = merge(d.locationEnv(p), tableEnv(p), typesEnv(p))
 	d.consumerEnv = merge(common, consumerEnv(p))
-	d.API = d.newFunction("Api", p, p.API, code["api"], merge(common, typesEnv(p), map[string]string{
-		triageconfig.EnvTokensSecretARN: *d.TokensSecret.SecretArn(),
-	}), false)
+	apiEnv := merge(common, typesEnv(p))
+	if d.TokensSecret != nil {
+		apiEnv[triageconfig.EnvTokensSecretARN] = *d.TokensSecret.SecretArn()
+	}
+	d.API = d.newFunction("Api", p, p.API, code["api"], apiEnv, false)
 	d.Consumer = d.newFunction("Consumer", p, p.Consumer, code["consumer"], d.consumerEnv, true)
 	promoterEnv := map[string]string{
 		triageconfig.EnvLowAfter:        durationEnv(p.PromoteLowAfter),
@@ -531,9 +526,11 @@ func (d *Dispatcher) grant(p Props) {
 	// messages from every replay for 5 s); read its tokens.
 	allow(d.API, queues, "sqs:SendMessage", "sqs:GetQueueAttributes")
 	allow(d.API, dlqs, "sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:SendMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility")
-	allow(d.API, []string{secretPolicyARN(d.TokensSecret)}, "secretsmanager:GetSecretValue")
-	if key := d.TokensSecret.EncryptionKey(); key != nil {
-		key.GrantDecrypt(d.API)
+	if d.TokensSecret != nil {
+		allow(d.API, []string{secretPolicyARN(d.TokensSecret)}, "secretsmanager:GetSecretValue")
+		if key := d.TokensSecret.EncryptionKey(); key != nil {
+			key.GrantDecrypt(d.API)
+		}
 	}
 
 	// Promoter: re-send promoted and scheduled tasks, reconcile the DLQs,
@@ -705,7 +702,9 @@ func (d *Dispatcher) outputs() {
 	out("ApiUrl", "Base URL of the triage HTTP API", url)
 	out("TableName", "DynamoDB task table", d.Table.TableName())
 	out("BucketName", "S3 bucket for payloads and results over the inline limit", d.Bucket.BucketName())
-	out("TokensSecretArn", "Secrets Manager secret holding the API bearer tokens", d.TokensSecret.SecretArn())
+	if d.TokensSecret != nil {
+		out("TokensSecretArn", "Secrets Manager secret holding the API bearer tokens", d.TokensSecret.SecretArn())
+	}
 	for _, q := range d.Queues {
 		t := title(q.Priority)
 		out("QueueUrl"+t, q.Priority+" priority queue", q.Queue.QueueUrl())

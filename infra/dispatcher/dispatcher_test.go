@@ -224,7 +224,7 @@ func TestResourceCounts(t *testing.T) {
 		{"AWS::ApiGatewayV2::Api", 1},
 		{"AWS::ApiGatewayV2::Route", 4},
 		{"AWS::ApiGatewayV2::Authorizer", 0},
-		{"AWS::SecretsManager::Secret", 1},
+		{"AWS::SecretsManager::Secret", 0},    // the tokens live hashed in the table
 		{"AWS::Lambda::EventInvokeConfig", 2}, // no async retries for the scheduled functions
 	} {
 		t.Run(c.typ, func(t *testing.T) {
@@ -397,18 +397,16 @@ func TestConsumerMappings(t *testing.T) {
 
 func TestFunctions(t *testing.T) {
 	f := stackUnderTest(t)
-	tokens := f.id(f.d.TokensSecret.(awssecretsmanager.Secret))
 	for _, c := range []struct {
 		name        string
 		fn          awslambda.Function
 		wantEnv     []string
 		withoutEnv  []string
-		wantSecret  bool
 		wantAsyncNo bool
 	}{
-		{"api", f.d.API, []string{triageconfig.EnvTokensSecretARN}, []string{triageconfig.EnvConsumerARN, triageconfig.EnvWebhookSecret}, true, false},
-		{"consumer", f.d.Consumer, nil, []string{triageconfig.EnvTokensSecretARN, triageconfig.EnvConsumerARN}, false, true},
-		{"promoter", f.d.Promoter, []string{triageconfig.EnvPromoteInterval}, []string{triageconfig.EnvTokensSecretARN, triageconfig.EnvConsumerARN}, false, true},
+		{"api", f.d.API, nil, []string{triageconfig.EnvTokensSecretARN, triageconfig.EnvConsumerARN, triageconfig.EnvWebhookSecret}, false},
+		{"consumer", f.d.Consumer, nil, []string{triageconfig.EnvTokensSecretARN, triageconfig.EnvConsumerARN}, true},
+		{"promoter", f.d.Promoter, []string{triageconfig.EnvPromoteInterval}, []string{triageconfig.EnvTokensSecretARN, triageconfig.EnvConsumerARN}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := f.resources[f.id(c.fn)].Properties
@@ -439,9 +437,6 @@ func TestFunctions(t *testing.T) {
 				if _, ok := vars[k]; ok {
 					t.Errorf("env %s set, should not be", k)
 				}
-			}
-			if c.wantSecret {
-				equalJSON(t, "env "+triageconfig.EnvTokensSecretARN, vars[triageconfig.EnvTokensSecretARN], ref(tokens))
 			}
 		})
 	}
@@ -516,7 +511,6 @@ func contains(list []any, v any) bool {
 
 func TestLeastPrivilege(t *testing.T) {
 	f := stackUnderTest(t)
-	secretID := f.id(f.d.TokensSecret.(awssecretsmanager.Secret))
 	tableArn := getAtt(f.id(f.d.Table), "Arn")
 	api, consumer, promoter := f.policyStatements(t, f.d.API), f.policyStatements(t, f.d.Consumer), f.policyStatements(t, f.d.Promoter)
 
@@ -549,9 +543,8 @@ func TestLeastPrivilege(t *testing.T) {
 	for _, s := range [][]map[string]any{api, consumer, promoter} {
 		must = append(must, grant{s, "dynamodb:UpdateItem", tableArn}, grant{s, "dynamodb:Query", tableArn})
 	}
-	must = append(must,
-		grant{api, "secretsmanager:GetSecretValue", ref(secretID)},
-	)
+	// The API reads the tokens minted into the table.
+	must = append(must, grant{api, "dynamodb:GetItem", tableArn})
 	// Started by the queues, the consumer needs no fan-out from the promoter.
 	mustNot = append(mustNot, grant{promoter, "lambda:InvokeFunction", getAtt(f.id(f.d.Consumer), "Arn")})
 	for i, g := range must {
@@ -565,15 +558,14 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 	}
 
-	t.Run("consumer has no secret access", func(t *testing.T) {
-		for _, s := range consumer {
-			for _, a := range asList(s["Action"]) {
-				if strings.HasPrefix(fmt.Sprint(a), "secretsmanager:") || fmt.Sprint(a) == "*" {
-					t.Errorf("consumer statement allows %v", a)
+	t.Run("no function has secret access", func(t *testing.T) {
+		for name, stmts := range map[string][]map[string]any{"api": api, "consumer": consumer, "promoter": promoter} {
+			for _, s := range stmts {
+				for _, a := range asList(s["Action"]) {
+					if strings.HasPrefix(fmt.Sprint(a), "secretsmanager:") || fmt.Sprint(a) == "*" {
+						t.Errorf("%s statement allows %v", name, a)
+					}
 				}
-			}
-			if b, _ := json.Marshal(s); strings.Contains(string(b), secretID) {
-				t.Errorf("consumer statement references the tokens secret: %s", b)
 			}
 		}
 	})
@@ -682,7 +674,7 @@ func TestAlarms(t *testing.T) {
 
 func TestOutputs(t *testing.T) {
 	f := stackUnderTest(t)
-	want := []string{"ApiUrl", "TableName", "TokensSecretArn"}
+	want := []string{"ApiUrl", "TableName"}
 	for _, q := range f.d.Queues {
 		want = append(want, "QueueUrl"+title(q.Priority), "DlqUrl"+title(q.Priority))
 	}
@@ -692,6 +684,9 @@ func TestOutputs(t *testing.T) {
 		}
 	}
 	equalJSON(t, "TableName output", f.outputs["TableName"].(map[string]any)["Value"], ref(f.id(f.d.Table)))
+	if _, ok := f.outputs["TokensSecretArn"]; ok {
+		t.Error("output TokensSecretArn without a tokens secret")
+	}
 }
 
 // TestDeterministicAssets synthesizes a second, independent app (new outdir,
@@ -862,11 +857,21 @@ func TestGivenTokensSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc struct{ Resources map[string]resource }
+	var doc struct {
+		Resources map[string]resource
+		Outputs   map[string]any
+	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
 	f.resources = doc.Resources
+	if _, ok := doc.Outputs["TokensSecretArn"]; !ok {
+		t.Errorf("no TokensSecretArn output with a given secret (have %v)", sortedKeys(doc.Outputs))
+	}
+	vars, _ := f.resources[f.id(d.API)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+	if _, ok := vars[triageconfig.EnvTokensSecretARN]; !ok {
+		t.Errorf("the API function has no %s with a given secret", triageconfig.EnvTokensSecretARN)
+	}
 	found := false
 	for _, st := range f.policyStatements(t, d.API) {
 		if !contains(asList(st["Action"]), "secretsmanager:GetSecretValue") {

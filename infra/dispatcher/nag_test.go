@@ -71,5 +71,7 @@ func nagSuppressions(d *dispatcher.Dispatcher) {
 		[2]string{"Serverless-APIGWDefaultThrottling", "the account's API Gateway throttling applies, and the API answers 429 under backpressure itself"},
 	)
 	on(d.PromoterSchedule, [2]string{"Serverless-EventBusDLQ", "a missed promoter tick carries nothing to keep: the next tick, a minute later, does its work"})
-	on(d.TokensSecret, [2]string{"AwsSolutions-SMG4", "the secret holds the API's bearer tokens, which clients hold too: they are rotated by the operator (update the secret), not on a schedule that would lock clients out"})
+	if d.TokensSecret != nil {
+		on(d.TokensSecret, [2]string{"AwsSolutions-SMG4", "the secret holds the API's bearer tokens, which clients hold too: they are rotated by the operator (update the secret), not on a schedule that would lock clients out"})
+	}
 }

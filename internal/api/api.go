@@ -43,6 +43,15 @@ type Store interface {
 	Report(ctx context.Context, id string, r store.Report, interval time.Duration) (*task.Task, error)
 }
 
+// Authorizer checks the token a request carries (auth.TokenHeader, else
+// the Authorization header's bearer token) for scope need: nil, or an
+// error matching auth.ErrUnauthenticated (401) or auth.ErrForbidden
+// (403). *auth.Tokens is one; the API function's keeps the table's
+// tokens fresh too (apiapp).
+type Authorizer interface {
+	CheckRequest(r *http.Request, need auth.Scope) error
+}
+
 // Deps are the parts the API serves from.
 type Deps struct {
 	Store    Store
@@ -51,7 +60,8 @@ type Deps struct {
 	Controls service.Controls
 	DLQ      service.DLQ
 	Counters stats.Counters
-	Tokens   *auth.Tokens
+	// Tokens checks every authenticated route's token.
+	Tokens Authorizer
 	// Workers is the worker registry behind GET /workers and the workers
 	// section of /stats (nil: an empty list, no section).
 	Workers stats.Workers
@@ -109,7 +119,7 @@ type Aging struct {
 type Server struct {
 	store    Store
 	counters stats.Counters
-	tokens   *auth.Tokens
+	tokens   Authorizer
 	opt      Options
 	log      *slog.Logger
 	mux      *http.ServeMux

@@ -5,12 +5,16 @@
 package auth
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -71,12 +75,11 @@ func Parse(s string) (*Tokens, error) {
 			if sc == "" {
 				continue
 			}
-			switch s := Scope(sc); s {
-			case Submit, Read, Admin:
-				ss = append(ss, s)
-			default:
-				return nil, fmt.Errorf("unknown scope %q (want submit, read or admin)", sc)
+			s, err := ParseScope(sc)
+			if err != nil {
+				return nil, err
 			}
+			ss = append(ss, s)
 		}
 		t.Add(tok, ss...)
 	}
@@ -145,12 +148,11 @@ func ParseSecret(s string) (*Tokens, error) {
 		}
 		var ss []Scope
 		for _, sc := range e.Scopes {
-			switch s := Scope(sc); s {
-			case Submit, Read, Admin:
-				ss = append(ss, s)
-			default:
-				return nil, fmt.Errorf("tokens[%d]: unknown scope %q", i, sc)
+			s, err := ParseScope(sc)
+			if err != nil {
+				return nil, fmt.Errorf("tokens[%d]: %w", i, err)
 			}
+			ss = append(ss, s)
 		}
 		if len(ss) == 0 {
 			ss = []Scope{Admin}
@@ -162,3 +164,72 @@ func ParseSecret(s string) (*Tokens, error) {
 
 // Merge adds every token of o to t.
 func (t *Tokens) Merge(o *Tokens) { t.entries = append(t.entries, o.entries...) }
+
+// Hash is the hex SHA-256 of token: the form a token is kept in at rest
+// (AddHash), so the table that keeps tokens never holds one a reader
+// could present.
+func Hash(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(h[:])
+}
+
+// AddHash grants scopes to the token whose Hash is hexHash.
+func (t *Tokens) AddHash(hexHash string, scopes ...Scope) error {
+	b, err := hex.DecodeString(hexHash)
+	if err != nil || len(b) != sha256.Size {
+		return fmt.Errorf("token hash %q is not a hex SHA-256", hexHash)
+	}
+	e := entry{scopes: map[Scope]bool{}}
+	copy(e.hash[:], b)
+	for _, s := range scopes {
+		e.scopes[s] = true
+	}
+	t.entries = append(t.entries, e)
+	return nil
+}
+
+// ParseScope reads one scope's name.
+func ParseScope(s string) (Scope, error) {
+	switch sc := Scope(s); sc {
+	case Submit, Read, Admin:
+		return sc, nil
+	}
+	return "", fmt.Errorf("unknown scope %q (want submit, read or admin)", s)
+}
+
+// ParseScopes reads a comma-separated list of scopes ("submit,read");
+// an empty list is an error.
+func ParseScopes(s string) ([]Scope, error) {
+	var out []Scope
+	for _, sc := range strings.Split(s, ",") {
+		sc = strings.TrimSpace(sc)
+		if sc == "" {
+			continue
+		}
+		s, err := ParseScope(sc)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no scope given (want submit, read or admin)")
+	}
+	return out, nil
+}
+
+// TokenPrefix starts every token NewToken makes, so a leaked one is
+// recognisable (secret scanners, logs).
+const TokenPrefix = "trg_"
+
+// NewToken returns a new random token: TokenPrefix and 32 bytes from
+// crypto/rand, base64url without padding (47 characters in all).
+func NewToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generate token: %w", err)
+	}
+	return TokenPrefix + base64.RawURLEncoding.EncodeToString(b), nil
+}

@@ -3,6 +3,8 @@ package auth
 import (
 	"errors"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -103,6 +105,57 @@ func TestParseSecret(t *testing.T) {
 	for _, bad := range []string{`{"tokens":[{"token":""}]}`, `{"tokens":[{"token":"a","scopes":["root"]}]}`, `{nope`} {
 		if _, err := ParseSecret(bad); err == nil {
 			t.Errorf("ParseSecret(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestAddHash(t *testing.T) {
+	tok, err := NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(tok, TokenPrefix) || len(tok) != len(TokenPrefix)+43 {
+		t.Fatalf("NewToken() = %q, want %s and 43 base64url characters", tok, TokenPrefix)
+	}
+	if other, _ := NewToken(); other == tok {
+		t.Fatal("two NewToken calls returned the same token")
+	}
+	toks := &Tokens{}
+	if err := toks.AddHash(Hash(tok), Submit); err != nil {
+		t.Fatal(err)
+	}
+	if err := toks.Check("Bearer "+tok, Submit); err != nil {
+		t.Errorf("Check(token, submit) = %v", err)
+	}
+	if err := toks.Check("Bearer "+tok, Read); !errors.Is(err, ErrForbidden) {
+		t.Errorf("Check(token, read) = %v, want ErrForbidden", err)
+	}
+	if err := toks.Check("Bearer "+Hash(tok), Submit); !errors.Is(err, ErrUnauthenticated) {
+		t.Errorf("the hash itself was accepted as a token: %v", err)
+	}
+	for _, bad := range []string{"", "zz", Hash(tok)[:62]} {
+		if err := toks.AddHash(bad); err == nil {
+			t.Errorf("AddHash(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestParseScopes(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []Scope
+		ok   bool
+	}{
+		{"submit", []Scope{Submit}, true},
+		{"submit, read,submit", []Scope{Submit, Read}, true},
+		{"admin", []Scope{Admin}, true},
+		{"", nil, false},
+		{"write", nil, false},
+	}
+	for _, tt := range tests {
+		got, err := ParseScopes(tt.in)
+		if (err == nil) != tt.ok || !slices.Equal(got, tt.want) {
+			t.Errorf("ParseScopes(%q) = %v, %v; want %v ok=%v", tt.in, got, err, tt.want, tt.ok)
 		}
 	}
 }

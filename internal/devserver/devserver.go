@@ -220,7 +220,7 @@ func Run(ctx context.Context, opt Options) error {
 		return err
 	}
 	defer func() { _ = a.Tracing.Shutdown(context.WithoutCancel(ctx)) }()
-	tokens, err := apiapp.Tokens(ctx, a, nil)
+	tokens, err := apiapp.TableAuth(ctx, a, nil, 0)
 	if err != nil {
 		return err
 	}

@@ -14,9 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triagehq/triage/internal/auth"
 	"github.com/triagehq/triage/internal/devserver"
+	"github.com/triagehq/triage/internal/devserver/devtest"
 	"github.com/triagehq/triage/internal/emulators"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
+	"github.com/triagehq/triage/internal/store"
 )
 
 func TestMain(m *testing.M) { stacktest.Main(m) }
@@ -33,6 +36,13 @@ func TestDevServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	vars := map[string]string{"TRIAGE_ADDR": "127.0.0.1:0", "TRIAGE_TOKEN": "dev-test", "TRIAGE_PREFIX": env.Prefix}
+	// A token minted into the table (`triage tokens create`) works on the
+	// dev server as on the API function.
+	minted := "trg_minted-before-start"
+	if err := store.New(env.DynamoDB, env.Spec.Table.Name).CreateToken(context.Background(),
+		store.APIToken{Name: "reader", Hash: auth.Hash(minted), Scopes: []string{"read"}}); err != nil {
+		t.Fatal(err)
+	}
 	ready := make(chan string, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	var banner strings.Builder
@@ -63,6 +73,10 @@ func TestDevServer(t *testing.T) {
 
 	do := func(method, path, body string) (int, map[string]any) {
 		return apiCall(t, base, method, path, body)
+	}
+	var ignored map[string]any
+	if code := devtest.Call(t, base, minted, "GET", "/api/v1/tasks?limit=1", "", &ignored); code != http.StatusOK {
+		t.Errorf("GET /tasks with the table's token = %d, want 200", code)
 	}
 	code, sub := do("POST", "/api/v1/tasks", `{"type":"echo","payload":{"x":1},"priority":"high"}`)
 	if code != 201 {

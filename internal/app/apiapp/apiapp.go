@@ -29,11 +29,25 @@ type SecretReader interface {
 	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, opts ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
 }
 
-// Tokens returns the API tokens: TRIAGE_TOKEN as an admin token, the
-// tokens in TRIAGE_TOKENS, and, when TRIAGE_TOKENS_SECRET_ARN is set, the
-// tokens kept in that Secrets Manager secret (read through sm, or a client
-// built from the AWS configuration when sm is nil).
+// Tokens returns the fixed API tokens: TRIAGE_TOKEN as an admin token,
+// the tokens in TRIAGE_TOKENS, and, when TRIAGE_TOKENS_SECRET_ARN is set,
+// the tokens kept in that Secrets Manager secret (read through sm, or a
+// client built from the AWS configuration when sm is nil). None at all is
+// an error. The API function and `triage dev` add the table's tokens
+// (TableAuth).
 func Tokens(ctx context.Context, a *app.App, sm SecretReader) (*auth.Tokens, error) {
+	toks, err := fixedTokens(ctx, a, sm)
+	if err != nil {
+		return nil, err
+	}
+	if toks.Len() == 0 {
+		return nil, fmt.Errorf("no API tokens: set %s, %s or %s", triageconfig.EnvToken, triageconfig.EnvTokens, triageconfig.EnvTokensSecretARN)
+	}
+	return toks, nil
+}
+
+// fixedTokens is Tokens without the rule that there be one.
+func fixedTokens(ctx context.Context, a *app.App, sm SecretReader) (*auth.Tokens, error) {
 	toks, err := auth.Parse(a.Config.Tokens)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", triageconfig.EnvTokens, err)
@@ -55,15 +69,12 @@ func Tokens(ctx context.Context, a *app.App, sm SecretReader) (*auth.Tokens, err
 		}
 		toks.Merge(fromSecret)
 	}
-	if toks.Len() == 0 {
-		return nil, fmt.Errorf("no API tokens: set %s, %s or %s", triageconfig.EnvToken, triageconfig.EnvTokens, triageconfig.EnvTokensSecretARN)
-	}
 	return toks, nil
 }
 
 // Handler returns the HTTP API handler (the dashboard included) on a's
 // parts, with the configured limits unless opt sets them.
-func Handler(a *app.App, tokens *auth.Tokens, opt api.Options) http.Handler {
+func Handler(a *app.App, tokens api.Authorizer, opt api.Options) http.Handler {
 	if opt.Logger == nil {
 		opt.Logger = a.Log
 	}
@@ -95,7 +106,7 @@ func Handler(a *app.App, tokens *auth.Tokens, opt api.Options) http.Handler {
 // Lambda returns the API function's handler: API Gateway HTTP API
 // (payload v2) events in, through the same http.Handler `triage dev` serves.
 func Lambda(ctx context.Context, a *app.App) (func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error), error) {
-	tokens, err := Tokens(ctx, a, nil)
+	tokens, err := TableAuth(ctx, a, nil, 0)
 	if err != nil {
 		return nil, err
 	}
