@@ -91,7 +91,6 @@ func jsonKind(body string) string {
 type claimed struct {
 	task    *task.Task
 	release func()
-	started func() // claimAtCreate's: called once the record is written
 }
 
 // claim turns a message into a claimed task, or disposes of the message:
@@ -182,12 +181,9 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 			if !c.mayClaim(ctx, m, msg, t) {
 				return claimed{}, false
 			}
-			release, started := func() {}, func() {}
-			token := task.NewProgressToken() // this attempt's alone; its slots name it
+			release := func() {}
 			if c.opt.Gate != nil {
-				tc := *t
-				tc.ProgressToken = token
-				d, err := c.decide(ctx, &tc)
+				d, err := c.decide(ctx, t)
 				if err != nil {
 					c.log.Warn("control check failed; the message will come back", "task_id", t.ID, "error", err)
 					c.mx.PutOff(metrics.PutOffControlError)
@@ -207,9 +203,6 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 					return claimed{}, false
 				}
 				release = c.chainReleases(ctx, d)
-				if d.Started != nil {
-					started = d.Started
-				}
 			}
 			got, err := c.store.Transition(ctx, t, triagetype.Executing, func(n *task.Task) {
 				n.Attempts++
@@ -219,11 +212,10 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 				n.StartedAt = &now
 				n.RetryAt = nil
 				n.Held, n.Released = "", false
-				n.ProgressToken = token
-				n.Suspend = nil // resumed
+				n.ProgressToken = task.NewProgressToken() // this attempt's alone
+				n.Suspend = nil                           // resumed
 			})
 			if err == nil {
-				started()
 				c.mx.Started(t, now, t.Status == triagetype.Queued && t.Attempts == 0)
 				done, rel := c.keyUse.start(t), release
 				return claimed{task: got, release: func() { rel(); done() }}, true
@@ -285,12 +277,9 @@ func (c *Consumer) claimFromMessage(ctx context.Context, m queue.Received, msg t
 	if _, err := c.handlers.Lookup(msg.Type); err != nil {
 		return claimed{}, nil, false
 	}
-	release, started := func() {}, func() {}
-	token := task.NewProgressToken() // this attempt's alone; its slots name it
+	release := func() {}
 	if c.opt.Gate != nil {
-		mt := msg.Task()
-		mt.ProgressToken = token
-		d, err := c.decide(ctx, mt)
+		d, err := c.decide(ctx, msg.Task())
 		switch {
 		case err != nil:
 			c.log.Warn("control check failed; the message will come back", "task_id", msg.ID, "error", err)
@@ -305,9 +294,6 @@ func (c *Consumer) claimFromMessage(ctx context.Context, m queue.Received, msg t
 			return claimed{}, nil, false // set aside: decided again on the task as read
 		}
 		release = c.chainReleases(ctx, d)
-		if d.Started != nil {
-			started = d.Started
-		}
 	}
 	now := c.store.Now()
 	t, err := c.store.Claim(ctx, store.Claim{
@@ -315,10 +301,9 @@ func (c *Consumer) claimFromMessage(ctx context.Context, m queue.Received, msg t
 		Type: msg.Type, Key: msg.Key, TimeoutSeconds: msg.TimeoutSeconds,
 		WorkerID:      c.opt.WorkerID,
 		LeaseUntil:    c.lease().claimUntil(now, time.Duration(msg.TimeoutSeconds)*time.Second),
-		ProgressToken: token,
+		ProgressToken: task.NewProgressToken(), // this attempt's alone
 	})
 	if err == nil {
-		started()
 		// t is the claimed task (ALL_NEW): a first start has its one
 		// attempt and no history (a snooze or sleep leaves an entry).
 		c.mx.Started(t, now, t.Attempts == 1 && len(t.History) == 0)
