@@ -29,11 +29,11 @@ func TestTypeControls(t *testing.T) {
 	// does: set apart, a live refresh between them could put the stored
 	// value back before the mark protects it (seen once under load).
 	b.js("type a negative limit", setRate("noop", "-1"))
-	b.do("save", chromedp.Click(chromedp.CSS(`#controls-body tr[data-type="noop"] button[data-save]`)))
+	b.click("save", `#controls-body tr[data-type="noop"] button[data-save]`)
 	b.wait("the inline error", `document.querySelector('#controls-body tr[data-type="noop"] [data-k="error"]').textContent.includes("rate_limit_per_second")`)
 
 	b.js("set noop to 1/s", setRate("noop", "1"))
-	b.do("save", chromedp.Click(chromedp.CSS(`#controls-body tr[data-type="noop"] button[data-save]`)))
+	b.click("save", `#controls-body tr[data-type="noop"] button[data-save]`)
 	b.wait("the limit saved and shown", `document.querySelector('#controls-body tr[data-type="noop"] [data-k="error"]').textContent === "" &&
 		document.querySelector('#controls-body tr[data-type="noop"] [data-k="rate_use"]').textContent.endsWith("of 1 in this second")`)
 	var ctl struct {
@@ -78,7 +78,7 @@ func TestTypeControls(t *testing.T) {
 	t.Logf("six noop tasks at 1/s started over %v", last.Sub(first).Round(time.Millisecond))
 
 	// Pause echo from the page.
-	b.do("pause echo", chromedp.Click(chromedp.CSS(`#controls-body tr[data-type="echo"] button[data-toggle]`)))
+	b.click("pause echo", `#controls-body tr[data-type="echo"] button[data-toggle]`)
 	b.wait("echo shown paused", `document.querySelector('#controls-body tr[data-type="echo"] [data-k="state"]').textContent === "⏸ paused" &&
 		document.getElementById("dispatch-state").textContent.includes("paused types: echo")`)
 	held := d.submit([]string{`{"type":"echo","priority":"high"}`})[0]
@@ -88,7 +88,7 @@ func TestTypeControls(t *testing.T) {
 	if st := d.get(held).Status; st != "queued" {
 		t.Fatalf("the echo task of a paused type is %s, want queued", st)
 	}
-	b.do("resume echo", chromedp.Click(chromedp.CSS(`#controls-body tr[data-type="echo"] button[data-toggle]`)))
+	b.click("resume echo", `#controls-body tr[data-type="echo"] button[data-toggle]`)
 	b.wait("echo shown running", `document.querySelector('#controls-body tr[data-type="echo"] [data-k="state"]').textContent === "▶ running"`)
 	d.waitTasks("the echo task once resumed", []string{held}, func(tv apiTask) bool { return tv.Status == "completed" })
 }

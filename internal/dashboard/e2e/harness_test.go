@@ -254,6 +254,20 @@ func (b *browser) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// click clicks the element sel inside the page, in one evaluation: on a
+// part of the page that re-renders as it refreshes (the controls' rows),
+// chromedp.Click finds a node and may then click a node that is gone
+// ("Could not find node with given id").
+func (b *browser) click(what, sel string) {
+	b.t.Helper()
+	expr := fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return false; e.click(); return true; })()`, sel)
+	_, err := chromedp.Run(b.ctx, chromedp.Poll[bool](expr,
+		chromedp.WithPollingTimeout(15*time.Second), chromedp.WithPollingInterval(50*time.Millisecond)))
+	if err != nil {
+		b.t.Fatalf("%s: %v\npage:\n%s", what, err, b.text())
+	}
+}
+
 // js runs a statement in the page.
 func (b *browser) js(what, expr string) {
 	b.t.Helper()
