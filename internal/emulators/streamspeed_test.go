@@ -25,11 +25,12 @@ import (
 // Local's unindexed stream records (see DynamoDBLoopback.java): on one
 // server, a task table made after other task tables wrote 8,000 stream
 // records and were deleted must still take conditional writes at no less
-// than half the rate the first table took on the fresh server. Unindexed,
-// each write scans every record: after 20,000 the ratio was about 0.03 (27
-// writes/s against 800), so 8,000 (less than half the test's time) still
-// put it far under the bound. Both rates come from the same run, so a busy
-// machine slows both sides alike.
+// than a quarter of the rate the first table took on the fresh server.
+// Unindexed, each write scans every record: after 20,000 the ratio was
+// about 0.03 (27 writes/s against 800), so 8,000 (less than half the
+// test's time) still put it far under the bound. Both rates come from the
+// same run, but the machine's load can change between them: 0.44 was
+// measured while go test compiled other packages on a cold cache.
 func TestStreamRecordsDoNotSlowNewTables(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 8,000 items")
@@ -63,8 +64,8 @@ func TestStreamRecordsDoNotSlowNewTables(t *testing.T) {
 
 	ratio := laterRate / freshRate
 	t.Logf("conditional writes/s: fresh server %.0f, after %d stream records of deleted tables %.0f (ratio %.2f)", freshRate, records, laterRate, ratio)
-	if ratio < 0.5 {
-		t.Errorf("a new task table writes at %.2f× a fresh server's rate after %d stream records elsewhere; want ≥ 0.5×", ratio, records)
+	if ratio < 0.25 {
+		t.Errorf("a new task table writes at %.2f× a fresh server's rate after %d stream records elsewhere; want ≥ 0.25×", ratio, records)
 	}
 }
 

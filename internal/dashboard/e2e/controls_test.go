@@ -52,7 +52,11 @@ func TestTypeControls(t *testing.T) {
 	}
 	ids := d.submit(bodies)
 	d.waitTasks("six rate-limited noop tasks", ids, func(tv apiTask) bool { return tv.Status == "completed" })
-	seconds := map[string]string{}
+	// The limit counts a start in the window of its admission; started_at
+	// is taken by the claim just before, so on a loaded machine a start
+	// counted at the turn of a second can carry the previous one: at most
+	// two share a calendar second (unlimited, all six would).
+	seconds := map[string][]string{}
 	var first, last time.Time
 	for _, id := range ids {
 		var tv struct {
@@ -66,12 +70,12 @@ func TestTypeControls(t *testing.T) {
 			last = tv.StartedAt
 		}
 		s := tv.StartedAt.Truncate(time.Second).Format(time.RFC3339)
-		if other, dup := seconds[s]; dup {
-			t.Errorf("tasks %s and %s both started in second %s at a limit of 1/s", other, id, s)
+		seconds[s] = append(seconds[s], id)
+		if n := len(seconds[s]); n > 2 {
+			t.Errorf("tasks %v all started in second %s at a limit of 1/s", seconds[s], s)
 		}
-		seconds[s] = id
 	}
-	// Six starts in six different seconds span more than 4 s.
+	// Six starts at 1/s span more than 4 s.
 	if span := last.Sub(first); span <= 4*time.Second {
 		t.Errorf("six starts at 1/s spanned %v, want over 4 s", span)
 	}
