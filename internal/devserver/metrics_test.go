@@ -98,10 +98,14 @@ func TestMetricsAfterWorkload(t *testing.T) {
 		}
 		return got
 	}
+	// The queue gauges are sampled: wait until they show the low queue
+	// drained and the dead task's DLQ message, which is sent after its
+	// record is written dead.
 	const lowAge = `triage_queue_oldest_age_seconds{priority="low"}`
+	const mediumDLQ = `triage_dlq_depth{priority="medium"}`
 	got := scrape()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); got = scrape() {
-		if v, ok := got[lowAge]; ok && v == 0 {
+		if v, ok := got[lowAge]; ok && v == 0 && got[mediumDLQ] == 1 {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -137,7 +141,7 @@ func TestMetricsAfterWorkload(t *testing.T) {
 		`triage_queue_depth{priority="high"}`:                             0,
 		`triage_queue_depth{priority="low"}`:                              0,
 		lowAge:                                                            0,
-		`triage_dlq_depth{priority="medium"}`:                             1,
+		mediumDLQ:                                                         1,
 	}
 	for k, v := range want {
 		if g, ok := got[k]; !ok || g != v {
