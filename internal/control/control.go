@@ -345,11 +345,11 @@ func (c *Controls) RateUse(ctx context.Context, typ string, perSecond float64) (
 	return starts, limit, window, nil
 }
 
-// takeRate counts one start in the type's item for the current second,
-// conditional on the count staying within the limit. A fractional limit
-// (0.5/s) is applied over a window long enough to hold one whole start.
-func (c *Controls) takeRate(ctx context.Context, typ string, perSecond float64) (bool, time.Duration, error) {
-	now := c.now()
+// takeRate counts one start in the type's item for the window holding
+// now, conditional on the count staying within the limit. A fractional
+// limit (0.5/s) is applied over a window long enough to hold one whole
+// start.
+func (c *Controls) takeRate(ctx context.Context, typ string, perSecond float64, now time.Time) (bool, time.Duration, error) {
 	pk, slot, window, limit := rateWindow(typ, perSecond, now)
 	_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &c.table, Key: key(pk),

@@ -113,6 +113,13 @@ type Decision struct {
 	// rate (its head is released at once).
 	Batch int
 	Why   metrics.PutOff
+	// At, on an admission a rate limit counted (a start taken in the
+	// current window, or a release's reservation found open), is the
+	// clock the count was judged by: the consumer records it as the
+	// attempt's started_at, so each start's time falls in the window that
+	// counted it and a limit of n a window never shows more than n starts
+	// stamped in one window. Zero when no rate limit counted the start.
+	At time.Time
 }
 
 // WindowRelease asks for n of scope's set-aside tasks after a wait.
@@ -169,15 +176,17 @@ func (c *Controls) Decide(ctx context.Context, t *task.Task) (Decision, error) {
 	case typ.Held && !t.Released && !rateOnly(typ):
 		return Decision{Scope: scope, Why: metrics.PutOffBehindHeld, Batch: rateBatch(typ.RateLimitPerSecond)}, nil
 	}
+	var at time.Time // when a rate limit counted this start
 	if typ.RateLimitPerSecond > 0 {
-		_, slot, _, _ := rateWindow("", typ.RateLimitPerSecond, c.now())
+		at = c.now()
+		_, slot, _, _ := rateWindow("", typ.RateLimitPerSecond, at)
 		counted, early := reserved(t, scope, slot)
 		if early > 0 {
 			// Released for a window not open yet: hidden until it opens.
 			return Decision{Delay: early, Why: metrics.PutOffRate}, nil
 		}
 		if !counted {
-			ok, wait, err := c.takeRate(ctx, t.Type, typ.RateLimitPerSecond)
+			ok, wait, err := c.takeRate(ctx, t.Type, typ.RateLimitPerSecond, at)
 			if err != nil {
 				return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
 			}
@@ -186,7 +195,7 @@ func (c *Controls) Decide(ctx context.Context, t *task.Task) (Decision, error) {
 			}
 		}
 	}
-	d := Decision{Release: func() {}}
+	d := Decision{Release: func() {}, At: at}
 	if typ.Held && typ.RateLimitPerSecond > 0 {
 		d.NextWindow = append(d.NextWindow, c.nextWindow(scope, typ.RateLimitPerSecond))
 	}

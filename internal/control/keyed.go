@@ -276,7 +276,8 @@ func (c *Controls) decideKeyed(ctx context.Context, t *task.Task, d Decision) (D
 			return d, err
 		}
 		if s.RateLimitPerSecond > 0 {
-			_, slot, _, _ := rateWindow("", s.RateLimitPerSecond, c.now())
+			at := c.now()
+			_, slot, _, _ := rateWindow("", s.RateLimitPerSecond, at)
 			counted, early := reserved(t, name, slot)
 			if early > 0 {
 				// Released for a window not open yet: hidden until it opens.
@@ -286,7 +287,7 @@ func (c *Controls) decideKeyed(ctx context.Context, t *task.Task, d Decision) (D
 			}
 			ok, wait := counted, time.Duration(0)
 			if !counted {
-				ok, wait, err = c.takeRateScope(ctx, sc, s.RateLimitPerSecond)
+				ok, wait, err = c.takeRateScope(ctx, sc, s.RateLimitPerSecond, at)
 				if err != nil {
 					d.Release()
 					return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
@@ -297,6 +298,7 @@ func (c *Controls) decideKeyed(ctx context.Context, t *task.Task, d Decision) (D
 				d.Batch = windowStarts(s.RateLimitPerSecond)
 				return d, err
 			}
+			d.At = at // the key's count is the later one
 			if s.Held {
 				d.NextWindow = append(d.NextWindow, c.nextWindow(name, s.RateLimitPerSecond))
 			}
@@ -352,9 +354,8 @@ func rateShards(limit int) (n int, share func(i int) int) {
 }
 
 // takeRateScope counts one start of scope sc in one random shard of its
-// current window, trying up to rateTries shards.
-func (c *Controls) takeRateScope(ctx context.Context, sc Scope, perSecond float64) (bool, time.Duration, error) {
-	now := c.now()
+// window holding now, trying up to rateTries shards.
+func (c *Controls) takeRateScope(ctx context.Context, sc Scope, perSecond float64, now time.Time) (bool, time.Duration, error) {
 	_, slot, window, limit := rateWindow("", perSecond, now)
 	n, share := rateShards(limit)
 	for _, i := range rand.Perm(n)[:min(n, rateTries)] {

@@ -181,7 +181,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 			if !c.mayClaim(ctx, m, msg, t) {
 				return claimed{}, false
 			}
-			release := func() {}
+			release, start := func() {}, now
 			if c.opt.Gate != nil {
 				d, err := c.decide(ctx, t)
 				if err != nil {
@@ -203,20 +203,21 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 					return claimed{}, false
 				}
 				release = c.chainReleases(ctx, d)
+				start = startedAt(d, c.store.Now())
 			}
 			got, err := c.store.Transition(ctx, t, triagetype.Executing, func(n *task.Task) {
 				n.Attempts++
 				n.WorkerID = c.opt.WorkerID
-				until := c.lease().claimUntil(now, time.Duration(t.TimeoutSeconds)*time.Second)
+				until := c.lease().claimUntil(start, time.Duration(t.TimeoutSeconds)*time.Second)
 				n.LeaseUntil = &until
-				n.StartedAt = &now
+				n.StartedAt = &start
 				n.RetryAt = nil
 				n.Held, n.Released = "", false
 				n.ProgressToken = task.NewProgressToken() // this attempt's alone
 				n.Suspend = nil                           // resumed
 			})
 			if err == nil {
-				c.mx.Started(t, now, t.Status == triagetype.Queued && t.Attempts == 0)
+				c.mx.Started(t, start, t.Status == triagetype.Queued && t.Attempts == 0)
 				done, rel := c.keyUse.start(t), release
 				return claimed{task: got, release: func() { rel(); done() }}, true
 			}
@@ -277,7 +278,7 @@ func (c *Consumer) claimFromMessage(ctx context.Context, m queue.Received, msg t
 	if _, err := c.handlers.Lookup(msg.Type); err != nil {
 		return claimed{}, nil, false
 	}
-	release := func() {}
+	release, start := func() {}, time.Time{}
 	if c.opt.Gate != nil {
 		d, err := c.decide(ctx, msg.Task())
 		switch {
@@ -294,19 +295,24 @@ func (c *Consumer) claimFromMessage(ctx context.Context, m queue.Received, msg t
 			return claimed{}, nil, false // set aside: decided again on the task as read
 		}
 		release = c.chainReleases(ctx, d)
+		start = d.At
 	}
 	now := c.store.Now()
+	if start.IsZero() {
+		start = now
+	}
 	t, err := c.store.Claim(ctx, store.Claim{
 		ID: msg.ID, DispatchVersion: msg.Version,
 		Type: msg.Type, Key: msg.Key, TimeoutSeconds: msg.TimeoutSeconds,
 		WorkerID:      c.opt.WorkerID,
-		LeaseUntil:    c.lease().claimUntil(now, time.Duration(msg.TimeoutSeconds)*time.Second),
+		LeaseUntil:    c.lease().claimUntil(start, time.Duration(msg.TimeoutSeconds)*time.Second),
+		StartedAt:     start,
 		ProgressToken: task.NewProgressToken(), // this attempt's alone
 	})
 	if err == nil {
 		// t is the claimed task (ALL_NEW): a first start has its one
 		// attempt and no history (a snooze or sleep leaves an entry).
-		c.mx.Started(t, now, t.Attempts == 1 && len(t.History) == 0)
+		c.mx.Started(t, start, t.Attempts == 1 && len(t.History) == 0)
 		done, rel := c.keyUse.start(t), release
 		return claimed{task: t, release: func() { rel(); done() }}, nil, true
 	}
@@ -316,6 +322,16 @@ func (c *Consumer) claimFromMessage(ctx context.Context, m queue.Received, msg t
 		return claimed{}, nil, true
 	}
 	return claimed{}, c.current(err), false
+}
+
+// startedAt is an admitted attempt's started_at: the clock a rate limit
+// counted its start by (Decision.At), so the start falls in the window
+// that counted it however long the admission's writes took, or now.
+func startedAt(d control.Decision, now time.Time) time.Time {
+	if d.At.IsZero() {
+		return now
+	}
+	return d.At
 }
 
 // recordWaits are the pauses before re-reading a task that was not found

@@ -26,7 +26,9 @@ type Claim struct {
 	TimeoutSeconds  int
 	WorkerID        string
 	LeaseUntil      time.Time
-	ProgressToken   string
+	// StartedAt is the attempt's started_at; zero means the store's now.
+	StartedAt     time.Time
+	ProgressToken string
 }
 
 // Claim moves a queued or retrying task to executing with one conditional
@@ -45,7 +47,10 @@ type Claim struct {
 // message from a running, finished or not yet recorded task without
 // another read. It never creates an item.
 func (s *Store) Claim(ctx context.Context, c Claim) (*task.Task, error) {
-	now := s.now()
+	now, started := s.now(), c.StartedAt
+	if started.IsZero() {
+		started = now
+	}
 	val := func(v any) expression.ValueBuilder { return expression.Value(v) }
 	at := func(t time.Time) expression.ValueBuilder {
 		av, _ := attributevalue.Marshal(t) // as MarshalTask stores a time
@@ -56,7 +61,7 @@ func (s *Store) Claim(ctx context.Context, c Claim) (*task.Task, error) {
 		Set(expression.Name("attempts"), expression.Name("attempts").Plus(val(1))).
 		Set(expression.Name("worker_id"), val(c.WorkerID)).
 		Set(expression.Name("lease_until"), at(c.LeaseUntil)).
-		Set(expression.Name("started_at"), at(now)).
+		Set(expression.Name("started_at"), at(started)).
 		Set(expression.Name("waiting_since"), at(now)).
 		Set(expression.Name("progress_token"), val(c.ProgressToken)).
 		Remove(expression.Name("retry_at")).

@@ -31,17 +31,21 @@ func TestClaimWritesWhatTransitionWrites(t *testing.T) {
 	cases := []struct {
 		name string
 		edit func(*task.Task)
+		// admitted, when set, is the started_at the claimer gives (a rate
+		// limit's clock, Claim.StartedAt) instead of the store's now.
+		admitted time.Time
 	}{
-		{"queued", func(*task.Task) {}},
-		{"queued with a key, tracked for aging", func(tk *task.Task) { tk.Key = "acme"; tk.Tracked = true }},
-		{"released from a hold", func(tk *task.Task) { tk.Released = true; tk.Attempts = 1 }},
+		{"queued", func(*task.Task) {}, time.Time{}},
+		{"queued, admitted by a rate limit a moment before", func(*task.Task) {}, now.Add(-300 * time.Millisecond)},
+		{"queued with a key, tracked for aging", func(tk *task.Task) { tk.Key = "acme"; tk.Tracked = true }, time.Time{}},
+		{"released from a hold", func(tk *task.Task) { tk.Released = true; tk.Attempts = 1 }, time.Time{}},
 		{"retrying, with its due entry", func(tk *task.Task) {
 			tk.Status = triagetype.Retrying
 			at := now.Add(-time.Second)
 			tk.RetryAt = &at
 			tk.Attempts = 1
 			tk.Suspend = &task.Suspend{Kind: "sleep", WakeAt: at}
-		}},
+		}, time.Time{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,11 +61,15 @@ func TestClaimWritesWhatTransitionWrites(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			started := now
+			if !tc.admitted.IsZero() {
+				started = tc.admitted
+			}
 			if _, err := s.Transition(ctx, cur, triagetype.Executing, func(n *task.Task) {
 				n.Attempts++
 				n.WorkerID = "w1"
 				n.LeaseUntil = &lease
-				n.StartedAt = &now
+				n.StartedAt = &started
 				n.RetryAt = nil
 				n.Held, n.Released = "", false
 				n.ProgressToken = "tok"
@@ -70,12 +78,15 @@ func TestClaimWritesWhatTransitionWrites(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, err := s.Claim(ctx, store.Claim{ID: b.ID, DispatchVersion: b.DispatchVersion, Type: b.Type, Key: b.Key,
-				TimeoutSeconds: b.TimeoutSeconds, WorkerID: "w1", LeaseUntil: lease, ProgressToken: "tok"})
+				TimeoutSeconds: b.TimeoutSeconds, WorkerID: "w1", LeaseUntil: lease, StartedAt: tc.admitted, ProgressToken: "tok"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got.Status != triagetype.Executing || got.Attempts != b.Attempts+1 || got.Version != b.Version+1 {
 				t.Fatalf("Claim returned %s, attempts %d, version %d", got.Status, got.Attempts, got.Version)
+			}
+			if got.StartedAt == nil || !got.StartedAt.Equal(started) {
+				t.Fatalf("Claim wrote started_at %v, want %v", got.StartedAt, started)
 			}
 			ia, ib := rawItem(t, env, a.ID), rawItem(t, env, b.ID)
 			for _, k := range []string{spec.AttrPK, "id", spec.AttrCreatedPK, spec.AttrCreatedSK, spec.AttrTypePK, "created_at"} {
