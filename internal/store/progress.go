@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/triagehq/triage/internal/task"
@@ -95,26 +93,14 @@ func (s *Store) Report(ctx context.Context, id string, r Report, interval time.D
 	if err != nil {
 		return nil, fmt.Errorf("build progress report of task %s: %w", id, err)
 	}
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(s.table),
-		Key:                                 taskKey(id),
-		UpdateExpression:                    expr.Update(),
-		ConditionExpression:                 expr.Condition(),
-		ExpressionAttributeNames:            expr.Names(),
-		ExpressionAttributeValues:           expr.Values(),
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err != nil {
-		var ccf *types.ConditionalCheckFailedException
-		if !errors.As(err, &ccf) {
-			return nil, s.conflict(id, err)
-		}
+	got, err := s.updateTask(ctx, id, expr)
+	var ce *ConflictError
+	if errors.As(err, &ce) {
 		// Either the attempt ended, or another report won the race.
-		if now, uerr := unmarshal(ccf.Item); uerr == nil && now.Status == triagetype.Executing && now.ProgressToken == r.Token {
+		if now := ce.Current; now != nil && now.Status == triagetype.Executing && now.ProgressToken == r.Token {
 			return nil, &TooSoonError{Wait: interval}
 		}
 		return nil, ErrBadToken
 	}
-	return unmarshal(out.Attributes)
+	return got, err
 }

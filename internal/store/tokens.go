@@ -94,9 +94,26 @@ func (s *Store) CreateToken(ctx context.Context, t APIToken) error {
 	cond := expression.AttributeNotExists(attr).And(
 		expression.Or(expression.AttributeNotExists(count), count.LessThan(expression.Value(MaxAPITokens))))
 	upd := expression.Set(attr, expression.Value(av)).Add(count, expression.Value(1))
+	refused, err := s.updateTokens(ctx, cond, upd)
+	switch {
+	case err != nil:
+		return fmt.Errorf("create token %s: %w", t.Name, err)
+	case refused == nil:
+		return nil
+	}
+	if _, taken := refused[tokenAttrPrefix+t.Name]; taken {
+		return fmt.Errorf("token %s: %w", t.Name, ErrTokenExists)
+	}
+	return fmt.Errorf("token %s: %w", t.Name, ErrTokensFull)
+}
+
+// updateTokens makes one conditional update of the tokens item. When the
+// condition fails it returns the item as it was (refused; an empty map when
+// there is none) and no error.
+func (s *Store) updateTokens(ctx context.Context, cond expression.ConditionBuilder, upd expression.UpdateBuilder) (refused map[string]types.AttributeValue, err error) {
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &s.table, Key: tokensItemKey(),
@@ -108,19 +125,14 @@ func (s *Store) CreateToken(ctx context.Context, t APIToken) error {
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		if _, taken := ccf.Item[tokenAttrPrefix+t.Name]; taken {
-			return fmt.Errorf("token %s: %w", t.Name, ErrTokenExists)
+		if ccf.Item == nil {
+			return map[string]types.AttributeValue{}, nil
 		}
-		return fmt.Errorf("token %s: %w", t.Name, ErrTokensFull)
+		return ccf.Item, nil
 	}
-	if err != nil {
-		return fmt.Errorf("create token %s: %w", t.Name, err)
-	}
-	return nil
+	return nil, err
 }
 
-// Tokens returns the kept tokens, by name, with one strongly consistent
-// GetItem (a token just revoked is not in it).
 func (s *Store) Tokens(ctx context.Context) ([]APIToken, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: tokensItemKey(), ConsistentRead: aws.Bool(true)})
 	if err != nil {
@@ -151,23 +163,12 @@ func (s *Store) RevokeToken(ctx context.Context, name string) error {
 	}
 	attr := expression.NameNoDotSplit(tokenAttrPrefix + name)
 	upd := expression.Remove(attr).Add(expression.Name(tokensCount), expression.Value(-1))
-	expr, err := expression.NewBuilder().WithCondition(expression.AttributeExists(attr)).WithUpdate(upd).Build()
-	if err != nil {
-		return err
-	}
-	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &s.table, Key: tokensItemKey(),
-		UpdateExpression:          expr.Update(),
-		ConditionExpression:       expr.Condition(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return fmt.Errorf("token %s: %w", name, ErrTokenNotFound)
-	}
-	if err != nil {
+	refused, err := s.updateTokens(ctx, expression.AttributeExists(attr), upd)
+	switch {
+	case err != nil:
 		return fmt.Errorf("revoke token %s: %w", name, err)
+	case refused != nil:
+		return fmt.Errorf("token %s: %w", name, ErrTokenNotFound)
 	}
 	return nil
 }
