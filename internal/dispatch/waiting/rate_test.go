@@ -119,8 +119,12 @@ func TestRateLimitedBacklogIsSetAside(t *testing.T) {
 			if perTask > 3 {
 				t.Errorf("%.2f messages received a task, want at most 3 (about 2)", perTask)
 			}
-			if w.SetAside < n/2 {
-				t.Errorf("only %d set-asides for a backlog of %d at %.0f/s: the refusals were not set aside", w.SetAside, n, rate)
+			// Most messages received again come back from a release, not
+			// from a hide. (How many are refused at all depends on how
+			// fast the consumers are: at load 20 they started only 2.5 a
+			// second, and 19 of 60 were set aside.)
+			if again := w.Received - n; w.SetAside == 0 || float64(w.SetAside) < float64(again)/2 {
+				t.Errorf("%d set-asides for %d messages received again: the refusals were hidden, not set aside", w.SetAside, again)
 			}
 		})
 	}
