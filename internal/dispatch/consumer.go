@@ -120,12 +120,9 @@ type Options struct {
 	BatchWait time.Duration
 	// MaxBatchWait bounds how long a busy consumer waits for free slots
 	// when the slots' turnover says the batch needs longer than BatchWait
-	// (200 ms). Under load a receive asks for the slots free now plus
-	// those the turnover frees within the next second (at most
-	// LeaseMargin/4), so it carries up to ten messages while free slots
-	// wait at most this long; a message that finds no slot waits here for
-	// one up to twice that second (inside the slack of the visibility
-	// timeout it was received with), then is handed back.
+	// (200 ms): under load, receives carry as many messages as slots
+	// freed meanwhile, at most this much later, and never more than the
+	// slots free when they are made.
 	MaxBatchWait time.Duration
 	// DrainTimeout is how long Run waits for running tasks after its context
 	// ends before it cancels them and hands them back to the queue (30 s).
@@ -467,22 +464,19 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 		sleep(ctx, pausedPoll)
 		return
 	}
-	// ahead is the turnover a busy receive asks for beyond the free
-	// slots: 0 unless the consumer is busy.
-	var ahead time.Duration
 	if want := min(queue.MaxBatch, c.opt.Concurrency); gen > 0 && gen+res < want {
 		// Busy: give running tasks time to free more slots, so one receive
-		// fetches several messages instead of one. The receive asks for
-		// the slots the turnover frees within ahead too, so it waits only
-		// for the rest: BatchWait, or as long as the slots' turnover says
-		// want slots take to free up beyond ahead, at most MaxBatchWait.
-		// With only reserved slots free nothing waits: the high queue
-		// alone is polled for them, so high work is not held back by the
-		// batching, and general slots are batched once some are free.
+		// fetches several messages instead of one: BatchWait, or as long
+		// as the slots' turnover says want slots take to free up, at most
+		// MaxBatchWait. It never asks for more messages than there are
+		// free slots: a message received is claimed at once, in the order
+		// the weighted pick and the keys' fair windows decided, never held
+		// here behind a local backlog. With only reserved slots free
+		// nothing waits: the high queue alone is polled for them, so high
+		// work is not held back by the batching.
 		wait := c.opt.BatchWait
 		if wait >= 0 {
-			ahead = c.aheadBound()
-			wait = max(wait, min(c.slots.turnover(want)-ahead, c.opt.MaxBatchWait))
+			wait = max(wait, min(c.slots.turnover(want), c.opt.MaxBatchWait))
 		}
 		gen, res = c.waitForSlots(ctx, want, wait)
 	}
@@ -512,12 +506,6 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 	if p == triagetype.High {
 		n += res
 	}
-	if ahead > 0 {
-		// Ask for what the turnover frees within ahead too, so a busy
-		// receive carries up to ten; a message that finds no slot waits
-		// here for one up to twice as long.
-		n += c.slots.releasing(ahead)
-	}
 	msgs, err := c.receive(ctx, p, min(n, queue.MaxBatch), 0)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -531,23 +519,8 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 		return
 	}
 	c.clearEmpty(p)
-	c.startWithin(ctx, work, wg, msgs, 2*ahead)
+	c.start(ctx, work, wg, msgs)
 }
-
-// aheadBound is the turnover a busy receive asks for beyond the free
-// slots: maxAhead, at most a quarter of the lease margin, so that a
-// message waiting here twice as long for a slot stays well inside the
-// slack of the visibility timeout it was received with.
-func (c *Consumer) aheadBound() time.Duration {
-	return max(0, min(maxAhead, c.lease().margin/4))
-}
-
-// maxAhead bounds the turnover a busy receive asks for beyond the free
-// slots (aheadBound). The messages it brings wait for slots that running
-// tasks are about to free, so no slot idles for it; what it costs is that
-// a busy consumer may keep up to ten messages up to twice this long that
-// another consumer with free slots could have started.
-const maxAhead = time.Second
 
 // waitForSlots waits up to d for at least want free slots and returns the
 // free counts then.
@@ -689,59 +662,25 @@ const receiveSlack = 10 * time.Second
 // goroutine; a message with no slot left, or received as the consumer
 // stops, is made visible again at once.
 func (c *Consumer) start(ctx, work context.Context, wg *sync.WaitGroup, msgs []queue.Received) {
-	c.startWithin(ctx, work, wg, msgs, 0)
-}
-
-// startWithin is start, except that a message with no slot waits up to
-// ahead for one, taking slots as they are released, in the order
-// received; what has none by then is made visible again.
-func (c *Consumer) startWithin(ctx, work context.Context, wg *sync.WaitGroup, msgs []queue.Received, ahead time.Duration) {
-	var deadline <-chan time.Time
-	if ahead > 0 {
-		t := time.NewTimer(ahead)
-		defer t.Stop()
-		deadline = t.C
-	}
-	for {
-		_, _, released := c.slots.free()
-		var left []queue.Received
-		for _, m := range msgs {
-			if ctx.Err() != nil {
-				c.release(ctx, m)
-				continue
-			}
-			kind, ok := c.slots.take(m.Priority)
-			if !ok {
-				left = append(left, m)
-				continue
-			}
-			c.reportSlots()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.reportSlots()
-				taken := time.Now()
-				defer func() { c.slots.release(kind, time.Since(taken)) }()
-				c.process(work, m)
-			}()
-		}
-		if len(left) == 0 {
-			return
-		}
-		msgs = left
-		if deadline == nil {
-			break
-		}
-		select {
-		case <-released:
-			continue
-		case <-deadline:
-		case <-ctx.Done():
-		}
-		break
-	}
 	for _, m := range msgs {
-		c.release(ctx, m)
+		if ctx.Err() != nil {
+			c.release(ctx, m)
+			continue
+		}
+		kind, ok := c.slots.take(m.Priority)
+		if !ok {
+			c.release(ctx, m)
+			continue
+		}
+		c.reportSlots()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.reportSlots()
+			taken := time.Now()
+			defer func() { c.slots.release(kind, time.Since(taken)) }()
+			c.process(work, m)
+		}()
 	}
 }
 

@@ -645,12 +645,11 @@ func reservedSlotStartsHigh(t *testing.T, start starter) {
 	}
 }
 
-// While a medium backlog keeps the consumer busy (its receives ask for
-// the slots the turnover frees and hold the messages for them), a high
-// task sent meanwhile still starts within a second: the high queue is
-// long-polled for the reserved slot, not held behind a batch. Every
-// backlog task runs once and the backlog drains, so no message held for a
-// slot is lost.
+// While a medium backlog keeps the consumer busy (its receives wait for
+// the slots' turnover to batch), a high task sent meanwhile still starts
+// within a second: the high queue is long-polled for the reserved slot,
+// not held behind a batch. Every backlog task runs once and the backlog
+// drains, so no message is lost to the batching.
 func TestBusyConsumerStartsHighPromptly(t *testing.T) { busyStartsHigh(t, longRunning) }
 
 func TestEventsBusyConsumerStartsHighPromptly(t *testing.T) { busyStartsHigh(t, byEvents) }

@@ -46,19 +46,6 @@ func (s *slots) turnover(want int) time.Duration {
 	return time.Duration(want-free) * s.hold / time.Duration(busy)
 }
 
-// releasing is how many busy slots the slots' recent turnover frees
-// within d: d times the busy slots over the mean hold (0 before the first
-// release).
-func (s *slots) releasing(d time.Duration) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	busy := s.total - s.general - s.reserved
-	if busy <= 0 || s.hold <= 0 || d <= 0 {
-		return 0
-	}
-	return min(busy, int(time.Duration(busy)*d/s.hold))
-}
-
 // free returns the free counts and a channel closed at the next release.
 func (s *slots) free() (general, reserved int, released <-chan struct{}) {
 	s.mu.Lock()

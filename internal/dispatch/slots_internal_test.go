@@ -7,40 +7,6 @@ import (
 	"github.com/triagehq/triage/triagetype"
 )
 
-// A busy receive asks for the slots the turnover frees within its horizon:
-// the busy slots over the mean hold, none before the first release, never
-// more than are busy.
-func TestSlotsReleasingFollowsTurnover(t *testing.T) {
-	for _, tc := range []struct {
-		name        string
-		total, busy int
-		hold, ahead time.Duration
-		want        int
-	}{
-		{"nothing released yet", 32, 31, 0, time.Second, 0},
-		{"nothing busy", 32, 0, time.Second, time.Second, 0},
-		{"31 busy, 1.5 s each, 1 s ahead", 32, 31, 1500 * time.Millisecond, time.Second, 20},
-		{"31 busy, 25 ms each (AWS), capped at the busy slots", 32, 31, 25 * time.Millisecond, time.Second, 31},
-		{"slow tasks free none within the horizon", 32, 31, time.Minute, time.Second, 0},
-		{"no horizon", 32, 31, time.Second, 0, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newSlots(tc.total, 1)
-			for range tc.busy {
-				if _, ok := s.take(triagetype.Medium); !ok {
-					if _, ok := s.take(triagetype.High); !ok {
-						t.Fatal("no slot to take")
-					}
-				}
-			}
-			s.hold = tc.hold
-			if got := s.releasing(tc.ahead); got != tc.want {
-				t.Errorf("releasing(%v) = %d, want %d", tc.ahead, got, tc.want)
-			}
-		})
-	}
-}
-
 // A delete waits for nine others at most half the lease margin (the least
 // time its message stays hidden after its task finished), at most a second.
 func TestDeleteHoldStaysInsideTheMargin(t *testing.T) {
