@@ -19,6 +19,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,9 +84,13 @@ type Options struct {
 	// (Config.PollWait).
 	PollWait time.Duration
 	// EmptyBackoff is how long a queue that returned nothing is skipped
-	// (200 ms). It bounds how late a busy consumer notices new work on a
-	// queue it found empty, so it is short: the cost is one receive per
-	// empty queue per EmptyBackoff while busy.
+	// (200 ms); medium and low are skipped twice as long for each empty
+	// receive in a row, up to eight times as long. It bounds how late a busy
+	// consumer notices new work on a queue it found empty: EmptyBackoff
+	// for high, which is instead long-polled while reserved slots are free
+	// (it notices at once then), and the longer bound for medium and low
+	// (low's wait is bounded by aging anyway). The cost is one receive per
+	// empty queue per backoff while busy.
 	EmptyBackoff time.Duration
 	// Lease is how long a claim holds a task before it must be renewed by a
 	// heartbeat (Config.Lease, or the task timeout if shorter); heartbeats
@@ -116,7 +121,8 @@ type Options struct {
 	// MaxBatchWait bounds how long a busy consumer waits for free slots
 	// when the slots' turnover says the batch needs longer than BatchWait
 	// (200 ms): under load, receives carry as many messages as slots
-	// freed meanwhile, at most this much later.
+	// freed meanwhile, at most this much later, and never more than the
+	// slots free when they are made.
 	MaxBatchWait time.Duration
 	// DrainTimeout is how long Run waits for running tasks after its context
 	// ends before it cancels them and hands them back to the queue (30 s).
@@ -298,6 +304,7 @@ type Consumer struct {
 
 	emptyMu    sync.Mutex
 	emptyUntil map[triagetype.Priority]time.Time
+	emptyRun   map[triagetype.Priority]int  // empty receives in a row
 	polling    map[triagetype.Priority]bool // queues with an idle long-poll under way
 	pollNews   chan struct{}                // an idle long-poll ended
 }
@@ -310,11 +317,12 @@ func New(s Store, q Queues, r Redispatcher, h Handlers, o Options, d Deps) *Cons
 		slots:      newSlots(opt.Concurrency, opt.ReservedHigh),
 		keyUse:     newKeyUse(),
 		emptyUntil: map[triagetype.Priority]time.Time{},
+		emptyRun:   map[triagetype.Priority]int{},
 		polling:    map[triagetype.Priority]bool{},
 		pollNews:   make(chan struct{}, 8),
 	}
 	c.picker = picker{weights: opt.Weights, strict: opt.Strict != nil && *opt.Strict, rng: opt.Rand}
-	c.del = newDeleter(q, c.log)
+	c.del = newDeleter(q, c.log, deleteHold(opt.LeaseMargin))
 	c.mx = opt.Metrics
 	if c.mx == nil {
 		c.mx = noMetrics{}
@@ -456,14 +464,18 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 		sleep(ctx, pausedPoll)
 		return
 	}
-	if want := min(queue.MaxBatch, c.opt.Concurrency); gen+res < want {
+	if want := min(queue.MaxBatch, c.opt.Concurrency); gen > 0 && gen+res < want {
 		// Busy: give running tasks time to free more slots, so one receive
 		// fetches several messages instead of one: BatchWait, or as long
 		// as the slots' turnover says want slots take to free up, at most
-		// MaxBatchWait. With only reserved slots free it waits BatchWait,
-		// so high work is not held back by the batching.
+		// MaxBatchWait. It never asks for more messages than there are
+		// free slots: a message received is claimed at once, in the order
+		// the weighted pick and the keys' fair windows decided, never held
+		// here behind a local backlog. With only reserved slots free
+		// nothing waits: the high queue alone is polled for them, so high
+		// work is not held back by the batching.
 		wait := c.opt.BatchWait
-		if gen > 0 && wait >= 0 {
+		if wait >= 0 {
 			wait = max(wait, min(c.slots.turnover(want), c.opt.MaxBatchWait))
 		}
 		gen, res = c.waitForSlots(ctx, want, wait)
@@ -473,6 +485,16 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 		eligible = []triagetype.Priority{triagetype.High}
 	}
 	cands := c.nonEmpty(eligible)
+	if res > 0 && c.foundEmpty(triagetype.High) {
+		// High was found empty: long-poll it for the reserved slots and
+		// its share of the general ones instead of probing it, so new
+		// high work starts at once and the high queue costs one receive
+		// per PollWait, not one per EmptyBackoff.
+		cands = slices.DeleteFunc(cands, func(p triagetype.Priority) bool { return p == triagetype.High })
+		if len(cands) > 0 {
+			c.longPoll(ctx, work, wg, triagetype.High, res+gen/len(eligible))
+		}
+	}
 	if len(cands) == 0 {
 		c.idlePoll(ctx, work, wg, eligible)
 		return
@@ -496,6 +518,7 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 		c.markEmpty(p)
 		return
 	}
+	c.clearEmpty(p)
 	c.start(ctx, work, wg, msgs)
 }
 
@@ -541,31 +564,11 @@ func (c *Consumer) idlePoll(ctx, work context.Context, wg *sync.WaitGroup, eligi
 			aside = true
 			continue
 		}
-		if !c.beginPoll(p) {
-			continue
+		n := share
+		if p == triagetype.High {
+			n += res
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer c.endPoll(p)
-			n := share
-			if p == triagetype.High {
-				n += res
-			}
-			msgs, err := c.receive(ctx, p, min(n, queue.MaxBatch), c.opt.PollWait)
-			switch {
-			case err != nil:
-				if ctx.Err() == nil {
-					c.log.Warn("receive failed", "priority", p, "error", err)
-					sleep(ctx, time.Second)
-				}
-			case len(msgs) == 0:
-				c.markEmpty(p)
-			default:
-				c.clearEmpty(p)
-				c.start(ctx, work, wg, msgs)
-			}
-		}()
+		c.longPoll(ctx, work, wg, p, n)
 	}
 	if aside && !c.pollingAny() {
 		// Every queue not polled is left to other workers for a moment,
@@ -581,6 +584,33 @@ func (c *Consumer) idlePoll(ctx, work context.Context, wg *sync.WaitGroup, eligi
 	case <-released:
 	case <-ctx.Done():
 	}
+}
+
+// longPoll starts a long-poll of p for up to n messages, PollWait long,
+// unless one is under way; the poller starts what it receives itself and
+// tells pollNews when it ends.
+func (c *Consumer) longPoll(ctx, work context.Context, wg *sync.WaitGroup, p triagetype.Priority, n int) {
+	if !c.beginPoll(p) {
+		return
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer c.endPoll(p)
+		msgs, err := c.receive(ctx, p, min(n, queue.MaxBatch), c.opt.PollWait)
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				c.log.Warn("receive failed", "priority", p, "error", err)
+				sleep(ctx, time.Second)
+			}
+		case len(msgs) == 0:
+			c.markEmpty(p)
+		default:
+			c.clearEmpty(p)
+			c.start(ctx, work, wg, msgs)
+		}
+	}()
 }
 
 func (c *Consumer) beginPoll(p triagetype.Priority) bool {
@@ -680,22 +710,44 @@ func (c *Consumer) nonEmpty(eligible []triagetype.Priority) []triagetype.Priorit
 	now := time.Now()
 	var out []triagetype.Priority
 	for _, p := range eligible {
-		if now.After(c.emptyUntil[p]) && !c.unhandled.asideFrom(p, now) { // unhandled.go: handBackAside
+		// A queue being long-polled is left to its poller, which brings
+		// its messages as they come.
+		if now.After(c.emptyUntil[p]) && !c.polling[p] && !c.unhandled.asideFrom(p, now) { // unhandled.go: handBackAside
 			out = append(out, p)
 		}
 	}
 	return out
 }
 
+// markEmpty skips p for EmptyBackoff after an empty receive; medium and
+// low for twice as long after each further empty receive in a row, up to
+// 2^maxEmptyDoublings times as long. High is not skipped longer: it is
+// long-polled instead while reserved slots are free (pollOnce).
 func (c *Consumer) markEmpty(p triagetype.Priority) {
 	c.emptyMu.Lock()
-	c.emptyUntil[p] = time.Now().Add(c.opt.EmptyBackoff)
-	c.emptyMu.Unlock()
+	defer c.emptyMu.Unlock()
+	d := c.opt.EmptyBackoff
+	if p != triagetype.High {
+		d <<= min(c.emptyRun[p], maxEmptyDoublings)
+	}
+	c.emptyRun[p]++
+	c.emptyUntil[p] = time.Now().Add(d)
 }
+
+// foundEmpty reports whether p's last receive brought nothing.
+func (c *Consumer) foundEmpty(p triagetype.Priority) bool {
+	c.emptyMu.Lock()
+	defer c.emptyMu.Unlock()
+	return c.emptyRun[p] > 0
+}
+
+// maxEmptyDoublings bounds markEmpty's growth: 2³, eight times EmptyBackoff.
+const maxEmptyDoublings = 3
 
 func (c *Consumer) clearEmpty(p triagetype.Priority) {
 	c.emptyMu.Lock()
 	delete(c.emptyUntil, p)
+	delete(c.emptyRun, p)
 	c.emptyMu.Unlock()
 }
 

@@ -12,14 +12,17 @@ import (
 )
 
 // deleter batches message deletes: ten per request, or whatever is pending
-// once the oldest pending delete has waited deleteHold (looked at every
+// once the oldest pending delete has waited hold (looked at every
 // flushEvery), and everything when the run ends. A finished task's message
-// is hidden for its lease, so holding its delete a moment costs nothing; a
-// delete that fails only means the message comes back, finds its task
+// is still hidden for at least the lease margin (the visibility its
+// receive or last heartbeat set runs that far past the lease), so holding
+// its delete for half of it (deleteHold) costs nothing; a delete that
+// fails or comes late only means the message comes back, finds its task
 // finished, and is deleted then.
 type deleter struct {
 	queues  Queues
 	log     *slog.Logger
+	hold    time.Duration
 	in      chan pendingDelete
 	pending map[triagetype.Priority][]string
 	since   map[triagetype.Priority]time.Time // when each pending batch began
@@ -36,12 +39,18 @@ type pendingDelete struct {
 }
 
 const (
-	flushEvery = 50 * time.Millisecond
-	deleteHold = 250 * time.Millisecond
+	flushEvery    = 50 * time.Millisecond
+	maxDeleteHold = time.Second
 )
 
-func newDeleter(q Queues, log *slog.Logger) *deleter {
-	return &deleter{queues: q, log: log, in: make(chan pendingDelete, 256), pending: map[triagetype.Priority][]string{}, since: map[triagetype.Priority]time.Time{}}
+// deleteHold is how long a delete waits for nine others: half the lease
+// margin, at most maxDeleteHold, at least flushEvery.
+func deleteHold(margin time.Duration) time.Duration {
+	return max(flushEvery, min(maxDeleteHold, margin/2))
+}
+
+func newDeleter(q Queues, log *slog.Logger, hold time.Duration) *deleter {
+	return &deleter{queues: q, log: log, hold: hold, in: make(chan pendingDelete, 256), pending: map[triagetype.Priority][]string{}, since: map[triagetype.Priority]time.Time{}}
 }
 
 // watch starts recording which of receipts are deleted.
@@ -107,7 +116,7 @@ func (d *deleter) run(ctx context.Context) {
 			}
 		case now := <-t.C:
 			for p := range d.pending {
-				if now.Sub(d.since[p]) >= deleteHold {
+				if now.Sub(d.since[p]) >= d.hold {
 					d.flush(p)
 				}
 			}

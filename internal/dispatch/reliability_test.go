@@ -645,6 +645,61 @@ func reservedSlotStartsHigh(t *testing.T, start starter) {
 	}
 }
 
+// While a medium backlog keeps the consumer busy (its receives wait for
+// the slots' turnover to batch), a high task sent meanwhile still starts
+// within a second: the high queue is long-polled for the reserved slot,
+// not held behind a batch. Every backlog task runs once and the backlog
+// drains, so no message is lost to the batching.
+func TestBusyConsumerStartsHighPromptly(t *testing.T) { busyStartsHigh(t, longRunning) }
+
+func TestEventsBusyConsumerStartsHighPromptly(t *testing.T) { busyStartsHigh(t, byEvents) }
+
+func busyStartsHigh(t *testing.T, start starter) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	l := newLedger(func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
+		if r.Priority == triagetype.Medium {
+			select {
+			case <-time.After(300 * time.Millisecond):
+			case <-ctx.Done():
+			}
+		}
+		return nil, nil
+	})
+	const backlog = 150
+	meds := submit(t, a, "job", triagetype.Medium, backlog, `{}`)
+	opt := stacktest.FastDispatch()
+	opt.Concurrency, opt.ReservedHigh = 12, 1
+	stacktest.Run(t, start(a, stacktest.Registry("job", l), opt))
+	waitEnds(t, l, 30, time.Minute) // busy, with the slots' turnover known
+	submitted := time.Now()
+	high := submit(t, a, "job", triagetype.High, 1, `{}`)
+	started := stacktest.WaitStatus(t, a.Store, high[0], triagetype.Completed, 10*time.Second)
+	wait := started.StartedAt.Sub(submitted)
+	ended := 0
+	for _, e := range l.Ends() {
+		if e.At.Before(*started.StartedAt) {
+			ended++
+		}
+	}
+	t.Logf("high task started %v after submit, %d of %d backlog tasks ended by then", wait, ended, backlog)
+	if ended >= backlog {
+		t.Fatal("the backlog drained before the high task started: the consumer was not busy")
+	}
+	if wait > time.Second {
+		t.Fatalf("high task waited %v beside a busy backlog; want under 1 s", wait)
+	}
+	waitEnds(t, l, backlog+1, 2*time.Minute)
+	for _, id := range meds {
+		if n := l.Runs()[id]; n != 1 {
+			t.Errorf("backlog task %s ran %d times", id, n)
+		}
+	}
+	if o := l.Overlaps(); len(o) > 0 {
+		t.Errorf("overlapping runs: %v", o)
+	}
+}
+
 // Every body a producer can send straight to a queue that the consumer
 // cannot use, bare JSON scalars and arrays included, lands in that
 // priority's DLQ with a reason that says what is wrong with it in the
