@@ -80,8 +80,14 @@ func (s Scope) item() string {
 // Decision is the gate's answer for one task.
 type Decision struct {
 	// Release, when set, admits the task; its holder calls it once when
-	// the task ends.
+	// the task ends, or when its claim is not written after all.
 	Release func()
+	// Started, set with Release, is called once the task's claim is
+	// written: its concurrency slots then stay named by the run until a
+	// later claimant sees from the task's record that the run ended, so
+	// Release writes nothing (slots.go). Without the call, Release writes
+	// them free.
+	Started func()
 	// Scope, when set on a refusal, is where the task is set aside (held
 	// in the table, in submit order) rather than hidden and received again.
 	Scope string
@@ -135,6 +141,10 @@ type WindowRelease struct {
 // is paused, at its rate or concurrency limit, or has earlier tasks set
 // aside that t must not overtake (unless t was released from them, or the
 // scope's only limit is its rate: rateOnly).
+//
+// t.ProgressToken must be the token t's claim will write (a fresh one per
+// attempt): a concurrency slot names it, and the slot is taken over once
+// the task's record shows that run ended.
 func (c *Controls) Decide(ctx context.Context, t *task.Task) (Decision, error) {
 	global, err := c.cachedGet(ctx, "")
 	if err != nil {
@@ -201,14 +211,14 @@ func (c *Controls) Decide(ctx context.Context, t *task.Task) (Decision, error) {
 	}
 	if typ.MaxConcurrency > 0 {
 		lease := time.Duration(t.TimeoutSeconds)*time.Second + 30*time.Second
-		release, err := c.takeSlot(ctx, t, typ.MaxConcurrency, lease)
+		h, err := c.takeSlot(ctx, t, typ.MaxConcurrency, lease)
 		if err != nil {
 			return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
 		}
-		if release == nil {
+		if h == nil {
 			return Decision{Scope: scope, Delay: ConcurrencyRecheck, Why: metrics.PutOffConcurrency}, nil
 		}
-		d.Release = release
+		d.Release, d.Started = h.release, h.start
 		if typ.Held {
 			d.EndNext = []string{scope}
 		} else {
