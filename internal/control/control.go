@@ -393,7 +393,7 @@ func (c *Controls) takeRate(ctx context.Context, typ string, perSecond float64, 
 // takeSlot claims one of the type's n concurrency slots for t's run,
 // looking at all of them if need be (slots.go).
 func (c *Controls) takeSlot(ctx context.Context, t *task.Task, n int, lease time.Duration) (*slotHold, error) {
-	return c.takeSlotAt(ctx, "CONC#"+t.Type+"#", runOf(t), n, n, lease)
+	return c.takeSlotAt(ctx, slotPrefix(TypeScope(t.Type)), runOf(t), n, n, lease)
 }
 
 // runOf is the run a claim of t starts: t.ProgressToken is the token the

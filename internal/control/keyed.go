@@ -250,20 +250,25 @@ func (c *Controls) decideKeyed(ctx context.Context, t *task.Task, d Decision) (D
 		if !reg[name] {
 			continue
 		}
+		// giveBack returns the admission so far (its slots are written
+		// free) and names the scopes whose slots it held, for the caller to
+		// wake (Decision.EndIfHeld).
+		giveBack := func(out Decision) Decision {
+			d.Release()
+			out.EndNext, out.EndIfHeld = d.EndNext, d.EndIfHeld
+			return out
+		}
 		s, err := c.cachedScope(ctx, sc)
 		if err != nil {
-			d.Release()
-			return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
+			return giveBack(Decision{Why: metrics.PutOffControlError, Delay: time.Second}), err
 		}
 		if s.Paused && t.Released {
 			if s, err = c.refreshScope(ctx, sc); err != nil {
-				d.Release()
-				return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
+				return giveBack(Decision{Why: metrics.PutOffControlError, Delay: time.Second}), err
 			}
 		}
 		refuse := func(why metrics.PutOff, delay time.Duration) (Decision, error) {
-			d.Release()
-			return Decision{Scope: name, Why: why, Delay: delay}, nil
+			return giveBack(Decision{Scope: name, Why: why, Delay: delay}), nil
 		}
 		switch {
 		case s.Paused:
@@ -289,8 +294,7 @@ func (c *Controls) decideKeyed(ctx context.Context, t *task.Task, d Decision) (D
 			if !counted {
 				ok, wait, err = c.takeRateScope(ctx, sc, s.RateLimitPerSecond, at)
 				if err != nil {
-					d.Release()
-					return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
+					return giveBack(Decision{Why: metrics.PutOffControlError, Delay: time.Second}), err
 				}
 			}
 			if !ok {
@@ -305,10 +309,9 @@ func (c *Controls) decideKeyed(ctx context.Context, t *task.Task, d Decision) (D
 		}
 		if s.MaxConcurrency > 0 {
 			lease := time.Duration(t.TimeoutSeconds)*time.Second + 30*time.Second
-			h, err := c.takeSlotAt(ctx, "CONC#"+name+"#", runOf(t), s.MaxConcurrency, slotTries, lease)
+			h, err := c.takeSlotAt(ctx, slotPrefix(sc), runOf(t), s.MaxConcurrency, slotTries, lease)
 			if err != nil {
-				d.Release()
-				return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
+				return giveBack(Decision{Why: metrics.PutOffControlError, Delay: time.Second}), err
 			}
 			if h == nil {
 				return refuse(metrics.PutOffConcurrency, ConcurrencyRecheck)

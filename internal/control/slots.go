@@ -48,6 +48,15 @@ import (
 // of a free slot makes them: a consumer remembers the slots of the runs
 // it saw end (freed) and takes one of those first, with no read.
 
+// slotPrefix is the prefix of sc's slot items: "CONC#<type>#" for a type,
+// "CONC#<scope>#" for a keyed scope.
+func slotPrefix(sc Scope) string {
+	if sc.Key == "" {
+		return "CONC#" + sc.Type + "#"
+	}
+	return "CONC#" + sc.String() + "#"
+}
+
 // slotRun is the run a slot is taken for.
 type slotRun struct {
 	task  string // the task's id
@@ -154,7 +163,7 @@ func (c *Controls) takeSlotAt(ctx context.Context, prefix string, run slotRun, n
 	for size := slotReadFirst; len(order) > 0; size = min(2*size, 100) {
 		round := order[:min(size, len(order))]
 		order = order[len(round):]
-		refs, err := c.readSlots(ctx, prefix, round)
+		refs, err := c.readSlots(ctx, prefix, round, false)
 		if err != nil {
 			return nil, err
 		}
@@ -258,15 +267,15 @@ func (c *Controls) putSlot(ctx context.Context, pk string, run slotRun, until in
 	return true, nil
 }
 
-// readSlots reads slots prefix<i> for each i (eventually consistent: a
-// stale view only makes a conditional write fail). A slot never written
-// comes back with no holder.
-func (c *Controls) readSlots(ctx context.Context, prefix string, idx []int) ([]slotRef, error) {
+// readSlots reads slots prefix<i> for each i: eventually consistent for a
+// claim (a stale view only makes a conditional write fail), consistent
+// for SlotFreeAfterHold. A slot never written comes back with no holder.
+func (c *Controls) readSlots(ctx context.Context, prefix string, idx []int, consistent bool) ([]slotRef, error) {
 	keys := make([]map[string]types.AttributeValue, len(idx))
 	for j, i := range idx {
 		keys[j] = key(prefix + strconv.Itoa(i))
 	}
-	items, err := c.batchGet(ctx, keys, false, "#pk, #h, #r, #dv, #l", map[string]string{"#pk": spec.AttrPK, "#h": "holder", "#r": "run", "#dv": "dv", "#l": "lease_until"})
+	items, err := c.batchGet(ctx, keys, consistent, "#pk, #h, #r, #dv, #l", map[string]string{"#pk": spec.AttrPK, "#h": "holder", "#r": "run", "#dv": "dv", "#l": "lease_until"})
 	if err != nil {
 		return nil, fmt.Errorf("read concurrency slots %s*: %w", prefix, err)
 	}
@@ -287,6 +296,69 @@ func (c *Controls) readSlots(ctx context.Context, prefix string, idx []int) ([]s
 		}
 	}
 	return out, nil
+}
+
+// SlotFreeAfterHold is asked once a task has been set aside in scope for
+// its concurrency limit (its hold written): it makes sure the scope's
+// held flag is up and says whether one of the scope's slots is free now,
+// in which case the caller releases the scope's head itself.
+//
+// Invariant: a task set aside for a concurrency limit is released when a
+// slot frees or is free, without the promoter. A task's end writes its
+// record and then reads the flag (ScopeHeld, consistent); the setter
+// here reads the flag after its hold (raising it if a release cleared it
+// meanwhile) and then the slots and their holders' records, all
+// consistent. So an end whose flag read came before the flag was up had
+// written its record before these reads, and its slot shows free here;
+// an end after it sees the flag and releases the head. A sampled slot
+// held by a running task leaves the release to that task's end, so
+// reading a sample (at most slotTries of the scope's slots, at random)
+// suffices: with a scope of more slots a free slot may go unseen here,
+// and the head then starts at the next end. Without this look the setter
+// trusted the refusal's read, made before its hold: a slot freed between
+// the two went to waste, and when the scope's last running tasks ended
+// in that gap the held task waited for the promoter's sweep.
+//
+// Cost, per task set aside for a concurrency limit: one consistent read
+// of the scope's settings item (1 read unit), one consistent BatchGetItem
+// of min(n, slotTries) slots (1 read unit each), one of their holders'
+// records (1 read unit each, those still named); no write unless the flag
+// was cleared (then one).
+func (c *Controls) SlotFreeAfterHold(ctx context.Context, scope string) (bool, error) {
+	sc, ok := ParseScope(scope)
+	if !ok || sc.Fair != "" {
+		return false, nil
+	}
+	s, err := c.refreshScope(ctx, sc)
+	if err != nil {
+		return false, err
+	}
+	if s.MaxConcurrency <= 0 {
+		return true, nil // the limit was lifted: the head may go
+	}
+	if !s.Held {
+		// A release found the scope empty and cleared the flag before
+		// this hold was written: raised again (the cache now says it
+		// is down, so MarkHeld writes), or no end would release it.
+		if err := c.MarkHeld(ctx, scope); err != nil {
+			return false, err
+		}
+	}
+	n := s.MaxConcurrency
+	refs, err := c.readSlots(ctx, slotPrefix(sc), rand.Perm(n)[:min(n, slotTries)], true)
+	if err != nil {
+		return false, err
+	}
+	now := c.now().UnixMilli()
+	var held []slotRef
+	for _, r := range refs {
+		if r.run.task == "" || r.until < now {
+			return true, nil
+		}
+		held = append(held, r)
+	}
+	ended, err := c.runsEnded(ctx, held)
+	return len(ended) > 0, err
 }
 
 // runsEnded reads the tasks holding held (strongly consistent, one
