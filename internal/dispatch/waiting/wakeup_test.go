@@ -3,6 +3,8 @@ package waiting_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -115,7 +117,7 @@ func TestConcurrencySetAsideIsReleasedWithoutPromoter(t *testing.T) {
 				return
 			}
 			fired = true
-			close(first)                         // the running task ends...
+			close(first)                          // the running task ends...
 			await(t, g.ended, scope, "end check") // ...and finds nothing held
 		}
 		opt := stacktest.FastDispatch()
@@ -184,4 +186,41 @@ func submitPayload(t *testing.T, a *app.App, key, payload string) string {
 		t.Fatalf("submit: %v", res[0].Err)
 	}
 	return res[0].Task.ID
+}
+
+// TestRefusalNamesGivenBackSlots: a task admitted by its key's limit (2)
+// and refused by its (type, key) limit (1) gives the key's slot back, and
+// the refusal names the key's scope, for the consumer to wake as a task's
+// end would (a task set aside for that slot meanwhile may have no other
+// running task to release it).
+func TestRefusalNamesGivenBackSlots(t *testing.T) {
+	env := stacktest.New(t)
+	a1, a2 := env.App(t, nil), env.App(t, nil)
+	ctx := context.Background()
+	if _, err := a1.Controls.SetKeyControls(ctx, "", "gb", nil, nil, ptr(2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a1.Controls.SetKeyControls(ctx, "work", "gb", nil, nil, ptr(1)); err != nil {
+		t.Fatal(err)
+	}
+	x, y := slotTask(t, a1, "gb", 60), slotTask(t, a1, "gb", 60)
+	dx, token := decide(t, a1.Controls, x)
+	if dx.Release == nil {
+		t.Fatalf("first task refused (%s)", dx.Why)
+	}
+	claimRun(t, a1, x, token)
+	dx.Started()
+	dy, _ := decide(t, a2.Controls, y)
+	keyScope, tkScope := control.KeyScope("gb").String(), control.TypeKeyScope("work", "gb").String()
+	if dy.Release != nil || dy.Scope != tkScope || dy.Why != metrics.PutOffConcurrency {
+		t.Fatalf("second task: admitted %v, scope %q, why %q; want refused by %s's concurrency", dy.Release != nil, dy.Scope, dy.Why, tkScope)
+	}
+	if !slices.Contains(append(dy.EndIfHeld, dy.EndNext...), keyScope) {
+		t.Errorf("the refusal names %v %v, not %s, whose slot it gave back", dy.EndIfHeld, dy.EndNext, keyScope)
+	}
+	for i := range 2 {
+		if h := slotHolder(t, a1, fmt.Sprintf("CONC#%s#%d", keyScope, i)); h == y.ID {
+			t.Errorf("the key's slot %d still names the refused task", i)
+		}
+	}
 }
