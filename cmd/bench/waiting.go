@@ -51,6 +51,10 @@ type Waiting struct {
 	SlotConc      keyUse  `json:"slot_units_key_concurrency_limit"`
 	SlotLimit     keyUse  `json:"slot_units_key_at_concurrency_limit"`
 	WritesAtLimit float64 `json:"write_units_key_at_concurrency_limit"`
+	// FlagLimit: the at-limit key's settings item alone, per task: the
+	// held flag read consistently at each end and after each set-aside
+	// (control.Controls.ScopeHeld, SlotFreeAfterHold), and its raises.
+	FlagLimit keyUse `json:"flag_units_key_at_concurrency_limit"`
 	// Fairness: a flood against another key's task, and a weighted split.
 	Fairness Fairness `json:"fairness"`
 	// Rate: a rate-limited backlog's receives (waitrate.go).
@@ -188,28 +192,28 @@ func measureWaiting(ctx context.Context, cl clients, cnt *counter, o options, pr
 	defer d2.teardown(context.WithoutCancel(ctx), cl)
 	a = d2.app
 	for _, cs := range []struct {
-		key   string
-		set   func() error
-		into  *float64
-		slots *keyUse
+		key         string
+		set         func() error
+		into        *float64
+		slots, flag *keyUse
 	}{
-		{"", nil, &w.WritesPlain, nil},
-		{"tenant-a", nil, &w.WritesKeyed, nil},
+		{"", nil, &w.WritesPlain, nil, nil},
+		{"tenant-a", nil, &w.WritesKeyed, nil, nil},
 		{"tenant-r", func() error {
 			r := 100000.0
 			_, err := a.Controls.SetKeyControls(ctx, "", "tenant-r", nil, &r, nil)
 			return err
-		}, &w.WritesRate, nil},
+		}, &w.WritesRate, nil, nil},
 		{"tenant-c", func() error {
 			n := 1000
 			_, err := a.Controls.SetKeyControls(ctx, "", "tenant-c", nil, nil, &n)
 			return err
-		}, &w.WritesConc, &w.SlotConc},
+		}, &w.WritesConc, &w.SlotConc, nil},
 		{"tenant-l", func() error {
 			n := 2
 			_, err := a.Controls.SetKeyControls(ctx, "", "tenant-l", nil, nil, &n)
 			return err
-		}, &w.WritesAtLimit, &w.SlotLimit},
+		}, &w.WritesAtLimit, &w.SlotLimit, &w.FlagLimit},
 	} {
 		if cs.set != nil {
 			if err := cs.set(); err != nil {
@@ -225,9 +229,12 @@ func measureWaiting(ctx context.Context, cl clients, cnt *counter, o options, pr
 		if cs.slots != nil {
 			*cs.slots = slotUnits(k0, cnt.keySnapshot(), "table CONC#key#"+cs.key+"#", w.WriteTasksPer)
 		}
+		if cs.flag != nil {
+			*cs.flag = slotUnits(k0, cnt.keySnapshot(), "table CTRL#key#"+cs.key, w.WriteTasksPer)
+		}
 	}
-	progress("   write units per task: plain %.3f, keyed %.3f, key rate limit %.3f, key concurrency limit %.3f (slots %.3f W %.3f R; at the limit %.3f, slots %.3f W %.3f R)",
-		w.WritesPlain, w.WritesKeyed, w.WritesRate, w.WritesConc, w.SlotConc.W, w.SlotConc.R, w.WritesAtLimit, w.SlotLimit.W, w.SlotLimit.R)
+	progress("   write units per task: plain %.3f, keyed %.3f, key rate limit %.3f, key concurrency limit %.3f (slots %.3f W %.3f R; at the limit %.3f, slots %.3f W %.3f R, flag %.3f W %.3f R)",
+		w.WritesPlain, w.WritesKeyed, w.WritesRate, w.WritesConc, w.SlotConc.W, w.SlotConc.R, w.WritesAtLimit, w.SlotLimit.W, w.SlotLimit.R, w.FlagLimit.W, w.FlagLimit.R)
 	if w.Fairness, err = measureFairness(ctx, cl, o.Quick, progress); err != nil {
 		return w, err
 	}
@@ -332,6 +339,7 @@ func printWaiting(w io.Writer, x Waiting) {
 	tw.row("  key with a concurrency limit (extra)", fmt.Sprintf("%+.3f", x.WritesConc-x.WritesPlain), "<= 1")
 	tw.row("    of which its slot items (max 1,000)", fmt.Sprintf("%.3f W, %.3f R", x.SlotConc.W, x.SlotConc.R), "<= 1 W")
 	tw.row("    at the limit (max 2, 8 consumer slots): all writes, slot items", fmt.Sprintf("%.3f; %.3f W, %.3f R", x.WritesAtLimit, x.SlotLimit.W, x.SlotLimit.R), "slots <= 1 W")
+	tw.row("    at the limit: the key's settings item (held flag)", fmt.Sprintf("%.3f W, %.3f R", x.FlagLimit.W, x.FlagLimit.R), "-")
 	f := x.Fairness
 	if f.FloodTasks > 0 {
 		tw.row(fmt.Sprintf("fairness: A floods %d high tasks, then B submits one: A's starts before B's", f.FloodTasks), fmt.Sprintf("%d (%.0f ms after the consumer started)", f.FloodAhead, f.FloodWaitMS), fmt.Sprintf("<= %d", f.FloodBound))

@@ -61,8 +61,9 @@ type Controls struct {
 	slotsMu sync.Mutex
 	freed   map[string][]slotRef // per slot prefix: slots whose runs this process saw end (slots.go)
 	writing map[string]bool      // slots a claim of this process is writing now
-	// takenOver: runs (tokens) whose slots a claim here took over, so
-	// their release here does not remember a slot that is no longer free
+	// takenOver: slots and the runs a claim here took them over from
+	// (takenKey), so such a run's release here does not remember a slot
+	// that is no longer free
 	takenOver map[string]bool
 }
 

@@ -108,7 +108,7 @@ const (
 func (c *Controls) addFreed(prefix string, ref slotRef) {
 	c.slotsMu.Lock()
 	defer c.slotsMu.Unlock()
-	if c.takenOver[ref.run.token] {
+	if c.takenOver[takenKey(ref.pk, ref.run)] {
 		return // a claim here took the slot over before the run's release
 	}
 	if c.freed == nil {
@@ -207,7 +207,7 @@ func (c *Controls) tryPut(ctx context.Context, prefix, pk string, run slotRun, u
 	if c.writing == nil {
 		c.writing = map[string]bool{}
 	}
-	if c.writing[pk] || (prev != nil && c.takenOver[prev.token]) {
+	if c.writing[pk] || (prev != nil && c.takenOver[takenKey(pk, *prev)]) {
 		c.slotsMu.Unlock()
 		return false, nil // being written, or taken from prev already (a stale read)
 	}
@@ -220,7 +220,7 @@ func (c *Controls) tryPut(ctx context.Context, prefix, pk string, run slotRun, u
 		if c.takenOver == nil || len(c.takenOver) >= takenOverCap {
 			c.takenOver = map[string]bool{} // entries of other processes' runs, never released here
 		}
-		c.takenOver[prev.token] = true
+		c.takenOver[takenKey(pk, *prev)] = true
 	}
 	if ok && len(c.freed[prefix]) > 0 {
 		l := c.freed[prefix][:0]
@@ -234,6 +234,18 @@ func (c *Controls) tryPut(ctx context.Context, prefix, pk string, run slotRun, u
 	c.slotsMu.Unlock()
 	return ok, err
 }
+
+// takenKey names slot pk as held by run, in Controls.takenOver. It is
+// the slot and the run, not the run alone: a run holds a slot in each of
+// its scopes (a key's and its (type, key)'s) under one token, and taking
+// one of them over says nothing of the others. Keyed by the token alone,
+// a process that took a finished run's key slot over skipped that run's
+// (type, key) slot for good, as if taken already, while the slot still
+// named the finished run: every claim of the scope there was refused
+// until the slot's lease ran out (the task's timeout plus 30 s), and with
+// both consumers so, TestKeyedConcurrencyAcrossConsumers left its tasks
+// queued past its 3 minutes.
+func takenKey(pk string, run slotRun) string { return pk + "\x00" + run.token }
 
 // putSlot writes run into slot pk, conditional on the slot being free as
 // seen: no holder or a lapsed lease, or (prev) still held by prev's run.

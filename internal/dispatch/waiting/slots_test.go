@@ -251,3 +251,44 @@ func TestNextKeyedTaskStartsPromptly(t *testing.T) {
 		t.Errorf("a start came %v after the previous end", max)
 	}
 }
+
+// TestFinishedRunsSlotsPassOnInEveryScope: a run holds a slot of its
+// key's limit and one of its (type, key) limit under one token; once it
+// completes, the next task of that type and key, in another process, is
+// admitted and takes both over (taking over the first must not mark the
+// run's other slot as taken already).
+func TestFinishedRunsSlotsPassOnInEveryScope(t *testing.T) {
+	env := stacktest.New(t)
+	a1, a2 := env.App(t, nil), env.App(t, nil)
+	ctx := context.Background()
+	if _, err := a1.Controls.SetKeyControls(ctx, "", "both", nil, nil, ptr(1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a1.Controls.SetKeyControls(ctx, "work", "both", nil, nil, ptr(1)); err != nil {
+		t.Fatal(err)
+	}
+	ts := []*task.Task{slotTask(t, a1, "both", 60), slotTask(t, a1, "both", 60), slotTask(t, a1, "both", 60)}
+	// Each task in turn runs and completes, alternating processes; each
+	// is admitted only once the one before completed.
+	for i, tk := range ts {
+		c := []*control.Controls{a1.Controls, a2.Controls}[i%2]
+		d, token := decide(t, c, tk)
+		if d.Release == nil {
+			t.Fatalf("task %d refused (%s, scope %s) after the one before completed", i, d.Why, d.Scope)
+		}
+		running := claimRun(t, a1, tk, token)
+		d.Started()
+		for _, pk := range []string{"CONC#key#both#0", "CONC#tk#work#both#0"} {
+			if h := slotHolder(t, a1, pk); h != tk.ID {
+				t.Fatalf("task %d runs, and slot %s names %q", i, pk, h)
+			}
+		}
+		if _, err := a1.Store.Transition(ctx, running, triagetype.Completed, func(n *task.Task) {
+			now := time.Now().UTC()
+			n.CompletedAt = &now
+		}); err != nil {
+			t.Fatal(err)
+		}
+		d.Release()
+	}
+}
