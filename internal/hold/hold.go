@@ -43,7 +43,9 @@
 // Cost per task set aside: one task write (the hold, ~1 WCU plus the
 // by-due entry's index write) and one delete; its release is one send and
 // one write, plus its share of one query per shard of the scope's
-// partitions (eventually consistent, 0.5 RCU each) and a batch read.
+// partitions (eventually consistent, 0.5 RCU each) and a batch read. A
+// release that finds the scope empty lowers its flag and queries once
+// more (ReleaseAt).
 package hold
 
 import (
