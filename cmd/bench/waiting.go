@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/triagehq/triage/internal/control"
@@ -43,6 +44,17 @@ type Waiting struct {
 	WritesRate    float64 `json:"write_units_key_rate_limit"`
 	WritesConc    float64 `json:"write_units_key_concurrency_limit"`
 	WriteTasksPer int     `json:"write_tasks_per_case"`
+	// The concurrency limit's slot items alone, per task: below the limit
+	// (Conc, max 1,000) and at it (Limit: max 2, the consumer's 8 slots
+	// sending the rest aside, so slots pass from ended runs to released
+	// tasks), with the at-limit case's writes per task in all.
+	SlotConc      keyUse  `json:"slot_units_key_concurrency_limit"`
+	SlotLimit     keyUse  `json:"slot_units_key_at_concurrency_limit"`
+	WritesAtLimit float64 `json:"write_units_key_at_concurrency_limit"`
+	// FlagLimit: the at-limit key's settings item alone, per task: the
+	// held flag read consistently at each end and after each set-aside
+	// (control.Controls.ScopeHeld, SlotFreeAfterHold), and its raises.
+	FlagLimit keyUse `json:"flag_units_key_at_concurrency_limit"`
 	// Fairness: a flood against another key's task, and a weighted split.
 	Fairness Fairness `json:"fairness"`
 	// Rate: a rate-limited backlog's receives (waitrate.go).
@@ -180,39 +192,66 @@ func measureWaiting(ctx context.Context, cl clients, cnt *counter, o options, pr
 	defer d2.teardown(context.WithoutCancel(ctx), cl)
 	a = d2.app
 	for _, cs := range []struct {
-		key  string
-		set  func() error
-		into *float64
+		key         string
+		set         func() error
+		into        *float64
+		slots, flag *keyUse
 	}{
-		{"", nil, &w.WritesPlain},
-		{"tenant-a", nil, &w.WritesKeyed},
+		{"", nil, &w.WritesPlain, nil, nil},
+		{"tenant-a", nil, &w.WritesKeyed, nil, nil},
 		{"tenant-r", func() error {
 			r := 100000.0
 			_, err := a.Controls.SetKeyControls(ctx, "", "tenant-r", nil, &r, nil)
 			return err
-		}, &w.WritesRate},
+		}, &w.WritesRate, nil, nil},
 		{"tenant-c", func() error {
 			n := 1000
 			_, err := a.Controls.SetKeyControls(ctx, "", "tenant-c", nil, nil, &n)
 			return err
-		}, &w.WritesConc},
+		}, &w.WritesConc, &w.SlotConc, nil},
+		{"tenant-l", func() error {
+			n := 2
+			_, err := a.Controls.SetKeyControls(ctx, "", "tenant-l", nil, nil, &n)
+			return err
+		}, &w.WritesAtLimit, &w.SlotLimit, &w.FlagLimit},
 	} {
 		if cs.set != nil {
 			if err := cs.set(); err != nil {
 				return w, err
 			}
 		}
+		k0 := cnt.keySnapshot()
 		u, err := writesPerTask(ctx, d2, cnt, cs.key, w.WriteTasksPer)
 		if err != nil {
 			return w, err
 		}
 		*cs.into = round(u, 3)
+		if cs.slots != nil {
+			*cs.slots = slotUnits(k0, cnt.keySnapshot(), "table CONC#key#"+cs.key+"#", w.WriteTasksPer)
+		}
+		if cs.flag != nil {
+			*cs.flag = slotUnits(k0, cnt.keySnapshot(), "table CTRL#key#"+cs.key, w.WriteTasksPer)
+		}
 	}
-	progress("   write units per task: plain %.3f, keyed %.3f, key rate limit %.3f, key concurrency limit %.3f", w.WritesPlain, w.WritesKeyed, w.WritesRate, w.WritesConc)
+	progress("   write units per task: plain %.3f, keyed %.3f, key rate limit %.3f, key concurrency limit %.3f (slots %.3f W %.3f R; at the limit %.3f, slots %.3f W %.3f R, flag %.3f W %.3f R)",
+		w.WritesPlain, w.WritesKeyed, w.WritesRate, w.WritesConc, w.SlotConc.W, w.SlotConc.R, w.WritesAtLimit, w.SlotLimit.W, w.SlotLimit.R, w.FlagLimit.W, w.FlagLimit.R)
 	if w.Fairness, err = measureFairness(ctx, cl, o.Quick, progress); err != nil {
 		return w, err
 	}
 	return w, nil
+}
+
+// slotUnits is the write and read units per task (of n) that the slot
+// items with partition keys under prefix took between snapshots a and b.
+func slotUnits(a, b map[string]keyUse, prefix string, n int) keyUse {
+	var u keyUse
+	for k, v := range b {
+		if strings.HasPrefix(k, prefix) {
+			u.W += v.W - a[k].W
+			u.R += v.R - a[k].R
+		}
+	}
+	return keyUse{W: round(u.W/float64(n), 3), R: round(u.R/float64(n), 3)}
 }
 
 // submitNoop submits n noop tasks (of key, if set) one after another and
@@ -298,6 +337,9 @@ func printWaiting(w io.Writer, x Waiting) {
 	tw.row("  with a key (extra)", fmt.Sprintf("%+.3f", x.WritesKeyed-x.WritesPlain), "0")
 	tw.row("  key with a rate limit (extra)", fmt.Sprintf("%+.3f", x.WritesRate-x.WritesPlain), "<= 1")
 	tw.row("  key with a concurrency limit (extra)", fmt.Sprintf("%+.3f", x.WritesConc-x.WritesPlain), "<= 1")
+	tw.row("    of which its slot items (max 1,000)", fmt.Sprintf("%.3f W, %.3f R", x.SlotConc.W, x.SlotConc.R), "<= 1 W")
+	tw.row("    at the limit (max 2, 8 consumer slots): all writes, slot items", fmt.Sprintf("%.3f; %.3f W, %.3f R", x.WritesAtLimit, x.SlotLimit.W, x.SlotLimit.R), "slots <= 1 W")
+	tw.row("    at the limit: the key's settings item (held flag)", fmt.Sprintf("%.3f W, %.3f R", x.FlagLimit.W, x.FlagLimit.R), "-")
 	f := x.Fairness
 	if f.FloodTasks > 0 {
 		tw.row(fmt.Sprintf("fairness: A floods %d high tasks, then B submits one: A's starts before B's", f.FloodTasks), fmt.Sprintf("%d (%.0f ms after the consumer started)", f.FloodAhead, f.FloodWaitMS), fmt.Sprintf("<= %d", f.FloodBound))

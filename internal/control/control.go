@@ -5,8 +5,10 @@
 // The limits hold across every consumer instance because the state is in
 // the table, not in a process: the rate limit counts starts in one item per
 // type and second, and the concurrency limit is a set of slot items that
-// each carry a lease, so a consumer that crashes frees its slots when the
-// lease runs out. Settings are read through a short cache.
+// each name the run holding them and carry a lease: a run's end frees its
+// slot without a write (its task's record says it ended), and a consumer
+// that crashes frees its slots when the lease runs out. Settings are read
+// through a short cache.
 package control
 
 import (
@@ -33,6 +35,7 @@ import (
 // DynamoDB is the part of the DynamoDB client controls use.
 type DynamoDB interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 }
@@ -54,6 +57,14 @@ type Controls struct {
 	mu       sync.Mutex
 	cache    map[string]cached
 	inflight map[string]chan struct{} // reads under way, so concurrent misses share one
+
+	slotsMu sync.Mutex
+	freed   map[string][]slotRef // per slot prefix: slots whose runs this process saw end (slots.go)
+	writing map[string]bool      // slots a claim of this process is writing now
+	// takenOver: slots and the runs a claim here took them over from
+	// (takenKey), so such a run's release here does not remember a slot
+	// that is no longer free
+	takenOver map[string]bool
 }
 
 type cached struct {
@@ -304,8 +315,13 @@ func (c *Controls) Admit(ctx context.Context, t *task.Task) (func(), time.Durati
 
 // AdmitExplained is Admit that also names the control that refused the
 // start, for the consumer's put-off counts.
+//
+// Its caller writes no token the slot could name, so a slot it takes is
+// held until the release writes it free (or its lease ends).
 func (c *Controls) AdmitExplained(ctx context.Context, t *task.Task) (func(), time.Duration, metrics.PutOff, error) {
-	d, err := c.Decide(ctx, t)
+	tc := *t
+	tc.ProgressToken = task.NewProgressToken() // never written: the slot is held until freed
+	d, err := c.Decide(ctx, &tc)
 	if err != nil || d.Release == nil {
 		delay := d.Delay
 		if delay <= 0 {
@@ -375,51 +391,14 @@ func (c *Controls) takeRate(ctx context.Context, typ string, perSecond float64, 
 	return true, 0, nil
 }
 
-// takeSlot claims one of the type's n concurrency slots for t, trying them
-// in random order. A slot is free when it has no holder or its lease ended.
-func (c *Controls) takeSlot(ctx context.Context, t *task.Task, n int, lease time.Duration) (func(), error) {
-	return c.takeSlotAt(ctx, "CONC#"+t.Type+"#", t.ID, n, n, lease)
+// takeSlot claims one of the type's n concurrency slots for t's run,
+// looking at all of them if need be (slots.go).
+func (c *Controls) takeSlot(ctx context.Context, t *task.Task, n int, lease time.Duration) (*slotHold, error) {
+	return c.takeSlotAt(ctx, slotPrefix(TypeScope(t.Type)), runOf(t), n, n, lease)
 }
 
-// takeSlotAt claims one of the n slot items prefix<i> for holder, trying
-// up to tries of them in random order.
-func (c *Controls) takeSlotAt(ctx context.Context, prefix, holder string, n, tries int, lease time.Duration) (func(), error) {
-	now := c.now()
-	for _, i := range rand.Perm(n)[:min(n, tries)] {
-		pk := prefix + strconv.Itoa(i)
-		_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: &c.table, Key: key(pk),
-			UpdateExpression:         aws.String("SET #h = :id, #l = :until"),
-			ConditionExpression:      aws.String("attribute_not_exists(#h) OR #l < :now"),
-			ExpressionAttributeNames: map[string]string{"#h": "holder", "#l": "lease_until"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":id":    &types.AttributeValueMemberS{Value: holder},
-				":until": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(lease).UnixMilli(), 10)},
-				":now":   &types.AttributeValueMemberN{Value: strconv.FormatInt(now.UnixMilli(), 10)},
-			},
-		})
-		var ccf *types.ConditionalCheckFailedException
-		if errors.As(err, &ccf) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("concurrency slot %s: %w", pk, err)
-		}
-		return func() { c.freeSlot(pk, holder) }, nil
-	}
-	return nil, nil
-}
-
-func (c *Controls) freeSlot(pk, holder string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	// Only the holder frees its slot; if its lease ran out and another task
-	// took the slot, this does nothing.
-	_, _ = c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &c.table, Key: key(pk),
-		UpdateExpression:          aws.String("REMOVE #h, #l"),
-		ConditionExpression:       aws.String("#h = :id"),
-		ExpressionAttributeNames:  map[string]string{"#h": "holder", "#l": "lease_until"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberS{Value: holder}},
-	})
+// runOf is the run a claim of t starts: t.ProgressToken is the token the
+// claim will write (Decide's contract).
+func runOf(t *task.Task) slotRun {
+	return slotRun{task: t.ID, token: t.ProgressToken, dv: t.DispatchVersion}
 }

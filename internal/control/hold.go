@@ -80,8 +80,14 @@ func (s Scope) item() string {
 // Decision is the gate's answer for one task.
 type Decision struct {
 	// Release, when set, admits the task; its holder calls it once when
-	// the task ends.
+	// the task ends, or when its claim is not written after all.
 	Release func()
+	// Started, set with Release, is called once the task's claim is
+	// written: its concurrency slots then stay named by the run until a
+	// later claimant sees from the task's record that the run ended, so
+	// Release writes nothing (slots.go). Without the call, Release writes
+	// them free.
+	Started func()
 	// Scope, when set on a refusal, is where the task is set aside (held
 	// in the table, in submit order) rather than hidden and received again.
 	Scope string
@@ -93,10 +99,16 @@ type Decision struct {
 	EndNext []string
 	// EndIfHeld: concurrency-limited scopes that held no tasks as this
 	// admission saw them; when the task ends, the scope's next set-aside
-	// task is released if it holds some by then (ScopeHeld). Without it, a
-	// scope whose running tasks were all admitted before its first task was
-	// set aside would free its slots and release nobody, leaving its held
-	// tasks to the promoter's sweep.
+	// task is released if it holds some by then (ScopeHeld, a consistent
+	// read made after the end is written). Without it, a scope whose
+	// running tasks were all admitted before its first task was set aside
+	// would free its slots and release nobody, leaving its held tasks to
+	// the promoter's sweep.
+	//
+	// On a refusal, EndNext and EndIfHeld name the concurrency scopes whose
+	// slots this decision took and gave back when a later scope refused:
+	// the caller wakes them as a task's end would, as a task set aside for
+	// that slot meanwhile may have no running task left to release it.
 	EndIfHeld []string
 	// NextWindow: rate-limited scopes with tasks set aside, whose window
 	// releaser must run (the consumer uses Scope; After and N say when the
@@ -135,6 +147,10 @@ type WindowRelease struct {
 // is paused, at its rate or concurrency limit, or has earlier tasks set
 // aside that t must not overtake (unless t was released from them, or the
 // scope's only limit is its rate: rateOnly).
+//
+// t.ProgressToken must be the token t's claim will write (a fresh one per
+// attempt): a concurrency slot names it, and the slot is taken over once
+// the task's record shows that run ended.
 func (c *Controls) Decide(ctx context.Context, t *task.Task) (Decision, error) {
 	global, err := c.cachedGet(ctx, "")
 	if err != nil {
@@ -201,14 +217,14 @@ func (c *Controls) Decide(ctx context.Context, t *task.Task) (Decision, error) {
 	}
 	if typ.MaxConcurrency > 0 {
 		lease := time.Duration(t.TimeoutSeconds)*time.Second + 30*time.Second
-		release, err := c.takeSlot(ctx, t, typ.MaxConcurrency, lease)
+		h, err := c.takeSlot(ctx, t, typ.MaxConcurrency, lease)
 		if err != nil {
 			return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
 		}
-		if release == nil {
+		if h == nil {
 			return Decision{Scope: scope, Delay: ConcurrencyRecheck, Why: metrics.PutOffConcurrency}, nil
 		}
-		d.Release = release
+		d.Release, d.Started = h.release, h.start
 		if typ.Held {
 			d.EndNext = []string{scope}
 		} else {
@@ -525,14 +541,24 @@ func (c *Controls) becameRunnable(ctx context.Context, scope string) error {
 	return nil
 }
 
-// ScopeHeld says whether scope holds set-aside tasks, as the cache knows
-// (at most its TTL old): what a task's end asks of a scope in its
-// Decision's EndIfHeld. No read beyond the cache's one per TTL.
+// ScopeHeld says whether scope holds set-aside tasks, by a strongly
+// consistent read of its flag (1 read unit; the cache is refreshed with
+// it): what a task's end asks of a scope in its Decision's EndIfHeld.
+//
+// It must not answer from the cache. A task's end and a task set aside
+// for the scope's concurrency limit race: the setter raises the flag and
+// writes its hold, then looks at the slots (SlotFreeAfterHold); the end
+// writes the task's record, then reads the flag. With both reads
+// consistent, one of them sees the other's write, so the held task is
+// released by the end or by its setter. A cached flag (read before the
+// setter raised it) let a scope's last running tasks end, each seeing
+// "nothing held", after the setter had seen their slots taken: the held
+// task then waited for the promoter's sweep.
 func (c *Controls) ScopeHeld(ctx context.Context, scope string) (bool, error) {
 	sc, ok := ParseScope(scope)
 	if !ok {
 		return false, nil
 	}
-	s, err := c.cachedScope(ctx, sc)
+	s, err := c.refreshScope(ctx, sc)
 	return s.Held, err
 }

@@ -37,16 +37,16 @@ import (
 //     per window (RATE#<scope>#<shard>#<window>), each allowing its share,
 //     and a start counts in one random shard (trying up to rateTries): at
 //     L = 10,000/s that is 20 items taking 500 writes a second each;
-//   - concurrency: N slot items (CONC#<scope>#<i>), each taken and freed
-//     once per task it runs: a key running 10,000 tasks/s of 1 s each
-//     needs N >= 10,000 slots, each written twice a second. A start tries
-//     at most slotTries random slots, so a refusal costs a bounded number
-//     of conditional writes whatever N is (a refusal with a slot still
-//     free is possible then; the task is set aside and released when a
-//     slot frees).
+//   - concurrency: N slot items (CONC#<scope>#<i>), each written once per
+//     task it runs (slots.go): a key running 10,000 tasks/s of 1 s each
+//     needs N >= 10,000 slots, each written once a second. A start looks
+//     at most at slotTries random slots (reads; the refused start writes
+//     nothing), so a refusal costs a bounded number of reads whatever N
+//     is (a refusal with a slot still free is possible then; the task is
+//     set aside and released when a slot frees).
 //
 // Per task with a keyed limit: one write per limit (the rate count, the
-// slot taken) and one more to free a slot; without keyed limits, none.
+// slot taken); without keyed limits, none.
 
 // MaxWeight is the largest weight a key may have.
 const MaxWeight = 1000
@@ -250,20 +250,25 @@ func (c *Controls) decideKeyed(ctx context.Context, t *task.Task, d Decision) (D
 		if !reg[name] {
 			continue
 		}
+		// giveBack returns the admission so far (its slots are written
+		// free) and names the scopes whose slots it held, for the caller to
+		// wake (Decision.EndIfHeld).
+		giveBack := func(out Decision) Decision {
+			d.Release()
+			out.EndNext, out.EndIfHeld = d.EndNext, d.EndIfHeld
+			return out
+		}
 		s, err := c.cachedScope(ctx, sc)
 		if err != nil {
-			d.Release()
-			return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
+			return giveBack(Decision{Why: metrics.PutOffControlError, Delay: time.Second}), err
 		}
 		if s.Paused && t.Released {
 			if s, err = c.refreshScope(ctx, sc); err != nil {
-				d.Release()
-				return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
+				return giveBack(Decision{Why: metrics.PutOffControlError, Delay: time.Second}), err
 			}
 		}
 		refuse := func(why metrics.PutOff, delay time.Duration) (Decision, error) {
-			d.Release()
-			return Decision{Scope: name, Why: why, Delay: delay}, nil
+			return giveBack(Decision{Scope: name, Why: why, Delay: delay}), nil
 		}
 		switch {
 		case s.Paused:
@@ -289,8 +294,7 @@ func (c *Controls) decideKeyed(ctx context.Context, t *task.Task, d Decision) (D
 			if !counted {
 				ok, wait, err = c.takeRateScope(ctx, sc, s.RateLimitPerSecond, at)
 				if err != nil {
-					d.Release()
-					return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
+					return giveBack(Decision{Why: metrics.PutOffControlError, Delay: time.Second}), err
 				}
 			}
 			if !ok {
@@ -305,16 +309,21 @@ func (c *Controls) decideKeyed(ctx context.Context, t *task.Task, d Decision) (D
 		}
 		if s.MaxConcurrency > 0 {
 			lease := time.Duration(t.TimeoutSeconds)*time.Second + 30*time.Second
-			rel, err := c.takeSlotAt(ctx, "CONC#"+name+"#", t.ID, s.MaxConcurrency, slotTries, lease)
+			h, err := c.takeSlotAt(ctx, slotPrefix(sc), runOf(t), s.MaxConcurrency, slotTries, lease)
 			if err != nil {
-				d.Release()
-				return Decision{Why: metrics.PutOffControlError, Delay: time.Second}, err
+				return giveBack(Decision{Why: metrics.PutOffControlError, Delay: time.Second}), err
 			}
-			if rel == nil {
+			if h == nil {
 				return refuse(metrics.PutOffConcurrency, ConcurrencyRecheck)
 			}
-			prev := d.Release
-			d.Release = func() { rel(); prev() }
+			prev, prevStarted := d.Release, d.Started
+			d.Release = func() { h.release(); prev() }
+			d.Started = func() {
+				h.start()
+				if prevStarted != nil {
+					prevStarted()
+				}
+			}
 			if s.Held {
 				d.EndNext = append(d.EndNext, name)
 			} else {

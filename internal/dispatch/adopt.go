@@ -56,6 +56,7 @@ func (c *Consumer) adopt(ctx context.Context, m queue.Received) (got claimed, t 
 		c.mx.Submitted(saved)
 		c.log.Info("adopted direct send", "task_id", saved.ID, "message_id", m.MessageID, "type", saved.Type)
 		if got.task != nil {
+			got.started()
 			c.mx.Started(saved, *saved.StartedAt, true)
 			done, rel := c.keyUse.start(saved), got.release
 			return claimed{task: saved, release: func() { rel(); done() }}, saved, nil
@@ -76,13 +77,18 @@ func (c *Consumer) claimAtCreate(ctx context.Context, t *task.Task) (got claimed
 	if _, err := c.handlers.Lookup(t.Type); err != nil {
 		return claimed{}
 	}
-	release := func() {}
+	release, started := func() {}, func() {}
+	t.ProgressToken = task.NewProgressToken() // this attempt's alone; its slots name it
 	if c.opt.Gate != nil {
 		d, err := c.decide(ctx, t)
 		if err != nil || d.Release == nil {
+			t.ProgressToken = ""
 			return claimed{}
 		}
 		release = c.chainReleases(ctx, d)
+		if d.Started != nil {
+			started = d.Started
+		}
 	}
 	now := c.store.Now()
 	until := c.lease().claimUntil(now, time.Duration(t.TimeoutSeconds)*time.Second)
@@ -90,8 +96,7 @@ func (c *Consumer) claimAtCreate(ctx context.Context, t *task.Task) (got claimed
 	t.Attempts = 1
 	t.WorkerID = c.opt.WorkerID
 	t.LeaseUntil, t.StartedAt = &until, &now
-	t.ProgressToken = task.NewProgressToken()
-	return claimed{task: t, release: release}
+	return claimed{task: t, release: release, started: started}
 }
 
 // newAdopted is the task a direct send asks for, not yet recorded.

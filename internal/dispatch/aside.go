@@ -91,9 +91,18 @@ func (c *Consumer) Waits() Waits {
 
 // decide asks the gate. A gate that cannot set aside answers as before:
 // admitted, or hidden for a delay.
+//
+// A refusal that gave back concurrency slots the decision had taken (a
+// later scope refused) wakes their scopes as a task's end would: a task
+// set aside for one of those slots meanwhile may have no running task
+// left to release it.
 func (c *Consumer) decide(ctx context.Context, t *task.Task) (control.Decision, error) {
-	if d, ok := c.opt.Gate.(Decider); ok && c.opt.Holds != nil {
-		return d.Decide(ctx, t)
+	if dc, ok := c.opt.Gate.(Decider); ok && c.opt.Holds != nil {
+		d, err := dc.Decide(ctx, t)
+		if d.Release == nil {
+			c.ended(d.EndNext, d.EndIfHeld)
+		}
+		return d, err
 	}
 	rel, delay, why, err := c.admit(ctx, t)
 	return control.Decision{Release: rel, Delay: delay, Why: why}, err
@@ -113,6 +122,8 @@ func (c *Consumer) setAside(ctx context.Context, m queue.Received, msg task.Mess
 	c.waits.setAside.Add(1)
 	c.del.add(m.Priority, m.ReceiptHandle)
 	switch {
+	case d.Why == metrics.PutOffConcurrency:
+		c.heldForSlot(ctx, d.Scope)
 	case d.Why == metrics.PutOffRetryAfter:
 		c.releaseAfter(d.Scope, d.Delay, hold.Window)
 	case d.Why == metrics.PutOffRate, d.Why == metrics.PutOffBehindHeld && d.Batch > 0:
@@ -145,26 +156,66 @@ func (c *Consumer) chainReleases(ctx context.Context, d control.Decision) func()
 	}
 	return func() {
 		d.Release()
-		for _, scope := range d.EndNext {
-			c.releaseSoon(scope, 1)
+		c.ended(d.EndNext, d.EndIfHeld)
+	}
+}
+
+// ended wakes the concurrency scopes of a task whose run has ended (its
+// record written) or whose slots were given back: the next set-aside task
+// of each endNext scope is released, and of each endIfHeld scope if the
+// scope holds some now (a consistent read: control.Controls.ScopeHeld).
+func (c *Consumer) ended(endNext, endIfHeld []string) {
+	for _, scope := range endNext {
+		c.releaseSoon(scope, 1)
+	}
+	hc, ok := c.opt.Gate.(heldChecker)
+	if !ok {
+		return
+	}
+	for _, scope := range endIfHeld {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		held, err := hc.ScopeHeld(ctx, scope)
+		cancel()
+		if err != nil {
+			c.log.Warn("reading a scope's held flag failed; its next set-aside task is released anyway", "scope", scope, "error", err)
 		}
-		if hc, ok := c.opt.Gate.(heldChecker); ok {
-			for _, scope := range d.EndIfHeld {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				held, err := hc.ScopeHeld(ctx, scope)
-				cancel()
-				if err == nil && held {
-					c.releaseSoon(scope, 1)
-				}
-			}
+		if err != nil || held {
+			c.releaseSoon(scope, 1)
 		}
 	}
 }
 
-// heldChecker says whether a scope holds set-aside tasks now, as its
-// cache knows (*control.Controls).
+// heldChecker says whether a scope holds set-aside tasks now, by a
+// consistent read (*control.Controls).
 type heldChecker interface {
 	ScopeHeld(ctx context.Context, scope string) (bool, error)
+}
+
+// slotChecker looks at a concurrency-limited scope's slots after a task
+// was set aside there (*control.Controls: SlotFreeAfterHold).
+type slotChecker interface {
+	SlotFreeAfterHold(ctx context.Context, scope string) (bool, error)
+}
+
+// heldForSlot follows a task set aside in scope for its concurrency
+// limit: when a slot is free by now (freed since the refusal read it),
+// the scope's head is released here, as no running task may be left to
+// release it at its end (control.Controls.SlotFreeAfterHold states the
+// invariant).
+func (c *Consumer) heldForSlot(ctx context.Context, scope string) {
+	sc, ok := c.opt.Gate.(slotChecker)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	free, err := sc.SlotFreeAfterHold(ctx, scope)
+	cancel()
+	if err != nil {
+		c.log.Warn("looking at a scope's slots after a set-aside failed; its next set-aside task is released anyway", "scope", scope, "error", err)
+	}
+	if err != nil || free {
+		c.releaseSoon(scope, 1)
+	}
 }
 
 // releaseSoon asks for n more of scope's set-aside tasks to be released in

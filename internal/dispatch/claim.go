@@ -91,6 +91,7 @@ func jsonKind(body string) string {
 type claimed struct {
 	task    *task.Task
 	release func()
+	started func() // claimAtCreate's: called once the record is written
 }
 
 // claim turns a message into a claimed task, or disposes of the message:
@@ -181,9 +182,12 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 			if !c.mayClaim(ctx, m, msg, t) {
 				return claimed{}, false
 			}
-			release, start := func() {}, now
+			release, started, start := func() {}, func() {}, now
+			token := task.NewProgressToken() // this attempt's alone; its slots name it
 			if c.opt.Gate != nil {
-				d, err := c.decide(ctx, t)
+				tc := *t
+				tc.ProgressToken = token
+				d, err := c.decide(ctx, &tc)
 				if err != nil {
 					c.log.Warn("control check failed; the message will come back", "task_id", t.ID, "error", err)
 					c.mx.PutOff(metrics.PutOffControlError)
@@ -204,6 +208,9 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 				}
 				release = c.chainReleases(ctx, d)
 				start = startedAt(d, c.store.Now())
+				if d.Started != nil {
+					started = d.Started
+				}
 			}
 			got, err := c.store.Transition(ctx, t, triagetype.Executing, func(n *task.Task) {
 				n.Attempts++
@@ -213,10 +220,11 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 				n.StartedAt = &start
 				n.RetryAt = nil
 				n.Held, n.Released = "", false
-				n.ProgressToken = task.NewProgressToken() // this attempt's alone
-				n.Suspend = nil                           // resumed
+				n.ProgressToken = token
+				n.Suspend = nil // resumed
 			})
 			if err == nil {
+				started()
 				c.mx.Started(t, start, t.Status == triagetype.Queued && t.Attempts == 0)
 				done, rel := c.keyUse.start(t), release
 				return claimed{task: got, release: func() { rel(); done() }}, true
@@ -278,9 +286,12 @@ func (c *Consumer) claimFromMessage(ctx context.Context, m queue.Received, msg t
 	if _, err := c.handlers.Lookup(msg.Type); err != nil {
 		return claimed{}, nil, false
 	}
-	release, start := func() {}, time.Time{}
+	release, started, start := func() {}, func() {}, time.Time{}
+	token := task.NewProgressToken() // this attempt's alone; its slots name it
 	if c.opt.Gate != nil {
-		d, err := c.decide(ctx, msg.Task())
+		mt := msg.Task()
+		mt.ProgressToken = token
+		d, err := c.decide(ctx, mt)
 		switch {
 		case err != nil:
 			c.log.Warn("control check failed; the message will come back", "task_id", msg.ID, "error", err)
@@ -296,6 +307,9 @@ func (c *Consumer) claimFromMessage(ctx context.Context, m queue.Received, msg t
 		}
 		release = c.chainReleases(ctx, d)
 		start = d.At
+		if d.Started != nil {
+			started = d.Started
+		}
 	}
 	now := c.store.Now()
 	if start.IsZero() {
@@ -307,9 +321,10 @@ func (c *Consumer) claimFromMessage(ctx context.Context, m queue.Received, msg t
 		WorkerID:      c.opt.WorkerID,
 		LeaseUntil:    c.lease().claimUntil(start, time.Duration(msg.TimeoutSeconds)*time.Second),
 		StartedAt:     start,
-		ProgressToken: task.NewProgressToken(), // this attempt's alone
+		ProgressToken: token,
 	})
 	if err == nil {
+		started()
 		// t is the claimed task (ALL_NEW): a first start has its one
 		// attempt and no history (a snooze or sleep leaves an entry).
 		c.mx.Started(t, start, t.Attempts == 1 && len(t.History) == 0)

@@ -43,7 +43,9 @@
 // Cost per task set aside: one task write (the hold, ~1 WCU plus the
 // by-due entry's index write) and one delete; its release is one send and
 // one write, plus its share of one query per shard of the scope's
-// partitions (eventually consistent, 0.5 RCU each) and a batch read.
+// partitions (eventually consistent, 0.5 RCU each) and a batch read. A
+// release that finds the scope empty lowers its flag and queries once
+// more (ReleaseAt).
 package hold
 
 import (
@@ -143,7 +145,7 @@ func (h *Holds) Release(ctx context.Context, scope string, n int) (int, error) {
 // minutes; none once at has passed): a rate-limited scope's next windows
 // are released before they open, so their tasks arrive as they do.
 func (h *Holds) ReleaseAt(ctx context.Context, scope string, n int, at time.Time) (int, error) {
-	released, after := 0, ""
+	released, after, cleared := 0, "", false
 	for released < n {
 		want := n - released
 		ts, last, err := h.store.Held(ctx, scope, after, want+2)
@@ -151,10 +153,26 @@ func (h *Holds) ReleaseAt(ctx context.Context, scope string, n int, at time.Time
 			return released, err
 		}
 		if len(ts) == 0 {
-			if after == "" {
-				return released, h.flags.ClearHeld(ctx, scope)
+			if after != "" || cleared {
+				return released, nil
 			}
-			return released, nil
+			// None left: the flag is lowered, then the scope looked at
+			// once more. A task set aside after the first look by a
+			// consumer whose cache still showed the flag up was written
+			// without raising it and may have no running task left to
+			// release it: the second look finds it, raises the flag
+			// again, and releases it here.
+			if err := h.flags.ClearHeld(ctx, scope); err != nil {
+				return released, err
+			}
+			cleared = true
+			continue
+		}
+		if cleared {
+			if err := h.flags.MarkHeld(ctx, scope); err != nil {
+				return released, err
+			}
+			cleared = false
 		}
 		// Go on after the last task tried, not the last read: a task not
 		// tried now must not be skipped, or it would start out of order.
