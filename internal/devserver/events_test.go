@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +47,36 @@ func (c *collector) fail(msg string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.bad = append(c.bad, msg)
+}
+
+// tasks is how many tasks the collector has events of.
+func (c *collector) tasks() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.byTask)
+}
+
+// summary lists each task's event types, for a failure message.
+func (c *collector) summary() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var parts []string
+	for id, es := range c.byTask {
+		var ts []string
+		for _, e := range es {
+			ts = append(ts, string(e.Type))
+		}
+		parts = append(parts, id+": "+strings.Join(ts, ","))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "; ")
+}
+
+// errors are the stream's read failures so far.
+func (c *collector) errors() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.bad...)
 }
 
 func (c *collector) types(id string) []events.Type {
@@ -174,7 +205,10 @@ func TestLifecycleEvents(t *testing.T) {
 	deadline := time.Now().Add(90 * time.Second)
 	for !slices.Contains(streamed.types(sleeper), events.Started) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the sleep task never started: %v", streamed.types(sleeper))
+			// Say whether the stream stalled for every task or only this
+			// one fell behind, and where the task is by the API.
+			t.Fatalf("the sleep task never started: %v; events streamed: %d of %d tasks (%s), stream errors %v; the task by the API: %v",
+				streamed.types(sleeper), streamed.tasks(), 6, streamed.summary(), streamed.errors(), do("GET", "/api/v1/tasks/"+sleeper, "", 200)["status"])
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -29,6 +29,15 @@ import (
 // (Decide under the claim's token, the claim, Started, Release) from two
 // processes' controls on one table, and look at the slot item itself.
 
+// concurrencyLimit sets a concurrency limit of n on key (of type typ, or
+// of every type when typ is "").
+func concurrencyLimit(t *testing.T, c *control.Controls, typ, key string, n int) {
+	t.Helper()
+	if _, err := c.SetKeyControls(context.Background(), typ, key, nil, nil, ptr(n)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // slotTask submits one task of key with a timeout of secs and returns it
 // as recorded.
 func slotTask(t *testing.T, a *app.App, key string, secs int) *task.Task {
@@ -101,9 +110,7 @@ func TestSlotPassesOnWithoutAWrite(t *testing.T) {
 	env := stacktest.New(t)
 	a1, a2 := env.App(t, nil), env.App(t, nil)
 	ctx := context.Background()
-	if _, err := a1.Controls.SetKeyControls(ctx, "", "solo", nil, nil, ptr(1)); err != nil {
-		t.Fatal(err)
-	}
+	concurrencyLimit(t, a1.Controls, "", "solo", 1)
 	const slot = "CONC#key#solo#0"
 	x, y := slotTask(t, a1, "solo", 60), slotTask(t, a1, "solo", 60)
 
@@ -154,10 +161,7 @@ func TestSlotPassesOnWithoutAWrite(t *testing.T) {
 func TestAbandonedRunsSlotReturnsAfterItsLease(t *testing.T) {
 	env := stacktest.New(t)
 	a1, a2 := env.App(t, nil), env.App(t, nil)
-	ctx := context.Background()
-	if _, err := a1.Controls.SetKeyControls(ctx, "", "solo", nil, nil, ptr(1)); err != nil {
-		t.Fatal(err)
-	}
+	concurrencyLimit(t, a1.Controls, "", "solo", 1)
 	x, y := slotTask(t, a1, "solo", 1), slotTask(t, a1, "solo", 1)
 	taken := time.Now()
 	d1, token := decide(t, a1.Controls, x)
@@ -192,10 +196,7 @@ func TestAbandonedRunsSlotReturnsAfterItsLease(t *testing.T) {
 func TestNextKeyedTaskStartsPromptly(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
-	ctx := context.Background()
-	if _, err := a.Controls.SetKeyControls(ctx, "", "solo", nil, nil, ptr(1)); err != nil {
-		t.Fatal(err)
-	}
+	concurrencyLimit(t, a.Controls, "", "solo", 1)
 	type span struct {
 		consumer   int
 		start, end time.Time
@@ -261,12 +262,8 @@ func TestFinishedRunsSlotsPassOnInEveryScope(t *testing.T) {
 	env := stacktest.New(t)
 	a1, a2 := env.App(t, nil), env.App(t, nil)
 	ctx := context.Background()
-	if _, err := a1.Controls.SetKeyControls(ctx, "", "both", nil, nil, ptr(1)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a1.Controls.SetKeyControls(ctx, "work", "both", nil, nil, ptr(1)); err != nil {
-		t.Fatal(err)
-	}
+	concurrencyLimit(t, a1.Controls, "", "both", 1)
+	concurrencyLimit(t, a1.Controls, "work", "both", 1)
 	ts := []*task.Task{slotTask(t, a1, "both", 60), slotTask(t, a1, "both", 60), slotTask(t, a1, "both", 60)}
 	// Each task in turn runs and completes, alternating processes; each
 	// is admitted only once the one before completed.

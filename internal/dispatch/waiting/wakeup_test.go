@@ -96,18 +96,9 @@ func TestConcurrencySetAsideIsReleasedWithoutPromoter(t *testing.T) {
 	ctx := context.Background()
 	t.Run("end between refusal and set-aside", func(t *testing.T) {
 		const key = "wake1"
-		if _, err := a.Controls.SetKeyControls(ctx, "", key, nil, nil, ptr(1)); err != nil {
-			t.Fatal(err)
-		}
+		concurrencyLimit(t, a.Controls, "", key, 1)
 		first := make(chan struct{})
-		started := make(chan string, 4)
-		h := handler.Func(func(ctx context.Context, req handler.Request) (json.RawMessage, error) {
-			started <- req.ID
-			if string(req.Payload) == `"first"` {
-				<-first
-			}
-			return nil, nil
-		})
+		h, started := heldFirst(first)
 		ca := env.App(t, nil)
 		g := newSpyGate(ca.Controls)
 		scope := control.KeyScope(key).String()
@@ -136,18 +127,9 @@ func TestConcurrencySetAsideIsReleasedWithoutPromoter(t *testing.T) {
 	})
 	t.Run("end after set-aside with a stale cache", func(t *testing.T) {
 		const key = "wake2"
-		if _, err := a.Controls.SetKeyControls(ctx, "", key, nil, nil, ptr(1)); err != nil {
-			t.Fatal(err)
-		}
+		concurrencyLimit(t, a.Controls, "", key, 1)
 		first := make(chan struct{})
-		started := make(chan string, 4)
-		h := handler.Func(func(ctx context.Context, req handler.Request) (json.RawMessage, error) {
-			started <- req.ID
-			if string(req.Payload) == `"first"` {
-				<-first
-			}
-			return nil, nil
-		})
+		h, started := heldFirst(first)
 		scope := control.KeyScope(key).String()
 		// The ender: one slot, controls cached for an hour.
 		ea := env.App(t, nil)
@@ -177,6 +159,19 @@ func TestConcurrencySetAsideIsReleasedWithoutPromoter(t *testing.T) {
 	})
 }
 
+// heldFirst is a handler that tells started each task it starts and
+// holds the one whose payload is "first" until first is closed.
+func heldFirst(first <-chan struct{}) (handler.Handler, <-chan string) {
+	started := make(chan string, 4)
+	return handler.Func(func(ctx context.Context, req handler.Request) (json.RawMessage, error) {
+		started <- req.ID
+		if string(req.Payload) == `"first"` {
+			<-first
+		}
+		return nil, nil
+	}), started
+}
+
 // submitPayload submits one task of type work with key and payload.
 func submitPayload(t *testing.T, a *app.App, key, payload string) string {
 	t.Helper()
@@ -196,13 +191,8 @@ func submitPayload(t *testing.T, a *app.App, key, payload string) string {
 func TestRefusalNamesGivenBackSlots(t *testing.T) {
 	env := stacktest.New(t)
 	a1, a2 := env.App(t, nil), env.App(t, nil)
-	ctx := context.Background()
-	if _, err := a1.Controls.SetKeyControls(ctx, "", "gb", nil, nil, ptr(2)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a1.Controls.SetKeyControls(ctx, "work", "gb", nil, nil, ptr(1)); err != nil {
-		t.Fatal(err)
-	}
+	concurrencyLimit(t, a1.Controls, "", "gb", 2)
+	concurrencyLimit(t, a1.Controls, "work", "gb", 1)
 	x, y := slotTask(t, a1, "gb", 60), slotTask(t, a1, "gb", 60)
 	dx, token := decide(t, a1.Controls, x)
 	if dx.Release == nil {
