@@ -51,9 +51,21 @@ func (p *Poller) Run(ctx context.Context) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	dt, err := p.Tables.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &p.Keeper.table})
-	if err != nil {
-		return fmt.Errorf("find the stream of table %s: %w", p.Keeper.table, err)
+	// Finding the stream is retried like any read of it: a poller that
+	// gave up on one failed DescribeTable (DynamoDB Local under load)
+	// would leave the counters and the events still for good.
+	var dt *dynamodb.DescribeTableOutput
+	for {
+		var err error
+		dt, err = p.Tables.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &p.Keeper.table})
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("find the stream of table %s: %w", p.Keeper.table, err)
+		}
+		log.Warn("counters: finding the table's stream failed; trying again", "table", p.Keeper.table, "error", err)
+		sleepCtx(ctx, 10*p.Every)
 	}
 	arn := aws.ToString(dt.Table.LatestStreamArn)
 	if arn == "" {

@@ -272,7 +272,12 @@ func Run(ctx context.Context, opt Options) error {
 	errc := make(chan error, 3)
 	wg.Add(4)
 	go func() { defer wg.Done(); promoterapp.SampleQueuesEvery(runCtx, a, rec, interval) }()
-	go func() { defer wg.Done(); _ = a.CounterPoller().Run(runCtx) }()
+	go func() {
+		defer wg.Done()
+		if err := a.CounterPoller().Run(runCtx); err != nil && runCtx.Err() == nil {
+			a.Log.Error("the stream poller stopped: /stats counters and lifecycle events are not updated", "error", err)
+		}
+	}()
 	go func() {
 		defer wg.Done()
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -1,0 +1,45 @@
+package counters
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// flakyTables fails DescribeTable fails times, then describes a table
+// with no stream.
+type flakyTables struct{ fails, calls int }
+
+func (f *flakyTables) DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	f.calls++
+	if f.calls <= f.fails {
+		return nil, errors.New("connection reset")
+	}
+	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{}}, nil
+}
+
+// A Poller that cannot describe its table at first keeps trying (it must
+// not leave the counters and events still for good), and stops only for
+// what retrying cannot fix (here: a table without a stream) or its
+// context's end.
+func TestPollerRetriesFindingItsStream(t *testing.T) {
+	tables := &flakyTables{fails: 3}
+	p := &Poller{Keeper: &Keeper{table: "t"}, Tables: tables, Every: time.Millisecond}
+	err := p.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "has no stream") || tables.calls != 4 {
+		t.Fatalf("Run = %v after %d DescribeTable calls; want the no-stream error after 4", err, tables.calls)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	tables = &flakyTables{fails: 1 << 30}
+	p = &Poller{Keeper: &Keeper{table: "t"}, Tables: tables, Every: time.Millisecond}
+	if err := p.Run(ctx); err == nil || tables.calls < 2 {
+		t.Fatalf("Run = %v after %d calls; want it to retry until its context ended, then fail", err, tables.calls)
+	}
+}
