@@ -173,15 +173,23 @@ func (c *Consumer) ended(endNext, endIfHeld []string) {
 		return
 	}
 	for _, scope := range endIfHeld {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		held, err := hc.ScopeHeld(ctx, scope)
-		cancel()
-		if err != nil {
-			c.log.Warn("reading a scope's held flag failed; its next set-aside task is released anyway", "scope", scope, "error", err)
-		}
-		if err != nil || held {
-			c.releaseSoon(scope, 1)
-		}
+		c.releaseIf(context.Background(), scope, "reading a scope's held flag", hc.ScopeHeld)
+	}
+}
+
+// releaseIf asks check about scope (5 s at most) and releases the scope's
+// next set-aside task when it answers yes or cannot answer (what names
+// the check in the warning): releasing one too many only sets it aside
+// again, releasing none may leave it to the promoter's sweep.
+func (c *Consumer) releaseIf(ctx context.Context, scope, what string, check func(context.Context, string) (bool, error)) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	yes, err := check(ctx, scope)
+	cancel()
+	if err != nil {
+		c.log.Warn(what+" failed; its next set-aside task is released anyway", "scope", scope, "error", err)
+	}
+	if err != nil || yes {
+		c.releaseSoon(scope, 1)
 	}
 }
 
@@ -203,18 +211,8 @@ type slotChecker interface {
 // release it at its end (control.Controls.SlotFreeAfterHold states the
 // invariant).
 func (c *Consumer) heldForSlot(ctx context.Context, scope string) {
-	sc, ok := c.opt.Gate.(slotChecker)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	free, err := sc.SlotFreeAfterHold(ctx, scope)
-	cancel()
-	if err != nil {
-		c.log.Warn("looking at a scope's slots after a set-aside failed; its next set-aside task is released anyway", "scope", scope, "error", err)
-	}
-	if err != nil || free {
-		c.releaseSoon(scope, 1)
+	if sc, ok := c.opt.Gate.(slotChecker); ok {
+		c.releaseIf(ctx, scope, "looking at a scope's slots after a set-aside", sc.SlotFreeAfterHold)
 	}
 }
 

@@ -207,7 +207,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 					return claimed{}, false
 				}
 				release = c.chainReleases(ctx, d)
-				start = startedAt(d, c.store.Now())
+				start = startedAt(d.At, c.store.Now())
 				if d.Started != nil {
 					started = d.Started
 				}
@@ -286,7 +286,7 @@ func (c *Consumer) claimFromMessage(ctx context.Context, m queue.Received, msg t
 	if _, err := c.handlers.Lookup(msg.Type); err != nil {
 		return claimed{}, nil, false
 	}
-	release, started, start := func() {}, func() {}, time.Time{}
+	release, started, admitted := func() {}, func() {}, time.Time{}
 	token := task.NewProgressToken() // this attempt's alone; its slots name it
 	if c.opt.Gate != nil {
 		mt := msg.Task()
@@ -306,15 +306,13 @@ func (c *Consumer) claimFromMessage(ctx context.Context, m queue.Received, msg t
 			return claimed{}, nil, false // set aside: decided again on the task as read
 		}
 		release = c.chainReleases(ctx, d)
-		start = d.At
+		admitted = d.At
 		if d.Started != nil {
 			started = d.Started
 		}
 	}
 	now := c.store.Now()
-	if start.IsZero() {
-		start = now
-	}
+	start := startedAt(admitted, now)
 	t, err := c.store.Claim(ctx, store.Claim{
 		ID: msg.ID, DispatchVersion: msg.Version,
 		Type: msg.Type, Key: msg.Key, TimeoutSeconds: msg.TimeoutSeconds,
@@ -339,14 +337,15 @@ func (c *Consumer) claimFromMessage(ctx context.Context, m queue.Received, msg t
 	return claimed{}, c.current(err), false
 }
 
-// startedAt is an admitted attempt's started_at: the clock a rate limit
-// counted its start by (Decision.At), so the start falls in the window
-// that counted it however long the admission's writes took, or now.
-func startedAt(d control.Decision, now time.Time) time.Time {
-	if d.At.IsZero() {
+// startedAt is an admitted attempt's started_at: admitted, the clock a
+// rate limit counted its start by (Decision.At), so the start falls in the
+// window that counted it however long the admission's writes took; now
+// when no rate limit counted it.
+func startedAt(admitted, now time.Time) time.Time {
+	if admitted.IsZero() {
 		return now
 	}
-	return d.At
+	return admitted
 }
 
 // recordWaits are the pauses before re-reading a task that was not found
