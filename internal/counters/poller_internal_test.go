@@ -12,11 +12,17 @@ import (
 )
 
 // flakyTables fails DescribeTable fails times, then describes a table
-// with no stream.
-type flakyTables struct{ fails, calls int }
+// with no stream; at call cancelAt, if set, it calls cancel.
+type flakyTables struct {
+	fails, calls, cancelAt int
+	cancel                 func()
+}
 
 func (f *flakyTables) DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
 	f.calls++
+	if f.calls == f.cancelAt {
+		f.cancel()
+	}
 	if f.calls <= f.fails {
 		return nil, errors.New("connection reset")
 	}
@@ -35,9 +41,11 @@ func TestPollerRetriesFindingItsStream(t *testing.T) {
 		t.Fatalf("Run = %v after %d DescribeTable calls; want the no-stream error after 4", err, tables.calls)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	// The context ends once the poller has been refused twice: no clock
+	// decides how many tries fit.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	tables = &flakyTables{fails: 1 << 30}
+	tables = &flakyTables{fails: 1 << 30, cancelAt: 2, cancel: cancel}
 	p = &Poller{Keeper: &Keeper{table: "t"}, Tables: tables, Every: time.Millisecond}
 	if err := p.Run(ctx); err == nil || tables.calls < 2 {
 		t.Fatalf("Run = %v after %d calls; want it to retry until its context ended, then fail", err, tables.calls)
