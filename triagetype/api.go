@@ -184,6 +184,8 @@ type ControlSettings struct {
 	// wait in the table without a message and are released in submit
 	// order, and its new tasks join the back of them.
 	Held bool `json:"held,omitempty"`
+	// HeldSince is when Held was last raised (absent while it is down).
+	HeldSince *time.Time `json:"held_since,omitempty"`
 	// WaitUntil is when a handler's Retry-After for the scope ends: until
 	// then its tasks are set aside and none starts.
 	WaitUntil *time.Time `json:"wait_until,omitempty"`

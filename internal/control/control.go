@@ -65,6 +65,9 @@ type Controls struct {
 	// (takenKey), so such a run's release here does not remember a slot
 	// that is no longer free
 	takenOver map[string]bool
+	// promised: free slots this process's setters released a head for,
+	// and when (SlotFreeAfterHold, promise)
+	promised map[string]time.Time
 }
 
 type cached struct {

@@ -122,8 +122,16 @@ type Decision struct {
 	// a rate-limited scope, is the scope's window's worth of starts; the
 	// consumer's window releaser releases that many when the next window
 	// opens. Zero on other refusals, and behind_held in a scope without a
-	// rate (its head is released at once).
+	// rate (its head is released at once, unless Slots).
 	Batch int
+	// Slots, on a behind_held refusal in a scope with a concurrency limit
+	// and no rate, says its head waits for a slot: the running tasks'
+	// ends release it, and the setter releases it only when a slot is
+	// free that no end will release (SlotFreeAfterHold), as after a
+	// concurrency refusal. Releasing the head at once instead sent it to
+	// find no slot and be set aside again: a release and a hold, about 4
+	// write units, for nearly every task of a backlog at its limit.
+	Slots bool
 	Why   metrics.PutOff
 	// At, on an admission a rate limit counted (a start taken in the
 	// current window, or a release's reservation found open), is the
@@ -190,7 +198,7 @@ func (c *Controls) Decide(ctx context.Context, t *task.Task) (Decision, error) {
 	case waiting(typ, c.now()):
 		return Decision{Scope: scope, Why: metrics.PutOffRetryAfter, Delay: typ.WaitUntil.Sub(c.now())}, nil
 	case typ.Held && !t.Released && !rateOnly(typ):
-		return Decision{Scope: scope, Why: metrics.PutOffBehindHeld, Batch: rateBatch(typ.RateLimitPerSecond)}, nil
+		return Decision{Scope: scope, Why: metrics.PutOffBehindHeld, Batch: rateBatch(typ.RateLimitPerSecond), Slots: slotBound(typ)}, nil
 	}
 	var at time.Time // when a rate limit counted this start
 	if typ.RateLimitPerSecond > 0 {
@@ -310,6 +318,12 @@ func (c *Controls) fairRegistry(ctx context.Context, op, scope string) error {
 // window opens: they are released to arrive as it does.
 func rateOnly(s Settings) bool { return s.RateLimitPerSecond > 0 && s.MaxConcurrency == 0 }
 
+// slotBound says whether a held scope's head waits for a concurrency slot
+// (Decision.Slots).
+func slotBound(s Settings) bool {
+	return s.MaxConcurrency > 0 && s.RateLimitPerSecond <= 0
+}
+
 // rateBatch is windowStarts for a scope with a rate, and 0 without one.
 func rateBatch(perSecond float64) int {
 	if perSecond <= 0 {
@@ -368,7 +382,9 @@ func (c *Controls) refresh(ctx context.Context, typ string) (Settings, error) {
 // written (so a task is never held in a scope whose flag is down for
 // longer than a consumer's cache TTL): one write, made only when this
 // process's cached settings say the flag is down. New arrivals of a held
-// scope join the back of its set-aside tasks.
+// scope join the back of its set-aside tasks. A raise stamps held_since
+// (kept while the flag stays up, removed by ClearHeld), which tells a
+// setter which ends saw the flag (SlotFreeAfterHold).
 func (c *Controls) MarkHeld(ctx context.Context, scope string) error {
 	sc, ok := ParseScope(scope)
 	if !ok {
@@ -382,9 +398,12 @@ func (c *Controls) MarkHeld(ctx context.Context, scope string) error {
 	}
 	_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &c.table, Key: key(sc.item()),
-		UpdateExpression:          aws.String("SET #h = :t"),
-		ExpressionAttributeNames:  map[string]string{"#h": "held"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberBOOL{Value: true}},
+		UpdateExpression:         aws.String("SET #h = :t, #hs = if_not_exists(#hs, :now)"),
+		ExpressionAttributeNames: map[string]string{"#h": "held", "#hs": "held_since"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":t":   &types.AttributeValueMemberBOOL{Value: true},
+			":now": &types.AttributeValueMemberS{Value: c.now().UTC().Format(time.RFC3339Nano)},
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("mark %s held: %w", scope, err)
@@ -425,9 +444,9 @@ func (c *Controls) ClearHeld(ctx context.Context, scope string) error {
 	}
 	_, err := c.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &c.table, Key: key(sc.item()),
-		UpdateExpression:         aws.String("SET #h = :f, #c = :now"),
+		UpdateExpression:         aws.String("SET #h = :f, #c = :now REMOVE #hs"),
 		ConditionExpression:      aws.String("#h = :t"),
-		ExpressionAttributeNames: map[string]string{"#h": "held", "#c": "held_cleared"},
+		ExpressionAttributeNames: map[string]string{"#h": "held", "#c": "held_cleared", "#hs": "held_since"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":f": &types.AttributeValueMemberBOOL{Value: false}, ":t": &types.AttributeValueMemberBOOL{Value: true},
 			":now": &types.AttributeValueMemberN{Value: strconv.FormatInt(c.now().UnixMilli(), 10)},

@@ -277,7 +277,7 @@ func (c *Controls) decideKeyed(ctx context.Context, t *task.Task, d Decision) (D
 			return refuse(metrics.PutOffRetryAfter, s.WaitUntil.Sub(c.now()))
 		case s.Held && !t.Released && !rateOnly(s):
 			d, err := refuse(metrics.PutOffBehindHeld, 0)
-			d.Batch = rateBatch(s.RateLimitPerSecond)
+			d.Batch, d.Slots = rateBatch(s.RateLimitPerSecond), slotBound(s)
 			return d, err
 		}
 		if s.RateLimitPerSecond > 0 {

@@ -69,6 +69,10 @@ type slotRef struct {
 	pk    string
 	run   slotRun
 	until int64 // lease end, Unix ms
+	// ended, set by runsEnded, is when the run's task finished
+	// (completed_at), zero when its record does not say (a run that
+	// ended without finishing the task: a retry, a hand-back).
+	ended time.Time
 }
 
 // slotHold is a slot taken for a run.
@@ -311,18 +315,27 @@ func (c *Controls) readSlots(ctx context.Context, prefix string, idx []int, cons
 }
 
 // SlotFreeAfterHold is asked once a task has been set aside in scope for
-// its concurrency limit (its hold written): it makes sure the scope's
-// held flag is up and says whether one of the scope's slots is free now,
-// in which case the caller releases the scope's head itself.
+// its concurrency limit, or behind its set-aside tasks (Decision.Slots),
+// its hold written: it makes sure the scope's held flag is up and says
+// whether one of the scope's slots is free now with no one else to
+// release a task for it, in which case the caller releases the scope's
+// head itself. released says the task set aside had been released
+// (promise).
 //
 // Invariant: a task set aside for a concurrency limit is released when a
 // slot frees or is free, without the promoter. A task's end writes its
-// record and then reads the flag (ScopeHeld, consistent); the setter
-// here reads the flag after its hold (raising it if a release cleared it
-// meanwhile) and then the slots and their holders' records, all
-// consistent. So an end whose flag read came before the flag was up had
-// written its record before these reads, and its slot shows free here;
-// an end after it sees the flag and releases the head. A sampled slot
+// record and then reads the flag (ScopeHeld, consistent) or, if its
+// admission saw the scope held, releases the head outright (EndNext); the
+// setter here reads the flag after its hold (raising it if a release
+// cleared it meanwhile) and then the slots and their holders' records,
+// all consistent. So an end whose flag read came before the flag was up
+// had written its record before these reads, and its slot shows free
+// here; an end after it sees the flag and releases the head. The setter
+// tells the two apart by time: a run that finished later than the flag's
+// raise plus FlagSettle saw it (endSawFlag), and its slot is left to its
+// end's release; a slot never taken, past its lease, or whose run ended
+// before that has no one else to release for it, and the first setter of
+// this process to see it releases for it, once (promise). A sampled slot
 // held by a running task leaves the release to that task's end, so
 // reading a sample (at most slotTries of the scope's slots, at random)
 // suffices: with a scope of more slots a free slot may go unseen here,
@@ -331,12 +344,13 @@ func (c *Controls) readSlots(ctx context.Context, prefix string, idx []int, cons
 // the two went to waste, and when the scope's last running tasks ended
 // in that gap the held task waited for the promoter's sweep.
 //
-// Cost, per task set aside for a concurrency limit: one consistent read
-// of the scope's settings item (1 read unit), one consistent BatchGetItem
-// of min(n, slotTries) slots (1 read unit each), one of their holders'
-// records (1 read unit each, those still named); no write unless the flag
-// was cleared (then one).
-func (c *Controls) SlotFreeAfterHold(ctx context.Context, scope string) (bool, error) {
+// Cost, per task set aside for a concurrency limit or behind its scope's
+// set-aside tasks: one consistent read of the scope's settings item (1
+// read unit), one consistent BatchGetItem of min(n, slotTries) slots (1
+// read unit each), one of their holders' records (1 read unit each,
+// those still named, skipped when a slot is free outright); no write
+// unless the flag was cleared (then one).
+func (c *Controls) SlotFreeAfterHold(ctx context.Context, scope string, released bool) (bool, error) {
 	sc, ok := ParseScope(scope)
 	if !ok || sc.Fair != "" {
 		return false, nil
@@ -348,6 +362,7 @@ func (c *Controls) SlotFreeAfterHold(ctx context.Context, scope string) (bool, e
 	if s.MaxConcurrency <= 0 {
 		return true, nil // the limit was lifted: the head may go
 	}
+	since := s.HeldSince
 	if !s.Held {
 		// A release found the scope empty and cleared the flag before
 		// this hold was written: raised again (the cache now says it
@@ -355,22 +370,94 @@ func (c *Controls) SlotFreeAfterHold(ctx context.Context, scope string) (bool, e
 		if err := c.MarkHeld(ctx, scope); err != nil {
 			return false, err
 		}
+		since = nil // raised now: no end so far can have seen it
 	}
 	n := s.MaxConcurrency
 	refs, err := c.readSlots(ctx, slotPrefix(sc), rand.Perm(n)[:min(n, slotTries)], true)
 	if err != nil {
 		return false, err
 	}
-	now := c.now().UnixMilli()
-	var held []slotRef
+	now := c.now()
+	var free, held []slotRef
 	for _, r := range refs {
-		if r.run.task == "" || r.until < now {
-			return true, nil
+		if r.run.task == "" || r.until < now.UnixMilli() {
+			free = append(free, r)
+		} else {
+			held = append(held, r)
 		}
-		held = append(held, r)
+	}
+	if c.promise(free, now, released) {
+		return true, nil
 	}
 	ended, err := c.runsEnded(ctx, held)
-	return len(ended) > 0, err
+	if err != nil {
+		return false, err
+	}
+	free = free[:0]
+	for _, r := range ended {
+		if !endSawFlag(r.ended, since) {
+			free = append(free, r)
+		}
+	}
+	return c.promise(free, now, released), nil
+}
+
+// SlotPromise is how long a free slot, once a setter in this process
+// released a scope's head for it, is not counted free again by this
+// process's setters: time for the released task to arrive and take it.
+// Without it, a burst of set-asides that all saw the same free slot each
+// released a task, and all but one found no slot and were set aside again
+// (95 releases for 2 slots, about 4 write units each).
+const SlotPromise = 5 * time.Second
+
+// promiseCap bounds the slots a process remembers promising.
+const promiseCap = 1024
+
+// promise picks the first of free that no setter in this process released
+// a head for within SlotPromise, and records it; it reports whether there
+// was one. A released task that was refused and set aside again
+// (released) may use a promised slot: the release it was given for that
+// slot did not take it, and no one else would release for it.
+func (c *Controls) promise(free []slotRef, now time.Time, released bool) bool {
+	if len(free) == 0 {
+		return false
+	}
+	c.slotsMu.Lock()
+	defer c.slotsMu.Unlock()
+	if c.promised == nil || len(c.promised) >= promiseCap {
+		c.promised = map[string]time.Time{}
+	}
+	for _, r := range free {
+		k := takenKey(r.pk, r.run)
+		if at, ok := c.promised[k]; ok && now.Sub(at) < SlotPromise && !released {
+			continue
+		}
+		c.promised[k] = now
+		return true
+	}
+	return false
+}
+
+// FlagSettle bounds how long after a held flag's raise is stamped
+// (HeldSince, the raiser's clock before its write) the raise is visible
+// to a consistent read in any process: the write's own latency plus the
+// clock skew between processes. A run that finished (its completed_at,
+// stamped before its record's write) later than HeldSince + FlagSettle
+// read the flag after the raise, saw it up, and releases the scope's next
+// set-aside task itself (ScopeHeld at its end, or EndNext). Were the bound
+// exceeded, a wakeup would be missed and the task would wait for the
+// promoter's sweep of held scopes, never lost.
+const FlagSettle = 2 * time.Second
+
+// endSawFlag says whether a run that ended at ended read the held flag
+// raised at since after the raise, so its end releases the scope's next
+// set-aside task and the setter must not release one too (doing so would
+// release a task that finds no slot and is set aside again: a release and
+// a hold, about 5 write units, and with every set-aside looking again, a
+// cascade). Unknown times (a run that did not finish its task, a flag
+// raised by an older version or just now) count as not seen.
+func endSawFlag(ended time.Time, since *time.Time) bool {
+	return since != nil && !ended.IsZero() && ended.After(since.Add(FlagSettle))
 }
 
 // runsEnded reads the tasks holding held (strongly consistent, one
@@ -387,7 +474,7 @@ func (c *Controls) runsEnded(ctx context.Context, held []slotRef) ([]slotRef, er
 			keys = append(keys, key(spec.TaskKeyPrefix+r.run.task))
 		}
 	}
-	items, err := c.batchGet(ctx, keys, true, "#pk, #st, #tok, #dv", map[string]string{"#pk": spec.AttrPK, "#st": "status", "#tok": "progress_token", "#dv": "dispatch_version"})
+	items, err := c.batchGet(ctx, keys, true, "#pk, #st, #tok, #dv, #ca", map[string]string{"#pk": spec.AttrPK, "#st": "status", "#tok": "progress_token", "#dv": "dispatch_version", "#ca": "completed_at"})
 	if err != nil {
 		return nil, fmt.Errorf("read concurrency slot holders: %w", err)
 	}
@@ -397,7 +484,11 @@ func (c *Controls) runsEnded(ctx context.Context, held []slotRef) ([]slotRef, er
 	}
 	var out []slotRef
 	for _, r := range held {
-		if runEnded(recs[r.run.task], r.run) {
+		rec := recs[r.run.task]
+		if runEnded(rec, r.run) {
+			if triagetype.Status(str(rec["status"])).Terminal() {
+				r.ended, _ = time.Parse(time.RFC3339Nano, str(rec["completed_at"]))
+			}
 			out = append(out, r)
 		}
 	}

@@ -123,7 +123,7 @@ func (c *Consumer) setAside(ctx context.Context, m queue.Received, msg task.Mess
 	c.del.add(m.Priority, m.ReceiptHandle)
 	switch {
 	case d.Why == metrics.PutOffConcurrency:
-		c.heldForSlot(ctx, d.Scope)
+		c.heldForSlot(ctx, d.Scope, t.Released)
 	case d.Why == metrics.PutOffRetryAfter:
 		c.releaseAfter(d.Scope, d.Delay, hold.Window)
 	case d.Why == metrics.PutOffRate, d.Why == metrics.PutOffBehindHeld && d.Batch > 0:
@@ -132,6 +132,11 @@ func (c *Consumer) setAside(ctx context.Context, m queue.Received, msg task.Mess
 		// window's worth each (releaser below). Releasing the head at once
 		// instead would only see it refused by the spent window again.
 		c.heldForRate(ctx, d.Scope, true)
+	case d.Why == metrics.PutOffBehindHeld && d.Slots:
+		// Behind the set-aside tasks of a concurrency-limited scope: its
+		// head goes when a slot frees (the running tasks' ends), or now
+		// if one is free that no end will release.
+		c.heldForSlot(ctx, d.Scope, false)
 	case d.Why == metrics.PutOffBehindHeld:
 		// Held only to keep order: the scope may run, so its head goes
 		// (maybe this very task), as nothing else may be left to release
@@ -202,17 +207,20 @@ type heldChecker interface {
 // slotChecker looks at a concurrency-limited scope's slots after a task
 // was set aside there (*control.Controls: SlotFreeAfterHold).
 type slotChecker interface {
-	SlotFreeAfterHold(ctx context.Context, scope string) (bool, error)
+	SlotFreeAfterHold(ctx context.Context, scope string, released bool) (bool, error)
 }
 
 // heldForSlot follows a task set aside in scope for its concurrency
 // limit: when a slot is free by now (freed since the refusal read it),
 // the scope's head is released here, as no running task may be left to
 // release it at its end (control.Controls.SlotFreeAfterHold states the
-// invariant).
-func (c *Consumer) heldForSlot(ctx context.Context, scope string) {
+// invariant). released says the task set aside had been released (a
+// release that found no slot).
+func (c *Consumer) heldForSlot(ctx context.Context, scope string, released bool) {
 	if sc, ok := c.opt.Gate.(slotChecker); ok {
-		c.releaseIf(ctx, scope, "looking at a scope's slots after a set-aside", sc.SlotFreeAfterHold)
+		c.releaseIf(ctx, scope, "looking at a scope's slots after a set-aside", func(ctx context.Context, scope string) (bool, error) {
+			return sc.SlotFreeAfterHold(ctx, scope, released)
+		})
 	}
 }
 

@@ -101,6 +101,7 @@ type storedControls struct {
 	RateLimitPerSecond float64    `dynamodbav:"rate_limit_per_second,omitempty"`
 	MaxConcurrency     int        `dynamodbav:"max_concurrency,omitempty"`
 	Held               bool       `dynamodbav:"held,omitempty"`
+	HeldSince          *time.Time `dynamodbav:"held_since,omitempty"`
 	WaitUntil          *time.Time `dynamodbav:"wait_until,omitempty"`
 	Weight             int        `dynamodbav:"weight,omitempty"`
 }

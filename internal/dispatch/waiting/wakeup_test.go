@@ -49,8 +49,8 @@ func (g *spyGate) ScopeHeld(ctx context.Context, scope string) (bool, error) {
 	return held, err
 }
 
-func (g *spyGate) SlotFreeAfterHold(ctx context.Context, scope string) (bool, error) {
-	free, err := g.Controls.SlotFreeAfterHold(ctx, scope)
+func (g *spyGate) SlotFreeAfterHold(ctx context.Context, scope string, released bool) (bool, error) {
+	free, err := g.Controls.SlotFreeAfterHold(ctx, scope, released)
 	tell(g.rechecked, scope)
 	return free, err
 }
@@ -212,5 +212,106 @@ func TestRefusalNamesGivenBackSlots(t *testing.T) {
 		if h := slotHolder(t, a1, fmt.Sprintf("CONC#%s#%d", keyScope, i)); h == y.ID {
 			t.Errorf("the key's slot %d still names the refused task", i)
 		}
+	}
+}
+
+// TestSetterLeavesTheReleaseToAnEndThatSawTheFlag: a task set aside for
+// its key's limit (1) looks at the slot after its hold. A run that ended
+// before the flag's raise could be seen (completed_at no later than
+// HeldSince + FlagSettle) may have read the flag down and released
+// nobody, so the setter counts its slot free; a run that ended after read
+// the flag up and releases the next task itself, so the setter does not
+// release a second one (which would find no slot and be set aside again).
+// A flag the setter had to raise again counts every ended run as free.
+func TestSetterLeavesTheReleaseToAnEndThatSawTheFlag(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		ended    time.Duration // completed_at, from HeldSince
+		clear    bool          // the flag lowered before the look
+		wantFree bool
+	}{
+		{"ended before the raise", -time.Second, false, true},
+		{"ended within the settle bound", control.FlagSettle - time.Second, false, true},
+		{"ended after the settle bound", control.FlagSettle + 2*time.Second, false, false},
+		{"ended after, but the flag was lowered", control.FlagSettle + 2*time.Second, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := fmt.Sprintf("settle%d", time.Now().UnixNano())
+			concurrencyLimit(t, a.Controls, "", key, 1)
+			sc := control.KeyScope(key)
+			x := slotTask(t, a, key, 60)
+			d, token := decide(t, a.Controls, x)
+			if d.Release == nil {
+				t.Fatalf("first task refused (%s)", d.Why)
+			}
+			run := claimRun(t, a, x, token)
+			d.Started()
+			if err := a.Controls.MarkHeld(ctx, sc.String()); err != nil {
+				t.Fatal(err)
+			}
+			s, err := a.Controls.GetScope(ctx, sc)
+			if err != nil || !s.Held || s.HeldSince == nil {
+				t.Fatalf("after MarkHeld: %+v (%v), want the flag up with its raise time", s, err)
+			}
+			ended := s.HeldSince.Add(tc.ended)
+			if _, err := a.Store.Transition(ctx, run, triagetype.Completed, func(n *task.Task) { n.CompletedAt = &ended }); err != nil {
+				t.Fatal(err)
+			}
+			if tc.clear {
+				if err := a.Controls.ClearHeld(ctx, sc.String()); err != nil {
+					t.Fatal(err)
+				}
+				if s, _ := a.Controls.GetScope(ctx, sc); s.Held || s.HeldSince != nil {
+					t.Fatalf("after ClearHeld: held %v since %v, want both cleared", s.Held, s.HeldSince)
+				}
+			}
+			free, err := a.Controls.SlotFreeAfterHold(ctx, sc.String(), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if free != tc.wantFree {
+				t.Errorf("SlotFreeAfterHold = %v, want %v", free, tc.wantFree)
+			}
+			if s, _ := a.Controls.GetScope(ctx, sc); !s.Held {
+				t.Error("the flag is down after the look; a set-aside task needs it up")
+			}
+		})
+	}
+}
+
+// TestSetterReleasesOncePerFreeSlot: set-asides in one process that see
+// the same free slot release one task for it, not one each (a burst of a
+// backlog's set-asides released the whole backlog for two slots), unless
+// the set-aside task was itself released and found no slot: then the
+// release made for the slot did not take it, and it is made again.
+func TestSetterReleasesOncePerFreeSlot(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	ctx := context.Background()
+	const key = "once"
+	concurrencyLimit(t, a.Controls, "", key, 1)
+	scope := control.KeyScope(key).String()
+	if err := a.Controls.MarkHeld(ctx, scope); err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		released bool
+		want     bool
+	}{{false, true}, {false, false}, {false, false}, {true, true}} {
+		free, err := a.Controls.SlotFreeAfterHold(ctx, scope, tc.released)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if free != tc.want {
+			t.Errorf("look %d (released %v) at the never-taken slot = %v, want %v", i+1, tc.released, free, tc.want)
+		}
+	}
+	// Another process has promised nothing: it releases for the slot too.
+	b := env.App(t, nil)
+	if free, err := b.Controls.SlotFreeAfterHold(ctx, scope, false); err != nil || !free {
+		t.Errorf("another process's look = %v (%v), want true", free, err)
 	}
 }
