@@ -6,13 +6,31 @@ import (
 )
 
 // This file bills the functions for AWS's latencies, not the emulators':
-// a function's billed time per task is its own CPU time plus, for every
+// a function's billed time per task is its own CPU time (measured on a
+// full core, stretched to the function's CPU share: cpuScale) plus, for every
 // AWS call it makes per task, the latency that call has on AWS (the table
 // below), as if the calls ran one after another. That is an upper bound:
 // the consumer's slots run tasks side by side within one invocation, so
 // their waits overlap. The emulators' latencies (DynamoDB Local answers a
 // conditional write in 5 to 20 ms on two shared cores) say nothing about
 // AWS and are not used.
+
+// oneVCPUMB is the memory size at which a Lambda function has the
+// equivalent of one vCPU; CPU is allocated in proportion to memory
+// (AWS Lambda developer guide, "Configure Lambda function memory").
+const oneVCPUMB = 1769
+
+// cpuScale is how much longer CPU-bound work measured on a full core takes
+// in a function of mb megabytes: 1769/mb, at least 1.
+func cpuScale(mb int) float64 {
+	if mb <= 0 || mb >= oneVCPUMB {
+		return 1
+	}
+	return float64(oneVCPUMB) / float64(mb)
+}
+
+// cpuShareNote states the CPU scaling in the cost assumptions.
+const cpuShareNote = "CPU measured on a full core, stretched by 1769 MB / the function's memory (Lambda's CPU share)"
 
 // CallLatency is the AWS-like latency assumed for one operation.
 type CallLatency struct {
@@ -117,6 +135,6 @@ func latencyAssumption(table []CallLatency) string {
 	for _, c := range table {
 		parts = append(parts, fmt.Sprintf("%s %.0f ms", c.Op, c.Millis))
 	}
-	return "λ billed time = the function's own CPU time + its AWS calls per task × their AWS latency, as if serial (an upper bound: slots overlap their waits); latencies: " +
+	return "λ billed time = the function's own CPU time × 1769 MB / its memory + its AWS calls per task × their AWS latency, as if serial (an upper bound: slots overlap their waits); latencies: " +
 		strings.Join(parts, ", ") + "; " + latencySource
 }

@@ -633,22 +633,22 @@ func priceTasks(r *Results, ownCPU float64, paths []costPhases) Cost {
 		cInv, cSec := countersLambda(p.counters, lat)
 		apiSec := 0.0
 		if p.apiRequests > 0 {
-			apiSec = p.apiRequests*apiOwnCPU + awsSeconds(p.submit, lat)
+			apiSec = p.apiRequests*apiOwnCPU*cpuScale(pr.APILambdaMB) + awsSeconds(p.submit, lat)
 			apiNote = append(apiNote, fmt.Sprintf("%s: %.3f ms a task", p.name, apiSec*1000))
 		}
 		c.Paths = append(c.Paths, costPath(costInput{
 			Name: p.name, Tasks: combine("", p.submit, p.consume), Counters: p.counters,
 			APIRequests: p.apiRequests, APISeconds: apiSec,
-			ConsumerInvocations: 1 / pr.ConsumerTasksPerInvocation, ConsumerSeconds: ownCPU + awsSeconds(p.consume, lat),
+			ConsumerInvocations: 1 / pr.ConsumerTasksPerInvocation, ConsumerSeconds: ownCPU*cpuScale(pr.ConsumerLambdaMB) + awsSeconds(p.consume, lat),
 			CountersInvocations: cInv, CountersSeconds: cSec,
 		}, pr))
 	}
 	c.Assumptions = []string{
 		latencyAssumption(lat),
-		fmt.Sprintf("API λ at %d MB, one invocation (and one API Gateway HTTP API request) per request: %.1f ms of its own CPU a request plus its calls (%s)",
-			pr.APILambdaMB, apiOwnCPU*1000, strings.Join(apiNote, "; ")),
-		fmt.Sprintf("consumer λ at %d MB: %.3f ms of its own CPU a task (the handler is noop; the figure is the dispatch's, measured in group 6 or the committed run's) plus its calls; one invocation per %.0f tasks (the event source mapping's batch size: an upper bound, an invocation keeps polling under load)",
-			pr.ConsumerLambdaMB, ownCPU*1000, pr.ConsumerTasksPerInvocation),
+		fmt.Sprintf("API λ at %d MB, one invocation (and one API Gateway HTTP API request) per request: %.1f ms of its own CPU a request (%.1f ms billed: %s) plus its calls (%s)",
+			pr.APILambdaMB, apiOwnCPU*1000, apiOwnCPU*cpuScale(pr.APILambdaMB)*1000, cpuShareNote, strings.Join(apiNote, "; ")),
+		fmt.Sprintf("consumer λ at %d MB: %.3f ms of its own CPU a task (%.3f ms billed: %s; the handler is noop; the figure is the dispatch's, measured in group 6 or the committed run's) plus its calls; one invocation per %.0f tasks (the event source mapping's batch size: an upper bound, an invocation keeps polling under load)",
+			pr.ConsumerLambdaMB, ownCPU*1000, ownCPU*cpuScale(pr.ConsumerLambdaMB)*1000, cpuShareNote, pr.ConsumerTasksPerInvocation),
 		fmt.Sprintf("counters λ at %d MB invoked once per counters transaction, billed for its DynamoDB calls at the same latencies; its stream reads are free (Lambda trigger)", pr.CountersLambdaMB),
 		fmt.Sprintf("provisioned: DynamoDB at $%.5f per WCU-hour and $%.5f per RCU-hour, auto scaling holding %.0f%% utilisation, i.e. $%.3f per million write units and $%.3f per million read units used",
 			pr.ProvisionedWCUHour, pr.ProvisionedRCUHour, pr.ProvisionedUtilization*100, provisionedPerMillion(pr.ProvisionedWCUHour), provisionedPerMillion(pr.ProvisionedRCUHour)),
