@@ -75,8 +75,9 @@ type Store interface {
 	PutEdges(ctx context.Context, child string, parents []string) error
 	PutEdgeBatch(ctx context.Context, edges []store.Edge) error
 	Children(ctx context.Context, parent, after string, limit int32) ([]string, string, error)
+	EdgeChildren(ctx context.Context, parent, after string, limit int32) ([]string, string, error)
+	Waiting(ctx context.Context, shard int, before time.Time, after string, limit int32) ([]*task.Task, string, error)
 	ResolveParent(ctx context.Context, child, parent string) (*task.Task, bool, error)
-	Due(ctx context.Context, c store.DueClass, shard int, before time.Time, after string, limit int32) ([]*task.Task, string, error)
 	FlowMark(ctx context.Context, key string) (string, error)
 	SetFlowMark(ctx context.Context, key, mark string) error
 	Shards() int
@@ -247,7 +248,13 @@ func (f *Flow) link(ctx context.Context, t *task.Task) error {
 	if len(open) == 0 {
 		return nil
 	}
-	return f.store.PutEdges(ctx, t.ID, open)
+	// The first unfinished parent finds the child through the child's own
+	// waiting entry (store.EdgeKey); the others through edge items.
+	t.EdgeParent = open[0]
+	if len(open) == 1 {
+		return nil
+	}
+	return f.store.PutEdges(ctx, t.ID, open[1:])
 }
 
 // runnableNow says whether waiting task t, whose parents (byID) all
@@ -302,21 +309,26 @@ func (f *Flow) Finished(ctx context.Context, t *task.Task) {
 	f.walk(ctx, t)
 }
 
-// walk resolves each child of finished task t.
+// walk resolves each child of finished task t: those it is the edge
+// parent of (their own waiting entries), then those of its edge items.
 func (f *Flow) walk(ctx context.Context, t *task.Task) {
-	after := ""
-	for {
-		ids, next, err := f.store.Children(ctx, t.ID, after, 100)
-		if err != nil {
-			f.log.Warn("could not walk a finished task's children; the sweep will", "task_id", t.ID, "error", err)
-			return
-		}
-		if t.Status == triagetype.Completed {
-			ids = f.releaseLast(ctx, t.ID, ids)
-		}
-		parallel(len(ids), 16, func(i int) { f.resolve(ctx, ids[i], t) })
-		if after = next; after == "" {
-			return
+	for _, children := range []func(ctx context.Context, parent, after string, limit int32) ([]string, string, error){
+		f.store.EdgeChildren, f.store.Children,
+	} {
+		after := ""
+		for {
+			ids, next, err := children(ctx, t.ID, after, 100)
+			if err != nil {
+				f.log.Warn("could not walk a finished task's children; the sweep will", "task_id", t.ID, "error", err)
+				break
+			}
+			if t.Status == triagetype.Completed {
+				ids = f.releaseLast(ctx, t.ID, ids)
+			}
+			parallel(len(ids), 16, func(i int) { f.resolve(ctx, ids[i], t) })
+			if after = next; after == "" {
+				break
+			}
 		}
 	}
 }
