@@ -108,7 +108,10 @@ func DueStatus(st triagetype.Status) (DueClass, bool) {
 // DueOf is the by-due entry t's state calls for: its class and the time it
 // sorts by. Queued tasks have one only when tracked (their wait began after
 // creation, so the promoter's sweep of new tasks would not find them) and
-// below high priority (high tasks do not age).
+// below high priority (high tasks do not age), or when parked (Parked:
+// released, in the waiting class until their claim). A parked or waiting
+// task with an edge parent is keyed by that parent, not by the time
+// (EdgeKey; the store writes what dueKey says).
 func DueOf(t *task.Task) (DueClass, time.Time, bool) {
 	switch t.Status {
 	case triagetype.Scheduled:
