@@ -54,7 +54,8 @@
 // for the child's entry, 1 for the release, which also takes the parent
 // out of waiting_on (take, releaseLast), and 1 for the entry's removal at
 // the claim: +4, +3 with the parent marked, at any priority (the bench's
-// group 11, one parent per child: 8.99 against 5.03). Each further pending
+// group 11: 9.00 against 5.01 with one parent per child, 9.02 for a high
+// child, 8.10 in a fan-out of 200 from one parent). Each further pending
 // parent adds 4 (mark, edge item and its index entry, resolve). See
 // docs/workflows.md for what each write guarantees.
 package flow
