@@ -25,6 +25,16 @@ type FlowRun struct {
 	// Write units per task (computed from the items written, as group 3).
 	PlainWrites float64 `json:"plain_write_units"`
 	ChildWrites float64 `json:"child_write_units"` // a child of one parent still pending at its submit, its edge and release included
+	// HighChildWrites: ChildWrites for a high-priority child (high tasks
+	// do not age, so no aging entry was ever theirs to save).
+	HighChildWrites float64 `json:"high_child_write_units"`
+	HighChildExtra  float64 `json:"high_child_extra_write_units"`
+	// FanoutWrites: a child of one parent shared by all of them (one
+	// parent, still pending, with Tasks children): the parent's mark is
+	// paid once, the parent's own plain writes are spread over its
+	// children.
+	FanoutWrites float64 `json:"fanout_child_write_units"`
+	FanoutExtra  float64 `json:"fanout_child_extra_write_units"`
 	// ChildDoneWrites: a child submitted after its one parent completed
 	// (queued at once, as a plain task).
 	ChildDoneWrites float64 `json:"child_of_completed_write_units"`
@@ -151,6 +161,49 @@ func measureFlow(ctx context.Context, cl clients, cnt *counter, tasks, nodes int
 	}
 	r.ChildWrites = units(before)/float64(tasks) - r.PlainWrites
 
+	// The same with high-priority children.
+	before = cnt.snapshot()
+	for i := range parents {
+		rq := task.Request{Type: "noop", DelaySeconds: ptrInt(10)}
+		parents[i] = rq.NewTask(time.Now().UTC(), 15*time.Minute)
+	}
+	if pids, err = submit(parents); err != nil {
+		return r, fmt.Errorf("parents: %w", err)
+	}
+	for i := range kids {
+		rq := task.Request{Type: "noop", Priority: triagetype.High, After: []string{pids[i]}}
+		kids[i] = rq.NewTask(time.Now().UTC(), 15*time.Minute)
+	}
+	kids2, err = submit(kids)
+	if err == nil {
+		err = wait(append(pids, kids2...))
+	}
+	if err != nil {
+		return r, fmt.Errorf("high children: %w", err)
+	}
+	r.HighChildWrites = units(before)/float64(tasks) - r.PlainWrites
+	r.HighChildExtra = r.HighChildWrites - r.PlainWrites
+
+	// One pending parent and all its children: a fan-out.
+	before = cnt.snapshot()
+	rq := task.Request{Type: "noop", DelaySeconds: ptrInt(10)}
+	fanPIDs, err := submit([]*task.Task{rq.NewTask(time.Now().UTC(), 15*time.Minute)})
+	if err != nil {
+		return r, fmt.Errorf("fan-out parent: %w", err)
+	}
+	for i := range kids {
+		kids[i] = noop(fanPIDs[0])
+	}
+	kids2, err = submit(kids)
+	if err == nil {
+		err = wait(append(fanPIDs, kids2...))
+	}
+	if err != nil {
+		return r, fmt.Errorf("fan-out children: %w", err)
+	}
+	r.FanoutWrites = (units(before) - r.PlainWrites) / float64(tasks)
+	r.FanoutExtra = r.FanoutWrites - r.PlainWrites
+
 	// Children of parents that completed before their submit.
 	before = cnt.snapshot()
 	for i := range parents {
@@ -267,8 +320,8 @@ func printFlow(w io.Writer, f *FlowRun) {
 		return
 	}
 	fmt.Fprintf(w, "\n11. dependencies, batches, workflows (%d tasks per kind, one consumer at 16)\n", f.Tasks)
-	fmt.Fprintf(w, "  write units per task: plain %.2f, child of one pending parent %.2f (+%.2f, +$%.2f per million; target +3), child of a completed parent %.2f (+%.2f), batch member %.2f (+%.2f, +$%.2f per million; target +3)\n",
-		f.PlainWrites, f.ChildWrites, f.ChildExtra, f.ChildExtraUSD, f.ChildDoneWrites, f.ChildDoneWrites-f.PlainWrites, f.MemberWrites, f.MemberExtra, f.MemberExtraUSD)
+	fmt.Fprintf(w, "  write units per task: plain %.2f, child of one pending parent %.2f (+%.2f, +$%.2f per million; target +3), high-priority child of one pending parent %.2f (+%.2f), child in a fan-out of %d from one pending parent %.2f (+%.2f), child of a completed parent %.2f (+%.2f), batch member %.2f (+%.2f, +$%.2f per million; target +3)\n",
+		f.PlainWrites, f.ChildWrites, f.ChildExtra, f.ChildExtraUSD, f.HighChildWrites, f.HighChildExtra, f.Tasks, f.FanoutWrites, f.FanoutExtra, f.ChildDoneWrites, f.ChildDoneWrites-f.PlainWrites, f.MemberWrites, f.MemberExtra, f.MemberExtraUSD)
 	fmt.Fprintf(w, "  %d-node fan-out/fan-in workflow: %.1f s (submit %.1f s) against the same %d tasks flat: %.1f s (%.2fx; target 1.3x)\n",
 		f.WorkflowNodes, f.WorkflowSeconds, f.WorkflowSubmitSec, f.WorkflowNodes, f.FlatSeconds, f.WorkflowOverFlat)
 }

@@ -5,12 +5,16 @@
 // # Dependencies
 //
 // A task that names parents is recorded waiting, with no message, and its
-// waiting_on set holding the parents not finished yet. Every parent->child
-// edge is an item of its own (store.PutEdges), written before the child is
-// recorded, and the parent is marked has_children. When a parent reaches a
+// waiting_on set holding the parents not finished yet. Its first
+// unfinished parent is its edge parent (task.Task.EdgeParent): the child's
+// own by-due entry is filed under that parent (store.EdgeKey), so the
+// parent finds it with no item of its own. Each further parent gets an
+// edge item (store.PutEdges), written before the child is recorded. Every
+// unfinished parent is marked has_children. When a parent reaches a
 // terminal status the store calls Finished in the writer's goroutine (the
 // consumer's outcome path, a cancel, the promoter's DLQ reconciliation),
-// which walks the parent's edges and resolves each child:
+// which walks the parent's children (store.EdgeChildren, then
+// store.Children) and resolves each:
 //
 //   - the parent completed, or the child's policy is run: one conditional
 //     DELETE takes the parent out of the child's waiting_on
@@ -28,21 +32,31 @@
 // two ways. A child recorded after its parent finished finds that out
 // itself: after its record is written it reads its parents (strongly
 // consistent) and resolves the finished ones (Settle). A parent that
-// finished before the child's check read it walks an edge written before
+// finished after the child's check read it walks a child recorded before
 // that read. And a crash between a parent's terminal write and its walk
-// (or an edge the eventually consistent edge index did not show yet) is
-// repaired by Sweep, which the promoter runs: it reads waiting tasks a
-// shard and a page at a time, from a resume mark that wraps around, and
-// resolves every finished parent in their waiting_on sets.
+// (or an entry the eventually consistent index did not show yet) is
+// repaired by Sweep, which the promoter runs: it reads the waiting
+// partitions a shard and a page at a time, from a resume mark that wraps
+// around, and resolves every finished parent in the waiting_on sets of
+// the tasks older than its grace.
+//
+// A released child keeps its entry until its claim (store.Parked): the
+// release changes no index key, and the claim removes the entry. It gets
+// no aging entry either: Sweep returns the released children it reads
+// (SweepReport.Parked) and the promoter promotes those past their aging
+// threshold, so a released low or medium child is promoted at most one
+// sweep pass after its threshold.
 //
 // Write units of a child of one parent, beyond a plain task's 5: none
 // when the parent had completed at its submit (Link queues it as a plain
 // task). With the parent pending: 1 to mark the parent (none when it is
-// marked already), 2 for the edge item and its index entry, 2 for the
-// waiting index entry (in and out), 1 for the release, which also takes
-// the parent out of waiting_on (take, releaseLast), and 2 for the aging
-// entry of a wait that began at the release: +8 (the bench's group 11:
-// 13.00 against 5.02). Each further pending parent adds 4. See
+// marked already: a fan-out's further children, a workflow's nodes), 1
+// for the child's entry, 1 for the release, which also takes the parent
+// out of waiting_on (take, releaseLast), and 1 for the entry's removal at
+// the claim: +4, +3 with the parent marked, at any priority (the bench's
+// group 11: 9.00 against 5.01 with one parent per child, 9.02 for a high
+// child, 8.10 in a fan-out of 200 from one parent). Each further pending
+// parent adds 4 (mark, edge item and its index entry, resolve). See
 // docs/workflows.md for what each write guarantees.
 package flow
 
@@ -75,8 +89,9 @@ type Store interface {
 	PutEdges(ctx context.Context, child string, parents []string) error
 	PutEdgeBatch(ctx context.Context, edges []store.Edge) error
 	Children(ctx context.Context, parent, after string, limit int32) ([]string, string, error)
+	EdgeChildren(ctx context.Context, parent, after string, limit int32) ([]string, string, error)
+	Waiting(ctx context.Context, shard int, before time.Time, after string, limit int32) ([]*task.Task, string, error)
 	ResolveParent(ctx context.Context, child, parent string) (*task.Task, bool, error)
-	Due(ctx context.Context, c store.DueClass, shard int, before time.Time, after string, limit int32) ([]*task.Task, string, error)
 	FlowMark(ctx context.Context, key string) (string, error)
 	SetFlowMark(ctx context.Context, key, mark string) error
 	Shards() int
@@ -247,7 +262,13 @@ func (f *Flow) link(ctx context.Context, t *task.Task) error {
 	if len(open) == 0 {
 		return nil
 	}
-	return f.store.PutEdges(ctx, t.ID, open)
+	// The first unfinished parent finds the child through the child's own
+	// waiting entry (store.EdgeKey); the others through edge items.
+	t.EdgeParent = open[0]
+	if len(open) == 1 {
+		return nil
+	}
+	return f.store.PutEdges(ctx, t.ID, open[1:])
 }
 
 // runnableNow says whether waiting task t, whose parents (byID) all
@@ -302,21 +323,26 @@ func (f *Flow) Finished(ctx context.Context, t *task.Task) {
 	f.walk(ctx, t)
 }
 
-// walk resolves each child of finished task t.
+// walk resolves each child of finished task t: those it is the edge
+// parent of (their own waiting entries), then those of its edge items.
 func (f *Flow) walk(ctx context.Context, t *task.Task) {
-	after := ""
-	for {
-		ids, next, err := f.store.Children(ctx, t.ID, after, 100)
-		if err != nil {
-			f.log.Warn("could not walk a finished task's children; the sweep will", "task_id", t.ID, "error", err)
-			return
-		}
-		if t.Status == triagetype.Completed {
-			ids = f.releaseLast(ctx, t.ID, ids)
-		}
-		parallel(len(ids), 16, func(i int) { f.resolve(ctx, ids[i], t) })
-		if after = next; after == "" {
-			return
+	for _, children := range []func(ctx context.Context, parent, after string, limit int32) ([]string, string, error){
+		f.store.EdgeChildren, f.store.Children,
+	} {
+		after := ""
+		for {
+			ids, next, err := children(ctx, t.ID, after, 100)
+			if err != nil {
+				f.log.Warn("could not walk a finished task's children; the sweep will", "task_id", t.ID, "error", err)
+				break
+			}
+			if t.Status == triagetype.Completed {
+				ids = f.releaseLast(ctx, t.ID, ids)
+			}
+			parallel(len(ids), 16, func(i int) { f.resolve(ctx, ids[i], t) })
+			if after = next; after == "" {
+				break
+			}
 		}
 	}
 }

@@ -25,19 +25,30 @@ type SweepReport struct {
 	// Abandoned counts the workflows abandoned: still uncommitted
 	// Options.AbandonAfter after their submit began (abandon.go).
 	Abandoned int `json:"abandoned"`
+	// Parked are the released children the sweep read that are still
+	// queued and unclaimed in their edge parent's waiting partition
+	// (store.Parked): the promoter ages them (their release wrote no
+	// aging entry).
+	Parked []*task.Task `json:"-"`
 }
 
-// Sweep repairs what a crash left behind: it reads waiting tasks older
-// than SweepGrace, at most SweepLimit per shard, from each shard's resume
-// mark (starting over at the end), and applies every finished parent in
-// their waiting_on sets, releasing children whose parents all finished.
-// Every action is the same conditional write a walk makes, so a sweep
-// racing a walk changes nothing twice.
+// Sweep repairs what a crash left behind: it reads the waiting
+// partitions, at most SweepLimit entries per shard, from each shard's
+// resume mark (starting over at the end), and applies every finished
+// parent in the waiting_on sets of the tasks older than SweepGrace,
+// releasing children whose parents all finished. Every action is the
+// same conditional write a walk makes, so a sweep racing a walk changes
+// nothing twice. It also returns the released children it read that are
+// still parked (SweepReport.Parked), for the promoter to age.
 //
-// Cost per run: one query page and one batch read per 100 waiting tasks
-// read, plus one batch read of their parents; a backlog of W waiting
-// tasks is read once every W / (shards × SweepLimit) runs, whatever its
-// size, and a left-behind child waits that many runs at most.
+// The partitions are sorted by edge parent, not by time (store.EdgeKey),
+// so the grace is a check of the creation time in each sort key, and an
+// entry younger than the grace is left to the next pass. Cost per run:
+// one query page per 100 entries and one batch read per 100 entries older
+// than the grace, plus one batch read of their parents; a backlog of W
+// entries (waiting and parked children) is read once every
+// W / (shards × SweepLimit) runs, whatever its size, and a left-behind
+// child waits one such pass after its grace at most.
 func (f *Flow) Sweep(ctx context.Context) (SweepReport, error) {
 	var mu sync.Mutex
 	var r SweepReport
@@ -55,6 +66,7 @@ func (f *Flow) Sweep(ctx context.Context) (SweepReport, error) {
 		r.Resolved += sr.Resolved
 		r.Released += sr.Released
 		r.Abandoned += sr.Abandoned
+		r.Parked = append(r.Parked, sr.Parked...)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -71,15 +83,25 @@ func (f *Flow) sweepShard(ctx context.Context, sh int, cut time.Time) (SweepRepo
 		return r, err
 	}
 	start := mark
-	for r.Checked < f.opt.SweepLimit {
-		ts, next, err := f.store.Due(ctx, store.DueWaiting, sh, cut, mark, int32(min(100, f.opt.SweepLimit)))
+	page := min(100, f.opt.SweepLimit)
+	for read := 0; read < f.opt.SweepLimit; read += page {
+		ts, next, err := f.store.Waiting(ctx, sh, cut, mark, int32(page))
 		if err != nil {
 			return r, err
 		}
-		r.Checked += len(ts)
-		ts, abandoned := f.committed(ctx, ts)
+		var waiting []*task.Task
+		for _, t := range ts {
+			switch {
+			case t.Status == triagetype.Waiting:
+				waiting = append(waiting, t)
+			case store.Parked(t):
+				r.Parked = append(r.Parked, t)
+			}
+		}
+		r.Checked += len(waiting)
+		waiting, abandoned := f.committed(ctx, waiting)
 		r.Abandoned += abandoned
-		r.Resolved += f.check(ctx, ts)
+		r.Resolved += f.check(ctx, waiting)
 		if mark = next; mark == "" {
 			break
 		}

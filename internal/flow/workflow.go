@@ -152,6 +152,8 @@ func (f *Flow) record(ctx context.Context, id string, r *triagetype.WorkflowRequ
 		t.WaitingOn = append([]string(nil), t.After...)
 		if len(t.After) == 0 {
 			t.WaitingOn = []string{gatePrefix + id}
+		} else {
+			t.EdgeParent = t.After[0] // no edge item: its waiting entry is one
 		}
 		ts[i] = t
 		recs[i] = store.WorkflowNodeRecord{Name: nd.Name, TaskID: t.ID, Type: t.Type, After: nd.After}
@@ -164,10 +166,12 @@ func (f *Flow) record(ctx context.Context, id string, r *triagetype.WorkflowRequ
 	if err := f.store.PutWorkflowNodes(ctx, id, recs); err != nil {
 		return err
 	}
-	// Every edge before any node: 25 to a request, not one each.
+	// Every further parent's edge before any node: 25 to a request, not
+	// one each. (A node's first parent finds it through its own waiting
+	// entry, which no parent can walk before the commit.)
 	var edges []store.Edge
 	for _, t := range ts {
-		for _, parent := range t.After {
+		for _, parent := range t.After[min(1, len(t.After)):] {
 			edges = append(edges, store.Edge{Parent: parent, Child: t.ID})
 		}
 	}

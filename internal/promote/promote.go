@@ -299,11 +299,15 @@ func (p *Promoter) RunOnce(ctx context.Context) (Report, error) {
 		r.Ticked = tr.Enqueued
 		note(err)
 	}
-	if now := p.store.Now(); p.opt.Flow != nil && now.Sub(p.swept) >= FlowSweepEvery && has(triagetype.Waiting, "") {
+	// Released children wait for their claim, queued, in the waiting
+	// partitions the flow sweep reads: it ages them too.
+	if now := p.store.Now(); p.opt.Flow != nil && now.Sub(p.swept) >= FlowSweepEvery &&
+		(has(triagetype.Waiting, "") || has(triagetype.Queued, triagetype.Low) || has(triagetype.Queued, triagetype.Medium)) {
 		p.swept = now
 		sr, err := p.opt.Flow.Sweep(ctx)
 		r.Released += sr.Released
 		note(err)
+		note(p.ageParked(ctx, sr.Parked, &r))
 	}
 	if p.opt.Held != nil && has(triagetype.Queued, "") {
 		n, err = p.opt.Held.Sweep(ctx)
@@ -437,8 +441,7 @@ func (p *Promoter) pageSize() int32 { return int32(min(100, p.opt.Limit)) }
 // tracked ones through by-due, the rest by sweeping by-created up to
 // now - after from each shard's mark.
 func (p *Promoter) age(ctx context.Context, from triagetype.Priority, after time.Duration, r *Report) error {
-	to, ok := from.Next()
-	if !ok {
+	if _, ok := from.Next(); !ok {
 		return nil
 	}
 	class, _ := store.DueQueued(from)
@@ -456,42 +459,7 @@ func (p *Promoter) age(ctx context.Context, from triagetype.Priority, after time
 		mu.Unlock()
 	}
 	promote := func(ts []*task.Task) error {
-		var moves []enqueue.Move
-		for _, t := range ts {
-			if t.Status != triagetype.Queued || t.EffectivePriority != from || t.Held != "" {
-				continue // moved on since it was indexed, or set aside (it waits for its scope, not a slot)
-			}
-			if now.Sub(t.AgingFrom()) < after {
-				// Its wait began after its creation (a delay): give it an
-				// entry of its own, read when it comes due.
-				if !t.Tracked {
-					if _, err := p.store.Touch(ctx, t, func(n *task.Task) { n.Tracked = true }); err == nil {
-						mu.Lock()
-						r.Tracked++
-						mu.Unlock()
-					}
-				}
-				continue
-			}
-			waited := now.Sub(t.AgingFrom())
-			// The step is kept on the task in the update that promotes it.
-			moves = append(moves, enqueue.Move{Task: t, Apply: func(n *task.Task) { n.AddPromotion(from, to, now, waited) }})
-		}
-		done, err := p.mover.RedispatchBatch(ctx, triagetype.Queued, to, moves)
-		mu.Lock()
-		r.Promoted[to] += len(done)
-		mu.Unlock()
-		p.opt.Metrics.Promoted(from, to, len(done))
-		for _, t := range done {
-			waited := now.Sub(t.EnqueuedAtOr(t.CreatedAt))
-			p.log.Info("task promoted", "task_id", t.ID, "type", t.Type, "from", from, "to", to,
-				"waited_ms", waited.Milliseconds(), "trace_id", t.TraceID)
-			p.traceEvent(ctx, t, from, to, waited)
-		}
-		if err != nil && !errors.Is(err, store.ErrConflict) {
-			return fmt.Errorf("promote %s tasks: %w", from, err)
-		}
-		return nil
+		return p.promote(ctx, from, after, now, ts, r, &mu)
 	}
 	p.eachShard(func(sh int) {
 		_, err := p.pages(func(a string) ([]*task.Task, string, error) {
@@ -536,6 +504,76 @@ func (p *Promoter) age(ctx context.Context, from triagetype.Priority, after time
 			}
 		}
 	})
+	return errors.Join(errs...)
+}
+
+// promote promotes those of ts that are queued at priority from, not set
+// aside, and waited at least after by now, to the next priority (r and
+// its mutex count them); those not due yet get a by-due entry of their
+// own when they have none (a delay began their wait after creation).
+func (p *Promoter) promote(ctx context.Context, from triagetype.Priority, after time.Duration, now time.Time, ts []*task.Task, r *Report, mu *sync.Mutex) error {
+	to, ok := from.Next()
+	if !ok {
+		return nil
+	}
+	var moves []enqueue.Move
+	for _, t := range ts {
+		if t.Status != triagetype.Queued || t.EffectivePriority != from || t.Held != "" {
+			continue // moved on since it was indexed, or set aside (it waits for its scope, not a slot)
+		}
+		if now.Sub(t.AgingFrom()) < after {
+			// Its wait began after its creation (a delay): give it an
+			// entry of its own, read when it comes due.
+			if !t.Tracked {
+				if _, err := p.store.Touch(ctx, t, func(n *task.Task) { n.Tracked = true }); err == nil {
+					mu.Lock()
+					r.Tracked++
+					mu.Unlock()
+				}
+			}
+			continue
+		}
+		waited := now.Sub(t.AgingFrom())
+		// The step is kept on the task in the update that promotes it.
+		moves = append(moves, enqueue.Move{Task: t, Apply: func(n *task.Task) { n.AddPromotion(from, to, now, waited) }})
+	}
+	done, err := p.mover.RedispatchBatch(ctx, triagetype.Queued, to, moves)
+	mu.Lock()
+	r.Promoted[to] += len(done)
+	mu.Unlock()
+	p.opt.Metrics.Promoted(from, to, len(done))
+	for _, t := range done {
+		waited := now.Sub(t.EnqueuedAtOr(t.CreatedAt))
+		p.log.Info("task promoted", "task_id", t.ID, "type", t.Type, "from", from, "to", to,
+			"waited_ms", waited.Milliseconds(), "trace_id", t.TraceID)
+		p.traceEvent(ctx, t, from, to, waited)
+	}
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("promote %s tasks: %w", from, err)
+	}
+	return nil
+}
+
+// ageParked promotes the released children the flow sweep read still
+// parked in their edge parent's waiting partition (store.Parked): their
+// release wrote no aging entry, so the flow sweep is what finds them, and
+// a low or medium child is promoted at its threshold plus at most one
+// pass of the flow sweep over the waiting partitions.
+func (p *Promoter) ageParked(ctx context.Context, parked []*task.Task, r *Report) error {
+	var mu sync.Mutex
+	now := p.store.Now()
+	var errs []error
+	for from, after := range map[triagetype.Priority]time.Duration{triagetype.Low: p.opt.LowAfter, triagetype.Medium: p.opt.MediumAfter} {
+		var ts []*task.Task
+		for _, t := range parked {
+			if t.EffectivePriority == from {
+				ts = append(ts, t)
+			}
+		}
+		if len(ts) > 0 {
+			errs = append(errs, p.promote(ctx, from, after, now, ts, r, &mu))
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -36,9 +36,10 @@ const (
 	// by-due: sparse. Only tasks in a state a timer or an operator acts on
 	// have these attributes: scheduled (by run_at), retrying (by retry_at),
 	// dead_letter and cancelled (by completed_at), and queued low or medium
-	// tasks whose wait did not start at creation (by when it started). A
-	// task's ordinary path (created queued, claimed, completed) never enters
-	// it.
+	// tasks whose wait did not start at creation (by when it started);
+	// waiting tasks, a child under its first parent's shard, sorted by that
+	// parent (kept once released, until its claim). A task's ordinary path
+	// (created queued, claimed, completed) never enters it.
 	AttrDuePK = "dpk" // "<class>#<shard>", see DueClass
 	AttrDueSK = "dsk" // "<due time, fixed-width UTC>#<id>"
 

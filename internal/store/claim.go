@@ -35,7 +35,7 @@ type Claim struct {
 // UpdateItem, the same change Transition makes for a claim (status
 // executing, version + 1, attempts + 1, the worker, its lease, started_at
 // and a new progress token; retry_at, the set-aside marks, a suspension,
-// the aging mark and the by-due entry removed), conditional on the task
+// the aging mark, the edge parent and the by-due entry removed), conditional on the task
 // waiting for exactly this message (status queued or retrying and
 // dispatch_version c.DispatchVersion) and having the type, key and timeout
 // the claimer decided on. Only one claim of a message can win.
@@ -69,6 +69,7 @@ func (s *Store) Claim(ctx context.Context, c Claim) (*task.Task, error) {
 		Remove(expression.Name("released")).
 		Remove(expression.Name("suspended")).
 		Remove(expression.Name("tracked")).
+		Remove(expression.Name("edge_parent")).
 		Remove(expression.Name(spec.AttrDuePK)).
 		Remove(expression.Name(spec.AttrDueSK))
 	key := expression.AttributeNotExists(expression.Name("key"))

@@ -20,20 +20,29 @@ import (
 // The items of dependencies (internal/flow keeps the rules; this file the
 // layout):
 //
-//	item                pk                        by-due key (dpk / dsk)        written
-//	edge                EDGE#<parent>#<child>     edge#<parent> / <child>       once, before the child is recorded
-//	flow sweep marks    FLOW#SWEEP                -                             once per promoter run and shard
+//	entry               pk                        by-due key (dpk / dsk)                          written
+//	first edge          the child's own item      waiting#<shard of parent> / <parent>#<created>#<child>   with the child (EdgeKey)
+//	further edges       EDGE#<parent>#<child>     edge#<parent> / <child>                         once, before the child is recorded
+//	flow sweep marks    FLOW#SWEEP                -                                               once per promoter run and shard
 //
-// An edge is an item of its own, so a parent with 100,000 children needs
-// no big item: its children are read a page at a time from its by-due
-// partition. Each edge is written once (1 write unit for the item, 1 for
-// its by-due entry) and expires after EdgeTTL; nothing needs it after the
-// parent finished, and the sweep of waiting tasks works from the child's
-// side (its waiting_on set), not from the edges.
+// A child's first unfinished parent (task.Task.EdgeParent) finds it
+// through the child's own by-due entry, which the child needs anyway so
+// that the sweep finds it: no item of its own, and its index entry costs
+// the 1 write unit every waiting task's entry costs. Each further parent
+// has an edge item (1 write unit for the item, 1 for its by-due entry,
+// expiring after EdgeTTL). A parent's children are read a page at a time
+// from both (EdgeChildren, Children), so a parent with 100,000 children
+// needs no big item. Edge items written by the layout before edge keys
+// (one per parent) are read the same way, so their children are still
+// released.
 //
-// The parent's partition takes one entry per child: a parent gets children
-// as fast as they are submitted, which is below 1,000 writes a second per
-// parent unless a single parent gets 1,000 children a second.
+// The hot key: the partition waiting#<shard of the parent> takes one
+// entry per child at its submit and one removal at its claim; a parent's
+// edge#<parent> one entry per further child. A single parent's children
+// are therefore submitted, and claimed, below 1,000 a second each before
+// its partition is at DynamoDB's write limit per key (a 100,000-child
+// fan-out: 100 s of submits at that rate, as with edge items before).
+// Other parents of the same shard share the partition.
 
 // EdgeTTL is how long an edge item is kept (DynamoDB's TTL removes it).
 const EdgeTTL = 30 * 24 * time.Hour
@@ -158,6 +167,74 @@ func (s *Store) Children(ctx context.Context, parent, after string, limit int32)
 		next = ids[len(ids)-1]
 	}
 	return ids, next, nil
+}
+
+// EdgeChildren returns up to limit tasks whose edge parent (EdgeKey) is
+// parent, after the sort key after ("" to start), and where to resume
+// ("" at the end): one eventually consistent begins_with query on the
+// parent's waiting partition. It returns waiting children and released
+// ones not claimed yet; the caller checks their status.
+func (s *Store) EdgeChildren(ctx context.Context, parent, after string, limit int32) ([]string, string, error) {
+	in := &dynamodb.QueryInput{
+		TableName: &s.table, IndexName: aws.String(spec.IndexByDue),
+		KeyConditionExpression:   aws.String("#pk = :pk AND begins_with(#sk, :p)"),
+		ExpressionAttributeNames: map[string]string{"#pk": spec.AttrDuePK, "#sk": spec.AttrDueSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": &types.AttributeValueMemberS{Value: duePartition(DueWaiting, s.shardOf(parent))},
+			":p":  &types.AttributeValueMemberS{Value: edgePrefixOf(parent)},
+		},
+		Limit: aws.Int32(limit),
+	}
+	if after != "" {
+		_, id, _ := cutLast(after, "#")
+		in.ExclusiveStartKey = map[string]types.AttributeValue{
+			spec.AttrPK:    &types.AttributeValueMemberS{Value: spec.TaskKeyPrefix + id},
+			spec.AttrDuePK: &types.AttributeValueMemberS{Value: duePartition(DueWaiting, s.shardOf(parent))},
+			spec.AttrDueSK: &types.AttributeValueMemberS{Value: after},
+		}
+	}
+	out, err := s.db.Query(ctx, in)
+	if err != nil {
+		return nil, "", fmt.Errorf("read children of task %s: %w", parent, err)
+	}
+	var ids []string
+	last := ""
+	for _, it := range out.Items {
+		if id, ok := taskIDFromPK(attrString(it[spec.AttrPK])); ok {
+			ids = append(ids, id)
+			last = attrString(it[spec.AttrDueSK])
+		}
+	}
+	if len(out.LastEvaluatedKey) == 0 {
+		last = ""
+	}
+	return ids, last, nil
+}
+
+// Waiting returns the tasks of by-due partition waiting#<shard> after the
+// sort key after ("" to start) that were created before before, reading at
+// most limit entries, and where to resume ("" at the end). The partition
+// holds waiting tasks sorted by time (<created>#<id>: those without an
+// edge parent, and all of the layout before edge keys) or by edge parent
+// (EdgeKey), and released children not claimed yet; the creation time
+// comes from the sort key, so younger entries are not read.
+func (s *Store) Waiting(ctx context.Context, shard int, before time.Time, after string, limit int32) ([]*task.Task, string, error) {
+	es, next, err := s.Entries(ctx, IndexQuery{Index: spec.IndexByDue, PK: duePartition(DueWaiting, shard), Above: after, Limit: limit})
+	if err != nil {
+		return nil, "", err
+	}
+	resume := ""
+	if len(next) > 0 {
+		resume = attrString(next[spec.AttrDueSK])
+	}
+	old := es[:0]
+	for _, e := range es {
+		if at, _, ok := waitingCreated(e.SK); ok && at.Before(before) {
+			old = append(old, e)
+		}
+	}
+	ts, _, err := s.entriesToTasks(ctx, old, false)
+	return ts, resume, err
 }
 
 // MarkParent sets has_children on task id, so that its finish walks its

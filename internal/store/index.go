@@ -29,6 +29,7 @@ import (
 //	by-created  c#<shard>                created_at#id         every task       once, at creation
 //	by-type     <type>#<shard>           created_at#id         every task       once, at creation
 //	by-due      <class>#<shard>          due time#id           see DueOf        entering and leaving a class
+//	by-due      waiting#<parent shard>   parent#created#id     see EdgeKey      at creation; removed at the claim
 //
 // The shard of a task is a hash of its id, so one busy type or priority
 // spreads its writes over every shard. A task's ordinary life (created
@@ -73,7 +74,7 @@ const (
 	DueQueuedMedium DueClass = "queued-medium" // likewise
 	DueDeadLetter   DueClass = "dead_letter"   // by completed_at: listing, cleanup
 	DueCancelled    DueClass = "cancelled"     // likewise
-	DueWaiting      DueClass = "waiting"       // by created_at: internal/flow's sweep
+	DueWaiting      DueClass = "waiting"       // by created_at, or by edge parent (EdgeKey): internal/flow
 )
 
 // DueQueued is the class of tracked queued tasks at priority p (high has none).
@@ -98,16 +99,19 @@ func DueStatus(st triagetype.Status) (DueClass, bool) {
 		return DueDeadLetter, true
 	case triagetype.Cancelled:
 		return DueCancelled, true
-	case triagetype.Waiting:
-		return DueWaiting, true
 	}
+	// Waiting tasks are in DueWaiting, but a child is sorted there by its
+	// edge parent (EdgeKey), not by time: no listing reads it.
 	return "", false
 }
 
 // DueOf is the by-due entry t's state calls for: its class and the time it
 // sorts by. Queued tasks have one only when tracked (their wait began after
 // creation, so the promoter's sweep of new tasks would not find them) and
-// below high priority (high tasks do not age).
+// below high priority (high tasks do not age), or when parked (Parked:
+// released, in the waiting class until their claim). A parked or waiting
+// task with an edge parent is keyed by that parent, not by the time
+// (EdgeKey; the store writes what dueKey says).
 func DueOf(t *task.Task) (DueClass, time.Time, bool) {
 	switch t.Status {
 	case triagetype.Scheduled:
@@ -126,6 +130,11 @@ func DueOf(t *task.Task) (DueClass, time.Time, bool) {
 		c, _ := DueStatus(t.Status)
 		return c, at, true
 	case triagetype.Queued:
+		if Parked(t) {
+			// Released, not claimed yet: still in its edge parent's
+			// waiting partition (EdgeKey); internal/flow's sweep ages it.
+			return DueWaiting, t.CreatedAt, true
+		}
 		if t.Held != "" {
 			// Set aside: found by its scope, in weighted fair submit
 			// order (held.go).
@@ -138,6 +147,61 @@ func DueOf(t *task.Task) (DueClass, time.Time, bool) {
 		return DueWaiting, t.CreatedAt, true
 	}
 	return "", time.Time{}, false
+}
+
+// Parked reports whether t's by-due entry is in its edge parent's waiting
+// partition (EdgeKey): it waits, or it was released and is queued, not
+// set aside, and not claimed since. Its first parent's walk finds it
+// there, so it needs no edge item; and its release changes no index key
+// (the claim removes the entry, as it removes any by-due entry).
+func Parked(t *task.Task) bool {
+	return t.EdgeParent != "" && (t.Status == triagetype.Waiting || t.Status == triagetype.Queued && t.Held == "")
+}
+
+// EdgeKey is the by-due entry of a parked task (Parked): partition
+// waiting#<shard of its edge parent>, sort key
+// <edge parent>#<created_at>#<id>. A parent's walk reads its children
+// with one begins_with query (EdgeChildren); internal/flow's sweep reads
+// the partition whole and takes the creation time from the sort key.
+func (s *Store) EdgeKey(t *task.Task) (pk, sk string) {
+	return duePartition(DueWaiting, s.shardOf(t.EdgeParent)), edgePrefixOf(t.EdgeParent) + sortKey(t.CreatedAt, t.ID)
+}
+
+// edgePrefixOf starts the sort keys of parent's children in its waiting
+// partition.
+func edgePrefixOf(parent string) string { return parent + "#" }
+
+// dueKey is the by-due entry (partition and sort key) t's state calls for.
+func (s *Store) dueKey(t *task.Task) (pk, sk string, ok bool) {
+	if Parked(t) {
+		pk, sk = s.EdgeKey(t)
+		return pk, sk, true
+	}
+	class, at, ok := DueOf(t)
+	if !ok {
+		return "", "", false
+	}
+	return duePartition(class, s.shardOf(t.ID)), sortKey(at, t.ID), true
+}
+
+// waitingCreated is the creation time and task id in a sort key of the
+// waiting partitions: <created_at>#<id> (a task without an edge parent,
+// and every waiting task of the layout before edge keys) or
+// <edge parent>#<created_at>#<id>.
+func waitingCreated(sk string) (time.Time, string, bool) {
+	rest, id, ok := cutLast(sk, "#")
+	if !ok {
+		return time.Time{}, "", false
+	}
+	at := rest
+	if _, t, ok := cutLast(rest, "#"); ok {
+		at = t
+	}
+	ts, err := time.Parse(sortableLayout, at)
+	if err != nil || len(at) != len(sortableLayout) {
+		return time.Time{}, "", false
+	}
+	return ts, id, true
 }
 
 // Entry is one index entry: the task it points at and its sort key.

@@ -154,9 +154,9 @@ func (s *Store) item(t *task.Task) (map[string]types.AttributeValue, error) {
 	av[spec.AttrCreatedPK] = &types.AttributeValueMemberS{Value: createdPartition(sh)}
 	av[spec.AttrCreatedSK] = &types.AttributeValueMemberS{Value: sortKey(t.CreatedAt, t.ID)}
 	av[spec.AttrTypePK] = &types.AttributeValueMemberS{Value: typePartition(t.Type, sh)}
-	if class, at, ok := DueOf(t); ok {
-		av[spec.AttrDuePK] = &types.AttributeValueMemberS{Value: duePartition(class, sh)}
-		av[spec.AttrDueSK] = &types.AttributeValueMemberS{Value: sortKey(at, t.ID)}
+	if pk, sk, ok := s.dueKey(t); ok {
+		av[spec.AttrDuePK] = &types.AttributeValueMemberS{Value: pk}
+		av[spec.AttrDueSK] = &types.AttributeValueMemberS{Value: sk}
 	}
 	return av, nil
 }
@@ -221,6 +221,14 @@ func (s *Store) write(ctx context.Context, cur *task.Task, to triagetype.Status,
 	// A wait that starts after creation is invisible to the promoter's
 	// sweep of new tasks, so it gets a by-due entry of its own (see DueOf).
 	next.Tracked = to == triagetype.Queued && (moved || next.Tracked)
+	// A parked task (Parked) keeps its entry through its release and
+	// while it stays queued at its priority; any other move (a claim, a
+	// promotion, a set-aside, a cancel) takes it to the entry its new
+	// state calls for.
+	if !(to == triagetype.Waiting || to == triagetype.Queued && (cur.Status == triagetype.Waiting || cur.Status == triagetype.Queued) &&
+		next.EffectivePriority == cur.EffectivePriority && next.Held == "") {
+		next.EdgeParent = ""
+	}
 	if to.Terminal() && s.retention > 0 {
 		next.ExpiresAt = now.Add(s.retention).Unix()
 	}

@@ -146,6 +146,13 @@ type Task struct {
 	// internal/flow walks its edges. Set outside the version rule, like
 	// WaitingOn.
 	HasChildren bool `json:"-" dynamodbav:"has_children,omitempty"`
+	// EdgeParent is the parent whose walk finds this task through the
+	// task's own by-due entry (waiting#<shard of the parent>, sorted by
+	// the parent's id): its first unfinished parent at its submit, which
+	// then needs no edge item (internal/flow). The entry stays while the
+	// task waits and, once it is released, until its claim; the store
+	// drops EdgeParent (and so the entry) on any other move.
+	EdgeParent string `json:"-" dynamodbav:"edge_parent,omitempty"`
 	// BatchCounted marks a batch member whose finish was counted in its
 	// batch (in the same transaction as that finish), so a member that is
 	// retried from dead_letter and finishes again is not counted twice.
