@@ -566,7 +566,9 @@ func (p *Promoter) ageParked(ctx context.Context, parked []*task.Task, r *Report
 	for from, after := range map[triagetype.Priority]time.Duration{triagetype.Low: p.opt.LowAfter, triagetype.Medium: p.opt.MediumAfter} {
 		var ts []*task.Task
 		for _, t := range parked {
-			if t.EffectivePriority == from {
+			// Only those due: promote would give a younger one a tracked
+			// mark (a write) that a parked task has no use for.
+			if t.EffectivePriority == from && now.Sub(t.AgingFrom()) >= after {
 				ts = append(ts, t)
 			}
 		}
