@@ -50,22 +50,23 @@ func dueKey(t *testing.T, env *stacktest.Env, a *app.App, id string) (string, st
 	return attr(it, spec.AttrDuePK), attr(it, spec.AttrDueSK)
 }
 
-// finishBare completes task id with a store that has no OnFinish hook:
-// the terminal write lands and no walk follows, as when the writer
-// crashes right after it.
-func finishBare(t *testing.T, bare *store.Store, id string) *task.Task {
+// finish runs task id to completed through s: through the app's store
+// its walk follows; through a store with no OnFinish hook (bare) the
+// terminal write lands and no walk follows, as when the writer crashes
+// right after it.
+func finish(t *testing.T, s *store.Store, id string) *task.Task {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now()
-	cur, err := bare.Get(ctx, id)
+	cur, err := s.Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, err := bare.Transition(ctx, cur, triagetype.Executing, func(n *task.Task) { n.Attempts = 1; n.StartedAt = &now })
+	ex, err := s.Transition(ctx, cur, triagetype.Executing, func(n *task.Task) { n.Attempts = 1; n.StartedAt = &now })
 	if err != nil {
 		t.Fatal(err)
 	}
-	done, err := bare.Transition(ctx, ex, triagetype.Completed, func(n *task.Task) { n.CompletedAt = &now; n.Result = json.RawMessage(`1`) })
+	done, err := s.Transition(ctx, ex, triagetype.Completed, func(n *task.Task) { n.CompletedAt = &now; n.Result = json.RawMessage(`1`) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,21 +126,11 @@ func TestEdgeKeyLayoutCrashAndOldLayout(t *testing.T) {
 	}
 	O, O2 := old("O", P3.ID), old("O2", P4.ID)
 
-	finishBare(t, bare, P1.ID)
-	finishBare(t, bare, P4.ID)
+	finish(t, bare, P1.ID)
+	finish(t, bare, P4.ID)
 	// P2 and P3 complete with their walks.
-	p2, _ := a.Store.Get(ctx, P2.ID)
-	p3, _ := a.Store.Get(ctx, P3.ID)
-	for _, p := range []*task.Task{p2, p3} {
-		now := time.Now()
-		ex, err := a.Store.Transition(ctx, p, triagetype.Executing, func(n *task.Task) { n.Attempts = 1; n.StartedAt = &now })
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := a.Store.Transition(ctx, ex, triagetype.Completed, func(n *task.Task) { n.CompletedAt = &now }); err != nil {
-			t.Fatal(err)
-		}
-	}
+	finish(t, a.Store, P2.ID)
+	finish(t, a.Store, P3.ID)
 	stacktest.WaitStatus(t, a.Store, O.ID, triagetype.Queued, 5*time.Second)
 	if c, _ := a.Store.Get(ctx, C.ID); c.Status != triagetype.Waiting || len(c.WaitingOn) != 1 || c.WaitingOn[0] != P1.ID {
 		t.Fatalf("C is %s waiting on %v, want waiting on %s alone", c.Status, c.WaitingOn, P1.ID)
@@ -207,15 +198,7 @@ func TestReleasedChildAges(t *testing.T) {
 	}
 	C := res.Task
 	pk, sk := dueKey(t, env, a, C.ID)
-	p, _ := a.Store.Get(ctx, P.ID)
-	now := time.Now()
-	ex, err := a.Store.Transition(ctx, p, triagetype.Executing, func(n *task.Task) { n.Attempts = 1; n.StartedAt = &now })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Store.Transition(ctx, ex, triagetype.Completed, func(n *task.Task) { n.CompletedAt = &now }); err != nil {
-		t.Fatal(err)
-	}
+	finish(t, a.Store, P.ID)
 	c := stacktest.WaitStatus(t, a.Store, C.ID, triagetype.Queued, 5*time.Second)
 	if pk2, sk2 := dueKey(t, env, a, C.ID); pk2 != pk || sk2 != sk || !c.Tracked || !store.Parked(c) {
 		t.Fatalf("released child: entry %s / %s (was %s / %s), tracked %v, parked %v", pk2, sk2, pk, sk, c.Tracked, store.Parked(c))
@@ -247,14 +230,8 @@ func TestReleasedChildAges(t *testing.T) {
 	// retrying's class, then in its aging class.
 	Q := submit(t, a, "Q", "")
 	D := submit(t, a, "D", "", Q.ID)
-	q, _ := a.Store.Get(ctx, Q.ID)
-	ex, err = a.Store.Transition(ctx, q, triagetype.Executing, func(n *task.Task) { n.Attempts = 1; n.StartedAt = &now })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Store.Transition(ctx, ex, triagetype.Completed, func(n *task.Task) { n.CompletedAt = &now }); err != nil {
-		t.Fatal(err)
-	}
+	finish(t, a.Store, Q.ID)
+	now := time.Now()
 	d := stacktest.WaitStatus(t, a.Store, D.ID, triagetype.Queued, 5*time.Second)
 	cl, err := a.Store.Claim(ctx, store.Claim{ID: d.ID, DispatchVersion: d.DispatchVersion, Type: d.Type, Key: d.Key,
 		TimeoutSeconds: d.TimeoutSeconds, WorkerID: "w", LeaseUntil: now.Add(time.Minute), ProgressToken: "tok"})
