@@ -13,11 +13,15 @@ import (
 )
 
 // Group 11: dependencies, batches and workflows (internal/flow). On one
-// deployment with one consumer: the DynamoDB write units per task of a
-// plain task, a child of one parent and a batch member, each from submit
-// to completion (the consumer's writes included); and a 1,000-node
-// fan-out/fan-in workflow's time against the same 1,000 tasks submitted
-// flat, in the same run.
+// deployment with one consumer and the table's stream consumer (the
+// counter poller, as the Lambda trigger in AWS): the DynamoDB write units
+// per task of a plain task, a child of one parent and a batch member,
+// each from submit to completion (the consumer's writes included, and the
+// stream consumer's: the /stats counters of every task, and the counting
+// of batch members and workflow nodes on their shards, with the batch's
+// completion), each kind measured once the stream consumer has caught up
+// with its records; and a 1,000-node fan-out/fan-in workflow's time
+// against the same 1,000 tasks submitted flat, in the same run.
 
 // FlowRun is group 11's figures.
 type FlowRun struct {
@@ -73,6 +77,34 @@ func measureFlow(ctx context.Context, cl clients, cnt *counter, tasks, nodes int
 		close(done)
 	}()
 	defer func() { stop(); <-done }()
+	pctx, stopPoll := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	go func() { _ = a.CounterPoller().Run(pctx); close(polled) }()
+	defer func() { stopPoll(); <-polled }()
+	// caughtUp waits until the stream consumer has counted n more
+	// completed tasks (every task of the group completes).
+	completed := int64(0)
+	caughtUp := func(n int) error {
+		completed += int64(n)
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			snap, err := a.Counters.Read(uncounted(ctx))
+			if err != nil {
+				return err
+			}
+			got := int64(0)
+			for _, v := range snap.Tasks[triagetype.Completed] {
+				got += v
+			}
+			if got >= completed {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the stream consumer counted %d of %d completed tasks after 2 minutes", got, completed)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 
 	noop := func(after ...string) *task.Task {
 		rq := task.Request{Type: "noop", After: after}
@@ -129,6 +161,9 @@ func measureFlow(ctx context.Context, cl clients, cnt *counter, tasks, nodes int
 	if err == nil {
 		err = wait(ids)
 	}
+	if err == nil {
+		err = caughtUp(tasks)
+	}
 	if err != nil {
 		return r, fmt.Errorf("plain: %w", err)
 	}
@@ -156,6 +191,9 @@ func measureFlow(ctx context.Context, cl clients, cnt *counter, tasks, nodes int
 	if err == nil {
 		err = wait(append(pids, kids2...))
 	}
+	if err == nil {
+		err = caughtUp(2 * tasks)
+	}
 	if err != nil {
 		return r, fmt.Errorf("children: %w", err)
 	}
@@ -178,6 +216,9 @@ func measureFlow(ctx context.Context, cl clients, cnt *counter, tasks, nodes int
 	if err == nil {
 		err = wait(append(pids, kids2...))
 	}
+	if err == nil {
+		err = caughtUp(2 * tasks)
+	}
 	if err != nil {
 		return r, fmt.Errorf("high children: %w", err)
 	}
@@ -197,6 +238,9 @@ func measureFlow(ctx context.Context, cl clients, cnt *counter, tasks, nodes int
 	kids2, err = submit(kids)
 	if err == nil {
 		err = wait(append(fanPIDs, kids2...))
+	}
+	if err == nil {
+		err = caughtUp(1 + tasks)
 	}
 	if err != nil {
 		return r, fmt.Errorf("fan-out children: %w", err)
@@ -220,6 +264,9 @@ func measureFlow(ctx context.Context, cl clients, cnt *counter, tasks, nodes int
 	}
 	if kids2, err = submit(kids); err == nil {
 		err = wait(kids2)
+	}
+	if err == nil {
+		err = caughtUp(2 * tasks)
 	}
 	if err != nil {
 		return r, fmt.Errorf("children of completed parents: %w", err)
@@ -256,6 +303,9 @@ func measureFlow(ctx context.Context, cl clients, cnt *counter, tasks, nodes int
 			if err := wait([]string{b.CallbackID}); err != nil {
 				return r, err
 			}
+			if err := caughtUp(tasks + 1); err != nil {
+				return r, fmt.Errorf("batch: %w", err)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -282,6 +332,9 @@ func measureFlow(ctx context.Context, cl clients, cnt *counter, tasks, nodes int
 		return r, fmt.Errorf("flat: %w", err)
 	}
 	r.FlatSeconds = time.Since(start).Seconds()
+	if err := caughtUp(nodes); err != nil {
+		return r, fmt.Errorf("flat: %w", err)
+	}
 	wf := &triagetype.WorkflowRequest{Name: "fan"}
 	wf.Nodes = append(wf.Nodes, triagetype.WorkflowNode{Name: "root", SubmitRequest: triagetype.SubmitRequest{Type: "noop"}})
 	var mid []string

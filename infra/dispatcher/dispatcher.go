@@ -514,7 +514,11 @@ func (d *Dispatcher) grant(p Props) {
 	// access is GrantConsume's.
 	objects := []string{d.objectsARN()}
 	allow(d.API, objects, "s3:PutObject", "s3:GetObject", "s3:DeleteObject")
-	allow(d.Counters, objects, "s3:DeleteObject")
+	// The counters function also completes the batches it counts members
+	// of (internal/flow): it creates a callback task, whose payload may be
+	// over the inline limit, and sends its message.
+	allow(d.Counters, objects, "s3:PutObject", "s3:DeleteObject")
+	allow(d.Counters, queues, "sqs:SendMessage")
 	// Lifecycle events: the counters function puts them on the bus, only.
 	if d.EventBus != nil {
 		allow(d.Counters, []string{*d.EventBus.EventBusArn()}, "events:PutEvents")
