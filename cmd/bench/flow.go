@@ -8,13 +8,15 @@ import (
 
 	"github.com/triagehq/triage/internal/app/consumerapp"
 	"github.com/triagehq/triage/internal/dispatch"
+	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
 
 // Group 11: dependencies, batches and workflows (internal/flow). On one
 // deployment with one consumer and the table's stream consumer (the
-// counter poller, as the Lambda trigger in AWS): the DynamoDB write units
+// counter poller, gathering records over the Lambda trigger's batching
+// window as the trigger does in AWS): the DynamoDB write units
 // per task of a plain task, a child of one parent and a batch member,
 // each from submit to completion (the consumer's writes included, and the
 // stream consumer's: the /stats counters of every task, and the counting
@@ -79,7 +81,9 @@ func measureFlow(ctx context.Context, cl clients, cnt *counter, tasks, nodes int
 	defer func() { stop(); <-done }()
 	pctx, stopPoll := context.WithCancel(ctx)
 	polled := make(chan struct{})
-	go func() { _ = a.CounterPoller().Run(pctx); close(polled) }()
+	poller := a.CounterPoller()
+	poller.Window = spec.StreamBatchWindow // as the trigger gathers records in AWS
+	go func() { _ = poller.Run(pctx); close(polled) }()
 	defer func() { stopPoll(); <-polled }()
 	// caughtUp waits until the stream consumer has counted n more
 	// completed tasks (every task of the group completes).

@@ -449,8 +449,8 @@ func (d *Dispatcher) newFunction(id string, p Props, f FunctionProps, code awsla
 func (d *Dispatcher) countersTrigger() {
 	d.Counters.AddEventSource(awslambdaeventsources.NewDynamoEventSource(d.Table, &awslambdaeventsources.DynamoEventSourceProps{
 		StartingPosition:      awslambda.StartingPosition_TRIM_HORIZON,
-		BatchSize:             jsii.Number(1000),
-		MaxBatchingWindow:     awscdk.Duration_Seconds(jsii.Number(2)),
+		BatchSize:             jsii.Number(spec.StreamBatchSize),
+		MaxBatchingWindow:     awscdk.Duration_Seconds(jsii.Number(spec.StreamBatchWindow.Seconds())),
 		BisectBatchOnError:    jsii.Bool(false),
 		ParallelizationFactor: jsii.Number(1),
 		// Only task items count and make events: the stream also carries
