@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/triagehq/triage/internal/app"
 	"github.com/triagehq/triage/internal/counters"
@@ -147,4 +151,60 @@ func queued(t *testing.T, a *app.App) int {
 		n += d.Visible + d.InFlight + d.Delayed
 	}
 	return n
+}
+
+// countedDB counts the Keeper's transactions on the real client.
+type countedDB struct {
+	counters.DynamoDB
+	transactions atomic.Int64
+}
+
+func (c *countedDB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	c.transactions.Add(1)
+	return c.DynamoDB.TransactWriteItems(ctx, in, opts...)
+}
+
+// A Poller with a batching window applies the records of a burst of
+// submits in one run (at most two, if the burst straddles a window), as
+// the Lambda trigger does, and counts them exactly; without one it would
+// apply each read at once.
+func TestPollerWindowGathersARun(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	db := &countedDB{DynamoDB: a.DynamoDB}
+	k := counters.New(db, a.Config.Table, a.Store.Shards())
+	p := &counters.Poller{Keeper: k, Tables: a.DynamoDB, Streams: dynamodbstreams.NewFromConfig(a.AWS), Every: 50 * time.Millisecond, Window: 1500 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	const n = 20
+	for range n {
+		r := task.Request{Type: "echo"}
+		if res := a.Enqueuer.SubmitBatch(ctx, []*task.Task{r.NewTask(time.Now().UTC(), 15*time.Minute)})[0]; res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		time.Sleep(20 * time.Millisecond) // separate writes, read by separate passes
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		snap, err := k.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := int64(0)
+		for _, v := range snap.Tasks[triagetype.Queued] {
+			got += v
+		}
+		if got == n {
+			break
+		}
+		if got > n || time.Now().After(deadline) {
+			t.Fatalf("%d queued tasks counted, want %d", got, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if runs := db.transactions.Load(); runs < 1 || runs > 2 {
+		t.Fatalf("%d counter transactions for a burst of %d submits, want 1 or 2 (one run per window)", runs, n)
+	}
 }
