@@ -115,7 +115,7 @@ unit: chromium
 ## bench: QUICK=1 shrinks every scenario; results go to cmd/bench/out/ (ignored)
 ## unless UPDATE=1, which refreshes the committed sample cmd/bench/results.json
 ## (a full run only: the bench refuses -update with -quick).
-bench: java emulators
+bench: java emulators synth
 	$(GO) run ./cmd/bench $(if $(QUICK),-quick) $(if $(UPDATE),-update) $(BENCH_ARGS)
 
 ## cost: the idle month of the synthesized stack, priced line by line at
