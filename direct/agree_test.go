@@ -142,8 +142,12 @@ func newDeployment(t *testing.T, name string) *deployment {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(apiapp.Handler(env.App(t, settings[name]), toks, api.Options{}))
+	a := env.App(t, settings[name])
+	srv := httptest.NewServer(apiapp.Handler(a, toks, api.Options{}))
 	t.Cleanup(srv.Close)
+	if name == "types" {
+		stacktest.RunCounters(t, a) // a batch's members are counted from the stream (batch life)
+	}
 	tr, err := direct.New(ctx(t), env.AWS, direct.Options{Config: envConfig(t, env.Getenv(settings[name]))})
 	if err != nil {
 		t.Fatal(err)

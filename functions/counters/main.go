@@ -1,7 +1,9 @@
 // Command counters is the counters Lambda function: the table's DynamoDB
 // stream triggers it with batches of changes, which it folds into the
-// counters behind GET /stats (see internal/counters), then publishes the
-// batch's lifecycle events to the configured sinks (see internal/events).
+// counters behind GET /stats and into the counter shards of the batches
+// and workflows whose members finished, completing those that are done
+// (see internal/counters and internal/flow), then publishes the batch's
+// lifecycle events to the configured sinks (see internal/events).
 // Its trigger must not bisect failed batches: a retried batch is
 // recognised by its first record.
 package main

@@ -449,8 +449,8 @@ func (d *Dispatcher) newFunction(id string, p Props, f FunctionProps, code awsla
 func (d *Dispatcher) countersTrigger() {
 	d.Counters.AddEventSource(awslambdaeventsources.NewDynamoEventSource(d.Table, &awslambdaeventsources.DynamoEventSourceProps{
 		StartingPosition:      awslambda.StartingPosition_TRIM_HORIZON,
-		BatchSize:             jsii.Number(1000),
-		MaxBatchingWindow:     awscdk.Duration_Seconds(jsii.Number(2)),
+		BatchSize:             jsii.Number(spec.StreamBatchSize),
+		MaxBatchingWindow:     awscdk.Duration_Seconds(jsii.Number(spec.StreamBatchWindow.Seconds())),
 		BisectBatchOnError:    jsii.Bool(false),
 		ParallelizationFactor: jsii.Number(1),
 		// Only task items count and make events: the stream also carries
@@ -514,7 +514,11 @@ func (d *Dispatcher) grant(p Props) {
 	// access is GrantConsume's.
 	objects := []string{d.objectsARN()}
 	allow(d.API, objects, "s3:PutObject", "s3:GetObject", "s3:DeleteObject")
-	allow(d.Counters, objects, "s3:DeleteObject")
+	// The counters function also completes the batches it counts members
+	// of (internal/flow): it creates a callback task, whose payload may be
+	// over the inline limit, and sends its message.
+	allow(d.Counters, objects, "s3:PutObject", "s3:DeleteObject")
+	allow(d.Counters, queues, "sqs:SendMessage")
 	// Lifecycle events: the counters function puts them on the bus, only.
 	if d.EventBus != nil {
 		allow(d.Counters, []string{*d.EventBus.EventBusArn()}, "events:PutEvents")

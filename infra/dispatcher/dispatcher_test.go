@@ -512,7 +512,7 @@ func contains(list []any, v any) bool {
 func TestLeastPrivilege(t *testing.T) {
 	f := stackUnderTest(t)
 	tableArn := getAtt(f.id(f.d.Table), "Arn")
-	api, consumer, promoter := f.policyStatements(t, f.d.API), f.policyStatements(t, f.d.Consumer), f.policyStatements(t, f.d.Promoter)
+	api, consumer, promoter, counters := f.policyStatements(t, f.d.API), f.policyStatements(t, f.d.Consumer), f.policyStatements(t, f.d.Promoter), f.policyStatements(t, f.d.Counters)
 
 	type grant struct {
 		stmts    []map[string]any
@@ -539,6 +539,12 @@ func TestLeastPrivilege(t *testing.T) {
 			must = append(must, grant{promoter, a, dlq})
 		}
 		mustNot = append(mustNot, grant{promoter, "sqs:ReceiveMessage", queue})
+
+		// The counters function sends a completed batch's callback, only.
+		must = append(must, grant{counters, "sqs:SendMessage", queue})
+		for _, a := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage"} {
+			mustNot = append(mustNot, grant{counters, a, queue}, grant{counters, a, dlq})
+		}
 	}
 	for _, s := range [][]map[string]any{api, consumer, promoter} {
 		must = append(must, grant{s, "dynamodb:UpdateItem", tableArn}, grant{s, "dynamodb:Query", tableArn})
@@ -1039,7 +1045,7 @@ func TestPayloadBucket(t *testing.T) {
 	want := map[string][]string{
 		"api":      {"s3:PutObject", "s3:GetObject", "s3:DeleteObject"},
 		"consumer": {"s3:PutObject", "s3:GetObject", "s3:DeleteObject"},
-		"counters": {"s3:DeleteObject"},
+		"counters": {"s3:PutObject", "s3:DeleteObject"},
 		"promoter": nil,
 	}
 	fns := map[string]awslambda.Function{"api": f.d.API, "consumer": f.d.Consumer, "counters": f.d.Counters, "promoter": f.d.Promoter}

@@ -67,8 +67,9 @@ type App struct {
 	// Workers is the registry of consumer instances (GET /workers).
 	Workers *workers.Registry
 	// Flow resolves dependencies, workflows and batches: the store calls
-	// it when a task with children or a batch finishes, the enqueuer when
-	// a task naming parents is submitted, the promoter sweeps with it.
+	// it when a task with children finishes, the counters when they have
+	// counted batch members, the enqueuer when a task naming parents is
+	// submitted, the promoter sweeps with it.
 	Flow *flow.Flow
 }
 
@@ -147,6 +148,9 @@ func Assemble(ctx context.Context, cfg triageconfig.Config, log *slog.Logger, aw
 		}
 	})
 	a.Enqueuer.SetLinker(a.Flow)
+	// Batch members are counted from the stream: the stream consumer (the
+	// counters Lambda, or CounterPoller) completes the batches it counted.
+	a.Counters.OnBatchShards(a.Flow.ShardsCounted)
 	a.Controls = control.New(a.DynamoDB, cfg.Table, control.DefaultCacheTTL)
 	a.Holds = hold.New(a.Store, a.Enqueuer, a.Controls, log)
 	a.Controls.OnRunnable(a.Holds.ReleaseWindow)

@@ -27,9 +27,16 @@
 // histograms per priority, expiring after an hour: waits.go),
 // COUNTS#DEPTH#<minute> (queue depths sampled by the promoter: depth.go),
 // and the batch guards.
+//
+// The same transactions count batch members (and workflow nodes) on their
+// batch's counter shards, BATCH#<id>#<shard> (internal/store batch.go): a
+// member's first finish is counted from its record, once, in the run that
+// holds it, and the shards a run touched are handed to OnBatchShards's
+// hook, which completes finished batches.
 package counters
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -99,13 +106,28 @@ type Change struct {
 
 // Keeper applies changes to the counters and reads them.
 type Keeper struct {
-	db     DynamoDB
-	table  string
-	shards int
-	now    func() time.Time
-	reap   func(ctx context.Context, keys ...string) error
-	pub    publishing // see Publish
+	db      DynamoDB
+	table   string
+	shards  int
+	now     func() time.Time
+	reap    func(ctx context.Context, keys ...string) error
+	pub     publishing // see Publish
+	counted ShardsHook // see OnBatchShards
 }
+
+// ShardsHook is told the batch counter shards a run of changes added to
+// (OnBatchShards).
+type ShardsHook func(ctx context.Context, shards []store.ShardRef) error
+
+// OnBatchShards sets what Apply does after it has counted batch members'
+// first finishes (store.FirstFinish) on their shards: fn gets the shards
+// the changes touched, once their counts are applied, whether by this
+// delivery or by an earlier one (a crash could have come between the
+// apply and fn), so that a finished shard is reported and its batch
+// completed (internal/flow). An error from fn fails the delivery, which
+// the stream then delivers again: fn runs at least once per run of
+// changes and must be idempotent. Call it once, while assembling.
+func (k *Keeper) OnBatchShards(fn ShardsHook) { k.counted = fn }
 
 // New returns a Keeper for table, listing type counters over shards by-due
 // partitions (the store's shard count).
@@ -122,10 +144,13 @@ type delta struct {
 	types  map[string]map[string]int64 // type -> attribute -> change
 	tp     map[int64]map[string]int64  // bucket -> completed|failed -> change
 	waits  map[int64]map[string]int64  // minute -> wait bucket attribute -> change (waits.go)
+	// batch member finishes per counter shard: done and the outcome's attribute
+	batches map[store.ShardRef]map[string]int64
 }
 
 func newDelta() *delta {
-	return &delta{global: map[string]int64{}, types: map[string]map[string]int64{}, tp: map[int64]map[string]int64{}, waits: map[int64]map[string]int64{}}
+	return &delta{global: map[string]int64{}, types: map[string]map[string]int64{}, tp: map[int64]map[string]int64{},
+		waits: map[int64]map[string]int64{}, batches: map[store.ShardRef]map[string]int64{}}
 }
 
 func statusAttr(st triagetype.Status, p triagetype.Priority) string {
@@ -147,6 +172,13 @@ func (d *delta) count(t *task.Task, sign int64) {
 }
 
 func (d *delta) add(c Change) {
+	if ref, outcome, ok := store.FirstFinish(c.Old, c.New); ok {
+		if d.batches[ref] == nil {
+			d.batches[ref] = map[string]int64{}
+		}
+		d.batches[ref]["done"]++
+		d.batches[ref][outcome]++
+	}
 	if minute, attr, ok := claimWait(c); ok {
 		if d.waits[minute] == nil {
 			d.waits[minute] = map[string]int64{}
@@ -176,9 +208,13 @@ func (d *delta) add(c Change) {
 	}
 }
 
+func byShard(a, b store.ShardRef) int {
+	return cmp.Or(strings.Compare(a.Batch, b.Batch), cmp.Compare(a.Shard, b.Shard))
+}
+
 // items counts the counter items d touches (net changes only).
 func (d *delta) items() int {
-	n := len(d.tp) + len(d.waits)
+	n := len(d.tp) + len(d.waits) + len(d.batches)
 	if nonZero(d.global) {
 		n++
 	}
@@ -226,7 +262,9 @@ func (k *Keeper) Reap(del func(ctx context.Context, keys ...string) error) { k.r
 // run of changes from sequence number first to last. Changes of a run that
 // was applied before are skipped. Then, with a publisher set (Publish),
 // the changes are published, whether their counters were applied now or
-// by an earlier delivery.
+// by an earlier delivery. Before that, the batch shards the changes
+// counted members on are handed to the OnBatchShards hook under the same
+// rule.
 func (k *Keeper) Apply(ctx context.Context, changes []Change, guard func(first, last string) Guard) error {
 	if k.reap != nil {
 		var keys []string
@@ -253,6 +291,7 @@ func (k *Keeper) Apply(ctx context.Context, changes []Change, guard func(first, 
 		}
 		return err
 	}
+	touched := map[store.ShardRef]bool{}
 	for i, c := range changes {
 		probe := newDelta()
 		probe.add(c)
@@ -265,12 +304,21 @@ func (k *Keeper) Apply(ctx context.Context, changes []Change, guard func(first, 
 			first = c.Seq
 		}
 		d.add(c)
+		for ref := range probe.batches {
+			touched[ref] = true
+		}
 	}
 	if len(changes) == 0 {
 		return nil
 	}
 	if err := flush(changes[len(changes)-1].Seq); err != nil {
 		return err
+	}
+	if k.counted != nil && len(touched) > 0 {
+		refs := slices.SortedFunc(maps.Keys(touched), byShard)
+		if err := k.counted(ctx, refs); err != nil {
+			return fmt.Errorf("report the batch shards counted: %w", err)
+		}
 	}
 	return k.publish(ctx, changes)
 }
@@ -322,6 +370,11 @@ func (k *Keeper) write(ctx context.Context, d *delta, g Guard, first, last strin
 		exp := time.Unix(b*int64(Bucket/time.Second), 0).Add(bucketTTL).Unix()
 		set := map[string]types.AttributeValue{spec.AttrTTL: &types.AttributeValueMemberN{Value: strconv.FormatInt(exp, 10)}}
 		if u := addUpdate(k.table, key(tpPrefix+strconv.FormatInt(b, 10)), d.tp[b], set); u != nil {
+			actions = append(actions, types.TransactWriteItem{Update: u})
+		}
+	}
+	for _, ref := range slices.SortedFunc(maps.Keys(d.batches), byShard) {
+		if u := addUpdate(k.table, key(ref.PK()), d.batches[ref], nil); u != nil {
 			actions = append(actions, types.TransactWriteItem{Update: u})
 		}
 	}

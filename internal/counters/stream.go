@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+
+	"github.com/triagehq/triage/internal/spec"
 )
 
 // Streams is the part of the DynamoDB Streams client the Poller uses.
@@ -38,8 +40,21 @@ type Poller struct {
 	Tables  TableDescriber
 	Streams Streams
 	// Every is the pause after a pass that found no records (250 ms).
-	Every  time.Duration
+	Every time.Duration
+	// Window, if set, gathers each shard's records for up to Window (or
+	// until spec.StreamBatchSize of them) before applying them, as the
+	// Lambda trigger's batching window does (spec.StreamBatchWindow):
+	// bigger runs, fewer counter writes, and counters and events that lag
+	// by up to Window. Zero applies every read at once.
+	Window time.Duration
 	Logger *slog.Logger
+}
+
+// gathered is a shard's records read and not applied yet (Window).
+type gathered struct {
+	from  *string // the iterator the first of them was read from
+	recs  []streamtypes.Record
+	since time.Time
 }
 
 // Run polls until ctx ends.
@@ -73,6 +88,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	}
 	iters := map[string]*string{} // open shard -> next iterator
 	done := map[string]bool{}     // closed shards read to their end
+	held := map[string]*gathered{}
 	for ctx.Err() == nil {
 		if err := p.discover(ctx, arn, iters, done); err != nil && ctx.Err() == nil {
 			log.Warn("counters: stream discovery failed", "error", err)
@@ -80,16 +96,21 @@ func (p *Poller) Run(ctx context.Context) error {
 		}
 		got := 0
 		for shard, it := range iters {
-			n, next, err := p.pass(ctx, shard, it)
+			if held[shard] == nil {
+				held[shard] = &gathered{}
+			}
+			n, next, err := p.pass(ctx, shard, it, held[shard])
 			if err != nil {
 				if ctx.Err() == nil {
 					log.Warn("counters: stream shard read failed", "shard", shard, "error", err)
 				}
+				iters[shard] = next // to read again what failed
 				continue
 			}
 			got += n
 			if next == nil {
 				delete(iters, shard)
+				delete(held, shard)
 				done[shard] = true
 			} else {
 				iters[shard] = next
@@ -143,27 +164,49 @@ func (p *Poller) discover(ctx context.Context, arn string, iters map[string]*str
 	}
 }
 
-// pass reads one batch of a shard and applies it.
-func (p *Poller) pass(ctx context.Context, shard string, it *string) (int, *string, error) {
-	out, err := p.Streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it, Limit: aws.Int32(1000)})
+// pass reads one batch of a shard and, unless it is gathering them
+// (Window), applies it with the records gathered before. It returns the
+// records read, the shard's next iterator (nil at a closed shard's end)
+// and, on an error, the iterator to read again from: what failed to apply
+// is read again whole.
+func (p *Poller) pass(ctx context.Context, shard string, it *string, g *gathered) (int, *string, error) {
+	out, err := p.Streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it, Limit: aws.Int32(spec.StreamBatchSize)})
 	if err != nil {
+		if len(g.recs) > 0 {
+			it = g.from
+		}
+		*g = gathered{}
 		return 0, it, err
 	}
+	if len(g.recs) == 0 {
+		g.from, g.since = it, time.Now()
+	}
+	g.recs = append(g.recs, out.Records...)
+	if len(g.recs) == 0 || p.Window > 0 && len(g.recs) < spec.StreamBatchSize && out.NextShardIterator != nil && time.Since(g.since) < p.Window {
+		return len(out.Records), out.NextShardIterator, nil
+	}
+	from, recs := g.from, g.recs
+	*g = gathered{}
+	if err := p.apply(ctx, shard, recs); err != nil {
+		return 0, from, err
+	}
+	return len(out.Records), out.NextShardIterator, nil
+}
+
+// apply applies records of shard.
+func (p *Poller) apply(ctx context.Context, shard string, recs []streamtypes.Record) error {
 	var changes []Change
-	for _, r := range out.Records {
+	for _, r := range recs {
 		c, ok, err := changeFromStream(r)
 		if err != nil {
-			return 0, it, err
+			return err
 		}
 		if ok {
 			changes = append(changes, c)
 		}
 	}
 	guard := func(first, last string) Guard { return Guard{Key: shardGuard(shard), AfterSeq: true} }
-	if err := p.Keeper.Apply(ctx, changes, guard); err != nil {
-		return 0, it, err
-	}
-	return len(out.Records), out.NextShardIterator, nil
+	return p.Keeper.Apply(ctx, changes, guard)
 }
 
 func shardGuard(shard string) string { return "shard:" + shard }

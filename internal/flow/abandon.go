@@ -44,8 +44,8 @@ import (
 // waiting tasks (one strongly consistent read per workflow per page, 1
 // RCU). An abandonment is a head write, a read of the node list (1 to 10
 // pages), a consistent read of the nodes (N/2 RCU for N nodes of up to 4
-// KB) and one cancel per waiting node (a task transition and its batch
-// count, as any cancel): done once per abandoned workflow.
+// KB) and one cancel per waiting node (a task transition, counted on its
+// shard from the stream as any finish): done once per abandoned workflow.
 
 // DefaultAbandonAfter is how long a workflow may stay uncommitted before
 // the sweep abandons it: far longer than a client's retries of one submit

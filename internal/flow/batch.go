@@ -15,13 +15,14 @@ import (
 // Batch completion (workflows complete the same way; see store/batch.go
 // for the counters and their arithmetic).
 //
-// A member's finish is counted on its shard in the transaction that
-// finishes it. Then, in the finishing writer (Finished, the store's
-// hook): if its shard is sealed and every member added to it is done,
-// the shard is reported to the head, once (a conditional transaction).
-// The writer whose report makes shards_done reach the shard count wins
-// one conditional write on the head (ClaimCallback) and completes the
-// batch: it sums the shards (O(shards)), creates the on_complete task
+// A member's finish is counted on its shard from the table's stream, in
+// the counters' transaction that applies the record of the write that
+// finished it (internal/counters). Then, in the stream consumer
+// (ShardsCounted, the counters' hook): if the shard is sealed and every
+// member added to it is done, the shard is reported to the head, once (a
+// conditional transaction). The caller whose report makes shards_done
+// reach the shard count wins one conditional write on the head
+// (ClaimCallback) and completes the batch: it sums the shards (O(shards)), creates the on_complete task
 // with an id derived from the batch id (a conditional create: created
 // once, whoever retries), and records the counts. Sealing reports the
 // shards that were already done, so a batch whose members finished before
@@ -58,21 +59,50 @@ func (f *Flow) sum(ctx context.Context, h *store.BatchHead) (store.BatchShard, [
 	return s, shards, nil
 }
 
-// memberFinished is Finished's part for a batch member: report its shard
-// when it is done, and complete the batch when every shard is.
-func (f *Flow) memberFinished(ctx context.Context, t *task.Task) {
-	sh, err := f.store.BatchShard(ctx, t.BatchID, t.BatchShard)
-	if err != nil {
-		f.log.Warn("could not read a batch shard; the sweep will", "batch_id", t.BatchID, "error", err)
-		return
+// ShardsCounted is the counters' hook (counters.Keeper.OnBatchShards)
+// for the batch shards a run of stream records counted members on: each
+// shard that is sealed with every member added to it done is reported to
+// its head, once (a conditional transaction), and a batch with a finished
+// shard among them is completed if every shard reported (tryComplete).
+// It costs one batch read of the shards per batch, and a head read per
+// batch with a finished shard. A read or a report that fails is returned,
+// so the stream delivers the run again; a completion that fails is left
+// to the sweep, like one a crash interrupted.
+func (f *Flow) ShardsCounted(ctx context.Context, refs []store.ShardRef) error {
+	byBatch := map[string][]int{}
+	var order []string
+	for _, r := range refs {
+		if byBatch[r.Batch] == nil {
+			order = append(order, r.Batch)
+		}
+		byBatch[r.Batch] = append(byBatch[r.Batch], r.Shard)
 	}
-	if !sh.Finished() || sh.Reported {
-		return
+	var errs []error
+	for _, id := range order {
+		idx := byBatch[id]
+		shards, err := f.store.BatchShardsAt(ctx, id, idx)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		finished := false
+		for j, sh := range shards {
+			if !sh.Finished() {
+				continue
+			}
+			finished = true
+			if sh.Reported {
+				continue
+			}
+			if _, err := f.store.ReportShard(ctx, id, idx[j]); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if finished {
+			f.tryComplete(ctx, id)
+		}
 	}
-	if ok, err := f.store.ReportShard(ctx, t.BatchID, t.BatchShard); err != nil || !ok {
-		return
-	}
-	f.tryComplete(ctx, t.BatchID)
+	return errors.Join(errs...)
 }
 
 // sealShards seals every shard of a sealed head and reports those done.

@@ -134,6 +134,7 @@ func TestBatchCallbackOnce(t *testing.T) {
 	n := batchMembers(t)
 	env := stacktest.New(t)
 	a := env.App(t, nil)
+	stacktest.RunCounters(t, a) // members are counted from the stream
 	ctx := context.Background()
 	h, err := a.Flow.CreateBatch(ctx, &triagetype.SubmitRequest{Type: "report", Payload: json.RawMessage(`{"campaign":7}`)}, task.KnownTypes{})
 	if err != nil {
@@ -185,6 +186,7 @@ func TestBatchCallbackOnce(t *testing.T) {
 func TestBatchMembersFinishBeforeSeal(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
+	stacktest.RunCounters(t, a) // members are counted from the stream
 	ctx := context.Background()
 	h, err := a.Flow.CreateBatch(ctx, &triagetype.SubmitRequest{Type: "report"}, task.KnownTypes{})
 	if err != nil {
@@ -196,8 +198,17 @@ func TestBatchMembersFinishBeforeSeal(t *testing.T) {
 	for _, id := range ids {
 		stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, time.Minute)
 	}
-	if b, _ := a.Flow.Batch(ctx, h.ID); b.State != triagetype.BatchOpen || b.Progress.Done != 3 {
-		t.Fatalf("open batch: %+v", b)
+	var open *triagetype.Batch
+	p := waitDone(t, 3, func() (triagetype.BatchProgress, error) {
+		var err error
+		open, err = a.Flow.Batch(ctx, h.ID)
+		if err != nil {
+			return triagetype.BatchProgress{}, err
+		}
+		return open.Progress, nil
+	})
+	if open.State != triagetype.BatchOpen || p.Done != 3 || p.Completed != 3 {
+		t.Fatalf("open batch: %+v", open)
 	}
 	if err := a.Flow.Seal(ctx, h.ID); err != nil {
 		t.Fatal(err)
@@ -213,6 +224,7 @@ func TestBatchMembersFinishBeforeSeal(t *testing.T) {
 func TestBatchOverHTTP(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
+	stacktest.RunCounters(t, a) // members are counted from the stream
 	toks, err := auth.Parse("adm:admin")
 	if err != nil {
 		t.Fatal(err)

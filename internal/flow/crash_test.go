@@ -222,6 +222,7 @@ func counted(names []string) map[string]int {
 func TestConsumerKilledAfterParentCompletes(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
+	stacktest.RunCounters(t, a) // members are counted from the stream
 	ctx := context.Background()
 	out, err := a.Flow.SubmitWorkflow(ctx, diamond("consumer-crash"), task.KnownTypes{})
 	if err != nil {
@@ -363,6 +364,7 @@ func postWorkflow(t *testing.T, a *app.App, body string) (int, triagetype.Workfl
 func TestAPIKilledMidWorkflowSubmit(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
+	stacktest.RunCounters(t, a) // members are counted from the stream
 	body := crashedSubmit("api-crash")
 	id := killAPIMidSubmit(t, env, body)
 
@@ -407,6 +409,7 @@ func TestAPIKilledMidWorkflowSubmit(t *testing.T) {
 func TestAbandonedWorkflowIsCancelled(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
+	stacktest.RunCounters(t, a) // members are counted from the stream
 	body := crashedSubmit("never-retried")
 	id := killAPIMidSubmit(t, env, body)
 	rec := newRecorder()
@@ -448,7 +451,7 @@ func TestAbandonedWorkflowIsCancelled(t *testing.T) {
 	if ran := rec.ran(); len(ran) != 0 {
 		t.Fatalf("nodes of an abandoned workflow ran: %v", ran)
 	}
-	if p := got.Progress; p.Cancelled != 4 || p.Done != 4 || p.Total != 4 {
+	if p := waitDone(t, 4, workflowProgress(a, id)); p.Cancelled != 4 || p.Done != 4 || p.Total != 4 {
 		t.Fatalf("progress %+v; want 4 of 4 done, cancelled (2 written, 2 never written)", p)
 	}
 }

@@ -101,8 +101,8 @@ type Store interface {
 	Create(ctx context.Context, t *task.Task) (*task.Task, bool, error)
 	CreateBatch(ctx context.Context, h *store.BatchHead, added []int) error
 	Batch(ctx context.Context, id string) (*store.BatchHead, error)
-	BatchShard(ctx context.Context, id string, i int) (store.BatchShard, error)
 	BatchShardsOf(ctx context.Context, id string, n int) ([]store.BatchShard, error)
+	BatchShardsAt(ctx context.Context, id string, idx []int) ([]store.BatchShard, error)
 	SealHead(ctx context.Context, id, state string) (*store.BatchHead, error)
 	SealShard(ctx context.Context, id string, i int) (store.BatchShard, error)
 	ReportShard(ctx context.Context, id string, i int) (bool, error)
@@ -309,11 +309,9 @@ func (f *Flow) Settle(ctx context.Context, ts []*task.Task) {
 // terminal status: it resolves each of its children. Failures are logged;
 // the sweep repairs them. A workflow node that finished without ever
 // being released (cancelled while waiting) resolves its children only if
-// its workflow is committed (see walkNow in workflow.go).
+// its workflow is committed (see walkNow in workflow.go). A batch
+// member's finish is counted from the stream, not here (ShardsCounted).
 func (f *Flow) Finished(ctx context.Context, t *task.Task) {
-	if t.BatchID != "" {
-		f.memberFinished(ctx, t)
-	}
 	if !t.HasChildren {
 		return
 	}

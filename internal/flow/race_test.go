@@ -198,6 +198,7 @@ func ranWith(rec *recorder, prefix string) []string {
 func TestRetryRacingAbandonment(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
+	stacktest.RunCounters(t, a) // members are counted from the stream
 	rec := newRecorder()
 	consume(t, a, rec)
 	ctx := context.Background()
@@ -323,6 +324,7 @@ func TestRetryRacingAbandonment(t *testing.T) {
 func TestCancelBeforeCommit(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
+	stacktest.RunCounters(t, a) // members are counted from the stream
 	rec := newRecorder()
 	consume(t, a, rec)
 	ctx := context.Background()
@@ -402,9 +404,8 @@ func TestCancelBeforeCommit(t *testing.T) {
 			t.Fatalf("sweep: %+v, %v; want the workflow abandoned, nothing released", r, err)
 		}
 		neverRan(t, a, id)
-		wf, err := a.Flow.Workflow(ctx, id)
-		if err != nil || wf.Progress.Cancelled != 3 || wf.Progress.Done != 3 {
-			t.Fatalf("progress %+v, %v; want the 3 nodes cancelled", wf.Progress, err)
+		if p := waitDone(t, 3, workflowProgress(a, id)); p.Cancelled != 3 || p.Done != 3 {
+			t.Fatalf("progress %+v; want the 3 nodes cancelled", p)
 		}
 	})
 

@@ -56,9 +56,39 @@ func waitWorkflow(t *testing.T, a *app.App, id, want string, timeout time.Durati
 	}
 }
 
+// waitDone polls a workflow's or batch's progress (read) until done of
+// its members are counted: members are counted from the table's stream,
+// so progress lags their finishes by the stream's delay.
+func waitDone(t *testing.T, done int, read func() (triagetype.BatchProgress, error)) triagetype.BatchProgress {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p, err := read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Done >= done || time.Now().After(deadline) {
+			return p
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// workflowProgress reads workflow id's progress, for waitDone.
+func workflowProgress(a *app.App, id string) func() (triagetype.BatchProgress, error) {
+	return func() (triagetype.BatchProgress, error) {
+		wf, err := a.Flow.Workflow(context.Background(), id)
+		if err != nil {
+			return triagetype.BatchProgress{}, err
+		}
+		return wf.Progress, nil
+	}
+}
+
 func TestWorkflowDiamond(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
+	stacktest.RunCounters(t, a) // members are counted from the stream
 	rec := newRecorder()
 	consume(t, a, rec)
 	out, err := a.Flow.SubmitWorkflow(context.Background(), diamond(""), task.KnownTypes{})
@@ -101,6 +131,7 @@ func TestWorkflowDiamond(t *testing.T) {
 func TestWorkflowCrashMidSubmit(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
+	stacktest.RunCounters(t, a) // members are counted from the stream
 	rec := newRecorder()
 	consume(t, a, rec)
 	ctx := context.Background()

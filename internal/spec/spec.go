@@ -100,6 +100,14 @@ type Table struct {
 // StreamNewAndOldImages is the only stream view triage uses.
 const StreamNewAndOldImages = "NEW_AND_OLD_IMAGES"
 
+// The stream consumer's batches (the counters function's trigger in AWS):
+// up to StreamBatchSize records gathered over up to StreamBatchWindow, so
+// the counters' writes per task shrink as the rate grows.
+const (
+	StreamBatchSize   = 1000
+	StreamBatchWindow = 2 * time.Second
+)
+
 // Queue describes one priority's SQS standard queue and its dead-letter queue.
 type Queue struct {
 	Priority          triagetype.Priority

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
@@ -31,17 +29,31 @@ import (
 //	                               sealed, reported
 //
 // A member is counted on its own shard (task.BatchShard, fixed at its
-// creation) in the same transaction as the write that finishes it (see
-// update): its finish and its count are one fact, and a crash cannot
-// separate them. batch_counted on the member keeps a member retried from
-// dead_letter from counting twice.
+// creation) from the table's stream, exactly once. Its first finish is
+// one plain conditional write (see update) that sets the terminal status
+// and batch_counted together: the finish and the mark that it is to be
+// counted are one fact, and a crash cannot separate them. The stream
+// delivers that write's record at least once; internal/counters reads it
+// with FirstFinish (the old image lacks batch_counted, the new one has
+// it) and adds it to the shard in the transaction that records the run of
+// records applied (its guard), so a run delivered twice counts once. A
+// member retried from dead_letter keeps batch_counted and never counts
+// again. A shard's done therefore lags the members' finishes by the
+// stream's delay, and so does a batch's progress and its completion: once
+// the counters have added a run, they hand its shards to internal/flow,
+// which reports a sealed shard whose members are all done and completes
+// the batch (and the promoter's sweep of sealed heads does the same after
+// a crash in between).
 //
 // Hot keys: at 10,000 finishes a second (the table's design rate) over S
-// shards, each shard takes 10,000/S transactional updates a second at 2
-// write units each: S = 32 puts a shard at 625 WCU/s, under the 1,000
-// per key. The head is written once per shard (when the shard is done), so
-// it takes S writes in the batch's life. Reading progress is one head
-// read plus one batch read of S shards: O(S), not O(members).
+// shards, the stream consumer folds each run of records into one
+// transactional update per shard it touches (2 write units, whatever the
+// number of finishes it adds), so a shard takes at most one update per
+// stream run: S = 32 keeps a batch's counting spread, and no finishing
+// write touches a shard at all. The head is written once per shard (when
+// the shard is done), so it takes S writes in the batch's life. Reading
+// progress is one head read plus one batch read of S shards: O(S), not
+// O(members).
 
 // BatchShards is the shard count of a batch (workflows use fewer: see
 // WorkflowShards).
@@ -114,7 +126,7 @@ func batchKey(id string) map[string]types.AttributeValue {
 }
 
 func shardKey(id string, s int) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{spec.AttrPK: &types.AttributeValueMemberS{Value: batchPrefix + id + "#" + strconv.Itoa(s)}}
+	return map[string]types.AttributeValue{spec.AttrPK: &types.AttributeValueMemberS{Value: ShardRef{Batch: id, Shard: s}.PK()}}
 }
 
 // CreateBatch writes a batch's head and its shards (added[s] members
@@ -196,11 +208,30 @@ func (s *Store) Batch(ctx context.Context, id string) (*BatchHead, error) {
 
 // BatchShardsOf reads every shard of batch id (n of them), strongly consistent.
 func (s *Store) BatchShardsOf(ctx context.Context, id string, n int) ([]BatchShard, error) {
-	out := make([]BatchShard, n)
-	for start := 0; start < n; start += 100 {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	return s.BatchShardsAt(ctx, id, idx)
+}
+
+// BatchShardsAt reads shards idx of batch id, strongly consistent, in
+// batch reads of up to 100: out[j] is shard idx[j] (zero if it does not
+// exist).
+func (s *Store) BatchShardsAt(ctx context.Context, id string, idx []int) ([]BatchShard, error) {
+	out := make([]BatchShard, len(idx))
+	at := make(map[int][]int, len(idx)) // shard -> its places in idx
+	for j, i := range idx {
+		at[i] = append(at[i], j)
+	}
+	for start := 0; start < len(idx); start += 100 {
 		var keys []map[string]types.AttributeValue
-		for i := start; i < min(start+100, n); i++ {
-			keys = append(keys, shardKey(id, i))
+		seen := map[int]bool{}
+		for _, i := range idx[start:min(start+100, len(idx))] {
+			if !seen[i] {
+				seen[i] = true
+				keys = append(keys, shardKey(id, i))
+			}
 		}
 		req := map[string]types.KeysAndAttributes{s.table: {Keys: keys, ConsistentRead: aws.Bool(true)}}
 		for attempt := 0; len(req) > 0; attempt++ {
@@ -217,11 +248,15 @@ func (s *Store) BatchShardsOf(ctx context.Context, id string, n int) ([]BatchSha
 			for _, it := range res.Responses[s.table] {
 				pk := attrString(it[spec.AttrPK])
 				i, err := strconv.Atoi(pk[len(batchPrefix+id+"#"):])
-				if err != nil || i < 0 || i >= n {
+				if err != nil {
 					continue
 				}
-				if err := attributevalue.UnmarshalMap(it, &out[i]); err != nil {
+				var sh BatchShard
+				if err := attributevalue.UnmarshalMap(it, &sh); err != nil {
 					return nil, fmt.Errorf("unmarshal shard %d of batch %s: %w", i, id, err)
+				}
+				for _, j := range at[i] {
+					out[j] = sh
 				}
 			}
 			req = res.UnprocessedKeys
@@ -316,17 +351,6 @@ func (s *Store) SealShard(ctx context.Context, id string, i int) (BatchShard, er
 	}
 	var sh BatchShard
 	err = attributevalue.UnmarshalMap(out.Attributes, &sh)
-	return sh, err
-}
-
-// BatchShard reads shard i of batch id (strongly consistent).
-func (s *Store) BatchShard(ctx context.Context, id string, i int) (BatchShard, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: shardKey(id, i), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return BatchShard{}, fmt.Errorf("read shard %d of batch %s: %w", i, id, err)
-	}
-	var sh BatchShard
-	err = attributevalue.UnmarshalMap(out.Item, &sh)
 	return sh, err
 }
 
@@ -461,64 +485,34 @@ func cutLast(s, sep string) (string, string, bool) {
 	return "", "", false
 }
 
-// memberCount is the shard update that counts a finishing member, for the
-// transaction of its terminal write.
-func (s *Store) memberCount(t *task.Task, to triagetype.Status) *types.Update {
-	outcome := "completed"
-	switch to {
+// ShardRef names one counter shard of a batch (or workflow).
+type ShardRef struct {
+	Batch string
+	Shard int
+}
+
+// PK is the shard item's partition key, BATCH#<batch>#<shard>.
+func (r ShardRef) PK() string { return batchPrefix + r.Batch + "#" + strconv.Itoa(r.Shard) }
+
+// FirstFinish reads a stream record of a task item (its images before
+// and after; old nil for an insert) as the rule of update writes it: a
+// batch member's first finish is the one write that sets batch_counted
+// along with a terminal status. ok is true for that record only, with the
+// member's shard and the shard attribute its outcome adds to (completed,
+// dead_lettered or cancelled, besides done). Every later write of the
+// member keeps batch_counted, so no other record of it counts.
+func FirstFinish(old, new *task.Task) (ref ShardRef, outcome string, ok bool) {
+	if new == nil || !new.BatchCounted || new.BatchID == "" || !new.Status.Terminal() || old != nil && old.BatchCounted {
+		return ShardRef{}, "", false
+	}
+	outcome = "completed"
+	switch new.Status {
 	case triagetype.DeadLetter:
 		outcome = "dead_lettered"
 	case triagetype.Cancelled:
 		outcome = "cancelled"
 	}
-	return &types.Update{
-		TableName: &s.table, Key: shardKey(t.BatchID, t.BatchShard),
-		UpdateExpression:          aws.String("ADD #done :one, #o :one"),
-		ExpressionAttributeNames:  map[string]string{"#done": "done", "#o": outcome},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}},
-	}
-}
-
-// updateCounted is update's write for a batch member's first finish: the
-// task's conditional update and its shard's count in one transaction (2
-// write units each). It returns the task as it is after the write, read
-// back strongly consistent (a transaction returns no values).
-func (s *Store) updateCounted(ctx context.Context, cur, next *task.Task, expr expression.Expression) (*task.Task, error) {
-	err := s.transact(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Update: &types.Update{
-			TableName: &s.table, Key: taskKey(cur.ID),
-			UpdateExpression:                    expr.Update(),
-			ConditionExpression:                 expr.Condition(),
-			ExpressionAttributeNames:            expr.Names(),
-			ExpressionAttributeValues:           expr.Values(),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}},
-		{Update: s.memberCount(cur, next.Status)},
-	}})
-	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
-		ce := &ConflictError{ID: cur.ID}
-		if it := tce.CancellationReasons[0].Item; len(it) > 0 {
-			if t, uerr := unmarshal(it); uerr == nil {
-				ce.Current = t
-			}
-		}
-		return nil, ce
-	}
-	if err != nil {
-		return nil, s.conflict(cur.ID, err)
-	}
-	saved, err := s.Get(ctx, cur.ID)
-	if err != nil {
-		return nil, err
-	}
-	if next.Status != cur.Status {
-		s.log.LogAttrs(ctx, transitionLevel(next.Status), "task transition",
-			slog.String("task_id", saved.ID), slog.String("type", saved.Type),
-			slog.String("from", string(cur.Status)), slog.String("to", string(next.Status)),
-			slog.Int64("version", saved.Version), slog.String("batch_id", saved.BatchID))
-	}
-	return saved, nil
+	return ShardRef{Batch: new.BatchID, Shard: new.BatchShard}, outcome, true
 }
 
 // createMember records a new batch member: its task, its idempotency key

@@ -256,10 +256,10 @@ func (s *Store) write(ctx context.Context, cur *task.Task, to triagetype.Status,
 // cur's status and version.
 func (s *Store) update(ctx context.Context, cur, next *task.Task) (*task.Task, error) {
 	to := next.Status
-	// A batch member's first finish is counted on its batch shard in the
-	// same transaction (see batch.go).
-	counted := next.BatchID != "" && to.Terminal() && !cur.Status.Terminal() && !cur.BatchCounted
-	if counted {
+	// A batch member's first finish marks it batch_counted in this same
+	// write; the stream consumer counts it on its shard from that write's
+	// record (see batch.go and FirstFinish).
+	if next.BatchID != "" && to.Terminal() && !cur.Status.Terminal() && !cur.BatchCounted {
 		next.BatchCounted = true
 	}
 	before, err := s.item(cur)
@@ -298,9 +298,6 @@ func (s *Store) update(ctx context.Context, cur, next *task.Task) (*task.Task, e
 	expr, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {
 		return nil, fmt.Errorf("build update of task %s: %w", cur.ID, err)
-	}
-	if counted {
-		return s.updateCounted(ctx, cur, next, expr)
 	}
 	saved, err := s.updateTask(ctx, cur.ID, expr)
 	if err != nil {

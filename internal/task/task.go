@@ -153,9 +153,11 @@ type Task struct {
 	// task waits and, once it is released, until its claim; the store
 	// drops EdgeParent (and so the entry) on any other move.
 	EdgeParent string `json:"-" dynamodbav:"edge_parent,omitempty"`
-	// BatchCounted marks a batch member whose finish was counted in its
-	// batch (in the same transaction as that finish), so a member that is
-	// retried from dead_letter and finishes again is not counted twice.
+	// BatchCounted marks a batch member whose first finish was written
+	// (set by that same write): the stream consumer counts the member on
+	// its shard from the record in which it appears, and a member retried
+	// from dead_letter that finishes again keeps it, so it is not counted
+	// twice.
 	BatchCounted bool `json:"-" dynamodbav:"batch_counted,omitempty"`
 	// BatchShard is the batch counter shard the member is counted on,
 	// fixed when it joins.
