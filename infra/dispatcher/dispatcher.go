@@ -510,10 +510,13 @@ func (d *Dispatcher) grant(p Props) {
 	// Payloads and results over the inline limit (internal/blob): the API
 	// writes them (a submit) and removes the objects of writes that were
 	// refused, and reads them; the counters function deletes the objects
-	// of removed tasks. The promoter never touches them. The consumer's
-	// access is GrantConsume's.
+	// of removed tasks. The promoter creates tasks too (a schedule's
+	// tick, the callback of a batch its sweep completes), whose payload
+	// may be over the inline limit: it writes them, never reads or
+	// deletes. The consumer's access is GrantConsume's.
 	objects := []string{d.objectsARN()}
 	allow(d.API, objects, "s3:PutObject", "s3:GetObject", "s3:DeleteObject")
+	allow(d.Promoter, objects, "s3:PutObject")
 	// The counters function also completes the batches it counts members
 	// of (internal/flow): it creates a callback task, whose payload may be
 	// over the inline limit, and sends its message.

@@ -1046,7 +1046,7 @@ func TestPayloadBucket(t *testing.T) {
 		"api":      {"s3:PutObject", "s3:GetObject", "s3:DeleteObject"},
 		"consumer": {"s3:PutObject", "s3:GetObject", "s3:DeleteObject"},
 		"counters": {"s3:PutObject", "s3:DeleteObject"},
-		"promoter": nil,
+		"promoter": {"s3:PutObject"},
 	}
 	fns := map[string]awslambda.Function{"api": f.d.API, "consumer": f.d.Consumer, "counters": f.d.Counters, "promoter": f.d.Promoter}
 	for name, fn := range fns {
