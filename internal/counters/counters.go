@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -389,7 +390,7 @@ func (k *Keeper) write(ctx context.Context, d *delta, g Guard, first, last strin
 		// Nothing counted changed (heartbeats, say): no need to remember the batch.
 		return nil
 	}
-	_, err := k.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
+	err := k.transact(ctx, actions)
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
 		return ErrApplied
@@ -399,6 +400,53 @@ func (k *Keeper) write(ctx context.Context, d *delta, g Guard, first, last strin
 	}
 	k.dropEmptyQueued(ctx, d.global)
 	return nil
+}
+
+// conflictRetries bounds transact's retries of a transaction cancelled by
+// a conflict with another one on the same counter item.
+const conflictRetries = 4
+
+// transact writes actions in one transaction. Two deliveries in flight
+// at once (the stream's shards are read in parallel) touch the same
+// counter items (the global counts, a type's, a batch's shards), and
+// DynamoDB cancels one of two transactions that meet on an item
+// (TransactionConflict): that one is retried here, after a short
+// jittered pause, instead of failing the whole delivery back to the
+// stream. The guard keeps a retry exact whatever landed before.
+func (k *Keeper) transact(ctx context.Context, actions []types.TransactWriteItem) error {
+	for attempt := 0; ; attempt++ {
+		_, err := k.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
+		if !conflicted(err) || attempt == conflictRetries {
+			return err
+		}
+		pause := time.Duration(10<<attempt)*time.Millisecond + time.Duration(rand.Int64N(int64(10*time.Millisecond)))
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
+// conflicted reports whether err is a transaction cancelled for a
+// conflict with another transaction and for nothing else (a failed
+// condition, such as the guard's, is an answer, not a conflict).
+func conflicted(err error) bool {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return false
+	}
+	found := false
+	for _, r := range tce.CancellationReasons {
+		switch aws.ToString(r.Code) {
+		case "TransactionConflict":
+			found = true
+		case "", "None":
+		default:
+			return false
+		}
+	}
+	return found
 }
 
 // addUpdate builds "ADD a :a, b :b SET ..." for the non-zero changes, with
