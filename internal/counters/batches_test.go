@@ -128,15 +128,7 @@ func shardSum(t *testing.T, a *app.App, id string) store.BatchShard {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s store.BatchShard
-	for _, x := range shards {
-		s.Added += x.Added
-		s.Done += x.Done
-		s.Completed += x.Completed
-		s.DeadLettered += x.DeadLettered
-		s.Cancelled += x.Cancelled
-	}
-	return s
+	return store.SumShards(shards)
 }
 
 // queued counts the messages on every priority queue.

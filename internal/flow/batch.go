@@ -48,15 +48,7 @@ func (f *Flow) sum(ctx context.Context, h *store.BatchHead) (store.BatchShard, [
 	if err != nil {
 		return store.BatchShard{}, nil, err
 	}
-	var s store.BatchShard
-	for _, x := range shards {
-		s.Added += x.Added
-		s.Done += x.Done
-		s.Completed += x.Completed
-		s.DeadLettered += x.DeadLettered
-		s.Cancelled += x.Cancelled
-	}
-	return s, shards, nil
+	return store.SumShards(shards), shards, nil
 }
 
 // ShardsCounted is the counters' hook (counters.Keeper.OnBatchShards)

@@ -105,6 +105,20 @@ type BatchShard struct {
 	Reported     bool `dynamodbav:"reported"`
 }
 
+// SumShards adds up a batch's shard counts (Sealed and Reported are
+// left false: they are per shard).
+func SumShards(shards []BatchShard) BatchShard {
+	var s BatchShard
+	for _, x := range shards {
+		s.Added += x.Added
+		s.Done += x.Done
+		s.Completed += x.Completed
+		s.DeadLettered += x.DeadLettered
+		s.Cancelled += x.Cancelled
+	}
+	return s
+}
+
 // Finished reports whether every member added to the sealed shard has
 // finished.
 func (s BatchShard) Finished() bool { return s.Sealed && s.Done >= s.Added }
