@@ -115,7 +115,7 @@ func measureCeiling(ctx context.Context, cl clients, o options) (Ceiling, error)
 
 	// Task-shaped items (the store's attributes and both GSIs' keys).
 	if err := ceilingWrites(ctx, cl, o, &c, d.table(), ceilCondWrite, ceilingItem(d.app.Store),
-		fmt.Sprintf("task-shaped items in the task table (2 GSIs); SET status, version, gsi1pk IF version matches; %d items", o.CeilingItems),
+		fmt.Sprintf("task-shaped items in the task table (2 GSIs); SET status, version IF version matches (no index key changes); %d items", o.CeilingItems),
 		o.Concurrency, 4*o.Concurrency); err != nil {
 		return c, err
 	}
