@@ -164,7 +164,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 		now := c.store.Now()
 		switch {
 		case msg.Version > t.Version:
-			if caught, ok := c.awaitWrite(ctx, msg, t); ok {
+			if caught, ok := c.awaitWrite(ctx, m, msg, t); ok {
 				t = caught // the re-dispatch's record write landed
 				continue
 			}
@@ -348,10 +348,22 @@ func startedAt(admitted, now time.Time) time.Time {
 	return admitted
 }
 
-// recordWaits are the pauses before re-reading a task that was not found
-// on a message's first receive: a new task's message is sent just before
-// its record is written, so a fast consumer can see the message first.
-var recordWaits = [...]time.Duration{20 * time.Millisecond, 80 * time.Millisecond, 200 * time.Millisecond}
+// recordWaits are the pauses before re-reading a task that was not found,
+// or is one version behind its message: a new task's message is sent just
+// before its record is written, and a re-dispatch's just before its write,
+// so a fast consumer can see the message first. On a message's first
+// receive they run to 1.8 s in all, just short of firstRecordWait: a
+// write on a loaded table can take longer than the first three (300 ms),
+// and a message put off instead starts about 2 s late, behind the tasks
+// released after it (a clean-clone CI run saw a resumed task start after
+// eight later ones). Later receives wait the first three at most
+// (awaitWrite) or not at all (load): a message whose write never came
+// (its sender crashed) is not worth a slot's 1.8 s each time.
+var recordWaits = [...]time.Duration{20 * time.Millisecond, 80 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond, time.Second}
+
+// laterRecordWaits is how many of recordWaits awaitWrite spends on a
+// message received before.
+const laterRecordWaits = 3
 
 // load reads the task msg names. When there is none, it gives the record a
 // moment to appear (first receive) and otherwise waits for it up to
@@ -381,11 +393,15 @@ func (c *Consumer) load(ctx context.Context, m queue.Received, msg task.Message)
 // the re-dispatch's record write to land (a re-dispatch sends first and
 // writes second; with no delay, a consumer can see the message a few
 // milliseconds before the write), re-reading the task as load does for a
-// missing record. Without it the message would be hidden for a quarter of
-// OrphanAfter, delaying a task that is ready now by 15 s.
-func (c *Consumer) awaitWrite(ctx context.Context, msg task.Message, t *task.Task) (*task.Task, bool) {
-	for i := 0; msg.Version == t.Version+1 && i < len(recordWaits); i++ {
-		sleep(ctx, recordWaits[i])
+// missing record. Without it the message would be hidden for at least
+// firstRecordWait, delaying a task that is ready now by 2 s.
+func (c *Consumer) awaitWrite(ctx context.Context, m queue.Received, msg task.Message, t *task.Task) (*task.Task, bool) {
+	waits := recordWaits[:]
+	if m.ReceiveCount > 1 {
+		waits = waits[:laterRecordWaits]
+	}
+	for i := 0; msg.Version == t.Version+1 && i < len(waits); i++ {
+		sleep(ctx, waits[i])
 		fresh, err := c.store.Get(ctx, t.ID)
 		if err != nil {
 			return t, false

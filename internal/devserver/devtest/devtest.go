@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,6 +44,7 @@ func StartWith(t testing.TB, vars map[string]string, set func(*devserver.Options
 	}
 	ready := make(chan string, 1)
 	ctx, cancel := context.WithCancel(context.Background())
+	warnings := &logTail{max: 80}
 	done := make(chan error, 1)
 	opt := devserver.Options{
 		Getenv: func(k string) string {
@@ -52,7 +54,7 @@ func StartWith(t testing.TB, vars map[string]string, set func(*devserver.Options
 			return os.Getenv(k)
 		},
 		Setenv: func(string, string) error { return nil },
-		Root:   root, Out: io.Discard, Logs: io.Discard, StateDir: t.TempDir(),
+		Root:   root, Out: io.Discard, Logs: warnings, StateDir: t.TempDir(),
 		Ready: func(url, _ string) { ready <- url },
 	}
 	if set != nil {
@@ -61,6 +63,11 @@ func StartWith(t testing.TB, vars map[string]string, set func(*devserver.Options
 	go func() { done <- devserver.Run(ctx, opt) }()
 	t.Cleanup(func() {
 		cancel()
+		defer func() {
+			if t.Failed() {
+				t.Logf("the dev server's last warnings and errors:\n%s", warnings)
+			}
+		}()
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
@@ -101,4 +108,37 @@ func Call(t testing.TB, base, token, method, path, body string, out any) int {
 		}
 	}
 	return resp.StatusCode
+}
+
+// logTail keeps the last max warning and error lines of the server's JSON
+// logs: what a failed test prints, so that a stalled part of the server
+// (the stream poller, a consumer) says why.
+type logTail struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func (l *logTail) Write(p []byte) (int, error) {
+	for line := range strings.Lines(string(p)) {
+		if !strings.Contains(line, `"level":"WARN"`) && !strings.Contains(line, `"level":"ERROR"`) {
+			continue
+		}
+		l.mu.Lock()
+		l.lines = append(l.lines, strings.TrimSpace(line))
+		if len(l.lines) > l.max {
+			l.lines = l.lines[len(l.lines)-l.max:]
+		}
+		l.mu.Unlock()
+	}
+	return len(p), nil
+}
+
+func (l *logTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) == 0 {
+		return "(none)"
+	}
+	return strings.Join(l.lines, "\n")
 }
