@@ -5,6 +5,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/triagehq/triage/internal/spec"
 )
 
 // Grants for code outside the construct, in the CDK's style: each takes
@@ -37,6 +39,12 @@ import (
 //     DLQs', so it always looks the DLQs up (which only works with
 //     Props.PhysicalNames). Given all of ProducerEnvironment's URLs, a
 //     producer looks nothing up. It reveals only those queues' URLs.
+//   - dynamodb:UpdateItem and dynamodb:DeleteItem on the table's batch
+//     items only (their keys begin with BATCH#: the condition
+//     dynamodb:LeadingKeys): a batch member is counted on its batch's
+//     shard in the transaction that writes it (one member), or in a member
+//     add before the members are written, which the producer then deletes
+//     (store/memberadd.go). No task item can be updated or deleted.
 //   - s3:PutObject and s3:DeleteObject on the bucket's t/ objects: a
 //     payload over 3 KiB is written there before the task's record, and
 //     removed again when an idempotency key turns out to name another
@@ -50,6 +58,14 @@ func (d *Dispatcher) GrantSubmitDirect(grantee awsiam.IGrantable) awsiam.Grant {
 	queues, dlqs := d.queueARNs()
 	return combine(
 		grantOn(grantee, []string{*d.Table.TableArn()}, "dynamodb:GetItem", "dynamodb:PutItem"),
+		awsiam.Grant_AddToPrincipal(&awsiam.GrantOnPrincipalOptions{
+			Grantee:      grantee,
+			Actions:      jsii.Strings("dynamodb:UpdateItem", "dynamodb:DeleteItem"),
+			ResourceArns: jsii.Strings(*d.Table.TableArn()),
+			Conditions: &map[string]*map[string]interface{}{
+				"ForAllValues:StringLike": {"dynamodb:LeadingKeys": []string{spec.BatchKeyPrefix + "*"}},
+			},
+		}),
 		grantOn(grantee, queues, "sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"),
 		grantOn(grantee, dlqs, "sqs:GetQueueAttributes", "sqs:GetQueueUrl"),
 		grantOn(grantee, []string{d.objectsARN()}, "s3:PutObject", "s3:DeleteObject"),

@@ -68,16 +68,21 @@ func grantPairs(t *testing.T, stmts []map[string]any) map[string]bool {
 	out := map[string]bool{}
 	for _, s := range stmts {
 		for k := range s {
-			if k != "Effect" && k != "Action" && k != "Resource" {
+			if k != "Effect" && k != "Action" && k != "Resource" && k != "Condition" {
 				t.Errorf("statement has %s: %v", k, s)
 			}
 		}
 		if s["Effect"] != "Allow" {
 			t.Errorf("statement is not an Allow: %v", s)
 		}
+		cond := ""
+		if c, ok := s["Condition"]; ok {
+			b, _ := json.Marshal(c)
+			cond = " if " + string(b)
+		}
 		for _, a := range asList(s["Action"]) {
 			for _, r := range asList(s["Resource"]) {
-				out[pairKey(t, fmt.Sprint(a), r)] = true
+				out[pairKey(t, fmt.Sprint(a), r)+cond] = true
 			}
 		}
 	}
@@ -178,6 +183,10 @@ func TestGrants(t *testing.T) {
 	t.Run("GrantSubmitDirect", func(t *testing.T) {
 		want := union(
 			pairs(t, []string{"dynamodb:GetItem", "dynamodb:PutItem"}, table),
+			map[string]bool{ // batch items only: a member add's count and delete
+				pairKey(t, "dynamodb:UpdateItem", table) + ` if {"ForAllValues:StringLike":{"dynamodb:LeadingKeys":["BATCH#*"]}}`: true,
+				pairKey(t, "dynamodb:DeleteItem", table) + ` if {"ForAllValues:StringLike":{"dynamodb:LeadingKeys":["BATCH#*"]}}`: true,
+			},
 			pairs(t, []string{"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}, queues...),
 			pairs(t, []string{"sqs:GetQueueAttributes", "sqs:GetQueueUrl"}, dlqs...),
 			pairs(t, []string{"s3:PutObject", "s3:DeleteObject"}, objects),

@@ -33,7 +33,7 @@ func groupCompleted(old, new map[string]types.AttributeValue) *GroupCompletion {
 	if pk == nil {
 		return nil
 	}
-	id, ok := strings.CutPrefix(pk.Value, "BATCH#")
+	id, ok := strings.CutPrefix(pk.Value, spec.BatchKeyPrefix)
 	if !ok || strings.Contains(id, "#") || stateOf(new) != "completed" || stateOf(old) == "completed" {
 		return nil
 	}

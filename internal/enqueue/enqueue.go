@@ -124,6 +124,7 @@ func (e *Enqueuer) SubmitBatch(ctx context.Context, ts []*task.Task) []Result {
 	}
 
 	fresh = e.link(ctx, ts, fresh, res) // dependencies and batches: links.go
+	fresh0 := fresh                     // what Link accepted, for Settle
 	// A task held at submit (its key past its fair window) waits in the
 	// table with no message (package hold): its record is written before
 	// any of the batch's messages is sent, so a consumer that starts one
@@ -165,7 +166,7 @@ func (e *Enqueuer) SubmitBatch(ctx context.Context, ts []*task.Task) []Result {
 	}
 
 	e.create(ctx, ts, sent, res)
-	e.settle(ctx, append(held, sent...), res)
+	e.settle(ctx, ts, fresh0, res)
 	for i, j := range sameAs {
 		res[i] = Result{Task: res[j].Task, Err: res[j].Err}
 	}
@@ -179,7 +180,11 @@ func (e *Enqueuer) create(ctx context.Context, ts []*task.Task, idx []int, res [
 	parallel(idx, createConcurrency, func(i int) {
 		saved, created, err := e.store.Create(ctx, ts[i])
 		var fe *task.FieldError
-		if err != nil && !errors.As(err, &fe) { // a field error (a sealed batch) is the caller's
+		switch {
+		case err == nil || errors.As(err, &fe): // a field error (a sealed batch) is the caller's
+		case errors.Is(err, store.ErrAddExpired): // surely not written (Linked)
+			err = fmt.Errorf("%w: %w", ErrNotRecorded, err)
+		default:
 			err = fmt.Errorf("%w: %v", ErrNotRecorded, err)
 		}
 		res[i] = Result{Task: saved, Created: created, Err: err}

@@ -4,19 +4,30 @@ import (
 	"context"
 	"errors"
 
+	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
-	"github.com/triagehq/triage/triagetype"
 )
 
 // Linker prepares and settles new tasks that wait for parents or join a
 // batch (*flow.Flow): Link runs before their messages are sent and their
-// records written (it marks the parents and writes the edges, and refuses
-// a parent that does not exist, or a batch that does not exist or is
-// sealed, with a *task.FieldError), Settle after (it applies parents that
-// had already finished).
+// records written (it marks the parents and writes the edges, counts a
+// request's batch members on their shard, and refuses a parent that does
+// not exist, or a batch that does not exist or is sealed, with a
+// *task.FieldError), Settle after, with every task Link accepted (it
+// applies parents that had already finished, and settles the members'
+// count with the records that were written).
 type Linker interface {
 	Link(ctx context.Context, ts []*task.Task) []error
-	Settle(ctx context.Context, ts []*task.Task)
+	Settle(ctx context.Context, ls []Linked)
+}
+
+// Linked is a task Link accepted, after its send and record: Written when
+// this request recorded it, Unsure when its record's write failed in a way
+// that may have landed all the same (neither written nor surely not).
+type Linked struct {
+	Task    *task.Task
+	Written bool
+	Unsure  bool
 }
 
 // ErrNoLinker refuses a task naming parents on an Enqueuer without a
@@ -65,18 +76,28 @@ func (e *Enqueuer) link(ctx context.Context, ts []*task.Task, sent []int, res []
 	return out
 }
 
-// settle runs Settle for the waiting tasks among sent that were created.
-func (e *Enqueuer) settle(ctx context.Context, sent []int, res []Result) {
+// settle runs Settle for the tasks Link accepted among sent.
+func (e *Enqueuer) settle(ctx context.Context, ts []*task.Task, sent []int, res []Result) {
 	if e.links == nil {
 		return
 	}
-	var created []*task.Task
+	var ls []Linked
 	for _, i := range sent {
-		if r := res[i]; r.Err == nil && r.Created && r.Task.Status == triagetype.Waiting {
-			created = append(created, r.Task)
+		t := ts[i]
+		if len(t.After) == 0 && t.BatchID == "" {
+			continue
 		}
+		r := res[i]
+		l := Linked{Task: t, Written: r.Err == nil && r.Created}
+		if l.Written {
+			l.Task = r.Task
+		}
+		// A record that failed other than by a refusal may have landed.
+		var fe *task.FieldError
+		l.Unsure = errors.Is(r.Err, ErrNotRecorded) && !errors.As(r.Err, &fe) && !errors.Is(r.Err, store.ErrAddExpired)
+		ls = append(ls, l)
 	}
-	if len(created) > 0 {
-		e.links.Settle(ctx, created)
+	if len(ls) > 0 {
+		e.links.Settle(ctx, ls)
 	}
 }

@@ -97,6 +97,12 @@ type Store interface {
 	Shards() int
 	Now() time.Time
 
+	// Member adds (store/memberadd.go).
+	NewMemberAdd(batch string, members []string) *store.MemberAdd
+	CountMembers(ctx context.Context, a *store.MemberAdd) error
+	SettleAdd(ctx context.Context, a *store.MemberAdd, missing int) (bool, error)
+	StaleAdds(ctx context.Context, shard int, cut time.Time, limit int32) ([]*store.MemberAdd, error)
+
 	// Workflows and batches (store/batch.go, store/workflow.go).
 	Create(ctx context.Context, t *task.Task) (*task.Task, bool, error)
 	CreateBatch(ctx context.Context, h *store.BatchHead, added []int) error
@@ -138,7 +144,11 @@ type Options struct {
 	// its submit began is abandoned by the sweep, its nodes cancelled (1
 	// hour; see abandon.go).
 	AbandonAfter time.Duration
-	Logger       *slog.Logger
+	// AddStale: the sweep settles a member add this old (its writer
+	// crashed; store.MemberAddStale, 5 minutes, far past the writes'
+	// deadline).
+	AddStale time.Duration
+	Logger   *slog.Logger
 	// OnComplete, if set, is called once when a batch or workflow
 	// completes (the completing writer's goroutine).
 	OnComplete func(ctx context.Context, c Completion)
@@ -168,6 +178,9 @@ func New(s Store, m Mover, o Options) *Flow {
 	}
 	if o.AbandonAfter <= 0 {
 		o.AbandonAfter = DefaultAbandonAfter
+	}
+	if o.AddStale <= 0 {
+		o.AddStale = store.MemberAddStale
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -201,6 +214,7 @@ func isGate(entry string) bool { return strings.HasPrefix(entry, gatePrefix) }
 func (f *Flow) Link(ctx context.Context, ts []*task.Task) []error {
 	errs := make([]error, len(ts))
 	f.checkBatches(ctx, ts, errs)
+	f.countMembers(ctx, ts, errs) // memberadd.go
 	parallel(len(ts), 4, func(i int) {
 		t := ts[i]
 		if len(t.After) == 0 || errs[i] != nil {
@@ -287,9 +301,11 @@ func (f *Flow) runnableNow(t *task.Task, byID map[string]*task.Task) bool {
 // each new waiting task's parents (strongly consistent) and resolves those
 // that had already finished, so a parent that finished before its walk
 // could see the edge still releases the child.
-func (f *Flow) Settle(ctx context.Context, ts []*task.Task) {
-	for _, t := range ts {
-		if t.Status != triagetype.Waiting || len(t.After) == 0 {
+func (f *Flow) Settle(ctx context.Context, ls []enqueue.Linked) {
+	f.settleMembers(ctx, ls) // memberadd.go
+	for _, l := range ls {
+		t := l.Task
+		if !l.Written || t.Status != triagetype.Waiting || len(t.After) == 0 {
 			continue
 		}
 		parents, err := f.store.GetManyConsistent(ctx, t.After)

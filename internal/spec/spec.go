@@ -21,6 +21,9 @@ const (
 	// TaskKeyPrefix starts every task item's pk ("TASK#<id>"); other items
 	// (counters, controls, workers, idempotency keys) have other prefixes.
 	TaskKeyPrefix = "TASK#"
+	// BatchKeyPrefix starts every item of a batch or workflow: its head,
+	// counter shards and member adds (internal/store/batch.go).
+	BatchKeyPrefix = "BATCH#"
 
 	// by-created: every task, newest first. Written once, when the task is
 	// created, and never changed: its key and projected attributes are

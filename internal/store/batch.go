@@ -27,6 +27,8 @@ import (
 //	                               callback request and id, counts when completed    while sealed and not completed
 //	shard     BATCH#<id>#<s>       added, done, completed, dead_lettered, cancelled,  -
 //	                               sealed, reported
+//	add       BATCH#<id>#add#<a>   a request's members counted before they are     batchadds#<shard> / created#id,
+//	                               written (memberadd.go)                           until settled
 //
 // A member is counted on its own shard (task.BatchShard, fixed at its
 // creation) from the table's stream, exactly once. Its first finish is
@@ -128,10 +130,13 @@ var (
 	ErrBatchNotFound = errors.New("batch not found")
 	ErrBatchSealed   = errors.New("batch is sealed")
 	ErrBatchExists   = errors.New("batch exists")
+	// ErrAddExpired refuses the record of a member counted by a member
+	// add past its MemberAddDeadline: nothing is written.
+	ErrAddExpired = errors.New("its member add's write deadline has passed")
 )
 
 const (
-	batchPrefix    = "BATCH#"
+	batchPrefix    = spec.BatchKeyPrefix
 	batchPartition = "batches#"
 )
 
@@ -535,6 +540,9 @@ func FirstFinish(old, new *task.Task) (ref ShardRef, outcome string, ok bool) {
 // batch that does not exist or is sealed is a *task.FieldError naming
 // batch_id. It costs 2 write units per item on top of the plain create
 // (transactional writes are billed twice): about 2 + 2 for the shard.
+// It is the path of a member alone in its request, or with an idempotency
+// key; a request's other members were counted by a member add before
+// (t.MemberAdd: memberadd.go) and are plain creates.
 func (s *Store) createMember(ctx context.Context, t *task.Task) (*task.Task, bool, error) {
 	t.BatchShard = Shard(t.ID, BatchShards)
 	av, err := s.item(t)

@@ -60,8 +60,14 @@ func (s *Store) DropPayload(ctx context.Context, id string) {
 }
 
 func (s *Store) create(ctx context.Context, t *task.Task) (saved *task.Task, created bool, err error) {
-	if t.BatchID != "" && t.WorkflowID == "" {
+	if t.BatchID != "" && t.WorkflowID == "" && t.MemberAdd == "" {
 		return s.createMember(ctx, t) // batch.go
+	}
+	if t.MemberAdd != "" && !s.now().Before(t.MemberWriteBy) {
+		// Counted by a member add whose writes are over: the sweep may
+		// settle it as soon as MemberAddStale, so a late write could land
+		// after it took this member back (memberadd.go).
+		return nil, false, fmt.Errorf("batch member %s: %w", t.ID, ErrAddExpired)
 	}
 	av, err := s.item(t)
 	if err != nil {

@@ -162,6 +162,12 @@ type Task struct {
 	// BatchShard is the batch counter shard the member is counted on,
 	// fixed when it joins.
 	BatchShard int `json:"-" dynamodbav:"batch_shard,omitempty"`
+	// MemberAdd, on a batch member counted on its shard before its
+	// record is written (store.MemberAdd: a request's members added
+	// together), is that add's id, and MemberWriteBy the time its record
+	// must be written by; the record is then one plain put. Never stored.
+	MemberAdd     string    `json:"-" dynamodbav:"-"`
+	MemberWriteBy time.Time `json:"-" dynamodbav:"-"`
 }
 
 // DefaultKey is the fairness key of a task submitted without one.
