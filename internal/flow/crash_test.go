@@ -124,6 +124,27 @@ func (h *hangingNodes) Create(ctx context.Context, t *task.Task) (*task.Task, bo
 	return out, created, err
 }
 
+// CreateFresh is Create's hook for a new workflow's batch of nodes: the
+// others are written, then it says HANGING and hangs.
+func (h *hangingNodes) CreateFresh(ctx context.Context, ts []*task.Task) error {
+	var rest []*task.Task
+	hangs := false
+	for _, t := range ts {
+		if h.hang[t.Node] {
+			hangs = true
+			continue
+		}
+		rest = append(rest, t)
+	}
+	if err := h.Store.CreateFresh(ctx, rest); err != nil || !hangs {
+		return err
+	}
+	if len(rest) == h.want {
+		fmt.Println("HANGING", ts[0].WorkflowID)
+	}
+	select {}
+}
+
 // child is a started child process and the lines it prints.
 type child struct {
 	t      *testing.T

@@ -23,10 +23,13 @@ func (f *Flow) RecordOnly(ctx context.Context, r *triagetype.WorkflowRequest) (s
 	hash := hex.EncodeToString(sum[:16])
 	now := f.store.Now().UTC()
 	id := task.NewID(now)
+	fresh := true
 	if r.IdempotencyKey != "" {
-		if id, _, err = f.store.ClaimWorkflowKey(ctx, r.IdempotencyKey, id, hash); err != nil {
+		owner, _, err := f.store.ClaimWorkflowKey(ctx, r.IdempotencyKey, id, hash)
+		if err != nil {
 			return "", err
 		}
+		id, fresh = owner, owner == id
 	}
-	return id, f.record(ctx, id, r, p, hash, now)
+	return id, f.record(ctx, id, r, p, hash, now, fresh)
 }

@@ -105,6 +105,7 @@ type Store interface {
 
 	// Workflows and batches (store/batch.go, store/workflow.go).
 	Create(ctx context.Context, t *task.Task) (*task.Task, bool, error)
+	CreateFresh(ctx context.Context, ts []*task.Task) error
 	CreateBatch(ctx context.Context, h *store.BatchHead, added []int) error
 	Batch(ctx context.Context, id string) (*store.BatchHead, error)
 	BatchShardsOf(ctx context.Context, id string, n int) ([]store.BatchShard, error)

@@ -67,6 +67,27 @@ func (h *hooked) Create(ctx context.Context, t *task.Task) (*task.Task, bool, er
 	return h.Store.Create(ctx, t)
 }
 
+// CreateFresh is Create's hook for a new workflow's batch of nodes: the
+// nodes beforeCreate fails are not written, the others are.
+func (h *hooked) CreateFresh(ctx context.Context, ts []*task.Task) error {
+	if h.beforeCreate == nil {
+		return h.Store.CreateFresh(ctx, ts)
+	}
+	var ok []*task.Task
+	var errs []error
+	for _, t := range ts {
+		if err := h.beforeCreate(t); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ok = append(ok, t)
+	}
+	if len(ok) > 0 {
+		errs = append(errs, h.Store.CreateFresh(ctx, ok))
+	}
+	return errors.Join(errs...)
+}
+
 // pause stops every goroutine that hits it until the test opens it; the
 // test waits for the first to arrive.
 type pause struct {

@@ -97,7 +97,7 @@ func (f *Flow) SubmitWorkflow(ctx context.Context, r *triagetype.WorkflowRequest
 			return &WorkflowOutcome{Workflow: wf}, err
 		}
 	}
-	if err := f.record(ctx, id, r, p, hash, now); err != nil {
+	if err := f.record(ctx, id, r, p, hash, now, created); err != nil {
 		return nil, err
 	}
 	if err := f.commit(ctx, id, p); err != nil {
@@ -120,8 +120,8 @@ func nodeID(wfID, name string) string {
 	return u.String()
 }
 
-// record is steps 2 and 3.
-func (f *Flow) record(ctx context.Context, id string, r *triagetype.WorkflowRequest, p *plan, hash string, now time.Time) error {
+// record is steps 2 and 3; fresh says id is new (not a retry's).
+func (f *Flow) record(ctx context.Context, id string, r *triagetype.WorkflowRequest, p *plan, hash string, now time.Time, fresh bool) error {
 	n := len(p.nodes)
 	shards := WorkflowShards(n)
 	created := time.UnixMilli(int64(mustULID(id).Time())).UTC()
@@ -178,6 +178,13 @@ func (f *Flow) record(ctx context.Context, id string, r *triagetype.WorkflowRequ
 	if err := f.store.PutEdgeBatch(ctx, edges); err != nil {
 		return err
 	}
+	if fresh {
+		// No node of a new workflow can exist yet: batch puts, not one
+		// conditional put each.
+		return f.store.CreateFresh(ctx, ts)
+	}
+	// A retry: nodes written before (and maybe cancelled by hand since)
+	// must not be overwritten.
 	errs := make([]error, n)
 	parallel(n, 32, func(i int) {
 		if _, _, err := f.store.Create(ctx, ts[i]); err != nil {

@@ -159,6 +159,39 @@ func (s *Store) create(ctx context.Context, t *task.Task) (saved *task.Task, cre
 	return existing, false, nil
 }
 
+// CreateFresh writes new tasks whose ids no write can have used before
+// (a new workflow's nodes: their ids derive from its fresh id), with no
+// condition, 25 to a BatchWriteItem: the same write units as Create, in
+// a twenty-fifth of the requests (a 1,000-node workflow's nodes were
+// 1,000 conditional puts, most of its submit's time). Without the
+// condition a task that did exist would be overwritten, so anything that
+// may be written twice (a retried submit) must use Create. Payloads over
+// InlineMax go to the blob store first, as Create's. It creates all of
+// ts, or returns an error after which any of them may exist.
+func (s *Store) CreateFresh(ctx context.Context, ts []*task.Task) error {
+	reqs := make([]types.WriteRequest, len(ts))
+	for i, t := range ts {
+		if t.IdempotencyKey != "" || t.BatchID != "" && t.WorkflowID == "" {
+			return fmt.Errorf("create task %s: a task with an idempotency key or of a batch is created with Create", t.ID)
+		}
+		if err := s.offloadPayload(ctx, t); err != nil {
+			return err
+		}
+		av, err := s.item(t)
+		if err != nil {
+			return err
+		}
+		reqs[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: av}}
+	}
+	if err := s.batchWrite(ctx, reqs); err != nil {
+		return fmt.Errorf("create %d tasks: %w", len(ts), err)
+	}
+	for _, t := range ts {
+		s.logCreated(ctx, t)
+	}
+	return nil
+}
+
 func idemPK(key string) string { return "IDEM#" + key }
 
 // ByIdempotencyKey returns the task a live idempotency key points at, or

@@ -96,25 +96,35 @@ type Edge struct{ Parent, Child string }
 // unprocessed are sent again with a growing pause. Same units as PutEdges.
 func (s *Store) PutEdgeBatch(ctx context.Context, edges []Edge) error {
 	exp := strconv.FormatInt(s.now().Add(EdgeTTL).Unix(), 10)
+	reqs := make([]types.WriteRequest, len(edges))
+	for i, e := range edges {
+		reqs[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
+			spec.AttrPK:    &types.AttributeValueMemberS{Value: edgePrefix + e.Parent + "#" + e.Child},
+			spec.AttrDuePK: &types.AttributeValueMemberS{Value: edgePartition + e.Parent},
+			spec.AttrDueSK: &types.AttributeValueMemberS{Value: e.Child},
+			spec.AttrTTL:   &types.AttributeValueMemberN{Value: exp},
+		}}}
+	}
+	if err := s.batchWrite(ctx, reqs); err != nil {
+		return fmt.Errorf("record edges: %w", err)
+	}
+	return nil
+}
+
+// batchWrite makes reqs, 25 to a BatchWriteItem and 4 requests at once,
+// retrying what DynamoDB leaves unprocessed (up to 8 times, with a
+// growing wait).
+func (s *Store) batchWrite(ctx context.Context, reqs []types.WriteRequest) error {
 	var g errgroup.Group
 	g.SetLimit(4)
-	for start := 0; start < len(edges); start += 25 {
-		chunk := edges[start:min(start+25, len(edges))]
+	for start := 0; start < len(reqs); start += 25 {
+		chunk := reqs[start:min(start+25, len(reqs))]
 		g.Go(func() error {
-			reqs := make([]types.WriteRequest, len(chunk))
-			for i, e := range chunk {
-				reqs[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
-					spec.AttrPK:    &types.AttributeValueMemberS{Value: edgePrefix + e.Parent + "#" + e.Child},
-					spec.AttrDuePK: &types.AttributeValueMemberS{Value: edgePartition + e.Parent},
-					spec.AttrDueSK: &types.AttributeValueMemberS{Value: e.Child},
-					spec.AttrTTL:   &types.AttributeValueMemberN{Value: exp},
-				}}}
-			}
-			items := map[string][]types.WriteRequest{s.table: reqs}
+			items := map[string][]types.WriteRequest{s.table: chunk}
 			for attempt := 0; len(items[s.table]) > 0; attempt++ {
 				if attempt > 0 {
 					if attempt > 8 {
-						return fmt.Errorf("record edges: %d left unprocessed", len(items[s.table]))
+						return fmt.Errorf("%d writes left unprocessed", len(items[s.table]))
 					}
 					select {
 					case <-ctx.Done():
@@ -124,7 +134,7 @@ func (s *Store) PutEdgeBatch(ctx context.Context, edges []Edge) error {
 				}
 				out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: items})
 				if err != nil {
-					return fmt.Errorf("record edges: %w", err)
+					return err
 				}
 				items = out.UnprocessedItems
 			}
