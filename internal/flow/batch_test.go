@@ -22,6 +22,7 @@ import (
 	"github.com/triagehq/triage/internal/dispatch"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/handler"
+	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
@@ -184,14 +185,8 @@ func TestBatchCallbackOnce(t *testing.T) {
 // TestBatchMembersFinishBeforeSeal: members that all finished while the
 // batch was open complete it when it is sealed.
 func TestBatchMembersFinishBeforeSeal(t *testing.T) {
-	env := stacktest.New(t)
-	a := env.App(t, nil)
-	stacktest.RunCounters(t, a) // members are counted from the stream
+	a, h := reportBatch(t)
 	ctx := context.Background()
-	h, err := a.Flow.CreateBatch(ctx, &triagetype.SubmitRequest{Type: "report"}, task.KnownTypes{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cb := &callbacks{}
 	runBatchConsumer(t, a, cb)
 	ids := addMembers(t, a, h.ID, 1, 3)
@@ -276,4 +271,18 @@ func TestBatchOverHTTP(t *testing.T) {
 	if st := call("GET", "/batches/"+b.ID, ``, &got); st != 200 || got.State != "completed" || got.Progress.Completed != 2 || got.CallbackID != done.CallbackID {
 		t.Fatalf("get: %d %+v", st, got)
 	}
+}
+
+// reportBatch starts an app with its stream counters (members are counted
+// from the stream) and creates an open batch whose callback is "report".
+func reportBatch(t *testing.T) (*app.App, *store.BatchHead) {
+	t.Helper()
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	stacktest.RunCounters(t, a)
+	h, err := a.Flow.CreateBatch(context.Background(), &triagetype.SubmitRequest{Type: "report"}, task.KnownTypes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, h
 }

@@ -24,14 +24,8 @@ import (
 // request that ran to its end leaves no add behind, and a member written
 // past its add's deadline is refused with nothing written.
 func TestMemberAddCrashSettledBySweep(t *testing.T) {
-	env := stacktest.New(t)
-	a := env.App(t, nil)
-	stacktest.RunCounters(t, a) // members are counted from the stream
+	a, h := reportBatch(t)
 	ctx := context.Background()
-	h, err := a.Flow.CreateBatch(ctx, &triagetype.SubmitRequest{Type: "report"}, task.KnownTypes{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	addMembers(t, a, h.ID, 1, 100) // one request: one add, settled by its writer
 	if left := staleAdds(t, a.Store); left != 0 {
 		t.Fatalf("%d member adds left after a request that ran to its end, want 0", left)
