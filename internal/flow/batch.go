@@ -190,7 +190,9 @@ func (f *Flow) callback(ctx context.Context, h *store.BatchHead, sum store.Batch
 
 // sweepBatches finishes sealed batches a crash left uncompleted: reads
 // their heads from the sweep index a page at a time (from a resume mark),
-// seals unsealed shards, reports done ones, and completes.
+// seals unsealed shards, reports done ones, and completes. The same pages
+// hold the member adds not settled yet: those older than AddStale are
+// settled (memberadd.go).
 func (f *Flow) sweepBatches(ctx context.Context, sh int) error {
 	key := "batches#" + strconv.Itoa(sh)
 	mark, err := f.store.FlowMark(ctx, key)
@@ -198,23 +200,27 @@ func (f *Flow) sweepBatches(ctx context.Context, sh int) error {
 		return err
 	}
 	start := mark
+	var errs []error
 	for read := 0; read < f.opt.SweepLimit; {
-		ids, next, err := f.store.OpenBatches(ctx, sh, mark, 25)
+		ids, adds, next, err := f.store.OpenBatches(ctx, sh, mark, 25)
 		if err != nil {
-			return err
+			return errors.Join(append(errs, err)...)
 		}
-		read += len(ids)
+		read += len(ids) + len(adds)
 		for _, id := range ids {
 			f.repairBatch(ctx, id)
+		}
+		if err := f.settleStale(ctx, adds); err != nil {
+			errs = append(errs, err)
 		}
 		if mark = next; mark == "" {
 			break
 		}
 	}
 	if mark != start {
-		return f.store.SetFlowMark(ctx, key, mark)
+		errs = append(errs, f.store.SetFlowMark(ctx, key, mark))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (f *Flow) repairBatch(ctx context.Context, id string) {

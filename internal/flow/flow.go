@@ -101,7 +101,7 @@ type Store interface {
 	NewMemberAdd(batch string, members []string) *store.MemberAdd
 	CountMembers(ctx context.Context, a *store.MemberAdd) error
 	SettleAdd(ctx context.Context, a *store.MemberAdd, missing int) (bool, error)
-	StaleAdds(ctx context.Context, shard int, cut time.Time, limit int32) ([]*store.MemberAdd, error)
+	MemberAddAt(ctx context.Context, ref store.AddRef) (*store.MemberAdd, error)
 
 	// Workflows and batches (store/batch.go, store/workflow.go).
 	Create(ctx context.Context, t *task.Task) (*task.Task, bool, error)
@@ -115,7 +115,7 @@ type Store interface {
 	ReportShard(ctx context.Context, id string, i int) (bool, error)
 	ClaimCallback(ctx context.Context, id string, shards int) (bool, error)
 	CompleteBatch(ctx context.Context, id string, final store.BatchShard, callbackID string) (bool, error)
-	OpenBatches(ctx context.Context, shard int, after string, limit int32) ([]string, string, error)
+	OpenBatches(ctx context.Context, shard int, after string, limit int32) ([]string, []store.AddRef, string, error)
 	PutWorkflowNodes(ctx context.Context, id string, nodes []store.WorkflowNodeRecord) error
 	AbandonHead(ctx context.Context, id string) (bool, error)
 	HoldFinished(ctx context.Context, id, taskID string) (bool, error)

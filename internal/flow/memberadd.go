@@ -106,18 +106,23 @@ func (f *Flow) settleAdd(ctx context.Context, a *store.MemberAdd, missing int) e
 	return f.ShardsCounted(ctx, []store.ShardRef{{Batch: a.Batch, Shard: a.Shard}})
 }
 
-// sweepAdds settles the member adds of one sweep shard that are older
-// than AddStale (their writer crashed, or could not tell whether a record
-// landed): it reads their members (strongly consistent) and takes back
-// those that do not exist. Cost: one query, and per stale add one read
-// and one batch read; nothing when no add is stale.
-func (f *Flow) sweepAdds(ctx context.Context, sh int) error {
-	adds, err := f.store.StaleAdds(ctx, sh, f.store.Now().Add(-f.opt.AddStale), 25)
+// settleStale settles the member adds among adds (read from the sweep's
+// index) that are older than AddStale (their writer crashed, or could not
+// tell whether a record landed): it reads each add's members (strongly
+// consistent) and takes back those that do not exist. Cost: per stale add
+// one read and one batch read; nothing for the rest.
+func (f *Flow) settleStale(ctx context.Context, adds []store.AddRef) error {
+	cut := f.store.Now().Add(-f.opt.AddStale)
 	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, a := range adds {
+	for _, ref := range adds {
+		if !ref.Created.Before(cut) {
+			continue
+		}
+		a, err := f.store.MemberAddAt(ctx, ref)
+		if err != nil || a == nil {
+			errs = append(errs, err)
+			continue
+		}
 		ts, err := f.store.GetManyConsistent(ctx, a.Members)
 		if err != nil {
 			errs = append(errs, err)

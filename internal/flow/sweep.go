@@ -57,9 +57,6 @@ func (f *Flow) Sweep(ctx context.Context) (SweepReport, error) {
 	before := f.released.Load()
 	parallel(f.store.Shards(), f.store.Shards(), func(sh int) {
 		sr, err := f.sweepShard(ctx, sh, cut)
-		if aerr := f.sweepAdds(ctx, sh); aerr != nil { // before the batches: a take-back may finish a shard
-			err = errors.Join(err, aerr)
-		}
 		if berr := f.sweepBatches(ctx, sh); berr != nil {
 			err = errors.Join(err, berr)
 		}

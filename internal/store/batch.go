@@ -27,7 +27,7 @@ import (
 //	                               callback request and id, counts when completed    while sealed and not completed
 //	shard     BATCH#<id>#<s>       added, done, completed, dead_lettered, cancelled,  -
 //	                               sealed, reported
-//	add       BATCH#<id>#add#<a>   a request's members counted before they are     batchadds#<shard> / created#id,
+//	add       BATCH#<id>#add#<a>   a request's members counted before they are     batches#<shard> / add#created#…,
 //	                               written (memberadd.go)                           until settled
 //
 // A member is counted on its own shard (task.BatchShard, fixed at its
@@ -454,10 +454,12 @@ func (s *Store) CompleteBatch(ctx context.Context, id string, final BatchShard, 
 	return true, nil
 }
 
-// OpenBatches returns up to limit ids of sealed batches not completed yet
-// in one shard of the sweep's index, after the sort key after, and where
-// to resume ("" at the end).
-func (s *Store) OpenBatches(ctx context.Context, shard int, after string, limit int32) ([]string, string, error) {
+// OpenBatches returns, from one shard of the sweep's index after the sort
+// key after, up to limit entries: the ids of sealed batches not completed
+// yet, and the member adds not settled yet (memberadd.go: they share the
+// partition, so the sweep reads both with one query), and where to resume
+// ("" at the end).
+func (s *Store) OpenBatches(ctx context.Context, shard int, after string, limit int32) ([]string, []AddRef, string, error) {
 	in := &dynamodb.QueryInput{
 		TableName: &s.table, IndexName: aws.String(spec.IndexByDue),
 		KeyConditionExpression:    aws.String("#pk = :pk"),
@@ -466,25 +468,29 @@ func (s *Store) OpenBatches(ctx context.Context, shard int, after string, limit 
 		Limit:                     aws.Int32(limit),
 	}
 	if after != "" {
-		_, id, ok := cutLast(after, "#")
+		pk, ok := sweepEntryPK(after)
 		if !ok {
-			return nil, "", fmt.Errorf("bad batch sweep mark %q", after)
+			return nil, nil, "", fmt.Errorf("bad batch sweep mark %q", after)
 		}
 		in.ExclusiveStartKey = map[string]types.AttributeValue{
-			spec.AttrPK:    batchKey(id)[spec.AttrPK],
+			spec.AttrPK:    &types.AttributeValueMemberS{Value: pk},
 			spec.AttrDuePK: &types.AttributeValueMemberS{Value: batchPartition + strconv.Itoa(shard)},
 			spec.AttrDueSK: &types.AttributeValueMemberS{Value: after},
 		}
 	}
 	out, err := s.db.Query(ctx, in)
 	if err != nil {
-		return nil, "", fmt.Errorf("read open batches: %w", err)
+		return nil, nil, "", fmt.Errorf("read open batches: %w", err)
 	}
 	var ids []string
+	var adds []AddRef
 	last := ""
 	for _, it := range out.Items {
 		sk := attrString(it[spec.AttrDueSK])
-		if _, id, ok := cutLast(sk, "#"); ok {
+		if a, ok := parseAddEntry(sk); ok {
+			adds = append(adds, a)
+			last = sk
+		} else if _, id, ok := cutLast(sk, "#"); ok {
 			ids = append(ids, id)
 			last = sk
 		}
@@ -492,7 +498,18 @@ func (s *Store) OpenBatches(ctx context.Context, shard int, after string, limit 
 	if len(out.LastEvaluatedKey) == 0 {
 		last = ""
 	}
-	return ids, last, nil
+	return ids, adds, last, nil
+}
+
+// sweepEntryPK is the table key of the item whose entry in the batch
+// sweep's partition has sort key sk: a head's (created#id) or a member
+// add's (addEntryPrefix...).
+func sweepEntryPK(sk string) (string, bool) {
+	if a, ok := parseAddEntry(sk); ok {
+		return attrString(addKey(a.Batch, a.ID)[spec.AttrPK]), true
+	}
+	_, id, ok := cutLast(sk, "#")
+	return batchPrefix + id, ok
 }
 
 func cutLast(s, sep string) (string, string, bool) {

@@ -23,8 +23,8 @@ import (
 // +5 write units over a plain task):
 //
 //	item        pk                           holds                      by-due key
-//	member add  BATCH#<batch>#add#<add id>   shard, member ids, created batchadds#<shard of add id> /
-//	                                                                    created#<add id>
+//	member add  BATCH#<batch>#add#<add id>   shard, member ids, created batches#<shard of add id> /
+//	                                                                    add#created#<batch>#<add id>
 //
 // CountMembers is one transaction: the shard's added goes up by the
 // request's member count (on the condition that the shard exists and is
@@ -39,7 +39,7 @@ import (
 // Invariant: a shard's added is never below the members written on it
 // and counted there, so a batch never completes before a member it
 // counted has finished; and every add is settled, by its writer or, after
-// a crash, by the promoter's sweep (StaleAdds, once the add is older than
+// a crash, by the promoter's sweep (OpenBatches, once the add is older than
 // MemberAddStale, long after its last possible write), which reads the
 // listed members and takes back those that do not exist. Until then the
 // batch waits: it completes late, never early.
@@ -60,8 +60,37 @@ const MemberAddDeadline = time.Minute
 // after the sweep has read them.
 const MemberAddStale = 5 * time.Minute
 
-// addPartition is the by-due partition prefix of member adds.
-const addPartition = "batchadds#"
+// Member adds are entered in the batch sweep's by-due partitions
+// (batches#<shard>, with the sealed heads: one query of the sweep reads
+// both), their sort keys beginning with addEntryPrefix.
+const addEntryPrefix = "add#"
+
+// AddRef is a member add's entry in the sweep's index.
+type AddRef struct {
+	Batch, ID string
+	Created   time.Time
+}
+
+func addEntry(a *MemberAdd) string {
+	return addEntryPrefix + SortableTime(a.Created) + "#" + a.Batch + "#" + a.ID
+}
+
+// parseAddEntry reads a member add's sort key (addEntry).
+func parseAddEntry(sk string) (AddRef, bool) {
+	rest, ok := strings.CutPrefix(sk, addEntryPrefix)
+	if !ok {
+		return AddRef{}, false
+	}
+	parts := strings.Split(rest, "#")
+	if len(parts) != 3 {
+		return AddRef{}, false
+	}
+	at, err := time.Parse(sortableLayout, parts[0])
+	if err != nil {
+		return AddRef{}, false
+	}
+	return AddRef{Batch: parts[1], ID: parts[2], Created: at}, true
+}
 
 // MemberAdd is one request's members of one batch, counted before they
 // are written.
@@ -99,8 +128,8 @@ func (s *Store) CountMembers(ctx context.Context, a *MemberAdd) error {
 	for k, v := range addKey(a.Batch, a.ID) {
 		av[k] = v
 	}
-	av[spec.AttrDuePK] = &types.AttributeValueMemberS{Value: addPartition + strconv.Itoa(s.shardOf(a.ID))}
-	av[spec.AttrDueSK] = &types.AttributeValueMemberS{Value: SortableTime(a.Created) + "#" + a.Batch + "#" + a.ID}
+	av[spec.AttrDuePK] = &types.AttributeValueMemberS{Value: batchPartition + strconv.Itoa(s.shardOf(a.ID))}
+	av[spec.AttrDueSK] = &types.AttributeValueMemberS{Value: addEntry(a)}
 	err = s.transact(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Update: &types.Update{TableName: &s.table, Key: shardKey(a.Batch, a.Shard),
 			UpdateExpression:          aws.String("ADD #added :n"),
@@ -166,40 +195,19 @@ func (s *Store) SettleAdd(ctx context.Context, a *MemberAdd, missing int) (bool,
 	return true, nil
 }
 
-// StaleAdds returns up to limit member adds of one shard of the sweep's
-// index created before cut: those no writer can settle any more.
-func (s *Store) StaleAdds(ctx context.Context, shard int, cut time.Time, limit int32) ([]*MemberAdd, error) {
-	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
-		TableName: &s.table, IndexName: aws.String(spec.IndexByDue),
-		KeyConditionExpression:   aws.String("#pk = :pk AND #sk < :cut"),
-		ExpressionAttributeNames: map[string]string{"#pk": spec.AttrDuePK, "#sk": spec.AttrDueSK},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk":  &types.AttributeValueMemberS{Value: addPartition + strconv.Itoa(shard)},
-			":cut": &types.AttributeValueMemberS{Value: SortableTime(cut)},
-		},
-		Limit: aws.Int32(limit),
-	})
+// MemberAddAt reads the member add ref names (strongly consistent): nil
+// when it was settled meanwhile.
+func (s *Store) MemberAddAt(ctx context.Context, ref AddRef) (*MemberAdd, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: addKey(ref.Batch, ref.ID), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return nil, fmt.Errorf("read stale member adds: %w", err)
+		return nil, fmt.Errorf("read member add %s of batch %s: %w", ref.ID, ref.Batch, err)
 	}
-	var adds []*MemberAdd
-	for _, it := range out.Items {
-		got, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table,
-			Key: map[string]types.AttributeValue{spec.AttrPK: it[spec.AttrPK]}, ConsistentRead: aws.Bool(true)})
-		if err != nil {
-			return adds, fmt.Errorf("read member add %s: %w", attrString(it[spec.AttrPK]), err)
-		}
-		if len(got.Item) == 0 {
-			continue // settled meanwhile
-		}
-		var a MemberAdd
-		if err := attributevalue.UnmarshalMap(got.Item, &a); err != nil {
-			return adds, fmt.Errorf("unmarshal member add %s: %w", attrString(it[spec.AttrPK]), err)
-		}
-		if a.ID == "" || !strings.HasPrefix(attrString(it[spec.AttrPK]), batchPrefix+a.Batch+"#add#") {
-			continue
-		}
-		adds = append(adds, &a)
+	if len(out.Item) == 0 {
+		return nil, nil
 	}
-	return adds, nil
+	var a MemberAdd
+	if err := attributevalue.UnmarshalMap(out.Item, &a); err != nil {
+		return nil, fmt.Errorf("unmarshal member add %s of batch %s: %w", ref.ID, ref.Batch, err)
+	}
+	return &a, nil
 }
