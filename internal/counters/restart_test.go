@@ -12,8 +12,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/triagehq/triage/internal/app"
+	"github.com/triagehq/triage/internal/counters"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
 	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
@@ -153,4 +156,66 @@ func dropRawSeq(t *testing.T, env *stacktest.Env) int {
 		}
 	}
 	return len(out.Items)
+}
+
+// losingStreams is the real stream client, except that its first lose
+// GetRecords calls fail as DynamoDB Local failed one under load in a CI
+// run: TrimmedDataAccessException, on an iterator that kept failing.
+type losingStreams struct {
+	counters.Streams
+	mu   sync.Mutex
+	lose int
+	bad  map[string]bool // iterators that failed: they fail again
+}
+
+func (l *losingStreams) GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error) {
+	l.mu.Lock()
+	it := aws.ToString(in.ShardIterator)
+	fail := l.bad[it]
+	if !fail && l.lose > 0 {
+		l.lose--
+		l.bad[it], fail = true, true
+	}
+	l.mu.Unlock()
+	if fail {
+		return nil, &streamtypes.TrimmedDataAccessException{Message: aws.String("The operation attempted to read past the oldest stream record in a shard.")}
+	}
+	return l.Streams.GetRecords(ctx, in, opts...)
+}
+
+// A poller whose shard iterator can no longer be read (trimmed or
+// expired) makes a new one from the shard's checkpoint instead of trying
+// the same one forever: in one clean-clone CI run `triage dev` published
+// no event for 90 s, its poller warning "read past the oldest stream
+// record" every pass. The counters then match a recount: nothing is lost
+// or counted twice.
+func TestPollerReplacesALostIterator(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	var w warnings
+	streams := &losingStreams{Streams: dynamodbstreams.NewFromConfig(a.AWS), lose: 2, bad: map[string]bool{}}
+	p := &counters.Poller{Keeper: a.Counters, Tables: a.DynamoDB, Streams: streams, Every: 50 * time.Millisecond, Logger: slog.New(&w)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for range 5 {
+		r := task.Request{Type: "echo", Priority: triagetype.Low}
+		if _, _, err := a.Enqueuer.Submit(context.Background(), r.NewTask(time.Now().UTC(), time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := settle(t, env, a, "after two lost iterators")
+	if !maps.Equal(got.tasks, map[string]int64{"queued#low": 5}) {
+		t.Fatalf("the counters hold %v, want 5 queued low tasks", got.tasks)
+	}
+	streams.mu.Lock()
+	lost := len(streams.bad)
+	streams.mu.Unlock()
+	if lost != 2 {
+		t.Fatalf("%d iterators failed, want 2 (the poller must have read past them)", lost)
+	}
+	if n := len(w.all()); n < 2 {
+		t.Errorf("%d warnings, want one per lost iterator at least", n)
+	}
 }

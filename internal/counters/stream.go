@@ -2,6 +2,7 @@ package counters
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -62,10 +63,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	if p.Every <= 0 {
 		p.Every = 250 * time.Millisecond
 	}
-	log := p.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := p.logger()
 	// Finding the stream is retried like any read of it: a poller that
 	// gave up on one failed DescribeTable (DynamoDB Local under load)
 	// would leave the counters and the events still for good.
@@ -105,6 +103,16 @@ func (p *Poller) Run(ctx context.Context) error {
 					log.Warn("counters: stream shard read failed", "shard", shard, "error", err)
 				}
 				iters[shard] = next // to read again what failed
+				if lostIterator(err) {
+					// The iterator is past use (expired, or its position
+					// trimmed: DynamoDB Local answers a TRIM_HORIZON
+					// iterator so after a while under load). Read again
+					// with one discover makes from the shard's checkpoint:
+					// what was applied is skipped by its guard, so a
+					// record is never counted twice.
+					delete(iters, shard)
+					delete(held, shard)
+				}
 				continue
 			}
 			got += n
@@ -152,6 +160,16 @@ func (p *Poller) discover(ctx context.Context, arn string, iters map[string]*str
 				gi.ShardIteratorType, gi.SequenceNumber = streamtypes.ShardIteratorTypeAfterSequenceNumber, aws.String(seq)
 			}
 			it, err := p.Streams.GetShardIterator(ctx, gi)
+			var trimmed *streamtypes.TrimmedDataAccessException
+			if errors.As(err, &trimmed) && gi.SequenceNumber != nil {
+				// The checkpoint's record is past the stream's retention
+				// (24 hours in AWS): what followed it up to the oldest
+				// record kept is lost to the counters and events. Read from
+				// the oldest record kept.
+				p.logger().Error("counters: the stream no longer holds the records after this shard's checkpoint; reading from its oldest record", "shard", id, "checkpoint", aws.ToString(gi.SequenceNumber))
+				gi.ShardIteratorType, gi.SequenceNumber = streamtypes.ShardIteratorTypeTrimHorizon, nil
+				it, err = p.Streams.GetShardIterator(ctx, gi)
+			}
 			if err != nil {
 				return fmt.Errorf("iterator of shard %s (%s %s): %w", id, gi.ShardIteratorType, aws.ToString(gi.SequenceNumber), err)
 			}
@@ -162,6 +180,21 @@ func (p *Poller) discover(ctx context.Context, arn string, iters map[string]*str
 		}
 		in.ExclusiveStartShardId = out.StreamDescription.LastEvaluatedShardId
 	}
+}
+
+// lostIterator reports whether err means a shard iterator can no longer
+// be read (expired, or its position trimmed), so a new one must be made.
+func lostIterator(err error) bool {
+	var trimmed *streamtypes.TrimmedDataAccessException
+	var expired *streamtypes.ExpiredIteratorException
+	return errors.As(err, &trimmed) || errors.As(err, &expired)
+}
+
+func (p *Poller) logger() *slog.Logger {
+	if p.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return p.Logger
 }
 
 // pass reads one batch of a shard and, unless it is gathering them
