@@ -72,19 +72,13 @@ run: java emulators cli
 ## Vet runs inside go test (-vet=all, on the compile go test does anyway),
 ## then on the packages without tests. Each phase prints its time; the CDK
 ## output is printed after the root tests', and any failure fails the target.
-## SLOW_TESTS, the packages that take longest (over 100 s each in a
-## clean-clone CI run), are named before ./... because go test starts
-## packages in the order given: started last, dispatch/waiting (440 s) ran
-## on alone after the others and set the root tests' time.
 TEST_P ?= 3
-SLOW_TESTS := ./internal/dispatch/waiting ./internal/dispatch ./cmd/triage ./functions \
-  ./internal/dashboard/e2e ./internal/emulators ./internal/flow
 test: deps sizes
 	@log=$$(mktemp); trap 'rm -f "$$log"' EXIT; t0=$$(date +%s); \
 	  ( s=$$(date +%s); nice -n 19 $(MAKE) --no-print-directory infra-test INFRA_TIMEOUT=30m; rc=$$?; \
 	    echo "infra-test took $$(( $$(date +%s) - s )) s"; exit $$rc ) >"$$log" 2>&1 & infra=$$!; \
-	  echo "$(GO) test -vet=all -p $(TEST_P) -count=1 -timeout 12m $(SLOW_TESTS) ./...   (and, beside it, nice -n 19 make infra-test)"; \
-	  $(GO) test -vet=all -p $(TEST_P) -count=1 -timeout 12m $(SLOW_TESTS) ./...; root=$$?; \
+	  echo "$(GO) test -vet=all -p $(TEST_P) -count=1 -timeout 12m ./...   (and, beside it, nice -n 19 make infra-test)"; \
+	  $(GO) test -vet=all -p $(TEST_P) -count=1 -timeout 12m ./...; root=$$?; \
 	  echo "==> root tests took $$(( $$(date +%s) - t0 )) s; vet of the packages without tests:"; \
 	  notest=$$($(GO) list -f '{{if not (or .TestGoFiles .XTestGoFiles)}}{{.ImportPath}}{{end}}' ./...); \
 	  $(GO) vet $$notest; vet=$$?; \
