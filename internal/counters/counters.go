@@ -41,7 +41,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -410,43 +409,11 @@ const conflictRetries = 4
 // at once (the stream's shards are read in parallel) touch the same
 // counter items (the global counts, a type's, a batch's shards), and
 // DynamoDB cancels one of two transactions that meet on an item
-// (TransactionConflict): that one is retried here, after a short
-// jittered pause, instead of failing the whole delivery back to the
-// stream. The guard keeps a retry exact whatever landed before.
+// (TransactionConflict): that one is retried (store.TransactRetrying)
+// instead of failing the whole delivery back to the stream. The guard
+// keeps a retry exact whatever landed before.
 func (k *Keeper) transact(ctx context.Context, actions []types.TransactWriteItem) error {
-	for attempt := 0; ; attempt++ {
-		_, err := k.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: actions})
-		if !conflicted(err) || attempt == conflictRetries {
-			return err
-		}
-		pause := time.Duration(10<<attempt)*time.Millisecond + time.Duration(rand.Int64N(int64(10*time.Millisecond)))
-		select {
-		case <-time.After(pause):
-		case <-ctx.Done():
-			return err
-		}
-	}
-}
-
-// conflicted reports whether err is a transaction cancelled for a
-// conflict with another transaction and for nothing else (a failed
-// condition, such as the guard's, is an answer, not a conflict).
-func conflicted(err error) bool {
-	var tce *types.TransactionCanceledException
-	if !errors.As(err, &tce) {
-		return false
-	}
-	found := false
-	for _, r := range tce.CancellationReasons {
-		switch aws.ToString(r.Code) {
-		case "TransactionConflict":
-			found = true
-		case "", "None":
-		default:
-			return false
-		}
-	}
-	return found
+	return store.TransactRetrying(ctx, k.db, &dynamodb.TransactWriteItemsInput{TransactItems: actions}, conflictRetries+1)
 }
 
 // addUpdate builds "ADD a :a, b :b SET ..." for the non-zero changes, with

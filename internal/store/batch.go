@@ -614,15 +614,27 @@ func (s *Store) createMember(ctx context.Context, t *task.Task) (*task.Task, boo
 	return nil, false, fmt.Errorf("create batch member %s: %w", t.ID, err)
 }
 
-// transact runs a transaction, retrying (up to 10 attempts, with a
-// growing jittered wait) while DynamoDB cancels it only for a conflict
-// with another transaction on the same item (TransactionConflict: two
-// finishes counted on one shard at once) or fails it as an internal
-// error (DynamoDB Local's lock timeout under contention). Any other
-// answer, a refused condition included, is returned as it is.
+// transact runs a transaction with TransactRetrying's retries, up to 10
+// attempts.
 func (s *Store) transact(ctx context.Context, in *dynamodb.TransactWriteItemsInput) error {
+	return TransactRetrying(ctx, s.db, in, 10)
+}
+
+// Transactor writes transactions (a *dynamodb.Client).
+type Transactor interface {
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// TransactRetrying runs a transaction, retrying (up to attempts in all,
+// with a growing jittered wait) while DynamoDB cancels it only for a
+// conflict with another transaction on the same item (TransactionConflict:
+// two finishes counted on one shard at once, two stream deliveries on one
+// counter item) or fails it as an internal error (DynamoDB Local's lock
+// timeout under contention). Any other answer, a refused condition
+// included, is returned as it is. The store and the counters both use it.
+func TransactRetrying(ctx context.Context, db Transactor, in *dynamodb.TransactWriteItemsInput, attempts int) error {
 	var err error
-	for attempt := range 10 {
+	for attempt := range attempts {
 		if attempt > 0 {
 			wait := time.Duration(5*(1<<min(attempt, 6))) * time.Millisecond
 			wait = wait/2 + time.Duration(rand.Int64N(int64(wait/2)+1))
@@ -632,7 +644,7 @@ func (s *Store) transact(ctx context.Context, in *dynamodb.TransactWriteItemsInp
 			case <-time.After(wait):
 			}
 		}
-		_, err = s.db.TransactWriteItems(ctx, in)
+		_, err = db.TransactWriteItems(ctx, in)
 		if err == nil || !retriableTransaction(err) {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -125,9 +126,7 @@ func (s *Store) CountMembers(ctx context.Context, a *MemberAdd) error {
 	if err != nil {
 		return fmt.Errorf("marshal member add %s: %w", a.ID, err)
 	}
-	for k, v := range addKey(a.Batch, a.ID) {
-		av[k] = v
-	}
+	maps.Copy(av, addKey(a.Batch, a.ID))
 	av[spec.AttrDuePK] = &types.AttributeValueMemberS{Value: batchPartition + strconv.Itoa(s.shardOf(a.ID))}
 	av[spec.AttrDueSK] = &types.AttributeValueMemberS{Value: addEntry(a)}
 	err = s.transact(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
