@@ -20,25 +20,62 @@ import (
 )
 
 // weightPath is one way tasks of keys X (weight 3) and Y (weight 1) reach
-// a running consumer: submit sends each key's 150 tasks, then go lets the
+// a running consumer: submit sends each key's 200 tasks, then go lets the
 // consumer start them (a resume; nothing for the live paths).
 type weightPath struct {
 	name string
 	// paused: submitted while held and released by resume: the first 120
 	// starts are held to 3:1. Otherwise the consumer runs throughout: each
 	// key's window (20 x weight) goes to the queue as it arrives, so the
-	// split is held over cycles of 80 starts (the first 160).
+	// split is held over cycles of 80 starts (160 starts from when both keys have a batch queued).
 	paused bool
 	// lo and hi bound X's starts per Y's, when not 3:1 within 10 %.
 	lo, hi float64
-	submit func(t *testing.T, env *stacktest.Env, a *app.App) (xs []string)
+	submit func(t *testing.T, env *stacktest.Env, a *app.App, both *bothQueued) (xs []string)
 	resume func(t *testing.T, a *app.App)
 }
 
-// batches submits n tasks of key through svc in batches of 100.
-func batches(t *testing.T, svc *submitsvc.Service, key string, n int) []string {
+// bothQueued is when both keys' first batch was on the queue (zero for
+// the paths that do not mark it). Until then the key submitted first runs
+// alone, which is right (nothing of the other key waits) but is not the
+// weighted split: each such start puts one more of its key ahead of the
+// other's window. On a loaded machine the second API process, its caches
+// cold, sent its first batch about 150 ms later (3 starts at 20 a second): 3 more X starts in
+// the first 80 (123:37 over 160).
+type bothQueued struct {
+	mu sync.Mutex
+	n  int
+	at time.Time
+}
+
+// mark records that one key's first batch returned.
+func (b *bothQueued) mark() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.n++
+	if b.n == 2 {
+		b.at = time.Now()
+	}
+}
+
+func (b *bothQueued) time() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.at
+}
+
+// batches submits n tasks of key through svc in batches of 100, and marks
+// b (when not nil) once the first batch returned.
+func batches(t *testing.T, svc *submitsvc.Service, key string, n int, b *bothQueued) []string {
 	t.Helper()
-	return submitVia(t, svc, key, n)
+	ids := submitVia(t, svc, key, min(n, 100))
+	if b != nil {
+		b.mark()
+	}
+	if n > 100 {
+		ids = append(ids, submitVia(t, svc, key, n-100)...)
+	}
+	return ids
 }
 
 // singles submits n tasks of key through svc one at a time, from 6
@@ -98,14 +135,16 @@ func pauseKeys(t *testing.T, a *app.App, paused bool) {
 	wg.Wait()
 }
 
-// TestWeightsOnEveryPath: keys X (weight 3) and Y (weight 1), 150 tasks
+// TestWeightsOnEveryPath: keys X (weight 3) and Y (weight 1), 200 tasks
 // each, through every way a task arrives. Submitted while paused (global,
 // type, key) and resumed, they are released in weighted fair order: the
 // first 120 starts split 3:1 within ±10 % (2.7 to 3.3). Submitted to a
 // running consumer slower than the submits (single submits, batches of
 // 100, two API processes), each key keeps its window on the queue (20 x
-// weight), each start putting back one of its key: the first 160 starts
-// (two cycles of both windows) split 3:1 within ±10 %. Direct SQS sends
+// weight), each start putting back one of its key: the 160 starts (two
+// cycles of both windows) from when both keys' first batch returned split
+// 3:1 within ±10 % (the starts before, the first key's alone, are not
+// shared: see bothQueued). Direct SQS sends
 // are all on the queue before triage sees them: their window is counted
 // at adoption, per consumer and second, and they start about in send
 // order: one producer alternates the keys' batches, so only that neither
@@ -114,23 +153,23 @@ func pauseKeys(t *testing.T, a *app.App, paused bool) {
 // than the windows are not shared by weight either: they start as they
 // arrive, and only that neither key starves (0.8:1 to 7:1) is asserted.
 func TestWeightsOnEveryPath(t *testing.T) {
-	const each = 150
+	const each = 200
 	paths := []weightPath{
 		// Not held (see docs/keys.md): the split follows the submit rates;
 		// asserted is only that neither key starves.
-		{name: "single submits", lo: 0.8, hi: 7, submit: func(t *testing.T, _ *stacktest.Env, a *app.App) []string {
+		{name: "single submits", lo: 0.8, hi: 7, submit: func(t *testing.T, _ *stacktest.Env, a *app.App, b *bothQueued) []string {
 			svc := fairService(a)
 			return both(t, func() []string { return singles(t, svc, "X", each) }, func() []string { return singles(t, svc, "Y", each) })
 		}},
-		{name: "batches of 100", submit: func(t *testing.T, _ *stacktest.Env, a *app.App) []string {
+		{name: "batches of 100", submit: func(t *testing.T, _ *stacktest.Env, a *app.App, b *bothQueued) []string {
 			svc := fairService(a)
-			return both(t, func() []string { return batches(t, svc, "X", each) }, func() []string { return batches(t, svc, "Y", each) })
+			return both(t, func() []string { return batches(t, svc, "X", each, b) }, func() []string { return batches(t, svc, "Y", each, b) })
 		}},
-		{name: "two API processes", submit: func(t *testing.T, env *stacktest.Env, a *app.App) []string {
+		{name: "two API processes", submit: func(t *testing.T, env *stacktest.Env, a *app.App, b *bothQueued) []string {
 			x, y := fairService(a), fairService(env.App(t, nil))
-			return both(t, func() []string { return batches(t, x, "X", each) }, func() []string { return batches(t, y, "Y", each) })
+			return both(t, func() []string { return batches(t, x, "X", each, b) }, func() []string { return batches(t, y, "Y", each, b) })
 		}},
-		{name: "direct SQS sends", lo: 0.6, hi: 3.3, submit: func(t *testing.T, _ *stacktest.Env, a *app.App) []string {
+		{name: "direct SQS sends", lo: 0.6, hi: 3.3, submit: func(t *testing.T, _ *stacktest.Env, a *app.App, b *bothQueued) []string {
 			// One producer alternates the keys' batches of 10: two
 			// producers at once measured the machine's scheduling (one
 			// finished its sends well before the other at load 20: 50:110).
@@ -140,32 +179,32 @@ func TestWeightsOnEveryPath(t *testing.T) {
 			}
 			return nil // adopted ids are known once started: X's are told by their key
 		}},
-		{name: "global pause", paused: true, submit: func(t *testing.T, _ *stacktest.Env, a *app.App) []string {
+		{name: "global pause", paused: true, submit: func(t *testing.T, _ *stacktest.Env, a *app.App, b *bothQueued) []string {
 			if _, err := a.Controls.SetPaused(context.Background(), "", true); err != nil {
 				t.Fatal(err)
 			}
 			svc := fairService(a)
-			return both(t, func() []string { return batches(t, svc, "X", each) }, func() []string { return batches(t, svc, "Y", each) })
+			return both(t, func() []string { return batches(t, svc, "X", each, b) }, func() []string { return batches(t, svc, "Y", each, b) })
 		}, resume: func(t *testing.T, a *app.App) {
 			if _, err := a.Controls.SetPaused(context.Background(), "", false); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{name: "type pause", paused: true, submit: func(t *testing.T, _ *stacktest.Env, a *app.App) []string {
+		{name: "type pause", paused: true, submit: func(t *testing.T, _ *stacktest.Env, a *app.App, b *bothQueued) []string {
 			if _, err := a.Controls.SetPaused(context.Background(), "fair", true); err != nil {
 				t.Fatal(err)
 			}
 			svc := fairService(a)
-			return both(t, func() []string { return batches(t, svc, "X", each) }, func() []string { return batches(t, svc, "Y", each) })
+			return both(t, func() []string { return batches(t, svc, "X", each, b) }, func() []string { return batches(t, svc, "Y", each, b) })
 		}, resume: func(t *testing.T, a *app.App) {
 			if _, err := a.Controls.SetPaused(context.Background(), "fair", false); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{name: "key pause", paused: true, lo: 2.25, hi: 3.75, submit: func(t *testing.T, _ *stacktest.Env, a *app.App) []string {
+		{name: "key pause", paused: true, lo: 2.25, hi: 3.75, submit: func(t *testing.T, _ *stacktest.Env, a *app.App, b *bothQueued) []string {
 			pauseKeys(t, a, true)
 			svc := fairService(a)
-			return both(t, func() []string { return batches(t, svc, "X", each) }, func() []string { return batches(t, svc, "Y", each) })
+			return both(t, func() []string { return batches(t, svc, "X", each, b) }, func() []string { return batches(t, svc, "Y", each, b) })
 		}, resume: func(t *testing.T, a *app.App) { pauseKeys(t, a, false) }},
 	}
 	for _, p := range paths {
@@ -180,8 +219,9 @@ func TestWeightsOnEveryPath(t *testing.T) {
 			opt.Concurrency = 2 // 20 starts a second: slower than the submits, so both keys back up
 			c := consumerapp.New(a, stacktest.Registry("fair", log.handler(100*time.Millisecond)), opt, dispatch.Deps{})
 			stacktest.Run(t, c)
+			var queued bothQueued
 			if p.paused {
-				p.submit(t, env, a)
+				p.submit(t, env, a, &queued)
 				// Everything received so far is set aside; nothing started.
 				time.Sleep(2 * time.Second)
 				if n := len(log.snapshot()); n != 0 {
@@ -189,15 +229,21 @@ func TestWeightsOnEveryPath(t *testing.T) {
 				}
 				p.resume(t, a)
 			} else {
-				p.submit(t, env, a)
+				p.submit(t, env, a, &queued)
 			}
-			const window = 160 // X has 150: at 3:1 it runs out after 200 starts
+			// Two cycles of 80: X's 60 and Y's 20 windows, each put back as
+			// it starts, counted from when both windows were on the queue.
+			from := 0
+			if at := queued.time(); !p.paused && !at.IsZero() {
+				from = log.startsBefore(at)
+			}
+			window := from + 160 // X has 200: at 3:1 it runs out after 266 starts
+			if p.paused {
+				window = 120
+			}
 			waitFor(t, fmt.Sprintf("%d starts", window), 3*time.Minute, func() bool { return len(log.snapshot()) >= window })
 			keys := log.snapshot()
-			from, to := 0, window // two cycles of 80: X's 60 and Y's 20 windows, each put back as it starts
-			if p.paused {
-				to = 120
-			}
+			to := window
 			nx := 0
 			for _, k := range keys[from:to] {
 				if k == "X" {
@@ -206,7 +252,7 @@ func TestWeightsOnEveryPath(t *testing.T) {
 			}
 			ny := to - from - nx
 			var cycles []int
-			for i := 0; i+80 <= len(keys); i += 80 {
+			for i := from; i+80 <= len(keys); i += 80 {
 				k := 0
 				for _, key := range keys[i : i+80] {
 					if key == "X" {
@@ -232,16 +278,31 @@ func TestWeightsOnEveryPath(t *testing.T) {
 type keyLog struct {
 	mu   sync.Mutex
 	keys []string
+	at   []time.Time
 }
 
 func (l *keyLog) handler(d time.Duration) handler.Handler {
 	return handler.Func(func(ctx context.Context, r handler.Request) (json.RawMessage, error) {
 		l.mu.Lock()
 		l.keys = append(l.keys, r.Key)
+		l.at = append(l.at, time.Now())
 		l.mu.Unlock()
 		time.Sleep(d)
 		return nil, nil
 	})
+}
+
+// startsBefore counts the starts before t.
+func (l *keyLog) startsBefore(t time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, at := range l.at {
+		if at.Before(t) {
+			n++
+		}
+	}
+	return n
 }
 
 func (l *keyLog) snapshot() []string {
