@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/triagehq/triage/internal/app"
@@ -136,26 +137,27 @@ func measureFlow(ctx context.Context, cl clients, cnt *counter, tasks, nodes int
 		}
 		return ids, nil
 	}
+	// wait polls the tasks not seen finished yet, so the polling's reads
+	// (on the same emulator as the run) fall as the tasks finish.
 	wait := func(ids []string) error {
 		deadline := time.Now().Add(10 * time.Minute)
+		pending := slices.Clone(ids)
 		for {
-			n := 0
-			for start := 0; start < len(ids); start += 100 {
-				ts, err := a.Store.GetMany(uncounted(ctx), ids[start:min(start+100, len(ids))])
+			done := map[string]bool{}
+			for start := 0; start < len(pending); start += 100 {
+				ts, err := a.Store.GetMany(uncounted(ctx), pending[start:min(start+100, len(pending))])
 				if err != nil {
 					return err
 				}
 				for _, t := range ts {
-					if t.Status.Terminal() {
-						n++
-					}
+					done[t.ID] = t.Status.Terminal()
 				}
 			}
-			if n == len(ids) {
+			if pending = slices.DeleteFunc(pending, func(id string) bool { return done[id] }); len(pending) == 0 {
 				return nil
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("%d of %d tasks finished after 10 minutes", n, len(ids))
+				return fmt.Errorf("%d of %d tasks finished after 10 minutes", len(ids)-len(pending), len(ids))
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
