@@ -150,6 +150,21 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, v any, err error
 	}
 	writeJSON(w, http.StatusOK, v)
 }
+
+// answerCreated is answer for an idempotent create: 201 when v was made
+// by this request, 200 when an earlier one made it.
+func (s *Server) answerCreated(w http.ResponseWriter, r *http.Request, v any, created bool, err error) {
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, v)
+}
+
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	if err := s.svc.Delete(r.Context(), r.PathValue("id")); err != nil {
 		s.fail(w, r, err)

@@ -32,15 +32,7 @@ func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	got, created, err := s.svc.PutSchedule(r.Context(), sc)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, got)
+	s.answerCreated(w, r, got, created, err)
 }
 
 func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) {

@@ -16,15 +16,7 @@ func (s *Server) submitWorkflow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wf, created, err := s.svc.SubmitWorkflow(r.Context(), req)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, wf)
+	s.answerCreated(w, r, wf, created, err)
 }
 
 func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
