@@ -92,10 +92,19 @@ const testVersion = "v0.1.0-test"
 // calling test use a module cache of their own (nothing is added to the
 // real one), GOSUMDB=off (the test versions are in no checksum database),
 // GOWORK=off and GOTOOLCHAIN=local. The shared synth must have run: it puts
-// in the module cache every module the stock functions need.
+// in the module cache every module the stock functions need; userModule
+// adds the go.mod files of both modules' graphs.
 func userModule(t *testing.T) string {
 	t.Helper()
 	realCache := goOutput(t, env.root, "env", "GOMODCACHE")
+	// The user module's go.mod is new, so resolving it walks the whole
+	// module graph of both modules, the go.mod files of versions no build
+	// here uses included (github.com/go-logr/stdr, a go 1.16 module, still
+	// names logr v1.2.2). Loading each module's graph once with this
+	// machine's settings puts those go.mod files in the module cache (a
+	// fresh machine's cache has only what its builds fetched).
+	goOutput(t, env.root, "list", "-m", "all")
+	goOutput(t, filepath.Join(env.root, "infra"), "list", "-m", "all")
 	proxy := t.TempDir()
 	inInfra := func(rel string) bool { return rel == "infra" || strings.HasPrefix(rel, "infra/") }
 	publish(t, proxy, dispatcher.RootModule, env.root, func(rel string) bool { return !inInfra(rel) })
