@@ -123,7 +123,7 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.HighAfter, "high-after", 2*time.Second, "latency: delay after the consumer starts before the first high task")
 	fs.DurationVar(&o.LatencyTimeout, "latency-timeout", 3*time.Minute, "latency: stop and report what finished after this long")
 	fs.IntVar(&o.PayloadTasks, "payload-tasks", 100, "payload sizes: tasks per size (1 KB, 10 KB, 200 KB)")
-	fs.IntVar(&o.DirectTasks, "direct-tasks", 300, "direct send: tasks per path (SQS batch send adopted by the consumer; the direct transport)")
+	fs.IntVar(&o.DirectTasks, "direct-tasks", 2000, "direct send: tasks per path (SQS batch send adopted by the consumer; the direct transport): enough that a run's first and last receives weigh little")
 	fs.IntVar(&o.FlowTasks, "flow-tasks", 300, "group 11: tasks per kind (plain, child, batch member); 0 skips the group")
 	fs.IntVar(&o.FlowNodes, "flow-nodes", 1000, "group 11: nodes of the fan-out/fan-in workflow, and of the flat run it is timed against")
 	retained := fs.String("retained", "1000,10000,100000", "/stats: retained-task counts, comma-separated, smallest first (the last is compared with the first)")
