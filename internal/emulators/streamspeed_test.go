@@ -77,8 +77,12 @@ func TestStreamRecordsDoNotSlowNewTables(t *testing.T) {
 // index to the shard only and read every record of it on each call:
 // 80-600 ms a call at 30,000 records against about 2 ms, and a task
 // table that had kept 30,000 tasks ran tasks end to end at 0.4-0.7x the
-// rate of one with 2,000 on the same server. Both medians come from the
-// same run, so a busy machine slows both sides alike.
+// rate of one with 2,000 on the same server. Each side is the fastest of
+// 31 calls: a walk of the shard adds to every call (at about 8,400
+// records, 20 ms or more against 2 ms: 10x or more), while a busy machine
+// adds to some calls, not to the fastest. Medians, bounded at 3x, measured
+// 0.5-0.7x on a quiet machine and 3.65x once in CI with three test
+// packages beside it.
 func TestGetRecordsDoesNotWalkTheShard(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 8,200 items")
@@ -94,21 +98,21 @@ func TestGetRecordsDoesNotWalkTheShard(t *testing.T) {
 	table := taskTable(ctx, t, ddb, "shard")
 	fill(ctx, t, ddb, table, small)
 	// The first calls also warm the JVM up; the second run is the time.
-	tailReadMedian(ctx, t, ddb, streams, table)
-	smallMedian := tailReadMedian(ctx, t, ddb, streams, table)
+	tailReadFastest(ctx, t, ddb, streams, table)
+	smallFastest := tailReadFastest(ctx, t, ddb, streams, table)
 	fill(ctx, t, ddb, table, large)
-	largeMedian := tailReadMedian(ctx, t, ddb, streams, table)
+	largeFastest := tailReadFastest(ctx, t, ddb, streams, table)
 
-	ratio := float64(largeMedian) / float64(smallMedian)
-	t.Logf("GetRecords at the end of the shard, median: %v with %d records, %v with about %d (ratio %.2f)", smallMedian, small, largeMedian, small+large, ratio)
-	if ratio > 3 {
-		t.Errorf("GetRecords at the end of a shard of about %d records takes %.1f× as long as at %d; want ≤ 3×", small+large, ratio, small)
+	ratio := float64(largeFastest) / float64(smallFastest)
+	t.Logf("GetRecords at the end of the shard, fastest of 31: %v with %d records, %v with about %d (ratio %.2f)", smallFastest, small, largeFastest, small+large, ratio)
+	if ratio > 5 {
+		t.Errorf("GetRecords at the end of a shard of about %d records takes %.1f× as long as at %d; want ≤ 5×", small+large, ratio, small)
 	}
 }
 
-// tailReadMedian is the median time of GetRecords at the end of table's
-// (only) shard, as a reader that has kept up asks it.
-func tailReadMedian(ctx context.Context, t *testing.T, ddb *dynamodb.Client, streams *dynamodbstreams.Client, table string) time.Duration {
+// tailReadFastest is the fastest of 31 GetRecords calls at the end of
+// table's (only) shard, as a reader that has kept up asks it.
+func tailReadFastest(ctx context.Context, t *testing.T, ddb *dynamodb.Client, streams *dynamodbstreams.Client, table string) time.Duration {
 	t.Helper()
 	dt, err := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &table})
 	if err != nil {
@@ -143,7 +147,7 @@ func tailReadMedian(ctx context.Context, t *testing.T, ddb *dynamodb.Client, str
 		}
 	}
 	slices.Sort(times)
-	return times[calls/2]
+	return times[0]
 }
 
 // TestStaleDataDirsAreRemoved: a folder whose owner died (lock free, or no
