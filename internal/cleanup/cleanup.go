@@ -61,12 +61,18 @@ func Start(ctx context.Context, s Store, olderThan time.Time) (*store.CleanupJob
 	return s.StartCleanup(ctx, olderThan)
 }
 
+// DefaultPage is Options.Page's default. A runner killed mid-page has
+// deleted up to this many tasks it never counted: the job's count can fall
+// short by that much, never more.
+const DefaultPage = 500
+
 // Options tune a Runner. Zero values take the defaults in parentheses.
 type Options struct {
 	// Owner names this runner in the job's lease (required).
 	Owner string
-	// Page is how many index entries a page reads (500: one Query, five
-	// BatchGetItem calls and up to twenty BatchWriteItem calls, in parallel).
+	// Page is how many index entries a page reads (DefaultPage, 500: one
+	// Query, five BatchGetItem calls and up to twenty BatchWriteItem calls,
+	// in parallel).
 	Page int32
 	// Parallel is how many deletes run at once (16).
 	Parallel int
@@ -89,7 +95,7 @@ type Runner struct {
 // NewRunner returns a runner over s.
 func NewRunner(s Store, opt Options) *Runner {
 	if opt.Page <= 0 {
-		opt.Page = 500
+		opt.Page = DefaultPage
 	}
 	if opt.Parallel <= 0 {
 		opt.Parallel = 16
