@@ -148,15 +148,13 @@ func measureFlow(ctx context.Context, cl clients, cnt *counter, tasks, nodes int
 		deadline := time.Now().Add(10 * time.Minute)
 		pending := slices.Clone(ids)
 		for {
+			ts, err := a.Store.GetMany(uncounted(ctx), pending)
+			if err != nil {
+				return err
+			}
 			done := map[string]bool{}
-			for start := 0; start < len(pending); start += 100 {
-				ts, err := a.Store.GetMany(uncounted(ctx), pending[start:min(start+100, len(pending))])
-				if err != nil {
-					return err
-				}
-				for _, t := range ts {
-					done[t.ID] = t.Status.Terminal()
-				}
+			for _, t := range ts {
+				done[t.ID] = t.Status.Terminal()
 			}
 			if pending = slices.DeleteFunc(pending, func(id string) bool { return done[id] }); len(pending) == 0 {
 				return nil
@@ -409,19 +407,17 @@ func measureFlow(ctx context.Context, cl clients, cnt *counter, tasks, nodes int
 // timeline reads the tasks ids (not counted) and returns, in seconds from
 // start, when the first of them started and the last finished.
 func timeline(ctx context.Context, a *app.App, ids []string, start time.Time) (first, last float64, err error) {
+	ts, err := a.Store.GetMany(uncounted(ctx), ids) // batch reads of 100, a few at a time
+	if err != nil {
+		return 0, 0, err
+	}
 	var f, l time.Time
-	for i := 0; i < len(ids); i += 100 {
-		ts, err := a.Store.GetMany(uncounted(ctx), ids[i:min(i+100, len(ids))])
-		if err != nil {
-			return 0, 0, err
+	for _, t := range ts {
+		if t.StartedAt != nil && (f.IsZero() || t.StartedAt.Before(f)) {
+			f = *t.StartedAt
 		}
-		for _, t := range ts {
-			if t.StartedAt != nil && (f.IsZero() || t.StartedAt.Before(f)) {
-				f = *t.StartedAt
-			}
-			if t.CompletedAt != nil && t.CompletedAt.After(l) {
-				l = *t.CompletedAt
-			}
+		if t.CompletedAt != nil && t.CompletedAt.After(l) {
+			l = *t.CompletedAt
 		}
 	}
 	if f.IsZero() || l.IsZero() {

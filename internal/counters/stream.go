@@ -106,10 +106,10 @@ func (p *Poller) Run(ctx context.Context) error {
 				if lostIterator(err) {
 					// The iterator is past use (expired, or its position
 					// trimmed: DynamoDB Local answers a TRIM_HORIZON
-					// iterator so after a while under load). Read again
-					// with one discover makes from the shard's checkpoint:
-					// what was applied is skipped by its guard, so a
-					// record is never counted twice.
+					// iterator so after a while under load). The next
+					// discover makes a new one from the shard's
+					// checkpoint: what was applied is skipped by its
+					// guard, so a record is never counted twice.
 					delete(iters, shard)
 					delete(held, shard)
 				}

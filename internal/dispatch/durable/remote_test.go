@@ -39,7 +39,7 @@ func TestWebhookStepsAndSleep(t *testing.T) {
 			return
 		}
 		if err := webhook.Verify(secret, r.Header.Get(webhook.HeaderTimestamp), body, r.Header.Get(webhook.HeaderSignature), time.Now(), 0); err != nil {
-			http.Error(w, err.Error(), 401)
+			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
 		var req struct {
