@@ -48,7 +48,7 @@ type FlowRun struct {
 	ChildDoneWrites float64 `json:"child_of_completed_write_units"`
 	MemberWrites    float64 `json:"member_write_units"` // a batch member, its share of the batch and callback included
 	// Extra over a plain task, and in dollars per million tasks at
-	// on-demand's $1.25 per million write units.
+	// on-demand's price per million write units (publicPrices).
 	ChildExtra        float64 `json:"child_extra_write_units"`
 	MemberExtra       float64 `json:"member_extra_write_units"`
 	ChildExtraUSD     float64 `json:"child_extra_usd_per_million"`
@@ -73,8 +73,6 @@ type FlowRun struct {
 	// submit to its completion (its edges, gate, release and counting).
 	WorkflowNodeWrites float64 `json:"workflow_node_write_units"`
 }
-
-const writeUnitUSD = 1.25 / 1e6
 
 func measureFlow(ctx context.Context, cl clients, cnt *counter, tasks, nodes int) (FlowRun, error) {
 	r := FlowRun{Tasks: tasks, WorkflowNodes: nodes}
@@ -334,8 +332,9 @@ func measureFlow(ctx context.Context, cl clients, cnt *counter, tasks, nodes int
 	r.MemberWrites = units(before) / float64(tasks)
 	r.ChildExtra = r.ChildWrites - r.PlainWrites
 	r.MemberExtra = r.MemberWrites - r.PlainWrites
-	r.ChildExtraUSD = r.ChildExtra * writeUnitUSD * 1e6
-	r.MemberExtraUSD = r.MemberExtra * writeUnitUSD * 1e6
+	perUnit := publicPrices().DDBPerMillionWriteUnits // dollars a million units
+	r.ChildExtraUSD = r.ChildExtra * perUnit
+	r.MemberExtraUSD = r.MemberExtra * perUnit
 
 	// The same nodes flat, then as a fan-out/fan-in workflow.
 	flat := make([]*task.Task, nodes)
@@ -431,7 +430,7 @@ func printFlow(w io.Writer, f *FlowRun) {
 		return
 	}
 	fmt.Fprintf(w, "\n11. dependencies, batches, workflows (%d tasks per kind, one consumer at 16)\n", f.Tasks)
-	fmt.Fprintf(w, "  write units per task: plain %.2f, child of one pending parent %.2f (+%.2f, +$%.2f per million; target +3), high-priority child of one pending parent %.2f (+%.2f), child in a fan-out of %d from one pending parent %.2f (+%.2f), child of a completed parent %.2f (+%.2f), batch member %.2f (+%.2f, +$%.2f per million; target +3)\n",
+	fmt.Fprintf(w, "  write units per task: plain %.2f, child of one pending parent %.2f (+%.2f, +$%.2f per million; target +3), high-priority child of one pending parent %.2f (+%.2f), child in a fan-out of %d from one pending parent %.2f (+%.2f; target +3), child of a completed parent %.2f (+%.2f), batch member %.2f (+%.2f, +$%.2f per million; target +3)\n",
 		f.PlainWrites, f.ChildWrites, f.ChildExtra, f.ChildExtraUSD, f.HighChildWrites, f.HighChildExtra, f.Tasks, f.FanoutWrites, f.FanoutExtra, f.ChildDoneWrites, f.ChildDoneWrites-f.PlainWrites, f.MemberWrites, f.MemberExtra, f.MemberExtraUSD)
 	fmt.Fprintf(w, "  %d-node fan-out/fan-in workflow: %.1f s (submit %.1f s) against the same %d tasks flat: %.1f s (%.2fx; target 1.3x); %.2f write units per node (+%.2f over a plain task)\n",
 		f.WorkflowNodes, f.WorkflowSeconds, f.WorkflowSubmitSec, f.WorkflowNodes, f.FlatSeconds, f.WorkflowOverFlat, f.WorkflowNodeWrites, f.WorkflowNodeWrites-f.PlainWrites)

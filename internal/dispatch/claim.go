@@ -31,6 +31,7 @@ type probe struct {
 	MsgKey        string `json:"k"`
 	MsgTimeout    int    `json:"s"`
 	MsgRateWindow string `json:"w"`
+	MsgReleasedBy string `json:"r"`
 }
 
 // decodeProbe reads body into pb and returns "" when body is a JSON object
@@ -114,12 +115,13 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 			c.poison(ctx, m, fmt.Sprintf("id %q is not a task id (a 26-character ULID)", task.Truncate(pb.ID, 64)))
 			return claimed{}, false
 		}
-		msg = task.Message{ID: pb.ID, Version: *pb.Version, Priority: m.Priority, Type: pb.MsgType, Key: pb.MsgKey, TimeoutSeconds: pb.MsgTimeout, RateWindow: pb.MsgRateWindow}
+		msg = task.Message{ID: pb.ID, Version: *pb.Version, Priority: m.Priority, Type: pb.MsgType, Key: pb.MsgKey, TimeoutSeconds: pb.MsgTimeout, RateWindow: pb.MsgRateWindow, ReleasedBy: pb.MsgReleasedBy}
 		// A keyed task is claimed after a read: its key's fair window
 		// chains releases of held tasks that a decision on the message's
 		// copy did not keep in weight (3:1 became 3.7:1 in
-		// TestWeightsOnEveryPath with two API processes).
-		if msg.Claimable() && msg.Key == "" {
+		// TestWeightsOnEveryPath with two API processes). So is a
+		// released child: its claim checks what it waited on.
+		if msg.Claimable() && msg.Key == "" && msg.ReleasedBy == "" {
 			got, cur, done := c.claimFromMessage(ctx, m, msg)
 			if done {
 				return got, got.task != nil
@@ -177,7 +179,27 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 			c.del.add(m.Priority, m.ReceiptHandle)
 			return claimed{}, false
 		}
+		fromWaiting := false
 		switch t.Status {
+		case triagetype.Waiting:
+			// A release message (flow's announce): claimed from waiting
+			// once its parent is checked, or set right in place first
+			// where a queued task is needed (a set-aside).
+			ok, err := c.released(ctx, msg, t)
+			if err != nil {
+				c.log.Warn("could not read a released task's parent; the message will come back", "task_id", t.ID, "parent", msg.ReleasedBy, "error", err)
+				c.putOff(ctx, m, msg, time.Second)
+				return claimed{}, false
+			}
+			if !ok {
+				c.counts.stale.Add(1)
+				c.mx.Dropped(metrics.DropStale)
+				c.log.Debug("dropping message of a waiting task it does not release", "task_id", t.ID, "released_by", msg.ReleasedBy)
+				c.del.add(m.Priority, m.ReceiptHandle)
+				return claimed{}, false
+			}
+			fromWaiting = true
+			fallthrough
 		case triagetype.Queued, triagetype.Retrying:
 			if !c.mayClaim(ctx, m, msg, t) {
 				return claimed{}, false
@@ -200,6 +222,13 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 						c.mx.KeyPutOff(t, d.Why)
 					}
 					if d.Scope != "" {
+						if fromWaiting {
+							if t, err = c.releaseInPlace(ctx, m, t); err != nil {
+								c.log.Warn("could not release a waiting task to set it aside; the message will come back", "task_id", msg.ID, "error", err)
+								c.putOff(ctx, m, msg, time.Second)
+								return claimed{}, false
+							}
+						}
 						c.setAside(ctx, m, msg, t, d)
 					} else {
 						c.putOff(ctx, m, msg, d.Delay)
@@ -212,7 +241,11 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 					started = d.Started
 				}
 			}
+			enqueued := releasedAt(m, t, fromWaiting)
 			got, err := c.store.Transition(ctx, t, triagetype.Executing, func(n *task.Task) {
+				if fromWaiting {
+					n.WaitingOn, n.EnqueuedAt = nil, &enqueued
+				}
 				n.Attempts++
 				n.WorkerID = c.opt.WorkerID
 				until := c.lease().claimUntil(start, time.Duration(t.TimeoutSeconds)*time.Second)
@@ -225,7 +258,12 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 			})
 			if err == nil {
 				started()
-				c.mx.Started(t, start, t.Status == triagetype.Queued && t.Attempts == 0)
+				first := (t.Status == triagetype.Queued || fromWaiting) && t.Attempts == 0
+				if fromWaiting {
+					t = t.Clone()
+					t.EnqueuedAt = &enqueued // its queue wait began at its release
+				}
+				c.mx.Started(t, start, first)
 				done, rel := c.keyUse.start(t), release
 				return claimed{task: got, release: func() { rel(); done() }}, true
 			}

@@ -331,6 +331,50 @@ func (e *Enqueuer) RedispatchBatch(ctx context.Context, to triagetype.Status, p 
 	return moved, firstErr
 }
 
+// SendReleases sends a message for each waiting task of ts, at priority p's
+// queue (after its Delay), naming parent, which completed as the last of
+// their parents (task.Message.ReleasedBy), and writes nothing: the message
+// stands in for the release write, and the claim moves the task from
+// waiting (internal/dispatch), having checked that parent completed and
+// is all the task still waits on. The message's version is the task's
+// dispatch version as it is, so a write that moves the task any other way
+// first (a cancel, the flow sweep's release) makes it stale. It returns
+// the tasks whose message was sent.
+func (e *Enqueuer) SendReleases(ctx context.Context, p triagetype.Priority, parent string, moves []Move) ([]*task.Task, error) {
+	if len(moves) == 0 {
+		return nil, nil
+	}
+	msgs := make([]queue.Outgoing, len(moves))
+	for i, m := range moves {
+		next := m.Task.Clone()
+		next.EffectivePriority = p
+		msg := task.MessageFor(next, m.Task.DispatchVersion)
+		msg.ReleasedBy = parent
+		b, err := json.Marshal(msg)
+		if err != nil {
+			return nil, fmt.Errorf("release message of task %s: %w", m.Task.ID, err)
+		}
+		msgs[i] = queue.Outgoing{ID: fmt.Sprint(i), Body: string(b), Delay: m.Delay, Group: m.Task.FairKey()}
+	}
+	failed := map[string]string{}
+	err := e.queues.SendBatch(ctx, p, msgs)
+	if err != nil {
+		var be *queue.BatchError
+		if !errors.As(err, &be) {
+			return nil, fmt.Errorf("send releases to %s: %w", p, err)
+		}
+		failed = be.Failed
+		err = fmt.Errorf("send releases to %s: %d sends failed", p, len(failed))
+	}
+	var sent []*task.Task
+	for i, m := range moves {
+		if _, bad := failed[fmt.Sprint(i)]; !bad {
+			sent = append(sent, m.Task)
+		}
+	}
+	return sent, err
+}
+
 // Retry puts a dead-lettered task back on its original priority's queue
 // with its attempts reset and its error cleared; its history is kept. A
 // task in any other status is a *store.StateError.

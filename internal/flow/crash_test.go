@@ -206,7 +206,7 @@ func (c *child) kill() {
 // whose flow sweep leaves tasks younger than a second alone.
 func promoterRun(t *testing.T, a *app.App) {
 	t.Helper()
-	sweeper := flow.New(a.Store, a.Enqueuer, flow.Options{SweepGrace: time.Second})
+	sweeper := flow.New(a.Store, a.Enqueuer, flow.Options{SweepGrace: time.Second, ReleaseGrace: time.Second})
 	if _, err := promoterapp.New(a, promote.Options{Flow: sweeper}).RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +441,7 @@ func TestAbandonedWorkflowIsCancelled(t *testing.T) {
 	pending, _ := nodeStatuses(t, a, id)
 	// The abandonment grace ends 4 s from now, measured from the submit.
 	grace := time.Since(pending.CreatedAt) + 4*time.Second
-	sweeper := flow.New(a.Store, a.Enqueuer, flow.Options{SweepGrace: time.Second, AbandonAfter: grace})
+	sweeper := flow.New(a.Store, a.Enqueuer, flow.Options{SweepGrace: time.Second, ReleaseGrace: time.Second, AbandonAfter: grace})
 	if r, err := sweeper.Sweep(ctx); err != nil || r.Abandoned != 0 || r.Checked != 2 {
 		t.Fatalf("sweep inside the abandonment grace: %+v, %v; want C and D checked, nothing abandoned", r, err)
 	}

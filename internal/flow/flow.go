@@ -40,22 +40,31 @@
 // around, and resolves every finished parent in the waiting_on sets of
 // the tasks older than its grace.
 //
-// A released child keeps its entry until its claim (store.Parked): the
-// release changes no index key, and the claim removes the entry. It gets
-// no aging entry either: Sweep returns the released children it reads
-// (SweepReport.Parked) and the promoter promotes those past their aging
-// threshold, so a released low or medium child is promoted at most one
-// sweep pass after its threshold.
+// A child whose last parent completed is released by its message alone
+// (announce): the walk sends it naming that parent (task.Message.ReleasedBy)
+// and writes nothing; the child is waiting until the claim moves it from
+// waiting to executing, having checked the parent completed and is all the
+// child waits on (internal/dispatch, released.go). A message that is lost
+// (a crash before the send) or not claimed within ReleaseGrace of the
+// parent's finish (a backlog, a pause that put it off) is made up for by
+// the sweep, which then releases the child with a write as below.
+//
+// A child released by a write (the sweep, a child of several parents
+// resolved one by one, a parent's failure with the run policy) keeps its
+// entry until its claim (store.Parked): the release changes no index key,
+// and the claim removes the entry. It gets no aging entry either: Sweep
+// returns the released children it reads (SweepReport.Parked) and the
+// promoter promotes those past their aging threshold, so a released low or
+// medium child is promoted at most one sweep pass after its threshold
+// (after ReleaseGrace more when its release message was not claimed).
 //
 // Write units of a child of one parent, beyond a plain task's 5: none
 // when the parent had completed at its submit (Link queues it as a plain
 // task). With the parent pending: 1 to mark the parent (none when it is
 // marked already: a fan-out's further children, a workflow's nodes), 1
-// for the child's entry, 1 for the release, which also takes the parent
-// out of waiting_on (take, releaseLast), and 1 for the entry's removal at
-// the claim: +4, +3 with the parent marked, at any priority (the bench's
-// group 11: 9.00 against 5.01 with one parent per child, 9.02 for a high
-// child, 8.10 in a fan-out of 200 from one parent). Each further pending
+// for the child's entry and 1 for the entry's removal at the claim; the
+// release is its message: +3, +2 with the parent marked, at any priority
+// (+1 when the sweep releases it with a write). Each further pending
 // parent adds 4 (mark, edge item and its index entry, resolve). See
 // docs/workflows.md for what each write guarantees.
 package flow
@@ -127,6 +136,7 @@ type Store interface {
 // (a batch's callback) (*enqueue.Enqueuer).
 type Mover interface {
 	RedispatchBatch(ctx context.Context, to triagetype.Status, p triagetype.Priority, moves []enqueue.Move) ([]*task.Task, error)
+	SendReleases(ctx context.Context, p triagetype.Priority, parent string, moves []enqueue.Move) ([]*task.Task, error)
 	SubmitBatch(ctx context.Context, ts []*task.Task) []enqueue.Result
 }
 
@@ -138,6 +148,12 @@ type Options struct {
 	// SweepGrace: the sweep leaves waiting tasks younger than this to
 	// their parents' walks (30 s).
 	SweepGrace time.Duration
+	// ReleaseGrace: the sweep leaves a waiting child whose last parent
+	// completed less than this long ago to the release message the
+	// parent's walk sent (announce), and releases it with a write after
+	// (2 minutes: under a backlog or a pause a child may wait that long
+	// for its claim, then costs the write it saved).
+	ReleaseGrace time.Duration
 	// SweepLimit bounds the waiting tasks the sweep reads per shard per
 	// run (500).
 	SweepLimit int
@@ -154,6 +170,9 @@ type Options struct {
 	// completes (the completing writer's goroutine).
 	OnComplete func(ctx context.Context, c Completion)
 }
+
+// DefaultReleaseGrace is Options.ReleaseGrace's default.
+const DefaultReleaseGrace = 2 * time.Minute
 
 // Flow resolves dependencies.
 type Flow struct {
@@ -173,6 +192,9 @@ func New(s Store, m Mover, o Options) *Flow {
 	}
 	if o.SweepGrace <= 0 {
 		o.SweepGrace = 30 * time.Second
+	}
+	if o.ReleaseGrace <= 0 {
+		o.ReleaseGrace = DefaultReleaseGrace
 	}
 	if o.SweepLimit <= 0 {
 		o.SweepLimit = 500
@@ -415,11 +437,11 @@ func (f *Flow) resolve(ctx context.Context, id string, p *task.Task) bool {
 // releaseLast releases, together, the children among ids whose last
 // unfinished parent is parent (which completed): one batch read of the
 // page (eventually consistent: a stale read of waiting_on shows a
-// superset, never a subset, of the parents left), then one
-// RedispatchBatch per priority (SQS sends ten to a request), each move
-// one conditional write that also empties waiting_on. It returns the
-// children left to resolve one by one: those that wait on other parents
-// too, those the read did not show, and those whose move was refused.
+// superset, never a subset, of the parents left), then one release
+// message per child, sent ten to a request and written nowhere
+// (announce). It returns the children left to resolve one by one: those
+// that wait on other parents too, those the read did not show, and those
+// whose message was not sent.
 func (f *Flow) releaseLast(ctx context.Context, parent string, ids []string) []string {
 	kids, err := f.store.GetMany(ctx, ids)
 	if err != nil {
@@ -444,7 +466,7 @@ func (f *Flow) releaseLast(ctx context.Context, parent string, ids []string) []s
 			rest = append(rest, id)
 		}
 	}
-	moved := f.releaseMoved(ctx, last)
+	moved := f.announce(ctx, parent, last)
 	f.released.Add(int64(len(moved)))
 	for _, k := range last {
 		if !moved[k.ID] {
@@ -480,6 +502,48 @@ func (f *Flow) take(ctx context.Context, id, parent string) bool {
 		f.released.Add(int64(f.release(ctx, []*task.Task{child})))
 	}
 	return resolved
+}
+
+// announce releases waiting children ts whose last parent, parent,
+// completed, by their message alone (enqueue.SendReleases): no write, so
+// a child of one parent costs the write units of a plain task plus its
+// entry and the parent's mark, and the claim that starts it moves it from
+// waiting (internal/dispatch checks the parent). A child is waiting until
+// that claim. If the message is lost (a crash before the send, a failed
+// send) or not claimed within ReleaseGrace of the parent's finish (a
+// backlog, a pause, a message put off until the DLQ), the sweep releases
+// the child with a write as before (check). A child whose run_at is
+// beyond the direct window is moved to scheduled by a write, as release
+// does. It returns the ids released.
+func (f *Flow) announce(ctx context.Context, parent string, ts []*task.Task) map[string]bool {
+	now := f.store.Now()
+	byPrio := map[triagetype.Priority][]enqueue.Move{}
+	var later []*task.Task
+	for _, t := range ts {
+		if t.Status != triagetype.Waiting {
+			continue
+		}
+		if t.RunAt != nil && t.RunAt.Sub(now) > f.opt.DirectWindow {
+			later = append(later, t)
+			continue
+		}
+		var delay time.Duration
+		if t.RunAt != nil {
+			delay = max(0, t.RunAt.Sub(now))
+		}
+		byPrio[t.EffectivePriority] = append(byPrio[t.EffectivePriority], enqueue.Move{Task: t, Delay: delay})
+	}
+	moved := f.releaseMoved(ctx, later)
+	for p, moves := range byPrio {
+		sent, err := f.mover.SendReleases(ctx, p, parent, moves)
+		for _, t := range sent {
+			moved[t.ID] = true
+		}
+		if err != nil {
+			f.log.Warn("could not send the release of waiting tasks; the sweep will release them", "priority", p, "parent", parent, "error", err)
+		}
+	}
+	return moved
 }
 
 // release moves waiting tasks whose parents all finished to their queue

@@ -236,7 +236,7 @@ func TestSweepReleasesWhatACrashLeft(t *testing.T) {
 		t.Fatalf("child is %s before the sweep, want waiting", c.Status)
 	}
 
-	f := flow.New(a.Store, a.Enqueuer, flow.Options{SweepGrace: time.Nanosecond})
+	f := flow.New(a.Store, a.Enqueuer, flow.Options{SweepGrace: time.Nanosecond, ReleaseGrace: time.Nanosecond})
 	r, err := f.Sweep(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -149,7 +149,7 @@ func halfWritten(t *testing.T, a *app.App, req *triagetype.WorkflowRequest, miss
 // waiting task to its parents' walks.
 func abandoner(a *app.App, h *hooked) *flow.Flow {
 	h.Store, h.ahead = a.Store, 2*time.Hour
-	return flow.New(h, a.Enqueuer, flow.Options{SweepGrace: time.Nanosecond})
+	return flow.New(h, a.Enqueuer, flow.Options{SweepGrace: time.Nanosecond, ReleaseGrace: time.Nanosecond})
 }
 
 // nodeTasks reads workflow id's node tasks by name (a node never written

@@ -36,7 +36,9 @@ type SweepReport struct {
 // partitions, at most SweepLimit entries per shard, from each shard's
 // resume mark (starting over at the end), and applies every finished
 // parent in the waiting_on sets of the tasks older than SweepGrace,
-// releasing children whose parents all finished. Every action is the
+// releasing children whose parents all finished; a parent that completed
+// less than ReleaseGrace ago and is all its child waits on is left to the
+// release message its walk sent (announced). Every action is the
 // same conditional write a walk makes, so a sweep racing a walk changes
 // nothing twice. It also returns the released children it read that are
 // still parked (SweepReport.Parked), for the promoter to age.
@@ -48,7 +50,8 @@ type SweepReport struct {
 // than the grace, plus one batch read of their parents; a backlog of W
 // entries (waiting and parked children) is read once every
 // W / (shards × SweepLimit) runs, whatever its size, and a left-behind
-// child waits one such pass after its grace at most.
+// child waits one such pass after its grace (or after ReleaseGrace from
+// its last parent's finish) at most.
 func (f *Flow) Sweep(ctx context.Context) (SweepReport, error) {
 	var mu sync.Mutex
 	var r SweepReport
@@ -161,10 +164,22 @@ func (f *Flow) check(ctx context.Context, ts []*task.Task) (resolved int) {
 				// so it counts as a parent that ended badly.
 				p = &task.Task{ID: pid, Status: triagetype.Cancelled, Error: task.NewError("the parent no longer exists", false)}
 			}
+			if f.announced(t, p) {
+				continue // its release message may be on its queue still
+			}
 			if p.Status.Terminal() && f.resolve(ctx, t.ID, p) {
 				resolved++
 			}
 		}
 	}
 	return resolved
+}
+
+// announced reports whether waiting child t may still be released by the
+// message its last parent p's walk sent (announce): p completed less than
+// ReleaseGrace ago and is all t waits on. The sweep leaves it until then.
+func (f *Flow) announced(t, p *task.Task) bool {
+	return p.Status == triagetype.Completed && p.CompletedAt != nil &&
+		len(t.WaitingOn) == 1 && t.WaitingOn[0] == p.ID &&
+		f.store.Now().Sub(*p.CompletedAt) < f.opt.ReleaseGrace
 }

@@ -140,7 +140,7 @@ func TestWorkflowCrashMidSubmit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sweeper := flow.New(a.Store, a.Enqueuer, flow.Options{SweepGrace: time.Nanosecond})
+	sweeper := flow.New(a.Store, a.Enqueuer, flow.Options{SweepGrace: time.Nanosecond, ReleaseGrace: time.Nanosecond})
 	if r, err := sweeper.Sweep(ctx); err != nil || r.Released != 0 {
 		t.Fatalf("sweep of an uncommitted workflow: %+v, %v; want nothing released", r, err)
 	}

@@ -837,6 +837,7 @@ func (p *Promoter) reconcileOne(ctx context.Context, prio triagetype.Priority, m
 		n.Error = &triagetype.TaskError{Message: ReasonMaxReceives, Retriable: false}
 		n.CompletedAt = &now
 		n.WorkerID, n.LeaseUntil = "", nil
+		n.WaitingOn = nil // a released child's (flow's release message) is resolved
 	})
 	if err != nil {
 		return false, fmt.Errorf("mark task %s dead_letter: %w", t.ID, err)

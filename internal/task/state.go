@@ -38,8 +38,12 @@ func (e *TransitionError) Unwrap() error { return ErrInvalidTransition }
 //     retry_at (its message hidden or delayed, or sent by the promoter when
 //     due).
 //   - waiting: it names parents (after) not all finished; it has no
-//     message until internal/flow releases it to queued (or cancels or
-//     dead-letters it by its parent policy).
+//     message until internal/flow releases it: when its last parent
+//     completes, a message naming that parent (Message.ReleasedBy) is
+//     sent with no write, and the claim moves it from waiting to
+//     executing; otherwise (and when that message is not claimed in
+//     time) a write moves it to queued. Or flow cancels or dead-letters
+//     it by its parent policy.
 //   - completed, cancelled, dead_letter: finished (see Terminal). Only
 //     dead_letter is ever left, and only by hand (an operator's retry or
 //     DLQ replay puts it back in queued).
@@ -64,7 +68,7 @@ func CanTransition(from, to triagetype.Status) bool {
 	case triagetype.DeadLetter:
 		return to == triagetype.Queued
 	case triagetype.Waiting:
-		return to == triagetype.Queued || to == triagetype.Scheduled || to == triagetype.Cancelled || to == triagetype.DeadLetter
+		return to == triagetype.Queued || to == triagetype.Scheduled || to == triagetype.Cancelled || to == triagetype.DeadLetter || to == triagetype.Executing
 	}
 	return false
 }

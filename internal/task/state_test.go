@@ -31,6 +31,8 @@ func TestCheckTransition(t *testing.T) {
 		{triagetype.Cancelled, triagetype.Queued, false},
 		{triagetype.DeadLetter, triagetype.Queued, true}, // retried by hand
 		{triagetype.DeadLetter, triagetype.Executing, false},
+		{triagetype.Waiting, triagetype.Executing, true}, // claimed from its release message
+		{triagetype.Waiting, triagetype.Completed, false},
 	}
 	for _, tt := range tests {
 		err := CheckTransition(tt.from, tt.to)

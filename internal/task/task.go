@@ -308,6 +308,12 @@ type Message struct {
 	// a claim that decides on the message's copy does not count the
 	// task's start a second time.
 	RateWindow string `json:"w,omitempty"`
+	// ReleasedBy is set on a waiting task's message sent when its last
+	// parent completed (internal/flow): the message stands in for the
+	// release write, and the claim moves the task from waiting itself,
+	// once it has checked that this parent completed and is the only one
+	// the task still waits on.
+	ReleasedBy string `json:"r,omitempty"`
 }
 
 // MessageFor is the message of t at dispatch version v.
