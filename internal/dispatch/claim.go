@@ -162,6 +162,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 			return claimed{}, false // disposed of by load
 		}
 	}
+	reread := false // a release message's task read again, strongly
 	for range 5 {
 		now := c.store.Now()
 		switch {
@@ -190,6 +191,16 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 				c.log.Warn("could not read a released task's parent; the message will come back", "task_id", t.ID, "parent", msg.ReleasedBy, "error", err)
 				c.putOff(ctx, m, msg, time.Second)
 				return claimed{}, false
+			}
+			if !ok && !reread && msg.ReleasedBy != "" {
+				// The read may be stale (eventually consistent): a parent
+				// resolved just before the last one completed still shows
+				// in waiting_on. Read once more, strongly, before dropping.
+				reread = true
+				if fresh, err := c.store.GetManyConsistent(ctx, []string{t.ID}); err == nil && len(fresh) == 1 && fresh[0].Version != t.Version {
+					t = fresh[0]
+					continue
+				}
 			}
 			if !ok {
 				c.counts.stale.Add(1)
