@@ -269,22 +269,14 @@ func (e *Enqueuer) RedispatchBatch(ctx context.Context, to triagetype.Status, p 
 	if len(moves) == 0 {
 		return nil, nil
 	}
-	msgs := make([]queue.Outgoing, len(moves))
-	for i, m := range moves {
-		next := m.Task.Clone()
-		next.EffectivePriority = p
+	failed, err := e.sendMoves(ctx, p, moves, func(next *task.Task, m Move) string {
 		if m.Apply != nil {
 			m.Apply(next) // the message states the task as its write will leave it
 		}
-		msgs[i] = queue.Outgoing{ID: fmt.Sprint(i), Body: Body(next, m.Task.Version+1), Delay: m.Delay, Group: m.Task.FairKey()}
-	}
-	failed := map[string]string{}
-	if err := e.queues.SendBatch(ctx, p, msgs); err != nil {
-		var be *queue.BatchError
-		if !errors.As(err, &be) {
-			return nil, fmt.Errorf("redispatch batch to %s: %w", p, err)
-		}
-		failed = be.Failed
+		return Body(next, m.Task.Version+1)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redispatch batch to %s: %w", p, err)
 	}
 	// The writes are independent conditional writes: made side by side (at
 	// most redispatchWrites at once), so a batch's messages, sent first,
@@ -331,7 +323,7 @@ func (e *Enqueuer) RedispatchBatch(ctx context.Context, to triagetype.Status, p 
 	return moved, firstErr
 }
 
-// SendReleases sends a message for each waiting task of ts, at priority p's
+// SendReleases sends a message for each waiting task of moves, to priority p's
 // queue (after its Delay), naming parent, which completed as the last of
 // their parents (task.Message.ReleasedBy), and writes nothing: the message
 // stands in for the release write, and the claim moves the task from
@@ -344,26 +336,16 @@ func (e *Enqueuer) SendReleases(ctx context.Context, p triagetype.Priority, pare
 	if len(moves) == 0 {
 		return nil, nil
 	}
-	msgs := make([]queue.Outgoing, len(moves))
-	for i, m := range moves {
-		next := m.Task.Clone()
-		next.EffectivePriority = p
+	failed, err := e.sendMoves(ctx, p, moves, func(next *task.Task, m Move) string {
 		msg := task.MessageFor(next, m.Task.DispatchVersion)
 		msg.ReleasedBy = parent
-		b, err := json.Marshal(msg)
-		if err != nil {
-			return nil, fmt.Errorf("release message of task %s: %w", m.Task.ID, err)
-		}
-		msgs[i] = queue.Outgoing{ID: fmt.Sprint(i), Body: string(b), Delay: m.Delay, Group: m.Task.FairKey()}
-	}
-	failed := map[string]string{}
-	err := e.queues.SendBatch(ctx, p, msgs)
+		b, _ := json.Marshal(msg) // as Body: a Message always marshals
+		return string(b)
+	})
 	if err != nil {
-		var be *queue.BatchError
-		if !errors.As(err, &be) {
-			return nil, fmt.Errorf("send releases to %s: %w", p, err)
-		}
-		failed = be.Failed
+		return nil, fmt.Errorf("send releases to %s: %w", p, err)
+	}
+	if len(failed) > 0 {
 		err = fmt.Errorf("send releases to %s: %d sends failed", p, len(failed))
 	}
 	var sent []*task.Task
@@ -373,6 +355,27 @@ func (e *Enqueuer) SendReleases(ctx context.Context, p triagetype.Priority, pare
 		}
 	}
 	return sent, err
+}
+
+// sendMoves sends one message per move to priority p's queue, ten to a
+// request, each body made by body from the task as the message states it
+// (a copy at priority p). It returns the sends that failed, by the move's
+// position (fmt.Sprint(i)); an error when the whole send failed.
+func (e *Enqueuer) sendMoves(ctx context.Context, p triagetype.Priority, moves []Move, body func(next *task.Task, m Move) string) (map[string]string, error) {
+	msgs := make([]queue.Outgoing, len(moves))
+	for i, m := range moves {
+		next := m.Task.Clone()
+		next.EffectivePriority = p
+		msgs[i] = queue.Outgoing{ID: fmt.Sprint(i), Body: body(next, m), Delay: m.Delay, Group: m.Task.FairKey()}
+	}
+	if err := e.queues.SendBatch(ctx, p, msgs); err != nil {
+		var be *queue.BatchError
+		if !errors.As(err, &be) {
+			return nil, err
+		}
+		return be.Failed, nil
+	}
+	return map[string]string{}, nil
 }
 
 // Retry puts a dead-lettered task back on its original priority's queue
