@@ -176,10 +176,16 @@ func (f *Flow) check(ctx context.Context, ts []*task.Task) (resolved int) {
 }
 
 // announced reports whether waiting child t may still be released by the
-// message its last parent p's walk sent (announce): p completed less than
-// ReleaseGrace ago and is all t waits on. The sweep leaves it until then.
+// message its last parent p's walk sent (announce): p is all t waits on
+// and completed less than ReleaseGrace ago, or t's run_at (its message's
+// delay) is less than ReleaseGrace ago. The sweep leaves it until then.
 func (f *Flow) announced(t, p *task.Task) bool {
-	return p.Status == triagetype.Completed && p.CompletedAt != nil &&
-		len(t.WaitingOn) == 1 && t.WaitingOn[0] == p.ID &&
-		f.store.Now().Sub(*p.CompletedAt) < f.opt.ReleaseGrace
+	if p.Status != triagetype.Completed || p.CompletedAt == nil || len(t.WaitingOn) != 1 || t.WaitingOn[0] != p.ID {
+		return false
+	}
+	due := *p.CompletedAt
+	if t.RunAt != nil && t.RunAt.After(due) {
+		due = *t.RunAt
+	}
+	return f.store.Now().Sub(due) < f.opt.ReleaseGrace
 }
