@@ -523,13 +523,10 @@ func (f *Flow) announce(ctx context.Context, parent string, ts []*task.Task) map
 		if t.Status != triagetype.Waiting {
 			continue
 		}
-		if t.RunAt != nil && t.RunAt.Sub(now) > f.opt.DirectWindow {
+		delay, scheduled := f.releaseDelay(t, now)
+		if scheduled {
 			later = append(later, t)
 			continue
-		}
-		var delay time.Duration
-		if t.RunAt != nil {
-			delay = max(0, t.RunAt.Sub(now))
 		}
 		byPrio[t.EffectivePriority] = append(byPrio[t.EffectivePriority], enqueue.Move{Task: t, Delay: delay})
 	}
@@ -567,15 +564,12 @@ func (f *Flow) releaseMoved(ctx context.Context, ts []*task.Task) map[string]boo
 		if t.Status != triagetype.Waiting {
 			continue
 		}
-		if t.RunAt != nil && t.RunAt.Sub(now) > f.opt.DirectWindow {
+		delay, scheduled := f.releaseDelay(t, now)
+		if scheduled {
 			if _, err := f.store.Transition(ctx, t, triagetype.Scheduled, resolved); err == nil {
 				moved[t.ID] = true
 			}
 			continue
-		}
-		var delay time.Duration
-		if t.RunAt != nil {
-			delay = max(0, t.RunAt.Sub(now))
 		}
 		byPrio[t.EffectivePriority] = append(byPrio[t.EffectivePriority], enqueue.Move{Task: t, Delay: delay, Apply: resolved})
 	}
@@ -591,6 +585,19 @@ func (f *Flow) releaseMoved(ctx context.Context, ts []*task.Task) map[string]boo
 		}
 	}
 	return moved
+}
+
+// releaseDelay is how a released task t reaches its queue at now: its
+// message delayed until its run_at, or, when run_at is further away than
+// the direct window, scheduled (no message; the promoter sends it).
+func (f *Flow) releaseDelay(t *task.Task, now time.Time) (delay time.Duration, scheduled bool) {
+	if t.RunAt == nil {
+		return 0, false
+	}
+	if t.RunAt.Sub(now) > f.opt.DirectWindow {
+		return 0, true
+	}
+	return max(0, t.RunAt.Sub(now)), false
 }
 
 func contains(xs []string, x string) bool {
