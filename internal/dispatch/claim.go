@@ -252,7 +252,10 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 					started = d.Started
 				}
 			}
-			enqueued := releasedAt(m, t, fromWaiting)
+			var enqueued time.Time // a released task's queue wait began at its release
+			if fromWaiting {
+				enqueued = releasedAt(m, t)
+			}
 			got, err := c.store.Transition(ctx, t, triagetype.Executing, func(n *task.Task) {
 				if fromWaiting {
 					n.WaitingOn, n.EnqueuedAt = nil, &enqueued
@@ -272,7 +275,7 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 				first := (t.Status == triagetype.Queued || fromWaiting) && t.Attempts == 0
 				if fromWaiting {
 					t = t.Clone()
-					t.EnqueuedAt = &enqueued // its queue wait began at its release
+					t.EnqueuedAt = &enqueued
 				}
 				c.mx.Started(t, start, first)
 				done, rel := c.keyUse.start(t), release

@@ -75,19 +75,15 @@ func (c *Consumer) released(ctx context.Context, msg task.Message, t *task.Task)
 // release write, made only when the task must be queued to go on (a
 // control sets it aside).
 func (c *Consumer) releaseInPlace(ctx context.Context, m queue.Received, t *task.Task) (*task.Task, error) {
-	at := releasedAt(m, t, true)
+	at := releasedAt(m, t)
 	return c.store.Transition(ctx, t, triagetype.Queued, func(n *task.Task) {
 		n.WaitingOn, n.EnqueuedAt = nil, &at
 	})
 }
 
-// releasedAt is when a task released by message m began its queue wait:
-// the message's first send (zero time when fromWaiting is false, or the
-// task's last write when SQS did not say).
-func releasedAt(m queue.Received, t *task.Task, fromWaiting bool) time.Time {
-	if !fromWaiting {
-		return time.Time{}
-	}
+// releasedAt is when task t, released by message m, began its queue wait:
+// the message's first send (t's last write when SQS did not say).
+func releasedAt(m queue.Received, t *task.Task) time.Time {
 	if at := m.Origin(); !at.IsZero() {
 		return at
 	}
