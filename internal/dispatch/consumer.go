@@ -466,19 +466,22 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 		sleep(ctx, pausedPoll)
 		return
 	}
-	if want := min(queue.MaxBatch, c.opt.Concurrency); gen > 0 && gen+res < want {
-		// Busy: give running tasks time to free more slots, so one receive
-		// fetches several messages instead of one: BatchWait, or as long
-		// as the slots' turnover says want slots take to free up, at most
-		// MaxBatchWait. It never asks for more messages than there are
-		// free slots: a message received is claimed at once, in the order
-		// the weighted pick and the keys' fair windows decided, never held
-		// here behind a local backlog. With only reserved slots free
-		// nothing waits: the high queue alone is polled for them, so high
-		// work is not held back by the batching.
+	if want := min(queue.MaxBatch, c.opt.Concurrency-c.opt.ReservedHigh); gen > 0 && gen < want {
+		// Busy: give running tasks time to free more general slots, so one
+		// receive fetches a full batch instead of a few messages. Slots
+		// free at random, so the wait is twice what the slots' turnover
+		// says want slots take (at least BatchWait, at most MaxBatchWait);
+		// it ends as soon as they are free. Reserved slots do not count:
+		// they run high work only, so a batch for medium or low must fit
+		// the general ones. It never asks for more messages than there
+		// are free slots: a message received is claimed at once, in the
+		// order the weighted pick and the keys' fair windows decided,
+		// never held here behind a local backlog. With only reserved
+		// slots free nothing waits: the high queue alone is polled for
+		// them, so high work is not held back by the batching.
 		wait := c.opt.BatchWait
 		if wait >= 0 {
-			wait = max(wait, min(c.slots.turnover(want), c.opt.MaxBatchWait))
+			wait = max(wait, min(2*c.slots.turnover(want), c.opt.MaxBatchWait))
 		}
 		gen, res = c.waitForSlots(ctx, want, wait)
 	}
@@ -524,8 +527,8 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 	c.start(ctx, work, wg, msgs)
 }
 
-// waitForSlots waits up to d for at least want free slots and returns the
-// free counts then.
+// waitForSlots waits up to d for at least want free general slots and
+// returns the free counts then.
 func (c *Consumer) waitForSlots(ctx context.Context, want int, d time.Duration) (gen, res int) {
 	if d <= 0 {
 		gen, res, _ = c.slots.free()
@@ -535,7 +538,7 @@ func (c *Consumer) waitForSlots(ctx context.Context, want int, d time.Duration) 
 	defer timer.Stop()
 	for {
 		g, r, released := c.slots.free()
-		if g+r >= want {
+		if g >= want {
 			return g, r
 		}
 		select {

@@ -32,18 +32,19 @@ func newSlots(total, reserved int) *slots {
 	return &slots{total: total, general: total - reserved, reserved: reserved, changed: make(chan struct{})}
 }
 
-// turnover is how long, at the slots' recent turnover, until want slots
-// are free: the missing slots times the mean hold, spread over the busy
-// slots (0 when want are free, nothing is busy or nothing was released yet).
+// turnover is how long, at the slots' recent turnover, until want general
+// slots are free: the missing slots times the mean hold, spread over the
+// busy slots (0 when want are free, nothing is busy or nothing was
+// released yet). Reserved slots do not count: they take high work only,
+// and a batch for the other queues must fit the general ones.
 func (s *slots) turnover(want int) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	free := s.general + s.reserved
-	busy := s.total - free
-	if free >= want || busy <= 0 || s.hold == 0 {
+	busy := s.total - s.general - s.reserved
+	if s.general >= want || busy <= 0 || s.hold == 0 {
 		return 0
 	}
-	return time.Duration(want-free) * s.hold / time.Duration(busy)
+	return time.Duration(want-s.general) * s.hold / time.Duration(busy)
 }
 
 // free returns the free counts and a channel closed at the next release.

@@ -48,3 +48,33 @@ func TestEmptyBackoffGrowsForMediumAndLow(t *testing.T) {
 		t.Errorf("low after a receive brought something: skipped %v, want 100ms", got)
 	}
 }
+
+// A busy consumer's batch is sized by the general slots: the free reserved
+// slot takes high work only, so it neither counts towards the batch nor
+// shortens the wait for it (it did, and medium received 9 at a time).
+func TestTurnoverCountsGeneralSlots(t *testing.T) {
+	s := newSlots(32, 1)
+	for range 31 {
+		if _, ok := s.take(triagetype.Medium); !ok {
+			t.Fatal("no general slot for medium")
+		}
+	}
+	if got := s.turnover(10); got != 0 {
+		t.Fatalf("turnover before any release = %v, want 0 (no hold known)", got)
+	}
+	for range 9 {
+		s.release(generalSlot, 310*time.Millisecond)
+	}
+	gen, res, _ := s.free()
+	if gen != 9 || res != 1 {
+		t.Fatalf("free = %d general, %d reserved; want 9, 1", gen, res)
+	}
+	// One general slot missing, 22 busy, 310 ms held: 310/22 ms.
+	if got, want := s.turnover(10), 310*time.Millisecond/22; got != want {
+		t.Errorf("turnover(10) with 9 general and 1 reserved free = %v, want %v", got, want)
+	}
+	s.release(generalSlot, 310*time.Millisecond)
+	if got := s.turnover(10); got != 0 {
+		t.Errorf("turnover(10) with 10 general free = %v, want 0", got)
+	}
+}
