@@ -297,7 +297,8 @@ func (s *Server) setLimits(w http.ResponseWriter, r *http.Request) {
 	s.answer(w, r, st, err)
 }
 
-// RateUse is how much of a type's rate limit its current window used.
+// RateUse is how much of a rate limit (a type's or a keyed scope's) its
+// current window used.
 type RateUse = triagetype.RateUse
 
 // ControlList is the body of GET /control: the settings, global first,
