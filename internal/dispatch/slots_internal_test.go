@@ -78,3 +78,33 @@ func TestTurnoverCountsGeneralSlots(t *testing.T) {
 		t.Errorf("turnover(10) with 10 general free = %v, want 0", got)
 	}
 }
+
+// The busy consumer's wait for a batch ends on free general slots: nine
+// general and the reserved one free is not ten (it waits out its timer),
+// and the tenth general slot freed meanwhile ends it at once.
+func TestWaitForSlotsCountsGeneralSlots(t *testing.T) {
+	c := New(nil, nil, nil, nil, Options{Concurrency: 32, ReservedHigh: 1}, Deps{})
+	for range 31 {
+		if _, ok := c.slots.take(triagetype.Medium); !ok {
+			t.Fatal("no general slot for medium")
+		}
+	}
+	for range 9 {
+		c.slots.release(generalSlot, time.Millisecond)
+	}
+	const d = 50 * time.Millisecond
+	start := time.Now()
+	gen, res := c.waitForSlots(t.Context(), 10, d)
+	if waited := time.Since(start); waited < d || gen != 9 || res != 1 {
+		t.Errorf("with 9 general and 1 reserved free: returned %d, %d after %v; want 9, 1 after the whole %v", gen, res, waited, d)
+	}
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		c.slots.release(generalSlot, time.Millisecond)
+	}()
+	start = time.Now()
+	gen, _ = c.waitForSlots(t.Context(), 10, time.Minute)
+	if waited := time.Since(start); gen != 10 || waited > 30*time.Second {
+		t.Errorf("a tenth general slot freed: returned %d general after %v; want 10 at once", gen, waited)
+	}
+}
