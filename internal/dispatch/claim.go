@@ -197,8 +197,8 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 				// resolved just before the last one completed still shows
 				// in waiting_on. Read once more, strongly, before dropping.
 				reread = true
-				if fresh, err := c.store.GetManyConsistent(ctx, []string{t.ID}); err == nil && len(fresh) == 1 && fresh[0].Version != t.Version {
-					t = fresh[0]
+				if fresh, err := c.store.Get(ctx, t.ID); err == nil && fresh.Version != t.Version {
+					t = fresh
 					continue
 				}
 			}

@@ -39,7 +39,6 @@ import (
 // Store is the part of the task store the consumer uses.
 type Store interface {
 	Get(ctx context.Context, id string) (*task.Task, error)
-	GetManyConsistent(ctx context.Context, ids []string) ([]*task.Task, error)
 	Create(ctx context.Context, t *task.Task) (*task.Task, bool, error)
 	Transition(ctx context.Context, cur *task.Task, to triagetype.Status, apply func(*task.Task)) (*task.Task, error)
 	Claim(ctx context.Context, c store.Claim) (*task.Task, error)

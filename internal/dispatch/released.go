@@ -2,10 +2,12 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/triagehq/triage/internal/queue"
+	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
@@ -59,11 +61,14 @@ func (c *Consumer) released(ctx context.Context, msg task.Message, t *task.Task)
 	if c.parents.has(id) {
 		return true, nil
 	}
-	ps, err := c.store.GetManyConsistent(ctx, []string{id})
+	parent, err := c.store.Get(ctx, id) // strongly consistent
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
 	if err != nil {
 		return false, err
 	}
-	if len(ps) == 0 || ps[0].Status != triagetype.Completed {
+	if parent.Status != triagetype.Completed {
 		return false, nil
 	}
 	c.parents.add(id)

@@ -68,7 +68,12 @@ var ErrNotRecorded = errors.New("task not recorded")
 
 // Body is the SQS body of t's message at dispatch version v.
 func Body(t *task.Task, v int64) string {
-	b, _ := json.Marshal(task.MessageFor(t, v))
+	return encode(task.MessageFor(t, v))
+}
+
+// encode is a message's body: its JSON (a Message always marshals).
+func encode(msg task.Message) string {
+	b, _ := json.Marshal(msg)
 	return string(b)
 }
 
@@ -339,8 +344,7 @@ func (e *Enqueuer) SendReleases(ctx context.Context, p triagetype.Priority, pare
 	failed, err := e.sendMoves(ctx, p, moves, func(next *task.Task, m Move) string {
 		msg := task.MessageFor(next, m.Task.DispatchVersion)
 		msg.ReleasedBy = parent
-		b, _ := json.Marshal(msg) // as Body: a Message always marshals
-		return string(b)
+		return encode(msg)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("send releases to %s: %w", p, err)
