@@ -211,6 +211,18 @@ func TestKeyRateUseInControlList(t *testing.T) {
 	if _, err := a.Controls.SetLimits(ctx, "work", 0.5, 0); err != nil {
 		t.Fatal(err)
 	}
+	// The windows are fixed (2 s for work, 10 s for beta) and turn on
+	// whole seconds: start just after a 2 s turn, so the start and the
+	// read below fall in the same window of each (a start at 1.99 s read
+	// at 2.01 s would be counted in a window the read no longer sees).
+	for {
+		now := time.Now()
+		into := now.Sub(now.Truncate(2 * time.Second))
+		if into < 200*time.Millisecond {
+			break
+		}
+		time.Sleep(2*time.Second - into + 20*time.Millisecond)
+	}
 	tk := (&task.Request{Type: "work", Key: "beta"}).NewTask(time.Now().UTC(), 0)
 	if d, err := a.Controls.Decide(ctx, tk); err != nil || d.Release == nil {
 		t.Fatalf("first start of beta refused: %+v, %v", d, err)
