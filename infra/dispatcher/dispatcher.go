@@ -630,10 +630,11 @@ func (d *Dispatcher) schedule(p Props) {
 // event source mapping with ReportBatchItemFailures, so a message the
 // consumer hands back, puts off or retries (and so does not delete) is
 // listed as failed and left on its queue rather than deleted by Lambda.
-// Lambda's pollers long-poll each queue (their receives are Lambda's, not
-// billed to the account); a message starts an invocation, which runs it
-// and polls all three queues by weight until they have been empty for the
-// consumer's IdleStop.
+// Lambda's pollers long-poll each queue (their receives are billed as SQS
+// requests: the bench's idle month prices them); a message starts an
+// invocation, which runs it and polls all three queues by weight while
+// there is work, returning once nothing has run for the consumer's
+// IdleStop and its long polls in flight have come back empty.
 func (d *Dispatcher) consumerMappings(p Props) {
 	for _, q := range d.Queues {
 		src := awslambdaeventsources.NewSqsEventSource(q.Queue, &awslambdaeventsources.SqsEventSourceProps{

@@ -142,9 +142,15 @@ type Options struct {
 	MaxReceiveCount int
 	// IdleStop is how long an event-started run (RunEvent) keeps polling
 	// once no task runs and no receive brings a message, before it drains
-	// and returns (2 s: two empty long-polls at the default PollWait). It
-	// is the price of scaling to zero: an invocation outlives its last
-	// task by about IdleStop, and a task sent within it starts at once.
+	// and returns (250 ms). It never returns with a long poll in flight:
+	// it starts no new one, waits for those under way and runs what they
+	// bring. So an invocation outlives its last task by about the rest of
+	// the long polls its slots started (at most PollWait, 1 s), and a task
+	// sent meanwhile starts at once. Every held second is billed (0.5
+	// GB-s at 512 MB, $6.7 a million seconds), while ending early costs a
+	// new invocation for the next message ($0.20 a million, two worker
+	// registry writes): a short tail is the cheaper side for sparse
+	// traffic, and busy traffic never idles.
 	IdleStop time.Duration
 	// WorkerHeartbeat is the registry heartbeat interval
 	// (workers.DefaultHeartbeat, 10 s).
@@ -176,7 +182,7 @@ func OptionsFrom(cfg triageconfig.Config) Options {
 		DrainTimeout:     30 * time.Second,
 		Backoff:          cfg.RetryBackoff,
 		OrphanAfter:      time.Minute,
-		IdleStop:         2 * time.Second,
+		IdleStop:         250 * time.Millisecond,
 		UnhandledAfter:   cfg.UnhandledAfter,
 	}
 	if q, ok := spec.Of(cfg.Prefix, cfg.Table, cfg.Bucket).Queue(triagetype.High); ok {
@@ -366,8 +372,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 // that Delete and ChangeVisibility accept) through the same claim, lease
 // and outcome path as Run, then polls all three queues as Run does while
 // there is work. It stops polling once no task has run and no receive has
-// brought a message for IdleStop, or when ctx ends, then drains as Run
-// does, so it never returns with a claimed task.
+// brought a message for IdleStop and no long poll is in flight, or when
+// ctx ends, then drains as Run does, so it never returns with a claimed
+// task.
 //
 // It returns the messages of msgs the consumer did not delete: handed
 // back, put off, retrying, or whose delete failed. They must live on, so
@@ -394,7 +401,8 @@ func (c *Consumer) RunEvent(ctx context.Context, msgs []queue.Received) []queue.
 
 // run starts first, then polls until ctx ends or, when idleStop is
 // positive, until the consumer has been idle that long (no task running,
-// no message received), then drains: running tasks get DrainTimeout, then
+// no message received) and its long polls in flight have come back
+// empty, then drains: running tasks get DrainTimeout, then
 // are cancelled and handed back. It returns once every task it started
 // has been recorded and every delete it asked for has been sent.
 func (c *Consumer) run(ctx context.Context, first []queue.Received, idleStop time.Duration) {
@@ -414,12 +422,26 @@ func (c *Consumer) run(ctx context.Context, first []queue.Received, idleStop tim
 	idle := idleClock{since: time.Now(), received: c.waits.received.Load()}
 	for pollCtx.Err() == nil {
 		if idleStop > 0 && idle.idleFor(time.Now(), c.busy(), c.waits.received.Load()) >= idleStop {
-			break
+			if !c.pollingAny() {
+				break
+			}
+			// Idle long enough: start no new receive, but wait for the long
+			// polls in flight (they run to their end either way) and run
+			// what they bring rather than hand it back to a new invocation.
+			select {
+			case <-c.pollNews:
+			case <-pollCtx.Done():
+			}
+			continue
 		}
 		c.pollOnce(pollCtx, work, &wg)
 	}
 	stopPolling() // an idle long-poll still in flight hands back what it brings
-	beacon.Drain()
+	if c.busy() > 0 {
+		// Say draining while tasks finish; with none running, the
+		// deregistration below follows at once and says it all.
+		beacon.Drain()
+	}
 
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

@@ -82,15 +82,23 @@ type Stats struct {
 	ColdStarts  int64 // environments it started
 	Failures    int64 // records listed as batch item failures (or of failed invocations)
 	Deleted     int64 // records it deleted after their invocation
+	// Billed is the invocations' durations, each rounded up to the
+	// millisecond as Lambda bills them: from the handler's call to its
+	// return, the function's own work only.
+	Billed time.Duration
 }
 
-type counters struct{ receives, invocations, coldStarts, failures, deleted atomic.Int64 }
+type counters struct {
+	receives, invocations, coldStarts, failures, deleted atomic.Int64
+	billedMS                                             atomic.Int64
+}
 
 // Stats returns the counts so far.
 func (s *Source) Stats() Stats {
 	return Stats{
 		Receives: s.stats.receives.Load(), Invocations: s.stats.invocations.Load(), ColdStarts: s.stats.coldStarts.Load(),
 		Failures: s.stats.failures.Load(), Deleted: s.stats.deleted.Load(),
+		Billed: time.Duration(s.stats.billedMS.Load()) * time.Millisecond,
 	}
 }
 
@@ -242,7 +250,9 @@ func (s *Source) invoke(ctx context.Context, url string, msgs []types.Message) {
 		AwsRequestID:       fmt.Sprintf("local-%d", s.stats.invocations.Load()),
 		InvokedFunctionArn: "arn:aws:lambda:" + s.region() + ":000000000000:function:triage-consumer",
 	})
+	began := time.Now()
 	out, err := h.Invoke(ictx, payload)
+	s.stats.billedMS.Add(int64((time.Since(began) + time.Millisecond - 1) / time.Millisecond))
 	cancel()
 	s.envs.put(h)
 	failed, err := Failures(ev, out, err)

@@ -123,7 +123,8 @@ func TestIdleSourceInvokesNothing(t *testing.T) {
 	}
 	id := submit(t, a, "ok", triagetype.High)
 	stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, time.Minute)
-	// The invocation returns once the queues have been empty for IdleStop.
+	// The invocation returns once nothing has run for IdleStop and its
+	// long polls in flight have come back empty.
 	for src.Stats().Deleted < 1 {
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -16,10 +16,12 @@ import (
 	"github.com/triagehq/triage/internal/app/promoterapp"
 	"github.com/triagehq/triage/internal/blob"
 	"github.com/triagehq/triage/internal/emulators/stacktest"
+	"github.com/triagehq/triage/internal/eventsource"
 	"github.com/triagehq/triage/internal/handler"
 	"github.com/triagehq/triage/internal/promote"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/triageconfig"
+	"github.com/triagehq/triage/triagetype"
 )
 
 // requestCounter counts the AWS requests of every client built on a
@@ -132,4 +134,71 @@ func diffOf(before, after map[string]int) map[string]int {
 		}
 	}
 	return diff
+}
+
+// A task sent to an idle stack costs one invocation and no more writes
+// than its own and the invocation's two in the worker registry: counted
+// on the SDK clients, the submit's put, the claim and the completion, the
+// registration and the deregistration, and no "draining" heartbeat in
+// between (nothing ran when the invocation stopped polling). The
+// invocation returns after the long polls its slot started, not after
+// rounds of idle ones: each queue is received from at most twice by the
+// consumer (the busy receive and the long poll), beside the source's own
+// polls.
+func TestLoneTaskRequests(t *testing.T) {
+	env := stacktest.New(t)
+	cfg, err := triageconfig.FromEnv(env.Getenv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnt := &requestCounter{n: map[string]int{}}
+	awsCfg.APIOptions = append(awsCfg.APIOptions, cnt.add)
+	a, err := app.Assemble(ctx, cfg, nil, awsCfg, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := source(env, a, stacktest.Registry("ok", handler.Func(func(context.Context, handler.Request) (json.RawMessage, error) {
+		return json.RawMessage(`{}`), nil
+	})))
+	stacktest.Run(t, src)
+	for src.Stats().Receives < 3 { // the pollers are up
+		time.Sleep(50 * time.Millisecond)
+	}
+	var diff map[string]int
+	var own int64
+	// A first task warms the emulator's new table (DynamoDB Local's first
+	// writes to it take hundreds of milliseconds, which AWS's do not).
+	var st0 eventsource.Stats
+	for i := range 2 {
+		if i == 1 {
+			st0 = src.Stats()
+		}
+		before, polls := cnt.snapshot(), src.Stats().Receives
+		id := submit(t, a, "ok", triagetype.Medium)
+		stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, time.Minute)
+		for src.Stats().Deleted < int64(i+1) { // the invocation returned
+			time.Sleep(50 * time.Millisecond)
+		}
+		diff = diffOf(before, cnt.snapshot())
+		own = int64(diff["SQS ReceiveMessage"]) - (src.Stats().Receives - polls)
+	}
+	st := src.Stats()
+	t.Logf("requests for one task: %v; event source %+v, before it %+v", diff, st, st0)
+	if st.Invocations-st0.Invocations != 1 || st.Billed <= st0.Billed {
+		t.Errorf("event source %+v after %+v: want one invocation, its billed time counted", st, st0)
+	}
+	want := map[string]int{"PutItem": 2, "UpdateItem": 2, "DeleteItem": 1, "BatchWriteItem": 0, "TransactWriteItems": 0}
+	for _, op := range dynamoWrites {
+		if n := diff["DynamoDB "+op]; n != want[op] {
+			t.Errorf("DynamoDB %s: %d requests, want %d", op, n, want[op])
+		}
+	}
+	if own > 6 {
+		t.Errorf("the consumer received %d times for one task, want at most 6 (a busy receive and one long poll a queue)", own)
+	}
 }
