@@ -57,6 +57,57 @@ type IdleStart struct {
 	IdleDynamoDB           int64    `json:"idle_dynamodb_requests"`
 	IdleDynamoDBWriteUnits float64  `json:"idle_dynamodb_write_units"`
 	Model                  []string `json:"aws_model"`
+	// Lone is what each try's task cost: one task alone in its
+	// invocation, the price of scaling to zero for sparse traffic.
+	Lone *LoneTask `json:"lone_task,omitempty"`
+}
+
+// LoneTask is the price of a task sent to an idle deployment, measured
+// over group 14's tries: its invocation (billed for its measured
+// duration, the idle tail included), every DynamoDB and SQS request from
+// its submit (a send, then the record, as the API function does; API
+// Gateway and the API function left out) to its invocation's return, the
+// worker registry's writes included. The mapping pollers' receives are
+// left out (they poll whether or not tasks come: the idle month prices
+// them) and counted apart.
+type LoneTask struct {
+	Invocations    float64 `json:"invocations_per_task"`
+	BilledMS       float64 `json:"billed_ms_per_invocation"`
+	WriteUnits     float64 `json:"dynamodb_write_units_per_task"`
+	ReadUnits      float64 `json:"dynamodb_read_units_per_task"`
+	RefusedWrites  float64 `json:"refused_conditional_writes_per_task"`
+	SQSRequests    float64 `json:"sqs_requests_per_task"`
+	PollerReceives float64 `json:"poller_receives_per_task"`
+	LambdaUSD      float64 `json:"lambda_usd_per_million"`
+	DynamoDBUSD    float64 `json:"dynamodb_usd_per_million"`
+	SQSUSD         float64 `json:"sqs_usd_per_million"`
+	TotalUSD       float64 `json:"total_usd_per_million"`
+	MemoryMB       int     `json:"consumer_mb"`
+}
+
+// priceLone prices n lone tasks from their requests and their sources'
+// counts.
+func priceLone(n int, reqs counts, invocations int64, billed time.Duration, pollerReceives int64, pr Prices) LoneTask {
+	per := func(v float64) float64 { return v / float64(n) }
+	ddb, q := reqs.total(svcDynamoDB), reqs.total(svcSQS)
+	l := LoneTask{
+		Invocations:    round(per(float64(invocations)), 3),
+		WriteUnits:     round(per(ddb.WriteTable+ddb.WriteIndex), 3),
+		ReadUnits:      round(per(ddb.Read), 3),
+		RefusedWrites:  round(per(float64(ddb.Refused)), 3),
+		SQSRequests:    round(per(float64(q.Attempts-pollerReceives)), 3),
+		PollerReceives: round(per(float64(pollerReceives)), 3),
+		MemoryMB:       pr.ConsumerLambdaMB,
+	}
+	if invocations > 0 {
+		l.BilledMS = round(ms(billed)/float64(invocations), 1)
+	}
+	gbs := billed.Seconds() * float64(pr.ConsumerLambdaMB) / 1024
+	l.LambdaUSD = sig(per(float64(invocations)*pr.LambdaPerMillionRequests+gbs*pr.LambdaPerGBSecondARM*1e6), 3)
+	l.DynamoDBUSD = sig(l.WriteUnits*pr.DDBPerMillionWriteUnits+l.ReadUnits*pr.DDBPerMillionReadUnits, 3)
+	l.SQSUSD = sig(l.SQSRequests*pr.SQSPerMillionRequests, 3)
+	l.TotalUSD = sig(l.LambdaUSD+l.DynamoDBUSD+l.SQSUSD, 3)
+	return l
 }
 
 const idleStartTargetMS = 250
@@ -163,6 +214,11 @@ func measureIdleStart(ctx context.Context, cl clients, cnt *counter, o options, 
 		}
 		res.IdleWorkers += len(ws)
 	}
+	srcBefore := make([]eventsource.Stats, len(ts))
+	for i, t := range ts {
+		srcBefore[i] = t.src.Stats()
+	}
+	before = cnt.snapshot()
 	var starts, after []time.Duration
 	for i, t := range ts {
 		if i > 0 {
@@ -186,6 +242,26 @@ func measureIdleStart(ctx context.Context, cl clients, cnt *counter, o options, 
 		}
 	}
 	res.Start, res.AfterSubmit = distOf(starts), distOf(after)
+	// Each try's invocation returns after its idle tail; then its task's
+	// requests are all counted.
+	for _, t := range ts {
+		for t.src.Stats().Deleted < 1 {
+			if err := ctx.Err(); err != nil {
+				return res, err
+			}
+			sleepCtx(ctx, 50*time.Millisecond)
+		}
+	}
+	var invocations, polls int64
+	var billed time.Duration
+	for i, t := range ts {
+		st := t.src.Stats()
+		invocations += st.Invocations - srcBefore[i].Invocations
+		polls += st.Receives - srcBefore[i].Receives
+		billed += st.Billed - srcBefore[i].Billed
+	}
+	lone := priceLone(len(ts), cnt.snapshot().since(before), invocations, billed, polls, publicPrices())
+	res.Lone = &lone
 	return res, nil
 }
 
@@ -204,6 +280,12 @@ func printIdleStart(w io.Writer, x IdleStart) {
 	fmt.Fprintf(w, "  from the submit's return: p50 %.1f ms, p99 %.1f ms; each try from the call: %v\n", x.AfterSubmit.P50, x.AfterSubmit.P99, x.Each)
 	fmt.Fprintf(w, "  while idle: %d invocations (want 0), %d worker items (want 0), %d DynamoDB requests and %.0f write units (want 0), %d poller receives\n",
 		x.IdleInvocations, x.IdleWorkers, x.IdleDynamoDB, x.IdleDynamoDBWriteUnits, x.IdleReceives)
+	if l := x.Lone; l != nil {
+		fmt.Fprintf(w, "  a task alone (each try's): %.2f invocations of %.0f ms billed at %d MB, %.2f DynamoDB write units (%.2f refused conditional writes) and %.2f read units, %.2f SQS requests (+%.1f mapping poller receives, in the idle month)\n",
+			l.Invocations, l.BilledMS, l.MemoryMB, l.WriteUnits, l.RefusedWrites, l.ReadUnits, l.SQSRequests, l.PollerReceives)
+		fmt.Fprintf(w, "  a task alone per million: $%.3f = Lambda $%.3f + DynamoDB $%.3f + SQS $%.3f (API Gateway and the API function apart)\n",
+			l.TotalUSD, l.LambdaUSD, l.DynamoDBUSD, l.SQSUSD)
+	}
 	fmt.Fprintln(w, "  AWS model:")
 	for _, m := range x.Model {
 		fmt.Fprintf(w, "    - %s\n", m)
