@@ -414,7 +414,11 @@ func (c *Consumer) run(ctx context.Context, first []queue.Received, idleStop tim
 	delDone := make(chan struct{})
 	go func() { c.del.run(delCtx); close(delDone) }()
 
-	beacon := c.announce(ctx)
+	var registerAfter time.Duration
+	if idleStop > 0 { // an invocation: sparse traffic leaves no registry trace
+		registerAfter = eventRegisterAfter
+	}
+	beacon := c.announce(ctx, registerAfter)
 	defer beacon.Stop()
 
 	var wg sync.WaitGroup

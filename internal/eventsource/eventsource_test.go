@@ -213,3 +213,45 @@ func TestDeadlineHandsBackAndReports(t *testing.T) {
 		t.Errorf("task after the invocation: %+v, %v; want queued with 1 attempt counted", got, err)
 	}
 }
+
+// An invocation that keeps working is listed in the worker registry while
+// it runs (once it has run dispatch's eventRegisterAfter) and removed when
+// it returns: only invocations that end sooner leave no trace.
+func TestLongInvocationIsListed(t *testing.T) {
+	env := stacktest.New(t)
+	a := env.App(t, nil)
+	release := make(chan struct{})
+	reg := stacktest.Registry("slow", handler.Func(func(ctx context.Context, _ handler.Request) (json.RawMessage, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return json.RawMessage(`{}`), nil
+	}))
+	src := source(env, a, reg)
+	stop := stacktest.Run(t, src)
+	defer stop()
+	id := submit(t, a, "slow", triagetype.Medium)
+	stacktest.WaitStatus(t, a.Store, id, triagetype.Executing, time.Minute)
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	var ws []triagetype.WorkerInfo
+	for len(ws) == 0 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		var err error
+		if ws, err = a.Workers.List(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	if len(ws) != 1 || ws[0].Kind != triagetype.WorkerKindLambda || ws[0].State != triagetype.WorkerActive {
+		t.Fatalf("workers while the invocation runs its task: %+v, want one active lambda instance", ws)
+	}
+	stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, time.Minute)
+	for src.Stats().Deleted < 1 {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if ws, err := a.Workers.List(ctx); err != nil || len(ws) != 0 {
+		t.Errorf("workers after the invocation returned: %+v, %v; want none", ws, err)
+	}
+}

@@ -40,7 +40,8 @@ type Beacon struct {
 	done      chan struct{}
 }
 
-// Start registers self and heartbeats it until Stop. ctx carries values
+// Start registers self (after self.RegisterAfter, when set) and
+// heartbeats it until Stop. ctx carries values
 // only: the beacon outlives its cancellation, since a consumer keeps
 // heartbeating while it drains.
 func Start(ctx context.Context, reg Registrar, self Instance, busy func() int, log *slog.Logger) *Beacon {
@@ -58,6 +59,15 @@ func Start(ctx context.Context, reg Registrar, self Instance, busy func() int, l
 
 func (b *Beacon) run(ctx context.Context) {
 	defer close(b.done)
+	if b.self.RegisterAfter > 0 {
+		wait := time.NewTimer(b.self.RegisterAfter)
+		select {
+		case <-wait.C:
+		case <-b.stop:
+			wait.Stop()
+			return // never registered: nothing to remove
+		}
+	}
 	register := func(ctx context.Context) error { return b.reg.Register(ctx, b.self) }
 	// registered: the item exists as far as the beacon knows. It turns
 	// false when a registration failed or a heartbeat found no item; the

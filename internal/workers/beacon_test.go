@@ -137,6 +137,27 @@ func TestBeacon(t *testing.T) {
 	}
 }
 
+// An instance with RegisterAfter writes nothing when it stops sooner, and
+// registers and heartbeats as usual once it has run that long.
+func TestBeaconRegisterAfter(t *testing.T) {
+	f := &fakeRegistrar{}
+	b := workers.Start(context.Background(), f, workers.Instance{ID: "w", Every: 20 * time.Millisecond, RegisterAfter: time.Hour}, func() int { return 0 }, nil)
+	b.Drain()
+	b.Stop()
+	if got := f.calls(); len(got) != 0 {
+		t.Errorf("stopped before RegisterAfter: calls %v, want none", got)
+	}
+
+	f = &fakeRegistrar{}
+	b = workers.Start(context.Background(), f, workers.Instance{ID: "w", Every: 20 * time.Millisecond, RegisterAfter: 30 * time.Millisecond}, func() int { return 1 }, nil)
+	at := f.waitFor(t, "register", 0) + 1
+	f.waitFor(t, "beat active 1", at)
+	b.Stop()
+	if log := f.calls(); log[len(log)-1] != "deregister" {
+		t.Errorf("last call %q, want deregister; calls: %v", log[len(log)-1], log)
+	}
+}
+
 // A nil beacon (a consumer with no registry) does nothing.
 func TestNilBeacon(t *testing.T) {
 	var b *workers.Beacon

@@ -109,6 +109,13 @@ type Instance struct {
 	// Running, when set, reports the tasks it runs per fairness key; each
 	// heartbeat writes it (bounded: see TopRunning).
 	Running func() Running
+	// RegisterAfter, when positive, is how long the instance runs before
+	// its beacon writes anything: one stopped sooner writes nothing at
+	// all. An event-started consumer invocation sets it, so an invocation
+	// that runs a lone task and returns within it costs no registry write
+	// (a put and a delete of the item and its index entry: 4 write units),
+	// while one that keeps working is listed from then on.
+	RegisterAfter time.Duration
 }
 
 // Registry reads and writes the worker items of one table.
