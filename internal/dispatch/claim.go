@@ -116,6 +116,9 @@ func (c *Consumer) claim(ctx context.Context, m queue.Received) (claimed, bool) 
 			return claimed{}, false
 		}
 		msg = task.Message{ID: pb.ID, Version: *pb.Version, Priority: m.Priority, Type: pb.MsgType, Key: pb.MsgKey, TimeoutSeconds: pb.MsgTimeout, RateWindow: pb.MsgRateWindow, ReleasedBy: pb.MsgReleasedBy}
+		if msg.ReleasedBy == "" { // a release's message follows its record
+			sleep(ctx, freshHold(m, time.Now()))
+		}
 		// A keyed task is claimed after a read: its key's fair window
 		// chains releases of held tasks that a decision on the message's
 		// copy did not keep in weight (3:1 became 3.7:1 in
@@ -387,6 +390,29 @@ func (c *Consumer) claimFromMessage(ctx context.Context, m queue.Received, msg t
 		return claimed{}, nil, true
 	}
 	return claimed{}, c.current(err), false
+}
+
+// recordLag is how long after its send a task's message may arrive ahead
+// of the write that records it: a submit sends first and then records the
+// task, and a re-dispatch sends just before its write (recordWaits). On
+// AWS the write lands about 10-20 ms after the send; an idle long poll
+// hands the message over sooner than that.
+const recordLag = 30 * time.Millisecond
+
+// freshHold is how long m is held before its claim: an original message
+// on its first receive, sent less than recordLag before now, waits for
+// the rest of recordLag. Claimed at once, it would find no record (or the
+// version before), spend a refused conditional write (billed as a write:
+// a fifth write unit for the task) and fall back to reads that wait for
+// the record; held, its claim is the task's one claim write. A copy
+// (FirstSentAt), a message received before or sent longer ago waits
+// nothing, so a backlog never waits; a send time ahead of this clock
+// waits recordLag at most.
+func freshHold(m queue.Received, now time.Time) time.Duration {
+	if m.ReceiveCount > 1 || !m.FirstSentAt.IsZero() || m.SentAt.IsZero() {
+		return 0
+	}
+	return max(0, min(recordLag, recordLag-now.Sub(m.SentAt)))
 }
 
 // startedAt is an admitted attempt's started_at: admitted, the clock a
