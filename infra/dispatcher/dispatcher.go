@@ -633,8 +633,8 @@ func (d *Dispatcher) schedule(p Props) {
 // Lambda's pollers long-poll each queue (their receives are billed as SQS
 // requests: the bench's idle month prices them); a message starts an
 // invocation, which runs it and polls all three queues by weight while
-// there is work, returning once nothing has run for the consumer's
-// IdleStop and its long polls in flight have come back empty.
+// there is work, returning once nothing runs and every queue's last
+// receive came back empty (see dispatch.Options.IdleStop).
 func (d *Dispatcher) consumerMappings(p Props) {
 	for _, q := range d.Queues {
 		src := awslambdaeventsources.NewSqsEventSource(q.Queue, &awslambdaeventsources.SqsEventSourceProps{

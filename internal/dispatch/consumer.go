@@ -140,17 +140,16 @@ type Options struct {
 	// time short of it is replaced by a fresh copy, so waiting never sends
 	// a task to the DLQ.
 	MaxReceiveCount int
-	// IdleStop is how long an event-started run (RunEvent) keeps polling
-	// once no task runs and no receive brings a message, before it drains
-	// and returns (250 ms). It never returns with a long poll in flight:
-	// it starts no new one, waits for those under way and runs what they
-	// bring. So an invocation outlives its last task by about the rest of
-	// the long polls its slots started (at most PollWait, 1 s), and a task
-	// sent meanwhile starts at once. Every held second is billed (0.5
-	// GB-s at 512 MB, $6.7 a million seconds), while ending early costs a
-	// new invocation for the next message ($0.20 a million, two worker
-	// registry writes): a short tail is the cheaper side for sparse
-	// traffic, and busy traffic never idles.
+	// IdleStop bounds how long an event-started run (RunEvent) keeps
+	// polling once no task runs and no receive brings a message (250 ms).
+	// Such a run returns as soon as nothing runs and every queue's last
+	// receive in it came back empty, and otherwise once idle for IdleStop;
+	// never with a long poll in flight (it waits for those under way and
+	// runs what they bring). An invocation is billed by the millisecond
+	// (0.5 GB-s a second at 512 MB, $6.7 a million seconds) while the
+	// queues' own pollers start a new one for the next message ($0.20 a
+	// million): for sparse traffic a short tail is the cheaper side, and
+	// busy traffic never idles.
 	IdleStop time.Duration
 	// WorkerHeartbeat is the registry heartbeat interval
 	// (workers.DefaultHeartbeat, 10 s).
@@ -371,10 +370,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 // (msgs, each received from its priority's queue, with a receipt handle
 // that Delete and ChangeVisibility accept) through the same claim, lease
 // and outcome path as Run, then polls all three queues as Run does while
-// there is work. It stops polling once no task has run and no receive has
-// brought a message for IdleStop and no long poll is in flight, or when
-// ctx ends, then drains as Run does, so it never returns with a claimed
-// task.
+// there is work. It stops polling once nothing runs and every queue's
+// last receive came back empty, or no receive has brought a message for
+// IdleStop (never with a long poll in flight), or when ctx ends, then
+// drains as Run does, so it never returns with a claimed task.
 //
 // It returns the messages of msgs the consumer did not delete: handed
 // back, put off, retrying, or whose delete failed. They must live on, so
@@ -400,9 +399,9 @@ func (c *Consumer) RunEvent(ctx context.Context, msgs []queue.Received) []queue.
 }
 
 // run starts first, then polls until ctx ends or, when idleStop is
-// positive, until the consumer has been idle that long (no task running,
-// no message received) and its long polls in flight have come back
-// empty, then drains: running tasks get DrainTimeout, then
+// positive (an event-started run), until nothing runs and every queue was
+// found empty, or the consumer has been idle that long (no task running,
+// no message received), and no long poll is in flight; then it drains: running tasks get DrainTimeout, then
 // are cancelled and handed back. It returns once every task it started
 // has been recorded and every delete it asked for has been sent.
 func (c *Consumer) run(ctx context.Context, first []queue.Received, idleStop time.Duration) {
@@ -421,11 +420,27 @@ func (c *Consumer) run(ctx context.Context, first []queue.Received, idleStop tim
 	beacon := c.announce(ctx, registerAfter)
 	defer beacon.Stop()
 
+	event := idleStop > 0
+	if event {
+		// A new invocation knows nothing of the queues yet: what an
+		// earlier one found empty is no news of them now.
+		for _, p := range triagetype.Priorities() {
+			c.clearEmpty(p)
+		}
+	}
 	var wg sync.WaitGroup
 	c.start(pollCtx, work, &wg, first)
 	idle := idleClock{since: time.Now(), received: c.waits.received.Load()}
 	for pollCtx.Err() == nil {
-		if idleStop > 0 && idle.idleFor(time.Now(), c.busy(), c.waits.received.Load()) >= idleStop {
+		idleFor := idle.idleFor(time.Now(), c.busy(), c.waits.received.Load())
+		if event && c.busy() == 0 && !c.pollingAny() && c.allFoundEmpty() {
+			// Nothing runs and every queue's last receive in this
+			// invocation came back empty: return now. Held, the invocation
+			// would be billed by the second (0.5 GB-s at 512 MB) for work
+			// the queues' own pollers start a new invocation for anyway.
+			break
+		}
+		if event && idleFor >= idleStop {
 			if !c.pollingAny() {
 				break
 			}
@@ -438,7 +453,7 @@ func (c *Consumer) run(ctx context.Context, first []queue.Received, idleStop tim
 			}
 			continue
 		}
-		c.pollOnce(pollCtx, work, &wg)
+		c.pollOnce(pollCtx, work, &wg, event)
 	}
 	stopPolling() // an idle long-poll still in flight hands back what it brings
 	if c.busy() > 0 {
@@ -475,8 +490,18 @@ func (k *idleClock) idleFor(now time.Time, busy int, received int64) time.Durati
 	return now.Sub(k.since)
 }
 
-// pollOnce waits for a free slot, receives from one queue and starts what it got.
-func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
+// pollOnce waits for a free slot, receives from one queue and starts what
+// it got.
+//
+// An event-started run (event) never long-polls: a long poll runs to its
+// end (see receive), so one under way when the last task finishes would
+// keep the invocation, billed, for up to PollWait. It probes instead
+// (high at most once a PollWait, medium and low on their empty backoff)
+// and, with every queue found empty, waits for a slot to free or PollWait
+// before it probes again; so the moment its last task ends it can see
+// every queue empty and return. New work on a queue meanwhile starts at
+// once all the same: the queue's own pollers invoke the function for it.
+func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup, event bool) {
 	gen, res, released := c.slots.free()
 	if gen+res == 0 {
 		select {
@@ -515,7 +540,7 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 		eligible = []triagetype.Priority{triagetype.High}
 	}
 	cands := c.nonEmpty(eligible)
-	if res > 0 && c.foundEmpty(triagetype.High) {
+	if res > 0 && c.foundEmpty(triagetype.High) && !event {
 		// High was found empty: long-poll it for the reserved slots and
 		// its share of the general ones instead of probing it, so new
 		// high work starts at once and the high queue costs one receive
@@ -526,6 +551,16 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 		}
 	}
 	if len(cands) == 0 {
+		if event {
+			timer := time.NewTimer(c.opt.PollWait)
+			defer timer.Stop()
+			select {
+			case <-released:
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+			return
+		}
 		c.idlePoll(ctx, work, wg, eligible)
 		return
 	}
@@ -545,7 +580,7 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup) {
 		return
 	}
 	if len(msgs) == 0 {
-		c.markEmpty(p)
+		c.markEmpty(p, event)
 		return
 	}
 	c.clearEmpty(p)
@@ -635,7 +670,7 @@ func (c *Consumer) longPoll(ctx, work context.Context, wg *sync.WaitGroup, p tri
 				sleep(ctx, time.Second)
 			}
 		case len(msgs) == 0:
-			c.markEmpty(p)
+			c.markEmpty(p, false)
 		default:
 			c.clearEmpty(p)
 			c.start(ctx, work, wg, msgs)
@@ -752,16 +787,34 @@ func (c *Consumer) nonEmpty(eligible []triagetype.Priority) []triagetype.Priorit
 // markEmpty skips p for EmptyBackoff after an empty receive; medium and
 // low for twice as long after each further empty receive in a row, up to
 // 2^maxEmptyDoublings times as long. High is not skipped longer: it is
-// long-polled instead while reserved slots are free (pollOnce).
-func (c *Consumer) markEmpty(p triagetype.Priority) {
+// long-polled instead while reserved slots are free (pollOnce); in an
+// event-started run (event), which long-polls nothing, it is skipped for
+// PollWait, the long poll's one receive a PollWait.
+func (c *Consumer) markEmpty(p triagetype.Priority, event bool) {
 	c.emptyMu.Lock()
 	defer c.emptyMu.Unlock()
 	d := c.opt.EmptyBackoff
-	if p != triagetype.High {
+	switch {
+	case p != triagetype.High:
 		d <<= min(c.emptyRun[p], maxEmptyDoublings)
+	case event:
+		d = max(d, c.opt.PollWait)
 	}
 	c.emptyRun[p]++
 	c.emptyUntil[p] = time.Now().Add(d)
+}
+
+// allFoundEmpty reports whether every queue's last receive brought
+// nothing.
+func (c *Consumer) allFoundEmpty() bool {
+	c.emptyMu.Lock()
+	defer c.emptyMu.Unlock()
+	for _, p := range triagetype.Priorities() {
+		if c.emptyRun[p] == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // foundEmpty reports whether p's last receive brought nothing.

@@ -9,9 +9,9 @@ import (
 )
 
 // eventRegisterAfter is how long an event-started run (RunEvent) runs
-// before it registers: longer than a lone task's invocation (the task,
-// then at most one PollWait of long polls), so sparse traffic writes
-// nothing to the registry, and a fifth of the heartbeat interval, so an
+// before it registers: far longer than a lone short task's invocation
+// (the task, then one round of receives that finds the queues empty), so
+// sparse traffic writes nothing to the registry, and a fifth of the heartbeat interval, so an
 // invocation that keeps working is listed within 2 s. A consumer whose
 // types no listed instance advertises hands their tasks back for
 // UnhandledAfter (5 min) before it dead-letters them, far longer.

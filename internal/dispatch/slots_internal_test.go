@@ -31,11 +31,11 @@ func TestEmptyBackoffGrowsForMediumAndLow(t *testing.T) {
 		return time.Until(c.emptyUntil[p]).Round(50 * time.Millisecond)
 	}
 	for i, want := range []time.Duration{100, 200, 400, 800, 800} {
-		c.markEmpty(triagetype.Low)
+		c.markEmpty(triagetype.Low, false)
 		if got := skipped(triagetype.Low); got != want*time.Millisecond {
 			t.Errorf("low, empty receive %d: skipped %v, want %v", i+1, got, want*time.Millisecond)
 		}
-		c.markEmpty(triagetype.High)
+		c.markEmpty(triagetype.High, false)
 		if got := skipped(triagetype.High); got != 100*time.Millisecond {
 			t.Errorf("high, empty receive %d: skipped %v, want 100ms", i+1, got)
 		}
@@ -44,7 +44,7 @@ func TestEmptyBackoffGrowsForMediumAndLow(t *testing.T) {
 		t.Error("high not found empty after empty receives")
 	}
 	c.clearEmpty(triagetype.Low)
-	c.markEmpty(triagetype.Low)
+	c.markEmpty(triagetype.Low, false)
 	if got := skipped(triagetype.Low); got != 100*time.Millisecond {
 		t.Errorf("low after a receive brought something: skipped %v, want 100ms", got)
 	}
