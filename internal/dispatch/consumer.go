@@ -142,10 +142,10 @@ type Options struct {
 	MaxReceiveCount int
 	// IdleStop bounds how long an event-started run (RunEvent) keeps
 	// polling once no task runs and no receive brings a message (250 ms).
-	// Such a run returns as soon as nothing runs and every queue's last
-	// receive in it came back empty, and otherwise once idle for IdleStop;
-	// never with a long poll in flight (it waits for those under way and
-	// runs what they bring). An invocation is billed by the millisecond
+	// Such a run, which never long-polls (pollOnce), returns as soon as
+	// nothing runs and every queue's last receive in it came back empty,
+	// and otherwise (a queue paused or set aside, so not probed) once idle
+	// for IdleStop. An invocation is billed by the millisecond
 	// (0.5 GB-s a second at 512 MB, $6.7 a million seconds) while the
 	// queues' own pollers start a new one for the next message ($0.20 a
 	// million): for sparse traffic a short tail is the cheaper side, and
@@ -372,8 +372,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 // and outcome path as Run, then polls all three queues as Run does while
 // there is work. It stops polling once nothing runs and every queue's
 // last receive came back empty, or no receive has brought a message for
-// IdleStop (never with a long poll in flight), or when ctx ends, then
-// drains as Run does, so it never returns with a claimed task.
+// IdleStop, or when ctx ends, then drains as Run does, so it never
+// returns with a claimed task.
 //
 // It returns the messages of msgs the consumer did not delete: handed
 // back, put off, retrying, or whose delete failed. They must live on, so
@@ -401,8 +401,8 @@ func (c *Consumer) RunEvent(ctx context.Context, msgs []queue.Received) []queue.
 // run starts first, then polls until ctx ends or, when idleStop is
 // positive (an event-started run), until nothing runs and every queue was
 // found empty, or the consumer has been idle that long (no task running,
-// no message received), and no long poll is in flight; then it drains: running tasks get DrainTimeout, then
-// are cancelled and handed back. It returns once every task it started
+// no message received); then it drains: running tasks get DrainTimeout,
+// then are cancelled and handed back. It returns once every task it started
 // has been recorded and every delete it asked for has been sent.
 func (c *Consumer) run(ctx context.Context, first []queue.Received, idleStop time.Duration) {
 	pollCtx, stopPolling := context.WithCancel(ctx)
@@ -433,7 +433,7 @@ func (c *Consumer) run(ctx context.Context, first []queue.Received, idleStop tim
 	idle := idleClock{since: time.Now(), received: c.waits.received.Load()}
 	for pollCtx.Err() == nil {
 		idleFor := idle.idleFor(time.Now(), c.busy(), c.waits.received.Load())
-		if event && c.busy() == 0 && !c.pollingAny() && c.allFoundEmpty() {
+		if event && c.busy() == 0 && c.allFoundEmpty() {
 			// Nothing runs and every queue's last receive in this
 			// invocation came back empty: return now. Held, the invocation
 			// would be billed by the second (0.5 GB-s at 512 MB) for work
@@ -441,17 +441,7 @@ func (c *Consumer) run(ctx context.Context, first []queue.Received, idleStop tim
 			break
 		}
 		if event && idleFor >= idleStop {
-			if !c.pollingAny() {
-				break
-			}
-			// Idle long enough: start no new receive, but wait for the long
-			// polls in flight (they run to their end either way) and run
-			// what they bring rather than hand it back to a new invocation.
-			select {
-			case <-c.pollNews:
-			case <-pollCtx.Done():
-			}
-			continue
+			break // idle, though not every queue was probed (paused, set aside)
 		}
 		c.pollOnce(pollCtx, work, &wg, event)
 	}
@@ -552,7 +542,11 @@ func (c *Consumer) pollOnce(ctx, work context.Context, wg *sync.WaitGroup, event
 	}
 	if len(cands) == 0 {
 		if event {
-			timer := time.NewTimer(c.opt.PollWait)
+			wait := c.opt.PollWait
+			if c.busy() == 0 { // the run ends at IdleStop: look by then
+				wait = min(wait, max(c.opt.IdleStop, c.opt.EmptyBackoff))
+			}
+			timer := time.NewTimer(wait)
 			defer timer.Stop()
 			select {
 			case <-released:
