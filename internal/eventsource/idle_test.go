@@ -62,26 +62,8 @@ func TestIdleStackWritesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("watches an idle stack for 60 s")
 	}
-	env := stacktest.New(t)
-	cfg, err := triageconfig.FromEnv(env.Getenv(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cnt := &requestCounter{n: map[string]int{}}
-	awsCfg.APIOptions = append(awsCfg.APIOptions, cnt.add)
-	a, err := app.Assemble(ctx, cfg, nil, awsCfg, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := source(env, a, stacktest.Registry("ok", handler.Func(func(context.Context, handler.Request) (json.RawMessage, error) {
-		return json.RawMessage(`{}`), nil
-	})))
-	stacktest.Run(t, src)
+	a, src, cnt := countedStack(t)
 	p := promoterapp.New(a, promote.Options{Counts: a.Counters})
 	// The promoter's first run sweeps everything (and again every
 	// promote.FullSweepEvery); the runs between read the counters first.
@@ -125,6 +107,33 @@ func TestIdleStackWritesNothing(t *testing.T) {
 	}
 }
 
+// countedStack is a new stack's app on SDK clients that cnt counts, with
+// the local event source running the consumer function (a handler for
+// type "ok") on its queues.
+func countedStack(t *testing.T) (*app.App, *eventsource.Source, *requestCounter) {
+	t.Helper()
+	env := stacktest.New(t)
+	cfg, err := triageconfig.FromEnv(env.Getenv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnt := &requestCounter{n: map[string]int{}}
+	awsCfg.APIOptions = append(awsCfg.APIOptions, cnt.add)
+	a, err := app.Assemble(context.Background(), cfg, nil, awsCfg, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := source(env, a, stacktest.Registry("ok", handler.Func(func(context.Context, handler.Request) (json.RawMessage, error) {
+		return json.RawMessage(`{}`), nil
+	})))
+	stacktest.Run(t, src)
+	return a, src, cnt
+}
+
 // diffOf is after minus before, the requests made in between.
 func diffOf(before, after map[string]int) map[string]int {
 	diff := map[string]int{}
@@ -140,32 +149,11 @@ func diffOf(before, after map[string]int) map[string]int {
 // own: counted on the SDK clients, the submit's put, the claim and the
 // completion. The invocation ends before it would register in the worker
 // registry (dispatch's eventRegisterAfter), so it writes no worker item,
-// no heartbeat and no deregistration. The
-// invocation returns after the long polls its slot started, not after
-// rounds of idle ones: each queue is received from at most twice by the
-// consumer (the busy receive and the long poll), beside the source's own
-// polls.
+// no heartbeat and no deregistration. It never long-polls and returns
+// once the queues were found empty: the consumer receives at most twice a
+// queue, beside the source's own polls.
 func TestLoneTaskRequests(t *testing.T) {
-	env := stacktest.New(t)
-	cfg, err := triageconfig.FromEnv(env.Getenv(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cnt := &requestCounter{n: map[string]int{}}
-	awsCfg.APIOptions = append(awsCfg.APIOptions, cnt.add)
-	a, err := app.Assemble(ctx, cfg, nil, awsCfg, store.NewClient(awsCfg), sqs.NewFromConfig(awsCfg), blob.NewClient(awsCfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := source(env, a, stacktest.Registry("ok", handler.Func(func(context.Context, handler.Request) (json.RawMessage, error) {
-		return json.RawMessage(`{}`), nil
-	})))
-	stacktest.Run(t, src)
+	a, src, cnt := countedStack(t)
 	for src.Stats().Receives < 3 { // the pollers are up
 		time.Sleep(50 * time.Millisecond)
 	}
