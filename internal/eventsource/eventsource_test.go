@@ -215,8 +215,9 @@ func TestDeadlineHandsBackAndReports(t *testing.T) {
 }
 
 // An invocation that keeps working is listed in the worker registry while
-// it runs (once it has run dispatch's eventRegisterAfter) and removed when
-// it returns: only invocations that end sooner leave no trace.
+// it runs (once it has run dispatch's eventRegisterAfter, with the slot
+// its task takes) and removed when it returns: only invocations that end
+// sooner leave no trace.
 func TestLongInvocationIsListed(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
@@ -244,8 +245,8 @@ func TestLongInvocationIsListed(t *testing.T) {
 		}
 	}
 	close(release)
-	if len(ws) != 1 || ws[0].Kind != triagetype.WorkerKindLambda || ws[0].State != triagetype.WorkerActive {
-		t.Fatalf("workers while the invocation runs its task: %+v, want one active lambda instance", ws)
+	if len(ws) != 1 || ws[0].Kind != triagetype.WorkerKindLambda || ws[0].State != triagetype.WorkerActive || ws[0].Busy != 1 {
+		t.Fatalf("workers while the invocation runs its task: %+v, want one active lambda instance, its slot busy", ws)
 	}
 	stacktest.WaitStatus(t, a.Store, id, triagetype.Completed, time.Minute)
 	for src.Stats().Deleted < 1 {

@@ -68,7 +68,11 @@ func (b *Beacon) run(ctx context.Context) {
 			return // never registered: nothing to remove
 		}
 	}
-	register := func(ctx context.Context) error { return b.reg.Register(ctx, b.self) }
+	register := func(ctx context.Context) error {
+		in := b.self
+		in.Busy = b.busy() // a delayed registration finds tasks running
+		return b.reg.Register(ctx, in)
+	}
 	// registered: the item exists as far as the beacon knows. It turns
 	// false when a registration failed or a heartbeat found no item; the
 	// next tick registers again.

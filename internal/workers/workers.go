@@ -116,6 +116,10 @@ type Instance struct {
 	// (a put and a delete of the item and its index entry: 4 write units),
 	// while one that keeps working is listed from then on.
 	RegisterAfter time.Duration
+	// Busy is the slots taken when it registers: zero at a start, what a
+	// delayed registration (RegisterAfter) finds running. The Beacon sets
+	// it; heartbeats report busy slots from then on.
+	Busy int
 }
 
 // Registry reads and writes the worker items of one table.
@@ -201,7 +205,7 @@ func (r *Registry) Register(ctx context.Context, in Instance) error {
 		CreatedSK: store.SortableTime(now) + "#" + in.ID,
 		ID:        in.ID, Kind: in.Kind, State: string(triagetype.WorkerActive),
 		StartedAt: now, HeartbeatAt: now, EveryMS: ev.Milliseconds(),
-		Capacity: in.Capacity, ExpiresAt: expiry(now, ev), Types: in.Types,
+		Capacity: in.Capacity, Busy: in.Busy, ExpiresAt: expiry(now, ev), Types: in.Types,
 	}
 	item, err := attributevalue.MarshalMap(rec)
 	if err != nil {
