@@ -413,35 +413,36 @@ func (c *Consumer) run(ctx context.Context, first []queue.Received, idleStop tim
 	delDone := make(chan struct{})
 	go func() { c.del.run(delCtx); close(delDone) }()
 
+	event := idleStop > 0 // an invocation, started by its queues
 	var registerAfter time.Duration
-	if idleStop > 0 { // an invocation: sparse traffic leaves no registry trace
+	if event { // sparse traffic leaves no registry trace
 		registerAfter = eventRegisterAfter
-	}
-	beacon := c.announce(ctx, registerAfter)
-	defer beacon.Stop()
-
-	event := idleStop > 0
-	if event {
 		// A new invocation knows nothing of the queues yet: what an
 		// earlier one found empty is no news of them now.
 		for _, p := range triagetype.Priorities() {
 			c.clearEmpty(p)
 		}
 	}
+	beacon := c.announce(ctx, registerAfter)
+	defer beacon.Stop()
+
 	var wg sync.WaitGroup
 	c.start(pollCtx, work, &wg, first)
 	idle := idleClock{since: time.Now(), received: c.waits.received.Load()}
 	for pollCtx.Err() == nil {
-		idleFor := idle.idleFor(time.Now(), c.busy(), c.waits.received.Load())
-		if event && c.busy() == 0 && c.allFoundEmpty() {
-			// Nothing runs and every queue's last receive in this
-			// invocation came back empty: return now. Held, the invocation
-			// would be billed by the second (0.5 GB-s at 512 MB) for work
-			// the queues' own pollers start a new invocation for anyway.
-			break
-		}
-		if event && idleFor >= idleStop {
-			break // idle, though not every queue was probed (paused, set aside)
+		if event {
+			busy := c.busy()
+			if busy == 0 && c.allFoundEmpty() {
+				// Nothing runs and every queue's last receive in this
+				// invocation came back empty: return now. Held, the
+				// invocation would be billed by the second (0.5 GB-s at
+				// 512 MB) for work the queues' own pollers start a new
+				// invocation for anyway.
+				break
+			}
+			if idle.idleFor(time.Now(), busy, c.waits.received.Load()) >= idleStop {
+				break // idle, though not every queue was probed (paused, set aside)
+			}
 		}
 		c.pollOnce(pollCtx, work, &wg, event)
 	}
