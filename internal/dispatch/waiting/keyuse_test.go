@@ -202,48 +202,61 @@ func TestKeyRateUseInControlList(t *testing.T) {
 	env := stacktest.New(t)
 	a := env.App(t, nil)
 	ctx := context.Background()
-	if _, err := a.Controls.SetKeyControls(ctx, "work", "beta", nil, ptr(0.1), nil); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := a.Controls.SetKeyControls(ctx, "", "gamma", nil, ptr(0.2), nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Controls.SetLimits(ctx, "work", 0.5, 0); err != nil {
 		t.Fatal(err)
 	}
-	// The windows are fixed (2 s for work, 10 s for beta) and turn on
-	// whole seconds: start just after a 2 s turn, so the start and the
-	// read below fall in the same window of each (a start at 1.99 s read
-	// at 2.01 s would be counted in a window the read no longer sees).
-	for {
-		now := time.Now()
-		into := now.Sub(now.Truncate(2 * time.Second))
-		if into < 200*time.Millisecond {
-			break
-		}
-		time.Sleep(2*time.Second - into + 20*time.Millisecond)
-	}
-	tk := (&task.Request{Type: "work", Key: "beta"}).NewTask(time.Now().UTC(), 0)
-	if d, err := a.Controls.Decide(ctx, tk); err != nil || d.Release == nil {
-		t.Fatalf("first start of beta refused: %+v, %v", d, err)
-	}
 	svc := service.New(service.Deps{Controls: a.Controls}, service.Options{})
-	cs, ferr := svc.Controls(ctx)
-	if ferr != nil {
-		t.Fatal(ferr)
+	// The windows are fixed (2 s for work, 10 s for each key) and turn on
+	// whole seconds, so a start and a read that fall in different windows
+	// see different counts (a start at 1.99 s read at 2.01 s: 0 starts).
+	// Each try starts just after a 2 s turn and checks the counts only
+	// when its start and its read fell in the same windows, as the run's
+	// own clock says; otherwise it tries again with a fresh key.
+	for try := range 5 {
+		k := fmt.Sprintf("beta%d", try)
+		if _, err := a.Controls.SetKeyControls(ctx, "work", k, nil, ptr(0.1), nil); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			now := time.Now()
+			into := now.Sub(now.Truncate(2 * time.Second))
+			if into < 200*time.Millisecond {
+				break
+			}
+			time.Sleep(2*time.Second - into + 20*time.Millisecond)
+		}
+		began := time.Now()
+		tk := (&task.Request{Type: "work", Key: k}).NewTask(began.UTC(), 0)
+		if d, err := a.Controls.Decide(ctx, tk); err != nil || d.Release == nil {
+			t.Fatalf("first start of %s refused: %+v, %v", k, d, err)
+		}
+		cs, ferr := svc.Controls(ctx)
+		if ferr != nil {
+			t.Fatal(ferr)
+		}
+		use, ferr := svc.RateUse(ctx, cs)
+		if ferr != nil {
+			t.Fatal(ferr)
+		}
+		read := time.Now()
+		t.Logf("try %d: rate_use: %+v", try, use)
+		if !began.Truncate(2*time.Second).Equal(read.Truncate(2*time.Second)) || !began.Truncate(10*time.Second).Equal(read.Truncate(10*time.Second)) {
+			t.Logf("try %d: started at %v, read at %v, in another window: again", try, began, read)
+			continue
+		}
+		if u, ok := use["tk#work#"+k]; !ok || u.Limit != 1 || u.WindowSeconds != 10 || u.Starts != 1 {
+			t.Fatalf("tk#work#%s's rate use %+v (listed %v), want 1 start of 1 in a 10 s window", k, u, ok)
+		}
+		if u, ok := use["key#gamma"]; !ok || u.Limit < 1 || u.Starts != 0 {
+			t.Fatalf("key#gamma's rate use %+v (listed %v), want 0 starts", u, ok)
+		}
+		if u, ok := use["work"]; !ok || u.Starts != 1 {
+			t.Fatalf("work's rate use %+v (listed %v), want its 1 start", u, ok)
+		}
+		return
 	}
-	use, ferr := svc.RateUse(ctx, cs)
-	if ferr != nil {
-		t.Fatal(ferr)
-	}
-	t.Logf("rate_use: %+v", use)
-	if u, ok := use["tk#work#beta"]; !ok || u.Limit != 1 || u.WindowSeconds != 10 || u.Starts != 1 {
-		t.Fatalf("tk#work#beta's rate use %+v (listed %v), want 1 start of 1 in a 10 s window", u, ok)
-	}
-	if u, ok := use["key#gamma"]; !ok || u.Limit < 1 || u.Starts != 0 {
-		t.Fatalf("key#gamma's rate use %+v (listed %v), want 0 starts", u, ok)
-	}
-	if u, ok := use["work"]; !ok || u.Starts != 1 {
-		t.Fatalf("work's rate use %+v (listed %v), want its 1 start", u, ok)
-	}
+	t.Fatal("no try's start and read fell in the same windows")
 }
