@@ -403,7 +403,7 @@ const recordLag = 30 * time.Millisecond
 // on its first receive, sent less than recordLag before now, waits for
 // the rest of recordLag. Claimed at once, it would find no record (or the
 // version before), spend a refused conditional write (billed as a write:
-// a fifth write unit for the task) and fall back to reads that wait for
+// one write unit more for the task) and fall back to reads that wait for
 // the record; held, its claim is the task's one claim write. A copy
 // (FirstSentAt), a message received before or sent longer ago waits
 // nothing, so a backlog never waits; a send time ahead of this clock
