@@ -54,7 +54,8 @@ type Options struct {
 	// Config is the deployment's configuration, the same type the worker
 	// and the dispatcher's own functions read: which deployment (Prefix,
 	// or Table, Bucket and QueueURLs when they do not follow the prefix),
-	// Shards, Retention, MaxDepth and MaxDepthHigh, and Types matter here.
+	// Shards, TypeIndex, Retention, MaxDepth and MaxDepthHigh, and Types
+	// matter here.
 	// nil reads the process environment (the TRIAGE_* variables), which is
 	// right in a function deployed with the dispatcher's environment.
 	// Fields left zero take their defaults (triageconfig.Load).

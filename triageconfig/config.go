@@ -71,6 +71,7 @@ const (
 	EnvLease           = "TRIAGE_LEASE"                // a claim's lease, renewed every third of it (default 30s); bounds crash recovery
 	EnvUnhandledAfter  = "TRIAGE_UNHANDLED_AFTER"      // a task whose type no live worker handled this long is dead-lettered (default 5m)
 	EnvShards          = "TRIAGE_SHARDS"               // partitions per index key (default 16); may be raised, never lowered
+	EnvTypeIndex       = "TRIAGE_TYPE_INDEX"           // "true": every task writes a by-type index entry (one write unit) for dense listings by type
 	EnvTypes           = "TRIAGE_TYPES"                // task types the API accepts, "a,b,c" (default: any; triage dev: its handlers')
 	EnvDemoHandlers    = "TRIAGE_DEMO_HANDLERS"        // "true": the consumer function also runs the demo handlers (triage dev always does)
 )
@@ -100,6 +101,13 @@ type Config struct {
 	// Shards is the number of partitions per index key (16; TRIAGE_SHARDS;
 	// at most spec.MaxShards). It may be raised later, never lowered.
 	Shards int
+	// TypeIndex makes every task write a by-type index entry, so a listing
+	// by type reads only that type's entries (false; TRIAGE_TYPE_INDEX).
+	// Off, a task writes one write unit less and a listing by type walks
+	// every task newest first, in pages that may come back short. Every
+	// process that writes tasks must share it with the functions; turned
+	// on later, a listing by type finds the tasks created since.
+	TypeIndex bool
 
 	// Concurrency is how many tasks one consumer runs at once (8;
 	// TRIAGE_CONCURRENCY).
@@ -506,6 +514,9 @@ func Decode(getenv func(string) string) (Config, error) {
 	}
 	if c.DemoHandlers, err = parseBool(getenv(EnvDemoHandlers)); err != nil {
 		return c, fmt.Errorf("%s: %w", EnvDemoHandlers, err)
+	}
+	if c.TypeIndex, err = parseBool(getenv(EnvTypeIndex)); err != nil {
+		return c, fmt.Errorf("%s: %w", EnvTypeIndex, err)
 	}
 	ints := []struct {
 		name    string

@@ -30,13 +30,16 @@ func TestDefaults(t *testing.T) {
 	if c.DemoHandlers {
 		t.Errorf("demo handlers on by default")
 	}
+	if c.TypeIndex {
+		t.Errorf("type index on by default")
+	}
 }
 
 func TestOverrides(t *testing.T) {
 	c, err := FromEnv(env(map[string]string{
 		EnvPrefix: "acme", EnvWeights: "high=8,low=2", EnvStrict: "true", EnvLowAfter: "2s",
 		EnvRoutes: "a=https://example.test/hook,b=arn:aws:lambda:us-east-1:1:function:f", EnvMaxDepth: "10",
-		EnvDemoHandlers: "true",
+		EnvDemoHandlers: "true", EnvTypeIndex: "true",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +53,9 @@ func TestOverrides(t *testing.T) {
 	if !c.DemoHandlers {
 		t.Errorf("%s=true: demo handlers off", EnvDemoHandlers)
 	}
+	if !c.TypeIndex {
+		t.Errorf("%s=true: type index off", EnvTypeIndex)
+	}
 }
 
 func TestErrorsNameTheVariable(t *testing.T) {
@@ -57,6 +63,7 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		EnvWeights:      "high=x",
 		EnvStrict:       "maybe",
 		EnvDemoHandlers: "yes please",
+		EnvTypeIndex:    "on",
 		EnvConcurrency:  "-1",
 		EnvLowAfter:     "soon",
 		EnvRoutes:       "a=ftp://x",

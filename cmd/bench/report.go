@@ -255,7 +255,7 @@ func printHotKeys(w io.Writer, title string, hotW, hotR []HotKey, c KeyCeiling) 
 	h.note("projected real-AWS ceiling: %s tasks/s = min(1,000 WCU/s ÷ %.4f write units/task on %s, 3,000 RCU/s ÷ %.4f read units/task on %s)",
 		ceil(c.TasksPerSec), c.WriteUnitsPerTask, orNone(c.HottestWriteKey), c.ReadUnitsPerTask, orNone(c.HottestReadKey))
 	h.note("a partition key takes at most 1,000 write units/s and 3,000 read units/s on DynamoDB; the hottest key bounds the rate of one task type at one priority")
-	h.note("every task here has the same type, so by-type's shards carry the whole run: the worst case the data model is sized for")
+	h.note("every task here has the same type at one priority: the worst case the data model is sized for (with the type index, TRIAGE_TYPE_INDEX, one type's tasks also share by-type's shards)")
 	h.note("control items (table CTRL#…) are read once per consumer per control-cache period, not per task: their units per task fall as the rate rises, so their read ceiling here is a lower bound")
 	h.note("units per key are computed (group 10 compares the totals with what DynamoDB reported); \"table <pk>\" is a table item, \"<index> <partition>\" an index partition")
 	h.write(w)

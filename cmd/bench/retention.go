@@ -279,7 +279,7 @@ func printRetention(w io.Writer, r Retention) {
 			f(c.Phase.DDBCalls, 4), f(c.Phase.DDBWriteWithGSI, 3), f(c.Phase.Reported.WriteUnits, 3), f(c.Phase.DDBRead, 3), f(c.Phase.SQSRequests, 4))
 		ct.note("target: %d tasks in <= %.0f s (%s)", c.Tasks, c.TargetSecs, verdictWord(c.Done && c.Seconds <= c.TargetSecs))
 		ct.note("in AWS the promoter gives the job at most %v of each minute: about %.0f s of wall time at this rate", cleanupRunBudget, c.Seconds*60/cleanupRunBudget.Seconds())
-		ct.note("WCU/task is the bench's own count, the item's delete only (the fill was not counted, so it does not know each item's index entries); DynamoDB's reported figure includes the 2 index entries (by-created, by-type) each delete removes")
+		ct.note("WCU/task is the bench's own count, the item's delete only (the fill was not counted, so it does not know each item's index entries); DynamoDB's reported figure includes the index entries each delete removes (by-created; by-type too with the type index)")
 		ct.note("every task here is completed (deleted 25 to a BatchWriteItem); a dead letter or a cancelled task is one conditional DeleteItem and its DLQ copy one SQS request more")
 		for _, op := range c.Phase.Ops {
 			ct.note("  %s: %.4f a task", op.Op, op.PerTask)

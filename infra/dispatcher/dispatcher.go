@@ -332,13 +332,18 @@ func (d *Dispatcher) locationEnv(p Props) map[string]string {
 
 // tableEnv holds the settings every process that writes tasks must share
 // with the functions: the shard count of the index keys (a writer with
-// another count would put entries where no reader looks) and the retention
-// of terminal tasks.
+// another count would put entries where no reader looks), whether tasks
+// write by-type entries (a writer without them leaves its tasks out of a
+// listing by type), and the retention of terminal tasks.
 func tableEnv(p Props) map[string]string {
-	return map[string]string{
+	env := map[string]string{
 		triageconfig.EnvShards:    intEnv(p.Shards),
 		triageconfig.EnvRetention: durationEnv(p.Retention),
 	}
+	if p.TypeIndex {
+		env[triageconfig.EnvTypeIndex] = "true"
+	}
+	return env
 }
 
 // typesEnv is the list of accepted task types, which the API checks on

@@ -743,6 +743,7 @@ func TestVariants(t *testing.T) {
 		Alarms:          dispatcher.AlarmProps{DLQDepthThreshold: 5},
 		RemovalPolicy:   awscdk.RemovalPolicy_DESTROY,
 		Shards:          32,
+		TypeIndex:       true,
 		Types:           []string{"resize", "notify"},
 		DemoHandlers:    true,
 		Concurrency:     1,
@@ -802,10 +803,11 @@ func TestVariants(t *testing.T) {
 			t.Errorf("ConsumerEnvironment lacks %s", triageconfig.EnvAPIURL)
 		}
 	})
-	t.Run("one shard count for every function, known types for the API", func(t *testing.T) {
+	t.Run("one shard count and type index for every function, known types for the API", func(t *testing.T) {
 		for _, fn := range []awslambda.Function{f.d.API, f.d.Consumer, f.d.Promoter, f.d.Counters} {
 			vars := f.resources[f.id(fn)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
 			equalJSON(t, "shards", vars[triageconfig.EnvShards], "32")
+			equalJSON(t, "type index", vars[triageconfig.EnvTypeIndex], "true")
 		}
 		vars := f.resources[f.id(f.d.API)].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
 		equalJSON(t, "types", vars[triageconfig.EnvTypes], "resize,notify")

@@ -300,10 +300,11 @@ func TestProducerEnvironment(t *testing.T) {
 	}{
 		{"defaults", dispatcher.Props{}, nil},
 		{"settings", dispatcher.Props{
-			Shards: 32, Retention: 48 * time.Hour, Types: []string{"resize", "notify"},
+			Shards: 32, TypeIndex: true, Retention: 48 * time.Hour, Types: []string{"resize", "notify"},
 			LogLevel: "debug", Weights: map[string]int{"high": 9}, Routes: map[string]string{"resize": routedHandler},
 		}, map[string]string{
 			triageconfig.EnvShards: "32", triageconfig.EnvRetention: "48h0m0s", triageconfig.EnvTypes: "resize,notify",
+			triageconfig.EnvTypeIndex: "true",
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

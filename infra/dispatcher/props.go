@@ -74,6 +74,13 @@ type Props struct {
 	// priority reaches about 1,000 × Shards tasks/s before any key is at its
 	// limit. It may be raised later, never lowered.
 	Shards int
+	// TypeIndex makes every task write an entry to the table's by-type
+	// index (TRIAGE_TYPE_INDEX), so a listing by type reads that type's
+	// tasks only. Off (the default) a task writes one write unit less
+	// ($0.625 a million tasks on demand) and a listing by type walks all
+	// tasks newest first, in pages that may come back short with a cursor.
+	// Turned on later, listings by type find the tasks created since.
+	TypeIndex bool
 	// Types, if set, are the only task types the API accepts (TRIAGE_TYPES);
 	// a submit of another type is refused with 400. Empty: any type.
 	Types []string
@@ -553,11 +560,9 @@ func settingsEnv(r Props) map[string]string {
 		routes[typ] = target
 	}
 	r.Routes, r.WebhookSecret = routes, nil
-	return merge(consumerEnv(r), typesEnv(r), map[string]string{
-		triageconfig.EnvShards:      intEnv(r.Shards),
+	return merge(consumerEnv(r), typesEnv(r), tableEnv(r), map[string]string{
 		triageconfig.EnvLowAfter:    durationEnv(r.PromoteLowAfter),
 		triageconfig.EnvMediumAfter: durationEnv(r.PromoteMediumAfter),
-		triageconfig.EnvRetention:   durationEnv(r.Retention),
 		triageconfig.EnvLogLevel:    r.LogLevel,
 	})
 }

@@ -128,7 +128,7 @@ func Assemble(ctx context.Context, cfg triageconfig.Config, log *slog.Logger, aw
 	}
 	a := &App{Config: cfg, Log: log, AWS: awsCfg, DynamoDB: ddb, SQS: sqsClient, S3: s3Client, Tracing: tracing.Global()}
 	a.Blobs = blob.New(s3Client, cfg.Bucket)
-	a.Store = store.New(a.DynamoDB, cfg.Table, store.WithLogger(log), store.WithRetention(cfg.Retention), store.WithShards(cfg.Shards), store.WithBlobs(a.Blobs))
+	a.Store = store.New(a.DynamoDB, cfg.Table, store.WithLogger(log), store.WithRetention(cfg.Retention), store.WithShards(cfg.Shards), store.WithTypeIndex(cfg.TypeIndex), store.WithBlobs(a.Blobs))
 	a.Counters = counters.New(a.DynamoDB, cfg.Table, a.Store.Shards())
 	a.Counters.Reap(a.Blobs.Delete)
 	var err error

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
 )
@@ -111,5 +112,31 @@ func TestUnmarshalControls(t *testing.T) {
 	s.WaitUntil = want.WaitUntil
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("decoded %+v, want %+v", s, want)
+	}
+}
+
+// A task writes its by-type index attribute only when the store indexes
+// types: without it the table's by-type index holds no entry for it, and
+// the task's write costs one write unit less.
+func TestTypeIndexAttribute(t *testing.T) {
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	tk := &task.Task{ID: "01K", Type: "echo", Status: triagetype.Queued, Priority: triagetype.Low, EffectivePriority: triagetype.Low,
+		MaxAttempts: 3, CreatedAt: at, WaitingSince: at, Version: 1}
+	for _, tc := range []struct {
+		on   bool
+		want bool
+	}{{false, false}, {true, true}} {
+		s := New(nil, "t", WithTypeIndex(tc.on))
+		av, err := s.item(tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, has := av[spec.AttrTypePK]
+		if has != tc.want {
+			t.Errorf("type index %v: item has %s: %v, want %v", tc.on, spec.AttrTypePK, has, tc.want)
+		}
+		if _, ok := av[spec.AttrCreatedPK]; !ok {
+			t.Errorf("type index %v: item has no %s", tc.on, spec.AttrCreatedPK)
+		}
 	}
 }

@@ -50,7 +50,8 @@ type cursor struct {
 // ("" to start), and the cursor of the next page ("" at the end). It walks
 // the index that holds the matches most densely: by-due for statuses it
 // holds (scheduled, retrying, dead_letter, cancelled; sorted by due or
-// finish time), by-type for a type, by-created otherwise, merging the
+// finish time), by-type for a type when the store indexes types
+// (WithTypeIndex), by-created otherwise, merging the
 // shards so each task appears exactly once across pages. Filters the
 // index cannot apply are checked on the tasks read; a page may then come
 // back short, with a cursor, rather than read without bound.
@@ -104,7 +105,7 @@ func (s *Store) listSource(f ListFilter) (string, []string) {
 	if c, ok := DueStatus(f.only()); ok {
 		return spec.IndexByDue, s.partitions(func(i int) string { return duePartition(c, i) })
 	}
-	if f.Type != "" {
+	if f.Type != "" && s.typeIndex {
 		return spec.IndexByType, s.partitions(func(i int) string { return typePartition(f.Type, i) })
 	}
 	return spec.IndexByCreated, s.partitions(createdPartition)

@@ -4,12 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	dynamodbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/triagehq/triage/internal/emulators/stacktest"
+	"github.com/triagehq/triage/internal/spec"
 	"github.com/triagehq/triage/internal/store"
 	"github.com/triagehq/triage/internal/task"
 	"github.com/triagehq/triage/triagetype"
@@ -123,11 +129,18 @@ func TestIdempotentCreateRace(t *testing.T) {
 
 // Sharded reads return each task exactly once, newest first, across
 // pages, for every kind of listing; the promoter's reads find what they
-// should.
+// should. A listing by type is the same with the by-type index as without it
+// (where it walks by-created and keeps the type's tasks).
 func TestShardedReads(t *testing.T) {
+	for _, typeIndex := range []bool{false, true} {
+		t.Run(fmt.Sprintf("type index %v", typeIndex), func(t *testing.T) { testShardedReads(t, typeIndex) })
+	}
+}
+
+func testShardedReads(t *testing.T, typeIndex bool) {
 	env := stacktest.New(t)
 	ctx := context.Background()
-	s := store.New(env.DynamoDB, env.Spec.Table.Name, store.WithShards(7))
+	s := store.New(env.DynamoDB, env.Spec.Table.Name, store.WithShards(7), store.WithTypeIndex(typeIndex))
 	base := time.Now().UTC().Add(-time.Hour)
 	var all, lows []string // newest first
 	for i := range 60 {
@@ -147,6 +160,24 @@ func TestShardedReads(t *testing.T) {
 		if p == triagetype.Low && tk.Status == triagetype.Queued {
 			lows = append(lows, tk.ID)
 		}
+	}
+	// The by-type index holds the tasks only when the store indexes types.
+	indexed := int32(0)
+	for sh := range s.Shards() {
+		out, err := env.DynamoDB.Query(ctx, &dynamodb.QueryInput{
+			TableName: aws.String(env.Spec.Table.Name), IndexName: aws.String(spec.IndexByType),
+			KeyConditionExpression:    aws.String("#k = :v"),
+			ExpressionAttributeNames:  map[string]string{"#k": spec.AttrTypePK},
+			ExpressionAttributeValues: map[string]dynamodbtypes.AttributeValue{":v": &dynamodbtypes.AttributeValueMemberS{Value: fmt.Sprintf("b#%d", sh)}},
+			Select:                    "COUNT",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		indexed += out.Count
+	}
+	if want := map[bool]int32{false: 0, true: 30}[typeIndex]; indexed != want {
+		t.Fatalf("by-type holds %d entries of type b, want %d", indexed, want)
 	}
 	tests := []struct {
 		name   string

@@ -7,6 +7,7 @@
   const TOKEN_KEY = 'triage.token';
   const REFRESH_MS = 2000;
   const LIVE_MIN_MS = 300; // live events refresh the page at most this often
+  const LIST_FILLS = 4; // GET /tasks calls at most to fill one page of a filtered list
   const LIVE_RETRY_MS = 5000; // a broken event stream is reopened after this
   const BULK_CONCURRENCY = 4; // bulk actions keep at most this many requests in flight
   const PRIORITIES = ['high', 'medium', 'low'];
@@ -850,8 +851,12 @@
     return q.toString();
   }
 
-  // loadList reads the page shown: one GET /tasks with the page's cursor
-  // (O(page size)), or the looked-up task alone.
+  // loadList reads the page shown: GET /tasks from the page's cursor
+  // (O(page size)), or the looked-up task alone. A filter the indexes
+  // cannot apply (a status mix, a priority, a type without the type index)
+  // may give a short page with a cursor: the rest of the page is asked
+  // for, at most LIST_FILLS calls in all, so a page shows a page's worth
+  // of matches while a refresh stays bounded.
   async function loadList() {
     if (state.lookup) {
       try {
@@ -861,7 +866,18 @@
         throw err;
       }
     }
-    return api('GET', 'tasks?' + listQuery());
+    const q = new URLSearchParams(listQuery());
+    const limit = Number(q.get('limit')) || 25;
+    const tasks = [];
+    let body = { tasks: [] };
+    for (let call = 0; call < LIST_FILLS; call++) {
+      body = await api('GET', 'tasks?' + q.toString());
+      if (Array.isArray(body.tasks)) tasks.push(...body.tasks);
+      if (tasks.length >= limit || !body.next_cursor) break;
+      q.set('limit', String(limit - tasks.length));
+      q.set('cursor', body.next_cursor);
+    }
+    return { tasks, next_cursor: body.next_cursor || '' };
   }
 
   function filtersActive() {
