@@ -70,8 +70,12 @@ type Transport interface {
 }
 
 // ListParams filters and pages a task listing. Zero values mean no filter
-// and the server's page size (100).
+// and the server's page size (100). A filter no index applies is checked on
+// the tasks read, a bounded number a call, so a page may come back short
+// with a NextCursor: follow it (or use ListAll) to see every match.
 type ListParams struct {
+	// Type keeps one task type: read from the by-type index when the
+	// deployment has it (TRIAGE_TYPE_INDEX), else checked on the tasks read.
 	Type   string
 	Status Status
 	// Priority filters on the effective priority, the queue a task is on now.

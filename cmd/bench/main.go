@@ -137,7 +137,7 @@ func parseOptions(args []string) (options, error) {
 	update := fs.Bool("update", false, "write the committed sample "+sampleOut+" instead of -out (not with -quick)")
 	fs.DurationVar(&o.MaxRun, "max", 40*time.Minute, "abort the whole run after this long")
 	fs.DurationVar(&o.WarmupMax, "warmup", 2*time.Minute, "warm the emulators up for at most this long (until their rate settles; DynamoDB Local runs with C2 here, which settles later than C1)")
-	fs.StringVar(&o.Only, "only", "", `run one group alone: "waiting" (group 13), "waiting-rate" (its rate-limited backlog only), "idle-start" (group 14: first start after 60 s idle through the local event source), "idle-month" (group 15: the idle month priced from cdk.out/TriageStack.template.json; run make synth first), "direct" (group 8: write units, SQS requests and dollars per direct-sent task), "durable" (durable steps' write units and a signal's wake-up), "retention" (group 16: end to end at few and many retained tasks, and a cleanup job), or "soak" (the crash soak)`)
+	fs.StringVar(&o.Only, "only", "", `run one group alone: "waiting" (group 13), "waiting-rate" (its rate-limited backlog only), "idle-start" (group 14: first start after 60 s idle through the local event source), "idle-month" (group 15: the idle month priced from cdk.out/TriageStack.template.json; run make synth first), "direct" (group 8: write units, SQS requests and dollars per direct-sent task), "flow" (group 11: dependencies, batches and the workflow against the same tasks flat), "durable" (durable steps' write units and a signal's wake-up), "retention" (group 16: end to end at few and many retained tasks, and a cleanup job), or "soak" (the crash soak)`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -404,6 +404,12 @@ func measure(ctx context.Context, o options, root string, r *Results, probs *pro
 	}
 	if o.Only == "retention" {
 		return retention(ctx, cl, cnt, o, r, probs, progress)
+	}
+	if o.Only == "flow" {
+		progress("11. dependencies, batches, workflows: %d tasks per kind, a %d-node workflow", o.FlowTasks, o.FlowNodes)
+		f, err := measureFlow(ctx, cl, cnt, o.FlowTasks, o.FlowNodes)
+		r.Flow = &f
+		return err
 	}
 	if o.Only == "direct" {
 		progress("8. direct send: %d tasks per path, %s (alone: write units, SQS requests and dollars per task)", o.DirectTasks, o.Setups[0])

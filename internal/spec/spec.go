@@ -33,7 +33,10 @@ const (
 	AttrCreatedPK = "cpk" // "c#<shard>"
 	AttrCreatedSK = "csk" // "<created_at, fixed-width UTC>#<id>"; by-type sorts by it too
 
-	// by-type: every task of one type, newest first. Also written once.
+	// by-type: every task of one type, newest first, when the deployment
+	// indexes types (TRIAGE_TYPE_INDEX; store.WithTypeIndex): without it a
+	// task has no tpk and writes no entry here. Also written once.
+	// Schedules (internal/schedule) list themselves here under "SCHED".
 	AttrTypePK = "tpk" // "<type>#<shard>"
 
 	// by-due: sparse. Only tasks in a state a timer or an operator acts on
@@ -58,9 +61,10 @@ const (
 
 // DefaultShards is how many partitions each index key is spread over. A
 // partition takes at most 1,000 write units a second; every task writes one
-// entry to by-created and one to by-type, so with S shards the hottest key
-// takes 1/S write units per task (16: 0.0625), and one task type at one
-// priority can reach 16,000 tasks/s before any key is at its limit.
+// entry to by-created (and one to by-type with the type index), so with S
+// shards the hottest key takes 1/S write units per task (16: 0.0625), and
+// one task type at one priority can reach 16,000 tasks/s before any key is
+// at its limit.
 // Readers query every shard and merge. A deployment may raise it, never
 // lower it (entries in shards past a lower count would no longer be read).
 const DefaultShards = 16
