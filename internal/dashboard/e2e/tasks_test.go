@@ -167,7 +167,7 @@ func TestTaskListPages250(t *testing.T) {
 
 // TestFilteredPageFills shows a page of a filter the indexes cannot apply
 // (a type, without the type index) full even when the API's first answer
-// is short: five "rare" tasks older than 300 others lie past the first
+// is short: five "sleep" tasks older than 300 echo tasks lie past the first
 // call's bound (10 entries per row asked for), so the page asks again from
 // the cursor and shows all five, with no older page offered.
 func TestFilteredPageFills(t *testing.T) {
@@ -175,7 +175,7 @@ func TestFilteredPageFills(t *testing.T) {
 	d.pause()
 	var rare, others []string
 	for i := range 5 {
-		rare = append(rare, fmt.Sprintf(`{"type":"rare","payload":{"n":%d}}`, i))
+		rare = append(rare, fmt.Sprintf(`{"type":"sleep","payload":{"seconds":%d}}`, i))
 	}
 	for i := range 300 {
 		others = append(others, fmt.Sprintf(`{"type":"echo","payload":{"n":%d}}`, i))
@@ -186,22 +186,22 @@ func TestFilteredPageFills(t *testing.T) {
 		Tasks []json.RawMessage `json:"tasks"`
 		Next  string            `json:"next_cursor"`
 	}
-	if code := d.call("GET", "/api/v1/tasks?type=rare&limit=25", "", &first); code != 200 || len(first.Tasks) != 0 || first.Next == "" {
-		t.Fatalf("GET /tasks?type=rare&limit=25: %d, %d tasks, cursor %q; want 200, none yet and a cursor (the premise of this test)", code, len(first.Tasks), first.Next)
+	if code := d.call("GET", "/api/v1/tasks?type=sleep&limit=25", "", &first); code != 200 || len(first.Tasks) != 0 || first.Next == "" {
+		t.Fatalf("GET /tasks?type=sleep&limit=25: %d, %d tasks, cursor %q; want 200, none yet and a cursor (the premise of this test)", code, len(first.Tasks), first.Next)
 	}
 
 	b := openBrowser(t, d.base, 1366)
 	b.do("25 a page", chromedp.SetValue(chromedp.ID("page-size"), "25"))
-	b.wait("rare in the type dropdown", `[...document.getElementById("filter-type").options].some(o => o.value === "rare")`)
-	b.do("choose rare", chromedp.SetValue(chromedp.ID("filter-type"), "rare"))
+	b.wait("sleep in the type dropdown", `[...document.getElementById("filter-type").options].some(o => o.value === "sleep")`)
+	b.do("choose sleep", chromedp.SetValue(chromedp.ID("filter-type"), "sleep"))
 	b.js("apply", `document.getElementById("filters").dispatchEvent(new Event("change"))`)
-	b.wait("the five rare tasks on page 1", `!document.body.dataset.refreshing && document.getElementById("page-info").textContent === "page 1" &&
+	b.wait("the five sleep tasks on page 1", `!document.body.dataset.refreshing && document.getElementById("page-info").textContent === "page 1" &&
 		document.querySelectorAll("#tasks-body tr[data-id]").length === 5 && document.getElementById("page-next").disabled`)
 	var shown []string
 	b.eval(`[...document.querySelectorAll("#tasks-body tr[data-id]")].map(tr => tr.dataset.id)`, &shown)
 	slices.Sort(shown)
 	slices.Sort(rareIDs)
 	if !slices.Equal(shown, rareIDs) {
-		t.Fatalf("page shows %v, want the rare tasks %v", shown, rareIDs)
+		t.Fatalf("page shows %v, want the sleep tasks %v", shown, rareIDs)
 	}
 }
