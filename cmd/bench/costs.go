@@ -58,8 +58,9 @@ type OpPerTask struct {
 	Errors     int64   `json:"errors"`
 	Canceled   int64   `json:"errors_canceled"`
 	Refused    int64   `json:"errors_condition_refused"`
-	AvgEntries float64 `json:"avg_entries,omitempty"` // messages per batch call / per receive
-	AvgMillis  float64 `json:"avg_ms"`                // mean latency of a call, retries included
+	AvgEntries float64 `json:"avg_entries,omitempty"`    // messages per batch call / per receive
+	Empty      float64 `json:"empty_per_task,omitempty"` // receives that brought no message, per task
+	AvgMillis  float64 `json:"avg_ms"`                   // mean latency of a call, retries included
 }
 
 // Target is one of the issues' targets, measured. Reported is DynamoDB's
@@ -102,6 +103,7 @@ func newPhase(name string, c counts, tasks int) Phase {
 		if v.Entries > 0 && v.Calls > 0 {
 			op.AvgEntries = round(float64(v.Entries)/float64(v.Calls), 2)
 		}
+		op.Empty = round(per(float64(v.Empty), tasks), 4)
 		if v.Calls > 0 {
 			op.AvgMillis = round(float64(v.Nanos)/float64(v.Calls)/1e6, 2)
 		}
@@ -202,6 +204,7 @@ func combine(name string, ps ...Phase) Phase {
 				b.AvgMillis = round((b.AvgMillis*b.PerTask+o.AvgMillis*o.PerTask)/calls, 2)
 			}
 			b.PerTask = round(calls, 4)
+			b.Empty = round(b.Empty+o.Empty, 4)
 			b.Attempts = round(b.Attempts+o.Attempts, 4)
 			b.Errors += o.Errors
 			b.Canceled += o.Canceled
@@ -293,9 +296,15 @@ func targets(in targetInputs) []Target {
 		}
 	}
 	for _, x := range in.Direct {
-		if x.Path == directSQS && len(x.HotKeys) > 0 {
+		if x.Path != directSQS {
+			continue
+		}
+		if len(x.HotKeys) > 0 {
 			ts = append(ts, atMost("hottest partition key, write units/task, direct send ("+x.HotKeys[0].Key+", group 8)", x.HotKeys[0].WriteUnitsPerTask, targetHotKeyUnits, nil))
 		}
+		ts = append(ts,
+			atMost("DynamoDB write units/task, direct send (indexes included, as billed; group 8)", x.Total.DDBWriteWithGSI, targetDirectWriteUnits, reportedOf(x.Total)),
+			atMost("SQS requests/task, direct send under load (group 8; its split is printed there)", x.Total.SQSRequests, targetDirectSQSRequests, nil))
 	}
 	for _, c := range in.Cost.Paths {
 		if c.Name == directSQS {

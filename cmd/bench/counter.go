@@ -157,6 +157,7 @@ type opStats struct {
 	Canceled int64 //   cut short by their context (a consumer stopping mid-poll)
 	Refused  int64 //   conditional writes refused by their condition (a lost race)
 	Entries  int64 // SQS batch entries sent/deleted, or messages received
+	Empty    int64 // SQS receives that brought no message
 	Nanos    int64 // time spent in the calls, retries included
 	// Capacity estimates (see capacity): DynamoDB write and read units.
 	WriteTable float64 // write units on the base table
@@ -181,6 +182,7 @@ func (s *opStats) add(o opStats) {
 	s.Canceled += o.Canceled
 	s.Refused += o.Refused
 	s.Entries += o.Entries
+	s.Empty += o.Empty
 	s.Nanos += o.Nanos
 	s.WriteTable += o.WriteTable
 	s.WriteIndex += o.WriteIndex
@@ -200,6 +202,7 @@ func (s *opStats) sub(o opStats) {
 	s.Canceled -= o.Canceled
 	s.Refused -= o.Refused
 	s.Entries -= o.Entries
+	s.Empty -= o.Empty
 	s.Nanos -= o.Nanos
 	s.WriteTable -= o.WriteTable
 	s.WriteIndex -= o.WriteIndex
@@ -597,6 +600,9 @@ func (c *counter) capacity(params, result any, err error) opStats {
 	case *sqs.ReceiveMessageInput:
 		if out, ok := result.(*sqs.ReceiveMessageOutput); ok && out != nil {
 			st.Entries = int64(len(out.Messages))
+			if len(out.Messages) == 0 {
+				st.Empty = 1
+			}
 		}
 	}
 	return st

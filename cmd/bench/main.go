@@ -597,13 +597,6 @@ func analyzeDirect(r *Results) {
 			ts = append(ts, t)
 		}
 	}
-	for _, x := range r.Direct {
-		if x.Path == directSQS {
-			ts = append(ts,
-				atMost("DynamoDB write units/task, direct send (indexes included, as billed)", x.Total.DDBWriteWithGSI, targetDirectWriteUnits, reportedOf(x.Total)),
-				atMost("SQS requests/task, direct send under load", x.Total.SQSRequests, targetDirectSQSRequests, nil))
-		}
-	}
 	r.Requests = Requests{CapacityMethod: capacityMethod, Phases: phases, Targets: ts}
 }
 

@@ -436,6 +436,11 @@ func printDirect(w io.Writer, ds []DirectRun) {
 	for _, x := range ds {
 		t.note("%s: %s", x.Path, x.Verdict)
 	}
+	for _, x := range ds {
+		if x.Path == directSQS {
+			t.note("direct send, SQS requests a task by kind: %s", sqsSplit(x))
+		}
+	}
 	t.write(w)
 	for _, x := range ds {
 		name, _, _ := strings.Cut(x.Path, ":")
@@ -608,4 +613,38 @@ func errorsCell(o OpPerTask) string {
 		parts = append(parts, fmt.Sprintf("%d other", other))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// sqsSplit says what a direct send's SQS requests a task are: sends,
+// receives that brought messages, delete batches (each with its mean
+// entries), and the receives that brought none, which a busy consumer
+// makes per second (probes and long polls of its empty queues), not per
+// task, so they are also given per second of the consume phase.
+func sqsSplit(x DirectRun) string {
+	var send, recv, empty, del, other float64
+	var recvAvg, delAvg float64
+	for _, o := range x.Total.Ops {
+		switch {
+		case strings.HasPrefix(o.Op, "SQS SendMessage"):
+			send += o.Attempts
+		case strings.HasPrefix(o.Op, "SQS ReceiveMessage"):
+			recv += o.Attempts - o.Empty
+			empty += o.Empty
+			if o.PerTask > o.Empty {
+				recvAvg = o.AvgEntries * o.PerTask / (o.PerTask - o.Empty)
+			}
+		case strings.HasPrefix(o.Op, "SQS DeleteMessageBatch"):
+			del += o.Attempts
+			delAvg = o.AvgEntries
+		case strings.HasPrefix(o.Op, "SQS "):
+			other += o.Attempts
+		}
+	}
+	perSec := 0.0
+	if x.Seconds > 0 {
+		perSec = empty * float64(x.Tasks) / x.Seconds
+	}
+	return fmt.Sprintf("sends %.4f + receives with messages %.4f (%.2f each) + delete batches %.4f (%.2f each) + other %.4f = %.4f a task (the floor: 0.3, ten a request), "+
+		"and empty receives %.4f a task (%.1f a second over the %.1f s consume phase: the probes and long polls of the queues with no work, paid per second)",
+		send, recv, recvAvg, del, delAvg, other, send+recv+del+other, empty, perSec, x.Seconds)
 }
