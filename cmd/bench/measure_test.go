@@ -3,11 +3,14 @@ package main
 import (
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/triagehq/triage/internal/handler/ledger"
 )
@@ -364,5 +367,27 @@ func TestCheckAdopted(t *testing.T) {
 	// m3 never became a task; T1..T3 completed without their handler running.
 	if v.Lost != 4 {
 		t.Errorf("lost %d, want 4: %+v", v.Lost, v)
+	}
+}
+
+// A receive counts the messages it brought, and one that brought none is
+// counted empty; sqsSplit separates those from the per-task requests.
+func TestEmptyReceivesAndSQSSplit(t *testing.T) {
+	c := newCounter(specIndexes())
+	full := c.capacity(&sqs.ReceiveMessageInput{}, &sqs.ReceiveMessageOutput{Messages: make([]sqstypes.Message, 10)}, nil)
+	empty := c.capacity(&sqs.ReceiveMessageInput{}, &sqs.ReceiveMessageOutput{}, nil)
+	if full.Entries != 10 || full.Empty != 0 || empty.Entries != 0 || empty.Empty != 1 {
+		t.Fatalf("full receive %+v, empty receive %+v", full, empty)
+	}
+	x := DirectRun{Path: directSQS, Tasks: 100, Seconds: 2, Total: Phase{Ops: []OpPerTask{
+		{Op: "SQS SendMessageBatch", PerTask: 0.1, Attempts: 0.1, AvgEntries: 10},
+		{Op: "SQS ReceiveMessage", PerTask: 0.14, Attempts: 0.14, AvgEntries: 7.14, Empty: 0.04},
+		{Op: "SQS DeleteMessageBatch", PerTask: 0.1, Attempts: 0.1, AvgEntries: 10},
+	}}}
+	got := sqsSplit(x)
+	for _, want := range []string{"receives with messages 0.1000 (10.00 each)", "= 0.3000 a task", "empty receives 0.0400 a task (2.0 a second"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("split %q lacks %q", got, want)
+		}
 	}
 }
