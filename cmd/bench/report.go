@@ -622,7 +622,7 @@ func errorsCell(o OpPerTask) string {
 // task, so they are also given per second of the consume phase.
 func sqsSplit(x DirectRun) string {
 	var send, recv, empty, del, other float64
-	var recvAvg, delAvg float64
+	var recvMsgs, delMsgs float64 // messages per task the receives brought, the deletes carried
 	for _, o := range x.Total.Ops {
 		switch {
 		case strings.HasPrefix(o.Op, "SQS SendMessage"):
@@ -630,15 +630,19 @@ func sqsSplit(x DirectRun) string {
 		case strings.HasPrefix(o.Op, "SQS ReceiveMessage"):
 			recv += o.Attempts - o.Empty
 			empty += o.Empty
-			if o.PerTask > o.Empty {
-				recvAvg = o.AvgEntries * o.PerTask / (o.PerTask - o.Empty)
-			}
+			recvMsgs += o.AvgEntries * o.PerTask
 		case strings.HasPrefix(o.Op, "SQS DeleteMessageBatch"):
 			del += o.Attempts
-			delAvg = o.AvgEntries
+			delMsgs += o.AvgEntries * o.PerTask
 		case strings.HasPrefix(o.Op, "SQS "):
 			other += o.Attempts
 		}
+	}
+	each := func(msgs, calls float64) float64 {
+		if calls <= 0 {
+			return 0
+		}
+		return msgs / calls
 	}
 	perSec := 0.0
 	if x.Seconds > 0 {
@@ -646,5 +650,5 @@ func sqsSplit(x DirectRun) string {
 	}
 	return fmt.Sprintf("sends %.4f + receives with messages %.4f (%.2f each) + delete batches %.4f (%.2f each) + other %.4f = %.4f a task (the floor: 0.3, ten a request), "+
 		"and empty receives %.4f a task (%.1f a second over the %.1f s consume phase: the probes and long polls of the queues with no work, paid per second)",
-		send, recv, recvAvg, del, delAvg, other, send+recv+del+other, empty, perSec, x.Seconds)
+		send, recv, each(recvMsgs, recv), del, each(delMsgs, del), other, send+recv+del+other, empty, perSec, x.Seconds)
 }
